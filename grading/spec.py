@@ -1,0 +1,93 @@
+"""What the grading core needs to know about one packet version.
+
+Plain data, no Django: the recruiter side turns a ``PacketVersion`` row into a
+``PacketSpec`` (``PacketVersion.to_spec()``), and tests and the command line can
+build one from a folder laid out like ``takehome/sample_packet/``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Mapping
+
+ARTIFACTS_DIR = "artifacts"
+TEST_FILE_RE = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|conftest\.py)$")
+
+
+def is_test_path(path: str) -> bool:
+    """True for files pytest treats as tests or test configuration."""
+    return bool(TEST_FILE_RE.search(path))
+
+
+@dataclass(frozen=True)
+class PacketSpec:
+    """One immutable packet version, as the grader sees it.
+
+    ``fixture`` is the original tree handed to candidates (path -> bytes, POSIX
+    paths relative to the tree's root). ``solution`` holds the fixed production
+    files; its keys are, by definition, the packet's production paths.
+    ``reference_tests`` are hidden tests added when checking a candidate's fix.
+    ``forbidden_patterns`` and ``refusal_hints`` map a short label to a regular
+    expression (searched case-insensitively for hints, as written for patterns).
+    """
+
+    slug: str
+    version: int
+    fixture: Mapping[str, bytes]
+    solution: Mapping[str, bytes]
+    reference_tests: Mapping[str, bytes]
+    protected_paths: tuple[str, ...] = ()
+    forbidden_patterns: Mapping[str, str] = field(default_factory=dict)
+    refusal_hints: Mapping[str, str] = field(default_factory=dict)
+    test_command: tuple[str, ...] = ("python", "-m", "pytest", "-q")
+    time_limit_minutes: int = 90
+
+    @property
+    def production_paths(self) -> tuple[str, ...]:
+        return tuple(sorted(self.solution))
+
+    def fixture_test_paths(self) -> tuple[str, ...]:
+        return tuple(sorted(p for p in self.fixture if is_test_path(p)))
+
+    def cache_key(self) -> str:
+        """Stable name for this version, for caching the original tree's run."""
+        return f"{self.slug}-v{self.version}"
+
+
+def _read_tree(root: Path) -> dict[str, bytes]:
+    if not root.is_dir():
+        return {}
+    return {
+        PurePosixPath(p.relative_to(root)).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def load_spec_dir(root: Path, version: int = 1) -> PacketSpec:
+    """Build a spec from a packet folder: packet.json, fixture/, solution/, reference_tests/."""
+    meta = json.loads((root / "packet.json").read_text())
+    return PacketSpec(
+        slug=meta["slug"],
+        version=version,
+        fixture=_read_tree(root / "fixture"),
+        solution=_read_tree(root / "solution"),
+        reference_tests=_read_tree(root / "reference_tests"),
+        protected_paths=tuple(meta.get("protected_paths", ())),
+        forbidden_patterns=dict(meta.get("forbidden_patterns", {})),
+        refusal_hints=dict(meta.get("refusal_hints", {})),
+        test_command=tuple(shlex.split(meta.get("test_command", "python -m pytest -q"))),
+        time_limit_minutes=int(meta.get("time_limit_minutes", 90)),
+    )
+
+
+SAMPLE_PACKET_DIR = Path(__file__).resolve().parent.parent / "takehome" / "sample_packet"
+
+
+def sample_spec() -> PacketSpec:
+    """The built-in refund-sum packet, read from the repository."""
+    return load_spec_dir(SAMPLE_PACKET_DIR)
