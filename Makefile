@@ -1,0 +1,44 @@
+# takehome: two commands do all set-up.
+#   make run    set up, then serve http://127.0.0.1:8000/ with a worker, beat and a private Redis
+#   make test   set up, then run the whole test suite
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export TAKEHOME_VAR_DIR ?= $(CURDIR)/var
+export DEBUG ?= true
+
+.PHONY: run test setup system venv runner db bench
+
+run: setup
+	@$(PY) manage.py seed_demo
+	@echo "Starting the web server, a worker, the beat scheduler and Redis. Ctrl-C stops them all."
+	@$(VENV)/bin/honcho -f Procfile start
+
+test: SYSTEM_FLAGS = --browser
+test: setup
+	$(VENV)/bin/pytest
+
+setup: system venv runner db
+
+system:
+	@scripts/ensure-system $(SYSTEM_FLAGS)
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+venv: $(VENV)/.installed
+
+# The sandbox's own minimal virtualenv (pinned pytest), built from Debian's python3.
+runner: venv
+	@$(PY) -m grading.runner "$${TAKEHOME_RUNNER_DIR:-$(TAKEHOME_VAR_DIR)/runner}"
+
+db: venv
+	@mkdir -p $(TAKEHOME_VAR_DIR)
+	@$(PY) manage.py migrate --noinput -v0
+	@$(PY) manage.py load_sample_packet
+
+bench: setup
+	$(PY) bench/grading.py

@@ -1,0 +1,260 @@
+"""Fixtures shared by every app's tests.
+
+Integration fixtures start real parts: a redis-server (unless CELERY_BROKER_URL
+names one), a `celery worker` subprocess, headless Chromium. Under CI=true a
+missing part is a failure with the reason, never a silent skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+CHROMIUM = "/usr/bin/chromium"
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip on a developer's machine, fail under CI: a green CI run means it ran."""
+    if condition:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI=true: this test must run)")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def media_root(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT
+
+
+@pytest.fixture
+def groups(db):
+    from django.contrib.auth.models import Group
+
+    from takehome.access import RECRUITER_GROUP, REVIEWER_GROUP
+
+    return {name: Group.objects.get_or_create(name=name)[0] for name in (RECRUITER_GROUP, REVIEWER_GROUP)}
+
+
+def _user(username: str, group):
+    from django.contrib.auth.models import User
+
+    user = User.objects.create_user(username, password="pw-" + username)
+    if group is not None:
+        user.groups.add(group)
+    return user
+
+
+@pytest.fixture
+def recruiter(groups):
+    return _user("rita", groups["recruiter"])
+
+
+@pytest.fixture
+def reviewer(groups):
+    return _user("rob", groups["reviewer"])
+
+
+@pytest.fixture
+def recruiter_client(client, recruiter):
+    client.force_login(recruiter)
+    return client
+
+
+@pytest.fixture
+def sample_packet(db):
+    from takehome.actions import do_load_sample_packet
+
+    packet, _ = do_load_sample_packet()
+    return packet
+
+
+# --- Redis and a real Celery worker -------------------------------------------------
+
+
+def _wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class PrivateRedis:
+    """A redis-server of the test run's own, on a unix socket; stoppable for outage tests."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.socket = folder / "redis.sock"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis+socket://{self.socket}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", "0", "--unixsocket", str(self.socket), "--dir", str(self.folder),
+             "--appendonly", "yes", "--save", "", "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL,
+        )
+        _wait_for(lambda: self._ping(), 10, "redis-server to answer")
+
+    def _ping(self) -> bool:
+        import redis
+
+        try:
+            return redis.Redis(unix_socket_path=str(self.socket)).ping()
+        except Exception:
+            return False
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def broker_url():
+    """CELERY_BROKER_URL when given (CI's real Redis), else a private redis-server.
+
+    Autouse and session-wide: the Celery app is pointed at it before any test
+    can send a message, so nothing ever talks to a broker that is not there.
+    """
+    from takehome.celery import app
+
+    given = os.environ.get("CELERY_BROKER_URL")
+    if given:
+        yield given
+        return
+    if shutil.which("redis-server") is None:
+        yield None
+        return
+    # why /tmp and a short name: a unix socket path must stay under 108 bytes.
+    folder = Path(tempfile.mkdtemp(prefix="th-redis-"))
+    server = PrivateRedis(folder)
+    server.start()
+    app.conf.broker_url = server.url
+    yield server.url
+    server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def database_url() -> str:
+    """The URL of the database the tests are using right now (the test database)."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{s['NAME']}"
+    if connection.vendor == "postgresql":
+        auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
+        return f"postgres://{auth}@{s['HOST'] or 'localhost'}:{s['PORT'] or 5432}/{s['NAME']}"
+    raise RuntimeError(f"no worker support for {connection.vendor}")
+
+
+class Worker:
+    """A real `celery worker` subprocess against the test database and broker."""
+
+    def __init__(self, env: dict, log: Path):
+        self.env, self.log, self.proc = env, log, None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "takehome", "worker", "--loglevel=INFO",
+             "--concurrency=1", "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}@%h"],
+            cwd=ROOT, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self, sig=signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+def worker_env(transactional_db, broker_url, settings):
+    """Environment for subprocesses that must share the test's database and broker."""
+    require(broker_url is not None, "redis-server is not installed (apt-get install redis-server)")
+    return {
+        **os.environ,
+        "DEBUG": "true",
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": broker_url,
+        "TAKEHOME_MEDIA_ROOT": str(settings.MEDIA_ROOT),
+    }
+
+
+@pytest.fixture
+def celery_worker_proc(worker_env, tmp_path):
+    worker = Worker(worker_env, tmp_path / "worker.log")
+    worker.start()
+    yield worker
+    worker.stop()
+
+
+# --- headless Chromium -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def browser():
+    require(Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
+    # why: playwright's sync API runs an event loop in this thread; the ORM
+    # calls the tests make between page steps are still synchronous and safe.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    yield page
+    context.close()
+
+
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+
+
+def screenshot(page, name: str) -> Path:
+    """Keep a screenshot under docs/screenshots/ (committed, shown in the README)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # why: the default hasher is slow on purpose; tests log in hundreds of times.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,249 @@
+"""Writes on the recruiter's side: packets, versions, invitations, emails."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import Max
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from grading.archive import Limits, UnsafeArchive, safe_extract
+from grading.spec import SAMPLE_PACKET_DIR, load_spec_dir
+
+from .invites import InviteRow
+from .models import DEFAULT_RUBRIC, Candidate, Invitation, Packet, PacketFile, PacketVersion
+
+# Packets are small by design ("ship a tiny tree"): tighter than uploads.
+PACKET_ZIP_LIMITS = Limits(max_entries=500, max_total_bytes=5 * 1024 * 1024, max_file_bytes=1024 * 1024)
+
+
+class PacketError(Exception):
+    """A recruiter's packet input that cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class VersionContent:
+    """Everything a new packet version holds, before it is written."""
+
+    prompt: str
+    fixture: Mapping[str, bytes]
+    solution: Mapping[str, bytes]
+    reference_tests: Mapping[str, bytes]
+    test_command: str = "python -m pytest -q"
+    protected_paths: tuple[str, ...] = ()
+    forbidden_patterns: Mapping[str, str] | None = None
+    refusal_hints: Mapping[str, str] | None = None
+    time_limit_minutes: int = 90
+    rubric: Mapping[str, str] | None = None
+
+
+def read_zip_tree(uploaded, what: str) -> dict[str, bytes]:
+    """Unpack a recruiter's zip with the same safe unpacker candidates' uploads go through."""
+    with tempfile.TemporaryDirectory(prefix="packet-") as tmp:
+        archive = Path(tmp) / "upload.zip"
+        with archive.open("wb") as out:
+            for chunk in uploaded.chunks():
+                out.write(chunk)
+        try:
+            report = safe_extract(archive, Path(tmp) / "tree", PACKET_ZIP_LIMITS)
+        except UnsafeArchive as exc:
+            raise PacketError(f"The {what} zip cannot be used: {exc.reason}") from exc
+        return {path: (report.root / path).read_bytes() for path in report.kept}
+
+
+def validate_content(content: VersionContent) -> None:
+    """Refuse a version the grader could not use, with a sentence saying why."""
+    if not content.fixture:
+        raise PacketError("The fixture has no files.")
+    missing = [p for p in content.solution if p not in content.fixture]
+    if missing:
+        raise PacketError(
+            "The reference solution must replace files of the fixture; these are not in it: "
+            + ", ".join(sorted(missing))
+        )
+    missing = [p for p in content.protected_paths if p not in content.fixture]
+    if missing:
+        raise PacketError("Protected paths must be fixture files; not found: " + ", ".join(missing))
+
+
+@transaction.atomic
+def do_create_version(packet: Packet, content: VersionContent, user=None) -> PacketVersion:
+    """Write a new immutable version of a packet, numbered after the last one."""
+    validate_content(content)
+    # why: lock the packet row so two editors saving at once get numbers 2 and 3.
+    Packet.objects.select_for_update().get(pk=packet.pk)
+    last = packet.versions.aggregate(n=Max("number"))["n"] or 0
+    version = PacketVersion.objects.create(
+        packet=packet,
+        number=last + 1,
+        prompt=content.prompt,
+        test_command=content.test_command,
+        protected_paths=list(content.protected_paths),
+        forbidden_patterns=dict(content.forbidden_patterns or {}),
+        refusal_hints=dict(content.refusal_hints or {}),
+        time_limit_minutes=content.time_limit_minutes,
+        rubric=dict(content.rubric or DEFAULT_RUBRIC),
+        created_by=user,
+    )
+    PacketFile.objects.bulk_create(
+        PacketFile(version=version, kind=kind, path=path, content=data)
+        for kind, files in (
+            (PacketFile.Kind.FIXTURE, content.fixture),
+            (PacketFile.Kind.SOLUTION, content.solution),
+            (PacketFile.Kind.REFERENCE_TEST, content.reference_tests),
+        )
+        for path, data in sorted(files.items())
+    )
+    return version
+
+
+@transaction.atomic
+def do_create_packet(slug: str, title: str, content: VersionContent, user=None) -> Packet:
+    packet = Packet.objects.create(slug=slug, title=title, created_by=user)
+    do_create_version(packet, content, user)
+    return packet
+
+
+def sample_content() -> tuple[str, str, VersionContent]:
+    """The built-in refund-sum packet as (slug, title, content)."""
+    meta = json.loads((SAMPLE_PACKET_DIR / "packet.json").read_text())
+    spec = load_spec_dir(SAMPLE_PACKET_DIR)
+    content = VersionContent(
+        prompt=(SAMPLE_PACKET_DIR / "prompt.md").read_text(),
+        fixture=spec.fixture,
+        solution=spec.solution,
+        reference_tests=spec.reference_tests,
+        test_command=meta.get("test_command", "python -m pytest -q"),
+        protected_paths=spec.protected_paths,
+        forbidden_patterns=spec.forbidden_patterns,
+        refusal_hints=spec.refusal_hints,
+        time_limit_minutes=spec.time_limit_minutes,
+        rubric=meta.get("rubric", DEFAULT_RUBRIC),
+    )
+    return meta["slug"], meta["title"], content
+
+
+def _same_content(version: PacketVersion, content: VersionContent) -> bool:
+    return (
+        version.prompt == content.prompt
+        and version.files_of(PacketFile.Kind.FIXTURE) == dict(content.fixture)
+        and version.files_of(PacketFile.Kind.SOLUTION) == dict(content.solution)
+        and version.files_of(PacketFile.Kind.REFERENCE_TEST) == dict(content.reference_tests)
+        and version.test_command == content.test_command
+        and list(version.protected_paths) == list(content.protected_paths)
+        and version.forbidden_patterns == dict(content.forbidden_patterns or {})
+        and version.refusal_hints == dict(content.refusal_hints or {})
+        and version.time_limit_minutes == content.time_limit_minutes
+    )
+
+
+@transaction.atomic
+def do_load_sample_packet() -> tuple[Packet, bool]:
+    """Create the sample packet, or a new version if its files changed. Idempotent.
+
+    Returns the packet and whether anything was written.
+    """
+    slug, title, content = sample_content()
+    packet = Packet.objects.filter(slug=slug).first()
+    if packet is None:
+        return do_create_packet(slug, title, content), True
+    latest = packet.latest_version()
+    if latest is not None and _same_content(latest, content):
+        return packet, False
+    do_create_version(packet, content)
+    return packet, True
+
+
+class InviteError(Exception):
+    """Invitations that cannot be created; `.messages` has one sentence per problem."""
+
+    def __init__(self, messages: list[str]):
+        super().__init__("; ".join(messages))
+        self.messages = messages
+
+
+@dataclass(frozen=True)
+class NewInvitation:
+    invitation: Invitation
+    link: str
+
+
+def _duplicates(version: PacketVersion, rows: Iterable[InviteRow]) -> list[str]:
+    emails = {row.email: row for row in rows}
+    taken = Invitation.objects.filter(
+        packet_version__packet=version.packet,
+        candidate__email__in=list(emails),
+        revoked_at__isnull=True,
+    ).select_related("candidate")
+    return [
+        f"Line {emails[inv.candidate.email].line}: {inv.candidate.email} already has an "
+        f"invitation to {version.packet.title}."
+        for inv in taken
+    ]
+
+
+@transaction.atomic
+def do_invite_candidates(
+    version: PacketVersion, rows: list[InviteRow], user=None, send: bool = True
+) -> list[NewInvitation]:
+    """Create one invitation per row, all or nothing, and email each link after commit.
+
+    A candidate already invited to this packet (any version, not revoked) is a
+    duplicate: raise InviteError and create nothing.
+    """
+    problems = _duplicates(version, rows)
+    if problems:
+        raise InviteError(problems)
+    created = []
+    for row in rows:
+        candidate, _ = Candidate.objects.get_or_create(email=row.email, defaults={"name": row.name})
+        if candidate.name != row.name:
+            candidate.name = row.name
+            candidate.save(update_fields=["name"])
+        invitation = Invitation(candidate=candidate, packet_version=version, invited_by=user)
+        invitation.issue_token()
+        invitation.save()
+        created.append(NewInvitation(invitation, invitation.link()))
+    if send:
+        ids = [new.invitation.pk for new in created]
+        transaction.on_commit(lambda: [do_send_invitation(Invitation.objects.get(pk=pk)) for pk in ids])
+    return created
+
+
+def do_send_invitation(invitation: Invitation) -> str:
+    """Email the candidate their link; returns the link. Also used to resend.
+
+    If the link can no longer be rebuilt (SECRET_KEY changed), a new token is
+    issued first: the old link stops working, the new one is what is sent.
+    """
+    link = invitation.link()
+    if link is None:
+        invitation.issue_token()
+        invitation.save(update_fields=["token_nonce", "token_hash"])
+        link = invitation.link()
+    version = invitation.packet_version
+    context = {"invitation": invitation, "link": link, "packet": version.packet, "version": version}
+    send_mail(
+        subject=f"Your take-home: {version.packet.title}",
+        message=render_to_string("takehome/email/invitation.txt", context),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        recipient_list=[invitation.candidate.email],
+    )
+    invitation.sent_at = timezone.now()
+    invitation.save(update_fields=["sent_at"])
+    return link
+
+
+def do_revoke_invitation(invitation: Invitation) -> None:
+    if invitation.revoked_at is None:
+        invitation.revoked_at = timezone.now()
+        invitation.save(update_fields=["revoked_at"])
+

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TakehomeConfig(AppConfig):
+    name = "takehome"
+    verbose_name = "Recruiting"

@@ -1,0 +1,282 @@
+"""The recruiter's side: packets and their immutable versions, candidates, invitations."""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.crypto import get_random_string, salted_hmac
+
+from grading.spec import PacketSpec
+
+DEFAULT_RUBRIC = {
+    "red_log": "Red log is a real pytest failure",
+    "test_names_bug": "Test names the bug",
+    "model_waited": "Model waited",
+    "refusal_specific": "Refusal is specific",
+}
+
+
+class ImmutableRowError(Exception):
+    """Raised on an attempt to change a row that must never change once written."""
+
+
+class Packet(models.Model):
+    """A take-home exercise. Its content lives in versions; the packet is the name."""
+
+    slug = models.SlugField(unique=True)
+    title = models.CharField(max_length=200)
+    hide_candidate_names = models.BooleanField(
+        default=False, help_text="Reviewers see a candidate number instead of the name."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["title"]
+
+    def __str__(self) -> str:
+        return self.title
+
+    def get_absolute_url(self) -> str:
+        return reverse("takehome:packet-detail", args=[self.slug])
+
+    def latest_version(self) -> PacketVersion | None:
+        return self.versions.order_by("-number").first()
+
+
+class PacketVersion(models.Model):
+    """One frozen state of a packet. Editing a packet writes a new version.
+
+    An invitation points at one version forever, so what a candidate was given
+    and what their work is graded against never change under them.
+    """
+
+    packet = models.ForeignKey(Packet, on_delete=models.PROTECT, related_name="versions")
+    number = models.PositiveIntegerField()
+    prompt = models.TextField(help_text="Markdown, shown to the candidate.")
+    test_command = models.CharField(max_length=200, default="python -m pytest -q")
+    protected_paths = models.JSONField(default=list, blank=True)
+    forbidden_patterns = models.JSONField(default=dict, blank=True)
+    refusal_hints = models.JSONField(default=dict, blank=True)
+    time_limit_minutes = models.PositiveIntegerField(default=90)
+    rubric = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["packet", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["packet", "number"], name="packet_version_number_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.packet.slug} v{self.number}"
+
+    def save(self, *args, **kwargs) -> None:
+        # why: an invitation's meaning depends on its version never changing.
+        if self.pk is not None:
+            raise ImmutableRowError("A packet version never changes; create a new version instead.")
+        super().save(*args, **kwargs)
+
+    @property
+    def time_limit(self) -> timedelta:
+        return timedelta(minutes=self.time_limit_minutes)
+
+    def rubric_labels(self) -> dict[str, str]:
+        return {**DEFAULT_RUBRIC, **{k: v for k, v in (self.rubric or {}).items() if v}}
+
+    def files_of(self, kind: str) -> dict[str, bytes]:
+        return {f.path: bytes(f.content) for f in self.files.all() if f.kind == kind}
+
+    def to_spec(self) -> PacketSpec:
+        """The plain-data view the grading core works on."""
+        return PacketSpec(
+            slug=self.packet.slug,
+            version=self.number,
+            fixture=self.files_of(PacketFile.Kind.FIXTURE),
+            solution=self.files_of(PacketFile.Kind.SOLUTION),
+            reference_tests=self.files_of(PacketFile.Kind.REFERENCE_TEST),
+            protected_paths=tuple(self.protected_paths),
+            forbidden_patterns=dict(self.forbidden_patterns),
+            refusal_hints=dict(self.refusal_hints),
+            test_command=tuple(shlex.split(self.test_command)),
+            time_limit_minutes=self.time_limit_minutes,
+        )
+
+
+class PacketFile(models.Model):
+    """One file of a packet version: part of the fixture, the solution or the hidden tests."""
+
+    class Kind(models.TextChoices):
+        FIXTURE = "fixture", "Fixture (handed to the candidate)"
+        SOLUTION = "solution", "Reference solution (fixed production file)"
+        REFERENCE_TEST = "reference_test", "Hidden reference test"
+
+    version = models.ForeignKey(PacketVersion, on_delete=models.CASCADE, related_name="files")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    path = models.CharField(max_length=500)
+    content = models.BinaryField()
+
+    class Meta:
+        ordering = ["kind", "path"]
+        constraints = [
+            models.UniqueConstraint(fields=["version", "kind", "path"], name="packet_file_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version} {self.kind}:{self.path}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise ImmutableRowError("Packet files belong to an immutable version.")
+        super().save(*args, **kwargs)
+
+    def text(self) -> str | None:
+        """The content as text, or None when it is not UTF-8 (shown as binary)."""
+        try:
+            return bytes(self.content).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+
+class Candidate(models.Model):
+    name = models.CharField(max_length=200)
+    email = models.EmailField(unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} <{self.email}>"
+
+
+def hash_token(token: str) -> str:
+    """sha256 of a raw link token.
+
+    why a plain hash and no slow KDF: tokens are 192 random bits, so there is
+    nothing to brute-force; the hash only keeps a database dump from holding
+    working links.
+    """
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class InvitationQuerySet(models.QuerySet):
+    def by_token(self, token: str) -> Invitation | None:
+        """The live invitation behind a raw token, or None (unknown or revoked)."""
+        if not token or len(token) > 100:
+            return None
+        return self.filter(token_hash=hash_token(token), revoked_at__isnull=True).first()
+
+    def for_board(self):
+        return self.select_related("candidate", "packet_version__packet").order_by("-created_at")
+
+
+class Invitation(models.Model):
+    """A candidate's access to one packet version, through a link.
+
+    The database keeps only a hash of the link's token. The token itself is an
+    HMAC of a random nonce under SECRET_KEY, so the server can show the link
+    again (copy, resend) while a database dump alone reveals no working link.
+    If SECRET_KEY changes, links already sent keep working (the stored hash is
+    unchanged) but the server can no longer rebuild them: resending then issues
+    a new link. See `link_token()`.
+
+    Status moves forward only: created -> sent -> opened -> started -> submitted.
+    """
+
+    class Status(models.TextChoices):
+        CREATED = "created"
+        SENT = "sent"
+        OPENED = "opened"
+        STARTED = "started"
+        SUBMITTED = "submitted"
+        REVOKED = "revoked"
+
+    candidate = models.ForeignKey(Candidate, on_delete=models.PROTECT, related_name="invitations")
+    packet_version = models.ForeignKey(
+        PacketVersion, on_delete=models.PROTECT, related_name="invitations"
+    )
+    token_nonce = models.CharField(max_length=64, editable=False)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    opened_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    objects = InvitationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.candidate.name} for {self.packet_version}"
+
+    @staticmethod
+    def _token_for(nonce: str) -> str:
+        return salted_hmac("takehome.invitation-link", nonce, algorithm="sha256").hexdigest()[:48]
+
+    def issue_token(self) -> str:
+        """Give this (unsaved) invitation a fresh token; returns the raw token."""
+        self.token_nonce = get_random_string(32)
+        token = self._token_for(self.token_nonce)
+        self.token_hash = hash_token(token)
+        return token
+
+    def link_token(self) -> str | None:
+        """The raw token, rebuilt from the nonce; None if SECRET_KEY has changed since."""
+        token = self._token_for(self.token_nonce)
+        return token if hash_token(token) == self.token_hash else None
+
+    def link(self) -> str | None:
+        token = self.link_token()
+        if token is None:
+            return None
+        return settings.SITE_URL + reverse("sessions_app:landing", args=[token])
+
+    @property
+    def status(self) -> str:
+        if self.revoked_at:
+            return self.Status.REVOKED
+        for status, at in (
+            (self.Status.SUBMITTED, self.submitted_at),
+            (self.Status.STARTED, self.started_at),
+            (self.Status.OPENED, self.opened_at),
+            (self.Status.SENT, self.sent_at),
+        ):
+            if at:
+                return status
+        return self.Status.CREATED
+
+    def get_status_display(self) -> str:
+        return self.Status(self.status).label
+
+    @property
+    def packet(self) -> Packet:
+        return self.packet_version.packet
+
+
+class WorkerHeartbeat(models.Model):
+    """Written by a periodic task, so pages can say whether a worker is alive."""
+
+    hostname = models.CharField(max_length=200, unique=True)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.hostname} at {self.seen_at:%Y-%m-%d %H:%M:%S}"

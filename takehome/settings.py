@@ -1,0 +1,209 @@
+"""Settings for takehome, read from the environment.
+
+Every variable is listed with its default in `.env.example`. Conventional names
+stay unprefixed (SECRET_KEY, DEBUG, DATABASE_URL, ...); our own knobs start
+with TAKEHOME_. A bad value stops the process with a message, never a guess.
+"""
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+# The development key is public (it is in this file): it may only ever sign
+# cookies on a developer's machine. Production mode refuses it below.
+DEV_SECRET_KEY = "django-insecure-takehome-development-key-never-use-in-production"
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off", ""}
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """A boolean variable; anything but true/false/1/0/yes/no/on/off stops the process."""
+    raw = env.str(name, default=str(default)).strip().lower()
+    if raw in TRUE_WORDS:
+        return True
+    if raw in FALSE_WORDS:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean: use true or false.")
+
+
+DEBUG = env_bool("DEBUG", default=False)
+
+
+def _secret(name: str, default: str | None) -> str | None:
+    """Read NAME, or the file named by NAME_FILE (as Docker secrets are mounted)."""
+    file_name = env.str(f"{name}_FILE", default="")
+    if file_name:
+        try:
+            return Path(file_name).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={file_name} cannot be read: {exc}") from exc
+    return env.str(name, default=default)
+
+
+SECRET_KEY = _secret("SECRET_KEY", default=DEV_SECRET_KEY if DEBUG else None)
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set. Set SECRET_KEY (or SECRET_KEY_FILE) to a long random "
+        "string, or set DEBUG=true on a development machine."
+    )
+if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
+    raise ImproperlyConfigured(
+        "Refusing to start in production mode (DEBUG=false) with the development "
+        "SECRET_KEY. Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+    )
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"] if DEBUG else [])
+# Candidate links are absolute: they go out by email and on the command line.
+SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000").rstrip("/")
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[SITE_URL])
+
+# Everything the app writes lives under one folder: the SQLite file, the
+# private Redis, uploads, the sandbox's runner virtualenv and scratch space.
+VAR_DIR = Path(env.str("TAKEHOME_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "takehome",
+    "sessions_app",
+    "grading",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "takehome.urls"
+WSGI_APPLICATION = "takehome.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # A worker process in the integration tests must see the test database,
+    # so it is a file beside the real one, never SQLite's in-memory default.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.str("TIME_ZONE", default="UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env.str("TAKEHOME_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+MEDIA_ROOT = Path(env.str("TAKEHOME_MEDIA_ROOT", default=str(VAR_DIR / "media")))
+MEDIA_URL = "/media-not-served/"  # uploads are never served directly
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+
+EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
+globals().update(EMAIL_CONFIG)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="takehome <takehome@localhost>")
+
+# Production hardening: on whenever DEBUG is off, so `check --deploy` is clean.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+if not DEBUG and not SECURE_HSTS_PRELOAD:
+    SILENCED_SYSTEM_CHECKS = ["security.W021"]  # preload is a choice, not a default
+
+# Celery. The broker is Redis everywhere: by default a private redis-server
+# that `make run` starts on a unix socket under VAR_DIR.
+REDIS_SOCKET = VAR_DIR / "redis" / "redis.sock"
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=f"redis+socket://{REDIS_SOCKET}")
+CELERY_TASK_SERIALIZER = "json"  # ids only, never pickle
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Grading's hard time limit; the visibility timeout must stay above it, or a
+# slow task is delivered a second time while the first still runs.
+GRADING_TIME_LIMIT_S = env.int("TAKEHOME_GRADING_TIME_LIMIT_S", default=600)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": max(3600, 2 * (GRADING_TIME_LIMIT_S + 60)),
+}
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    "record-heartbeat": {"task": "takehome.tasks.record_heartbeat", "schedule": 30.0},
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}
+
+# Grading. The sandbox runs candidate code as unprivileged uids, so the runner
+# virtualenv and the scratch folder must sit where any user can traverse.
+GRADING_RUNNER_DIR = Path(env.str("TAKEHOME_RUNNER_DIR", default=str(VAR_DIR / "runner")))
+GRADING_SCRATCH_DIR = Path(env.str("TAKEHOME_SCRATCH_DIR", default=str(VAR_DIR / "scratch")))
+GRADING_UID_BASE = env.int("TAKEHOME_SANDBOX_UID_BASE", default=62000)
+GRADING_SANDBOX_SLOTS = env.int("TAKEHOME_SANDBOX_SLOTS", default=8)
+GRADING_RUN_WALL_S = env.int("TAKEHOME_RUN_WALL_S", default=60)

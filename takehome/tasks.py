@@ -1,0 +1,16 @@
+"""Small periodic tasks of the project itself."""
+
+import socket
+
+from celery import shared_task
+from django.utils import timezone
+
+from .models import WorkerHeartbeat
+
+
+@shared_task(ignore_result=True)
+def record_heartbeat(hostname: str = "") -> str:
+    """Note that a worker is alive (beat sends this every 30 s); pages show the age."""
+    name = hostname or socket.gethostname()
+    WorkerHeartbeat.objects.update_or_create(hostname=name, defaults={"seen_at": timezone.now()})
+    return name

@@ -1,0 +1,53 @@
+"""Recruiter pages need a login and the recruiter group."""
+
+import pytest
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+PAGES = [
+    ("takehome:packet-list", {}),
+    ("takehome:packet-create", {}),
+    ("takehome:packet-detail", {"slug": "refund-sum"}),
+    ("takehome:packet-edit", {"slug": "refund-sum"}),
+    ("takehome:packet-invite", {"slug": "refund-sum"}),
+    ("takehome:invitation-board", {"slug": "refund-sum"}),
+]
+POSTS = [("takehome:invitation-resend", {"pk": 1}), ("takehome:invitation-revoke", {"pk": 1})]
+
+
+@pytest.mark.parametrize("name, kwargs", PAGES + POSTS)
+def test_anonymous_users_are_sent_to_the_login_page(client, sample_packet, name, kwargs):
+    url = reverse(name, kwargs=kwargs)
+    response = client.post(url) if (name, kwargs) in POSTS else client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.parametrize("name, kwargs", PAGES + POSTS)
+def test_a_reviewer_is_not_a_recruiter(client, reviewer, sample_packet, name, kwargs):
+    client.force_login(reviewer)
+    url = reverse(name, kwargs=kwargs)
+    response = client.post(url) if (name, kwargs) in POSTS else client.get(url)
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize("name, kwargs", PAGES)
+def test_a_recruiter_sees_every_page(recruiter_client, sample_packet, name, kwargs):
+    assert recruiter_client.get(reverse(name, kwargs=kwargs)).status_code == 200
+
+
+def test_login_with_the_form_lands_a_recruiter_on_the_packets(client, recruiter, sample_packet):
+    response = client.post(reverse("login"), {"username": "rita", "password": "pw-rita"}, follow=True)
+    assert response.redirect_chain[-1][0] == reverse("takehome:packet-list")
+    assert b"Refunds in the invoice total" in response.content
+
+
+def test_a_wrong_password_says_so(client, recruiter):
+    response = client.post(reverse("login"), {"username": "rita", "password": "nope"})
+    assert b"do not match" in response.content
+
+
+def test_home_sends_anonymous_users_to_log_in(client):
+    response = client.get("/")
+    assert response.status_code == 302 and response["Location"] == reverse("login")

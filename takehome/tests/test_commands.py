@@ -1,0 +1,75 @@
+"""The command-line entry points scripts rely on."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from grading.spec import sample_spec
+from takehome.models import Invitation, Packet
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_sample_packet_loads_twice_without_a_second_version():
+    call_command("load_sample_packet", stdout=StringIO())
+    out = StringIO()
+    call_command("load_sample_packet", stdout=out)
+    assert "Already up to date" in out.getvalue()
+    packet = Packet.objects.get(slug="refund-sum")
+    assert packet.versions.count() == 1
+
+
+def test_the_sample_packet_in_the_database_is_the_one_on_disk(sample_packet):
+    spec = sample_packet.latest_version().to_spec()
+    disk = sample_spec()
+    assert spec.fixture == disk.fixture
+    assert spec.solution == disk.solution
+    assert spec.reference_tests == disk.reference_tests
+    assert b"abs(int(row" in spec.fixture["invoices.py"]
+    assert spec.protected_paths == ("sample.csv",)
+    assert set(spec.refusal_hints) == {"dropping rows", "abs", "pandas", "eval", "/etc"}
+
+
+def test_invite_prints_the_link_on_the_last_line(sample_packet, client, mailoutbox,
+                                                django_capture_on_commit_callbacks):
+    out = StringIO()
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("invite", "--packet", "refund-sum", "--name", "Ada", "--email", "ada@example.com",
+                     stdout=out, stderr=StringIO())
+    link = out.getvalue().strip().splitlines()[-1]
+    assert link.startswith("http://127.0.0.1:8000/t/")
+    invitation = Invitation.objects.get()
+    assert invitation.link() == link
+    assert len(mailoutbox) == 1
+    response = client.get(link.removeprefix("http://127.0.0.1:8000"))
+    assert response.status_code == 200 and b"Refunds in the invoice total" in response.content
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--packet", "nope", "--name", "A", "--email", "a@example.com"], "No packet with slug 'nope'"),
+        (["--packet", "refund-sum", "--name", "A", "--email", "bad"], "not a valid email"),
+    ],
+)
+def test_invite_explains_bad_arguments(sample_packet, args, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("invite", *args, stdout=StringIO(), stderr=StringIO())
+
+
+def test_seed_demo_refuses_without_debug(settings):
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="DEBUG=true"):
+        call_command("seed_demo", stdout=StringIO())
+
+
+def test_seed_demo_keeps_passwords_between_runs(settings, tmp_path, client):
+    settings.DEBUG = True
+    settings.VAR_DIR = tmp_path
+    first, second = StringIO(), StringIO()
+    call_command("seed_demo", stdout=first)
+    call_command("seed_demo", stdout=second)
+    assert first.getvalue() == second.getvalue()
+    password = first.getvalue().split("recruiter")[1].split()[0]
+    assert client.login(username="recruiter", password=password)

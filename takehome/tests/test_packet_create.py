@@ -1,0 +1,89 @@
+"""Creating and editing packets through the form, with real multipart uploads."""
+
+import io
+import zipfile
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from takehome.models import Packet, PacketFile
+
+pytestmark = pytest.mark.django_db
+
+
+def zip_upload(name, files):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for path, data in files.items():
+            zf.writestr(path, data)
+    return SimpleUploadedFile(name, buffer.getvalue(), content_type="application/zip")
+
+
+def form_data(**overrides):
+    data = {
+        "title": "Adding",
+        "slug": "adding",
+        "prompt": "Make `add` add.",
+        "test_command": "python -m pytest -q",
+        "time_limit_minutes": "60",
+        "protected_paths": "data.txt",
+        "forbidden_patterns": "eval: \\beval\\(",
+        "refusal_hints": "eval: eval",
+        "rubric_red_log": "Red log is a real pytest failure",
+        "rubric_test_names_bug": "Test names the bug",
+        "rubric_model_waited": "Model waited",
+        "rubric_refusal_specific": "Refusal is specific",
+        "fixture_zip": zip_upload("fixture.zip", {
+            "adding/calc.py": "def add(a, b):\n    return a - b\n",
+            "adding/test_calc.py": "import calc\n\ndef test_add():\n    assert calc.add(1, 1) == 2\n",
+            "adding/data.txt": "1\n",
+            "__MACOSX/adding/._calc.py": "junk",
+        }),
+        "solution_zip": zip_upload("solution.zip", {"calc.py": "def add(a, b):\n    return a + b\n"}),
+    }
+    data.update(overrides)
+    return data
+
+
+def test_create_a_packet_from_zips(recruiter_client):
+    response = recruiter_client.post(reverse("takehome:packet-create"), form_data())
+    assert response.status_code == 302, response.content.decode()[:2000]
+    packet = Packet.objects.get(slug="adding")
+    version = packet.latest_version()
+    assert version.number == 1 and version.time_limit_minutes == 60
+    assert set(version.files_of(PacketFile.Kind.FIXTURE)) == {"calc.py", "test_calc.py", "data.txt"}
+    assert version.forbidden_patterns == {"eval": "\\beval\\("}
+    page = recruiter_client.get(packet.get_absolute_url() + "?kind=fixture&file=calc.py").content.decode()
+    assert "return a - b" in page
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"fixture_zip": SimpleUploadedFile("f.zip", b"not a zip at all")}, "fixture zip cannot be used"),
+        ({"solution_zip": zip_upload("s.zip", {"other.py": "x"})}, "must replace files of the fixture"),
+        ({"forbidden_patterns": "eval: ("}, "pattern is not valid"),
+        ({"forbidden_patterns": "no label here"}, "label: regular expression"),
+        ({"slug": "refund-sum"}, "exists already"),
+        ({"test_command": "python -m 'pytest"}, "cannot be read"),
+    ],
+)
+def test_bad_input_is_explained_and_nothing_is_created(recruiter_client, sample_packet, overrides, message):
+    response = recruiter_client.post(reverse("takehome:packet-create"), form_data(**overrides))
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert not Packet.objects.filter(title="Adding").exists()
+
+
+def test_editing_keeps_the_files_when_no_zip_is_given(recruiter_client, sample_packet):
+    url = reverse("takehome:packet-edit", args=["refund-sum"])
+    form = recruiter_client.get(url).context["form"]
+    data = {name: value for name, value in form.initial.items()}
+    data["prompt"] = "A clearer prompt."
+    response = recruiter_client.post(url, data)
+    assert response.status_code == 302
+    v1, v2 = sample_packet.versions.order_by("number")
+    assert v2.prompt == "A clearer prompt."
+    assert v2.files_of(PacketFile.Kind.FIXTURE) == v1.files_of(PacketFile.Kind.FIXTURE)
+    assert v2.refusal_hints == v1.refusal_hints

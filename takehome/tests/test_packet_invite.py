@@ -1,0 +1,85 @@
+"""Inviting candidates from the packet page: all or nothing, one email each."""
+
+import pytest
+from django.urls import reverse
+
+from takehome.models import Candidate, Invitation
+
+pytestmark = pytest.mark.django_db
+
+
+def post_lines(client, lines, send=True, **capture):
+    data = {"lines": lines}
+    if send:
+        data["send_email"] = "on"
+    return client.post(reverse("takehome:packet-invite", args=["refund-sum"]), data)
+
+
+def test_pasted_lines_create_invitations_and_email_each_link(
+    recruiter_client, sample_packet, mailoutbox, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post_lines(recruiter_client, "Ada Lovelace, ada@example.com\nAlan Turing, alan@example.com")
+    assert response.status_code == 200
+    invitations = Invitation.objects.order_by("candidate__email")
+    assert [i.candidate.email for i in invitations] == ["ada@example.com", "alan@example.com"]
+    assert all(i.sent_at for i in invitations)
+    assert sorted(m.to[0] for m in mailoutbox) == ["ada@example.com", "alan@example.com"]
+    for message in mailoutbox:
+        invitation = Invitation.objects.get(candidate__email=message.to[0])
+        assert invitation.link() in message.body
+        assert invitation.link() in response.content.decode()
+
+
+def test_one_bad_line_creates_nothing_and_names_the_line(recruiter_client, sample_packet, mailoutbox):
+    response = post_lines(recruiter_client, "Ada, ada@example.com\nBob bob@example.com\nCy, cy@")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "Line 2" in body and "Line 3" in body
+    assert "Bob bob@example.com" in body  # the pasted text is kept to be fixed
+    assert Invitation.objects.count() == 0 and Candidate.objects.count() == 0
+    assert mailoutbox == []
+
+
+def test_a_candidate_already_invited_is_a_duplicate(recruiter_client, sample_packet):
+    post_lines(recruiter_client, "Ada, ada@example.com", send=False)
+    response = post_lines(recruiter_client, "Eve, eve@example.com\nAda again, ADA@example.com", send=False)
+    assert "already has an invitation" in response.content.decode()
+    assert Invitation.objects.count() == 1
+
+
+def test_without_email_the_link_is_shown_but_not_sent(recruiter_client, sample_packet, mailoutbox,
+                                                      django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        post_lines(recruiter_client, "Ada, ada@example.com", send=False)
+    assert mailoutbox == []
+    assert Invitation.objects.get().sent_at is None
+
+
+def test_candidate_text_is_escaped_on_the_board(recruiter_client, sample_packet):
+    post_lines(recruiter_client, '<script>alert(1)</script>, x@example.com', send=False)
+    body = recruiter_client.get(reverse("takehome:invitation-board", args=["refund-sum"])).content.decode()
+    assert "<script>alert(1)" not in body
+    assert "&lt;script&gt;alert(1)" in body
+
+
+def test_the_board_polls_a_partial(recruiter_client, sample_packet):
+    post_lines(recruiter_client, "Ada, ada@example.com", send=False)
+    url = reverse("takehome:invitation-board", args=["refund-sum"])
+    partial = recruiter_client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert "<html" not in partial
+    assert 'id="invitation-rows"' in partial and "ada@example.com" in partial
+    full = recruiter_client.get(url).content.decode()
+    assert "<html" in full and 'id="invitation-rows"' in full
+
+
+def test_resend_emails_again_and_revoke_kills_the_link(recruiter_client, sample_packet, mailoutbox, client):
+    post_lines(recruiter_client, "Ada, ada@example.com", send=False)
+    invitation = Invitation.objects.get()
+    link = invitation.link()
+    recruiter_client.post(reverse("takehome:invitation-resend", args=[invitation.pk]))
+    assert len(mailoutbox) == 1 and link in mailoutbox[0].body
+    path = link.split("127.0.0.1:8000", 1)[-1]
+    assert client.get(path).status_code == 200
+    recruiter_client.post(reverse("takehome:invitation-revoke", args=[invitation.pk]))
+    assert client.get(path).status_code == 404

@@ -1,0 +1,71 @@
+"""The settings refuse to run in production mode with the development key."""
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def manage(*args, **env):
+    base = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "SECRET_KEY_FILE"}}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env={**base, **env},
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_production_refuses_the_development_key():
+    from takehome.settings import DEV_SECRET_KEY
+
+    result = manage("check", DEBUG="false", SECRET_KEY=DEV_SECRET_KEY)
+    assert result.returncode != 0
+    assert "Refusing to start in production mode" in result.stderr
+
+
+def test_production_refuses_a_missing_key():
+    result = manage("check", DEBUG="false")
+    assert result.returncode != 0
+    assert "SECRET_KEY is not set" in result.stderr
+
+
+def test_debug_may_use_the_development_key():
+    assert manage("check", DEBUG="true").returncode == 0
+
+
+def test_secret_key_may_come_from_a_file(tmp_path):
+    key = tmp_path / "key"
+    key.write_text("k" * 60 + "\n")
+    result = manage("shell", "-c", "from django.conf import settings; print(len(settings.SECRET_KEY))",
+                    DEBUG="false", SECRET_KEY_FILE=str(key), ALLOWED_HOSTS="takehome.example.com")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "60"
+
+
+def test_check_deploy_is_clean_in_production():
+    result = manage(
+        "check", "--deploy", "--fail-level", "WARNING",
+        DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50), ALLOWED_HOSTS="takehome.example.com",
+        SITE_URL="https://takehome.example.com",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "ture"])
+def test_a_bad_boolean_stops_the_process(value):
+    result = manage("check", DEBUG=value, SECRET_KEY=secrets.token_urlsafe(50))
+    assert result.returncode != 0
+    assert "is not a boolean" in result.stderr
+
+
+def test_celery_is_configured_for_late_acks_and_json(settings):
+    assert settings.CELERY_TASK_ACKS_LATE is True
+    assert settings.CELERY_WORKER_PREFETCH_MULTIPLIER == 1
+    assert settings.CELERY_TASK_SERIALIZER == "json"
+    assert settings.CELERY_ACCEPT_CONTENT == ["json"]
+    hard_limit = settings.GRADING_TIME_LIMIT_S + 60
+    assert settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] > hard_limit

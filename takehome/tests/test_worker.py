@@ -1,0 +1,20 @@
+"""A real `celery worker` subprocess runs a real task through Redis."""
+
+import pytest
+
+from conftest import _wait_for
+from takehome.models import WorkerHeartbeat
+from takehome.tasks import record_heartbeat
+
+pytestmark = pytest.mark.worker
+
+
+def test_a_task_goes_through_redis_to_a_real_worker_and_writes_the_database(celery_worker_proc):
+    record_heartbeat.delay("round-trip-check")
+    try:
+        beat = _wait_for(
+            lambda: WorkerHeartbeat.objects.filter(hostname="round-trip-check").first(), 60, "the worker"
+        )
+    except AssertionError:
+        raise AssertionError("worker log:\n" + celery_worker_proc.output()[-4000:])
+    assert beat.seen_at is not None

@@ -1,0 +1,28 @@
+"""Project URLs. Each app owns its own namespace."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from . import views
+
+
+recruiter_patterns = [
+    path("", views.packet_list, name="packet-list"),
+    path("new/", views.packet_create, name="packet-create"),
+    path("<slug:slug>/", views.packet_detail, name="packet-detail"),
+    path("<slug:slug>/edit/", views.packet_edit, name="packet-edit"),
+    path("<slug:slug>/invite/", views.packet_invite, name="packet-invite"),
+    path("<slug:slug>/invitations/", views.invitation_board, name="invitation-board"),
+    path("invitations/<int:pk>/resend", views.invitation_resend, name="invitation-resend"),
+    path("invitations/<int:pk>/revoke", views.invitation_revoke, name="invitation-revoke"),
+]
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("packets/", include((recruiter_patterns, "takehome"))),
+    path("t/", include("sessions_app.urls")),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,198 @@
+"""Recruiter pages: packets, versions, invitations. HTTP only; writes go through actions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib import messages
+from django.db.models import Prefetch
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from . import actions
+from .access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, recruiter_required
+from .forms import InviteForm, NewPacketForm, PacketVersionForm
+from .http import htmx_redirect
+from .models import Invitation, Packet, PacketFile, PacketVersion, WorkerHeartbeat
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    """Send each person to their desk."""
+    if not request.user.is_authenticated:
+        return redirect("login")
+    if in_group(request.user, RECRUITER_GROUP):
+        return redirect("takehome:packet-list")
+    if in_group(request.user, REVIEWER_GROUP):
+        return render(request, "takehome/no_role.html", {"reviewer": True})
+    return render(request, "takehome/no_role.html", status=403)
+
+
+def worker_status() -> dict:
+    """How long since a worker last reported in (None: never)."""
+    beat = WorkerHeartbeat.objects.order_by("-seen_at").first()
+    if beat is None:
+        return {"seen": None, "alive": False}
+    age = timezone.now() - beat.seen_at
+    return {"seen": beat.seen_at, "alive": age < timedelta(minutes=2)}
+
+
+@require_GET
+@recruiter_required
+def packet_list(request: HttpRequest) -> HttpResponse:
+    packets = Packet.objects.prefetch_related(
+        Prefetch("versions", queryset=PacketVersion.objects.order_by("-number"))
+    )
+    return render(
+        request, "takehome/packet_list.html", {"packets": packets, "worker": worker_status()}
+    )
+
+
+def _version(packet: Packet, request: HttpRequest) -> PacketVersion:
+    number = request.GET.get("v")
+    versions = packet.versions.all()
+    if number:
+        if not number.isdigit():
+            raise Http404("No such version.")
+        return get_object_or_404(versions, number=int(number))
+    version = versions.order_by("-number").first()
+    if version is None:
+        raise Http404("This packet has no version yet.")
+    return version
+
+
+@require_GET
+@recruiter_required
+def packet_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    packet = get_object_or_404(Packet, slug=slug)
+    version = _version(packet, request)
+    files = list(version.files.all())
+    shown = None
+    path = request.GET.get("file")
+    kind = request.GET.get("kind", PacketFile.Kind.FIXTURE)
+    if path:
+        shown = next((f for f in files if f.path == path and f.kind == kind), None)
+        if shown is None:
+            raise Http404("No such file in this version.")
+    groups = [
+        (label, [f for f in files if f.kind == kind_value])
+        for kind_value, label in PacketFile.Kind.choices
+    ]
+    return render(
+        request,
+        "takehome/packet_detail.html",
+        {
+            "packet": packet,
+            "version": version,
+            "versions": packet.versions.order_by("-number"),
+            "groups": groups,
+            "shown": shown,
+            "invitation_count": Invitation.objects.filter(packet_version__packet=packet).count(),
+        },
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@recruiter_required
+def packet_create(request: HttpRequest) -> HttpResponse:
+    form = NewPacketForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        content = form.content()
+        if content is not None:
+            try:
+                packet = actions.do_create_packet(
+                    form.cleaned_data["slug"], form.cleaned_data["title"], content, request.user
+                )
+            except actions.PacketError as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, f"Packet {packet.title} created.")
+                return redirect(packet)
+    return render(request, "takehome/packet_form.html", {"form": form, "packet": None})
+
+
+@require_http_methods(["GET", "POST"])
+@recruiter_required
+def packet_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    packet = get_object_or_404(Packet, slug=slug)
+    base = packet.latest_version()
+    form = PacketVersionForm(request.POST or None, request.FILES or None, base=base)
+    if request.method == "POST" and form.is_valid():
+        content = form.content()
+        if content is not None:
+            try:
+                version = actions.do_create_version(packet, content, request.user)
+            except actions.PacketError as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(
+                    request,
+                    f"Saved as version {version.number}. Invitations already sent keep the version they were given.",
+                )
+                return redirect(packet)
+    return render(request, "takehome/packet_form.html", {"form": form, "packet": packet, "base": base})
+
+
+@require_http_methods(["GET", "POST"])
+@recruiter_required
+def packet_invite(request: HttpRequest, slug: str) -> HttpResponse:
+    packet = get_object_or_404(Packet, slug=slug)
+    version = packet.latest_version()
+    if version is None:
+        raise Http404("This packet has no version yet.")
+    form = InviteForm(request.POST or None)
+    created = []
+    if request.method == "POST" and form.is_valid():
+        try:
+            created = actions.do_invite_candidates(
+                version, form.cleaned_data["lines"], request.user, send=form.cleaned_data["send_email"]
+            )
+        except actions.InviteError as exc:
+            for message in exc.messages:
+                form.add_error("lines", message)
+        else:
+            form = InviteForm()
+    return render(
+        request,
+        "takehome/packet_invite.html",
+        {"packet": packet, "version": version, "form": form, "created": created},
+    )
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@recruiter_required
+def invitation_board(request: HttpRequest, slug: str) -> HttpResponse:
+    packet = get_object_or_404(Packet, slug=slug)
+    invitations = Invitation.objects.for_board().filter(packet_version__packet=packet)
+    template = "takehome/invitation_board.html"
+    if request.htmx:
+        template += "#invitation-rows"
+    return render(request, template, {"packet": packet, "invitations": invitations})
+
+
+def _invitation(pk: int) -> Invitation:
+    return get_object_or_404(Invitation.objects.select_related("candidate", "packet_version__packet"), pk=pk)
+
+
+@require_POST
+@recruiter_required
+def invitation_resend(request: HttpRequest, pk: int) -> HttpResponse:
+    invitation = _invitation(pk)
+    if invitation.revoked_at:
+        messages.error(request, "This invitation was revoked; invite the candidate again instead.")
+    else:
+        actions.do_send_invitation(invitation)
+        messages.success(request, f"Sent the link to {invitation.candidate.email} again.")
+    return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
+
+
+@require_POST
+@recruiter_required
+def invitation_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    invitation = _invitation(pk)
+    actions.do_revoke_invitation(invitation)
+    messages.success(request, f"The link for {invitation.candidate.name} no longer works.")
+    return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
