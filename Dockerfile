@@ -1,0 +1,23 @@
+# One image for the web server and the worker.
+FROM python:3.11-slim-bookworm
+
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap util-linux python3 python3-venv tini \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /app
+COPY requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt
+COPY . .
+
+ENV TAKEHOME_VAR_DIR=/data \
+    PYTHONUNBUFFERED=1
+# The sandbox's runner virtualenv is built from Debian's python3, under a path
+# every sandbox uid can read.
+RUN python -m grading.runner /opt/takehome-runner && \
+    DEBUG=true python manage.py collectstatic --noinput -v0
+ENV TAKEHOME_RUNNER_DIR=/opt/takehome-runner
+
+# tini reaps the sandboxes' processes when the worker is pid 1.
+ENTRYPOINT ["/usr/bin/tini", "--"]
+CMD ["gunicorn", "takehome.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]

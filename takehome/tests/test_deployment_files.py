@@ -1,0 +1,53 @@
+"""docker-compose.yml, .env.example and the settings agree on names."""
+
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SETTINGS = (ROOT / "takehome" / "settings.py").read_text()
+
+
+def names_read_by_settings() -> set[str]:
+    found = set(re.findall(r'env(?:\.\w+|_bool)?\(\s*"([A-Z][A-Z0-9_]*)"', SETTINGS))
+    found |= {f"{n}_FILE" for n in re.findall(r'_secret\(\s*"([A-Z_]+)"', SETTINGS)}
+    found |= set(re.findall(r'_secret\(\s*"([A-Z_]+)"', SETTINGS))
+    return found
+
+
+def names_in_env_example() -> set[str]:
+    text = (ROOT / ".env.example").read_text()
+    return set(re.findall(r"^([A-Z][A-Z0-9_]*)=", text, re.M))
+
+
+EXTRA_DOCUMENTED = {"TAKEHOME_PORT", "TAKEHOME_WORKER_CONCURRENCY"}  # read by the Procfile
+
+
+def test_every_setting_is_documented_in_env_example():
+    assert names_read_by_settings() <= names_in_env_example()
+    assert names_in_env_example() - names_read_by_settings() <= EXTRA_DOCUMENTED
+
+
+def test_procfile_knobs_are_real():
+    procfile = (ROOT / "Procfile").read_text()
+    for name in EXTRA_DOCUMENTED:
+        assert name in procfile
+
+
+def test_compose_parses_and_has_the_four_services():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert set(compose["services"]) == {"postgres", "redis", "web", "worker"}
+    for name in ("web", "worker"):
+        service = compose["services"][name]
+        assert service["build"] == "."
+        assert set(service["environment"]) <= names_read_by_settings()
+        assert service["environment"]["DATABASE_URL"].startswith("postgres://")
+        assert service["environment"]["CELERY_BROKER_URL"].startswith("redis://redis:")
+    assert "celery" in compose["services"]["worker"]["command"]
+    assert "gunicorn" in compose["services"]["web"]["command"]
+
+
+def test_dockerfile_installs_the_sandbox():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "bubblewrap" in dockerfile and "grading.runner" in dockerfile
