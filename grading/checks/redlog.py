@@ -1,0 +1,254 @@
+"""Is ``artifacts/red.log`` a real pytest failure from this tree?
+
+The rule for ``genuine`` (all must hold):
+
+1. ``failed``: the log shows a failure: a closing line counting one or more
+   failed tests, or the word FAILED (the gate's own test).
+2. pytest's closing summary line counts ``N failed`` (N >= 1), in any of the
+   shapes pytest has printed: ``1 failed in 0.03s``, ``=== 1 failed, 2 passed,
+   1 warning in 1.23s (0:00:01) ===``, old ``in 0.12 seconds``.
+3. at least one more piece of pytest's structure: a progress line showing F
+   (``test_x.py F.`` / ``F [100%]`` / ``-v``'s ``::test_a FAILED [ 50%]``),
+   the FAILURES section, or the short test summary.
+4. the failing tests can be named (from the summary, ``-v`` lines or the
+   FAILURES section headers) and, when ``known_test_ids`` is given, every one
+   of them is a test of this submission: the original tree's tests or the
+   candidate's own (the caller passes the union, since a candidate may write
+   the failing test first).
+
+Agreement with the original tree's own run (``original_failures``) is
+reported as a signal, or as a note in ``missing``, but does not decide
+``genuine``: a candidate who extended or renamed the shipped test before the
+red run is honest and fails differently. The sandbox reruns judge that.
+
+Honest logs vary, so before any matching the text loses ANSI colour codes,
+CR line ends and Windows path separators, and ids lose their parameters
+(``test_a[1]`` matches ``test_a``) and a leading ``./``. A test id whose path
+is a suffix of a known path on folder boundaries also matches, since running
+pytest from the parent or a sub-folder prefixes or drops folders.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
+# "1 failed", "3 failed, 2 passed, 1 warning", then " in 0.12s", " in 12.34s
+# (0:00:12)" or the pre-5.1 " in 0.12 seconds"; optionally framed by "=".
+CLOSING_RE = re.compile(
+    r"^=*\s*(?P<counts>\d+ [a-z]+(?:, \d+ [a-z]+)*) in \d+(?:\.\d+)?\s*s(?:econds)?"
+    r"(?: \(\d+:\d\d:\d\d(?:\.\d+)?\))?\s*=*\s*$"
+)
+HEADER_RE = re.compile(r"^=+ test session starts =+$")
+FAILURES_RE = re.compile(r"^=+ FAILURES =+$")
+SUMMARY_RE = re.compile(r"^=+ short test summary info =+$")
+# "test_x.py F.s" (default), "F.F [ 60%]" (-q), classic style without percent.
+PROGRESS_RE = re.compile(r"^(?:\S+\.py ?)?[.FEsxX]+(?:\s+\[\s*\d+%\])?$")
+NODE = r"(?P<id>[^\s:]+\.py(?:::[\w.]+)+(?:\[.*?\])?)"
+# -v: "test_x.py::test_a FAILED [ 50%]"; xdist -v: "[gw0] [ 50%] FAILED test_x.py::test_a"
+VERBOSE_FAILED_RE = re.compile(rf"^{NODE} FAILED(?:\s+\[\s*\d+%\])?$")
+SUMMARY_FAILED_RE = re.compile(rf"^(?:\[gw\d+\] \[\s*\d+%\] )?FAILED {NODE}(?: - .*)?$")
+SECTION_HEAD_RE = re.compile(r"^_{3,} (?P<name>[\w.]+(?:\[.*\])?) _{3,}$")
+SKIP_DIRS = {".git", ".hg", ".venv", "venv", "env", "node_modules", "__pycache__", ".tox", ".pytest_cache"}
+MAX_TEST_FILE_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RedLogReport:
+    present: bool
+    failed: bool
+    genuine: bool
+    signals: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    failing_ids: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "present": self.present,
+            "failed": self.failed,
+            "genuine": self.genuine,
+            "signals": list(self.signals),
+            "missing": list(self.missing),
+            "failing_ids": list(self.failing_ids),
+        }
+
+
+def clean_log(text: str) -> str:
+    """Strip colour codes and CRs so honest logs from any terminal look alike."""
+    text = ANSI_RE.sub("", text)
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def normalise_id(test_id: str) -> str:
+    """``.\\tests\\test_x.py::TestC::test_m[1]`` -> ``tests/test_x.py::TestC::test_m``."""
+    path, sep, rest = test_id.strip().partition("::")
+    path = path.replace("\\", "/")
+    while path.startswith("./"):
+        path = path[2:]
+    rest = rest.split("[", 1)[0].replace(".", "::") if sep else ""
+    return f"{path}::{rest}" if sep else path
+
+
+def _suffix_match(log_id: str, known: str) -> bool:
+    """Same test, allowing a path prefixed or shortened by folders."""
+    log_path, _, log_name = log_id.partition("::")
+    known_path, _, known_name = known.partition("::")
+    if log_name != known_name:
+        return False
+    a, b = log_path.split("/"), known_path.split("/")
+    shorter, longer = (a, b) if len(a) <= len(b) else (b, a)
+    return longer[-len(shorter):] == shorter
+
+
+def _id_known(log_id: str, known: set[str], full: bool = True) -> bool:
+    if not full:  # only a name from a FAILURES header: match its tail
+        return any(k.endswith("::" + log_id) for k in known)
+    return log_id in known or any(_suffix_match(log_id, k) for k in known)
+
+
+def _failing_ids(lines: list[str]) -> tuple[list[str], bool]:
+    """Failing ids in order of first sight, and whether they are full node ids."""
+    ids: list[str] = []
+    for line in lines:
+        m = SUMMARY_FAILED_RE.match(line) or VERBOSE_FAILED_RE.match(line)
+        if m:
+            ids.append(normalise_id(m["id"]))
+    if ids:
+        return list(dict.fromkeys(ids)), True
+    # Old pytest (< 6) printed no short summary by default: fall back on the
+    # FAILURES section's "____ TestC.test_m ____" headers, which hold names only.
+    names, in_failures = [], False
+    for line in lines:
+        if FAILURES_RE.match(line):
+            in_failures = True
+        elif line.startswith("=") and in_failures:
+            in_failures = False
+        elif in_failures and (m := SECTION_HEAD_RE.match(line)):
+            names.append(normalise_id("x.py::" + m["name"]).split("::", 1)[1])
+    return list(dict.fromkeys(names)), False
+
+
+def _closing(lines: list[str]) -> tuple[str | None, int]:
+    """The last closing summary line and its failed count."""
+    for line in reversed(lines):
+        m = CLOSING_RE.match(line)
+        if m:
+            counts = dict(
+                (word, int(n)) for n, word in (c.split(" ", 1) for c in m["counts"].split(", "))
+            )
+            return line.strip("= "), counts.get("failed", 0)
+    return None, 0
+
+
+def analyse_red_log(
+    text: str | None,
+    *,
+    known_test_ids: set[str] | None,
+    original_failures: set[str] | None,
+) -> RedLogReport:
+    """Read a red log and say what of pytest's own output it shows, and why.
+
+    ``known_test_ids``: ids this submission can fail (original tree and the
+    candidate's tests, as from ``collect_test_ids``); None skips that check.
+    ``original_failures``: ids failing in the original tree's own run; None
+    skips the comparison. The rule for ``genuine`` is in the module docstring.
+    """
+    if text is None or not text.strip():
+        what = "red.log" if text is None else "any text in red.log"
+        return RedLogReport(present=False, failed=False, genuine=False, missing=(what,))
+    lines = [line.rstrip() for line in clean_log(text).split("\n")]
+    signals: list[str] = []
+    missing: list[str] = []
+
+    def note(found: bool, label: str) -> bool:
+        (signals if found else missing).append(label)
+        return found
+
+    note(any(HEADER_RE.match(l) for l in lines), "pytest session header")
+    progress = note(any(PROGRESS_RE.match(l) and "F" in l.split(".py")[-1] for l in lines)
+                    or any(VERBOSE_FAILED_RE.match(l) for l in lines), "progress line with F")
+    failures = note(any(FAILURES_RE.match(l) for l in lines), "FAILURES section")
+    summary = note(any(SUMMARY_RE.match(l) for l in lines), "short test summary info")
+    closing, n_failed = _closing(lines)
+    if closing and n_failed:
+        signals.append(f"closing line '{closing}'")
+    elif closing:
+        missing.append(f"a failure in the closing line (it says '{closing}')")
+    else:
+        missing.append("closing line 'N failed in X s'")
+    failed = n_failed > 0 or "FAILED" in text
+
+    ids, full = _failing_ids(lines)
+    ids_ok = note(bool(ids), "names of the failing tests") if failed else False
+    if ids and known_test_ids is not None:
+        known = {normalise_id(k) for k in known_test_ids}
+        for test_id in ids:
+            shown = test_id if full else f"named {test_id}"
+            if _id_known(test_id, known, full):
+                signals.append(f"failing test {shown} exists in the tree")
+            else:
+                missing.append(f"failing test {shown} is not a test in this tree")
+                ids_ok = False
+    if ids and original_failures is not None:
+        theirs = {normalise_id(o) for o in original_failures}
+        same = all(_id_known(i, theirs, full) for i in ids) and all(
+            any(_id_known(i, {o}, full) for i in ids) for o in theirs)
+        if same:
+            signals.append("same failures as the original tree's own run")
+        else:
+            missing.append("same failures as the original tree's own run "
+                           "(fine when the candidate changed or added tests first)")
+
+    genuine = bool(failed and closing and n_failed and (progress or failures or summary) and ids_ok)
+    return RedLogReport(present=True, failed=failed, genuine=genuine, signals=tuple(signals),
+                        missing=tuple(missing), failing_ids=tuple(ids))
+
+
+def _is_test_module(name: str) -> bool:
+    return name.endswith(".py") and (name.startswith("test_") or name[:-3].endswith("_test"))
+
+
+def _class_ids(prefix: str, cls: ast.ClassDef) -> set[str]:
+    ids: set[str] = set()
+    if any(isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in cls.body):
+        return ids  # pytest does not collect classes with __init__
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            ids.add(f"{prefix}::{cls.name}::{node.name}")
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            ids |= _class_ids(f"{prefix}::{cls.name}", node)
+    return ids
+
+
+def collect_test_ids(tree: Path) -> set[str]:
+    """Test ids (``path/test_x.py::test_a``, ``...::TestC::test_m``) found by parsing.
+
+    Uses pytest's default discovery names (``test_*.py``/``*_test.py`` files,
+    ``test*`` functions, ``Test*`` classes) and ``ast`` only: nothing from the
+    candidate runs. Files that do not parse are skipped.
+    """
+    root = Path(tree)
+    ids: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if not _is_test_module(name) or path.is_symlink():
+                continue
+            if path.stat().st_size > MAX_TEST_FILE_BYTES:
+                continue
+            try:
+                module = ast.parse(path.read_bytes())
+            except (SyntaxError, ValueError):
+                continue
+            rel = PurePosixPath(path.relative_to(root)).as_posix()
+            for node in module.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                    ids.add(f"{rel}::{node.name}")
+                elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                    ids |= _class_ids(rel, node)
+    return ids

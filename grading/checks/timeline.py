@@ -1,0 +1,229 @@
+"""Do red, stamp and green run forward in time?
+
+Three kinds of clock, trusted in this order:
+
+1. the server's gate receipts (aware UTC, the server's clock): the strongest;
+   when receipts show two steps in order, the zip times of that pair are not
+   held against the candidate (editors and copies touch files afterwards);
+2. the stamp's value (``time.time()`` written by the gate, UTC; a naive ISO
+   value is taken as the candidate's local time, like a DOS time);
+3. the zip entries' times: the extended-timestamp field (UTC) when there is
+   one, the DOS time (no zone, 2 s steps) otherwise.
+
+Comparison rule: like with like. Two zip entries are compared in UTC when both
+have it, else by their DOS times (same machine, same zone). The stamp's UTC
+value is compared with a UTC zip time directly, and with a DOS time only when
+they differ by more than 14 hours (the widest offset from UTC) plus 2 s.
+Differences within 2 s count as equal (DOS resolution). Equal times are never
+a problem: ``git archive`` gives every entry one time. When all the zip times
+of red.log, model_allowed.at and green.log are equal, the zip shows no order
+and the stamp's value is not compared with them either. Receipts allow five
+minutes between the candidate's clock and the server's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Mapping, Protocol
+
+SAME = timedelta(seconds=2)
+ZONE = timedelta(hours=14)
+CLOCK_SKEW = timedelta(minutes=5)
+STEPS = ("red", "model", "green", "upload")
+ORDER = ("red.log", "prompt.txt", "model_allowed.at", "model.md", "green.log", "refuse.md", "notes.md")
+
+
+class EntryTime(Protocol):
+    utc: datetime | None  # aware UTC, from the extended-timestamp field
+    local: datetime  # naive DOS time, zone unknown
+
+
+@dataclass(frozen=True)
+class ZipTime:
+    """A zip entry's times, for callers without their own type."""
+
+    local: datetime
+    utc: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """The server's record of one gate step (or of the upload)."""
+
+    step: str
+    at: datetime
+    local_time: str | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    at: datetime | None
+    source: str
+    precision: str
+    local_time: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "at": self.at.isoformat() if self.at else None,
+                "source": self.source, "precision": self.precision, "local_time": self.local_time}
+
+
+@dataclass(frozen=True)
+class Timeline:
+    ok: bool
+    events: tuple[Event, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "events": [e.to_dict() for e in self.events], "problems": list(self.problems)}
+
+
+def parse_stamp(text: str | None) -> datetime | None:
+    """The stamp's time: aware UTC from a float or aware ISO; naive from a naive ISO."""
+    s = (text or "").strip().lstrip("\ufeff").strip()
+    if not s:
+        return None
+    try:
+        seconds = float(s)
+    except ValueError:
+        try:
+            value = datetime.fromisoformat(s)
+        except ValueError:
+            return None
+        return value.astimezone(timezone.utc) if value.tzinfo else value
+    if not math.isfinite(seconds) or seconds <= 0:
+        return None
+    if seconds > 1e11:  # milliseconds, as JavaScript's Date.now() writes
+        seconds /= 1000
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _fmt(value: datetime) -> str:
+    return value.isoformat(sep=" ", timespec="seconds")
+
+
+def _zip_pair(a: EntryTime, b: EntryTime) -> tuple[datetime, datetime] | None:
+    """Two entries' times on the same clock, or None when they cannot be compared."""
+    if a.utc is not None and b.utc is not None:
+        return a.utc, b.utc
+    if a.local is not None and b.local is not None:
+        return a.local, b.local
+    return None
+
+
+def _stamp_slack(stamp: datetime, entry: EntryTime) -> tuple[datetime, timedelta] | None:
+    """The entry's time comparable with the stamp, and how far apart they may be."""
+    aware = stamp.tzinfo is not None
+    if aware and entry.utc is not None:
+        return entry.utc, SAME
+    if not aware and entry.local is not None:
+        return entry.local, SAME
+    other = entry.local if aware else entry.utc
+    if other is None:
+        return None
+    # Unknown zone: drop the zone from both and allow the widest offset.
+    return other.replace(tzinfo=None), ZONE + SAME
+
+
+def _first_receipts(receipts: Iterable[Receipt]) -> dict[str, Receipt]:
+    first: dict[str, Receipt] = {}
+    for r in sorted(receipts, key=lambda r: r.at):
+        first.setdefault(r.step, r)
+    return first
+
+
+def build_timeline(
+    times: Mapping[str, EntryTime],
+    stamp_text: str | None,
+    receipts: Iterable[Receipt] = (),
+) -> Timeline:
+    """Collect every time we know of the three steps and state what runs backwards.
+
+    ``times`` maps artifact names (``red.log`` or ``artifacts/red.log``) to zip
+    entry times; ``stamp_text`` is model_allowed.at's text; ``receipts`` are
+    the server's. The comparison rule is in the module docstring.
+    """
+    entries = {name.rsplit("/", 1)[-1]: t for name, t in times.items()}
+    receipts = list(receipts)
+    stamp = parse_stamp(stamp_text)
+    events: list[Event] = []
+    problems: list[str] = []
+
+    for r in sorted(receipts, key=lambda r: (r.at, STEPS.index(r.step) if r.step in STEPS else 9)):
+        events.append(Event(f"receipt: {r.step}", r.at, "server receipt", "server clock", r.local_time))
+    if stamp is not None:
+        zone = "UTC" if stamp.tzinfo else "candidate's local time, zone unknown"
+        events.append(Event("stamp value", stamp, f"model_allowed.at ({zone})", "sub-second"))
+    for name in sorted(entries, key=lambda n: (ORDER.index(n) if n in ORDER else 99, n)):
+        t = entries[name]
+        if t.utc is not None:
+            events.append(Event(name, t.utc, "zip extended timestamp (UTC)", "1 s"))
+        else:
+            events.append(Event(name, t.local, "zip DOS time (zone unknown)", "2 s"))
+
+    first = _first_receipts(receipts)
+    # Receipts first: the server's clock, stated as such.
+    for i, earlier in enumerate(STEPS):
+        for later in STEPS[i + 1:]:
+            a, b = first.get(earlier), first.get(later)
+            if a and b and b.at < a.at:
+                problems.append(f"server receipts: '{later}' ({_fmt(b.at)}) came before "
+                                f"'{earlier}' ({_fmt(a.at)})")
+
+    def receipts_in_order(x: str, y: str) -> bool:
+        return x in first and y in first and first[x].at <= first[y].at
+
+    red, stamp_file, green = (entries.get(n) for n in ("red.log", "model_allowed.at", "green.log"))
+    if green is not None and stamp is None:
+        what = "missing or empty" if not (stamp_text or "").strip() else "not a time"
+        problems.append(f"green.log is there but model_allowed.at is {what}")
+    elif stamp is None and (stamp_text or "").strip():
+        problems.append("model_allowed.at does not hold a time the grader can read")
+
+    # Zip entries among themselves (like with like).
+    checks = ((red, stamp_file, "red.log", "model_allowed.at", ("red", "model"), "was written after"),
+              (red, green, "red.log", "green.log", ("red", "green"), "is newer than"),
+              (stamp_file, green, "model_allowed.at", "green.log", ("model", "green"), "is newer than"))
+    pairs_seen = []
+    for before, after, b_name, a_name, steps, verb in checks:
+        pair = _zip_pair(before, after) if before is not None and after is not None else None
+        if pair is None:
+            continue
+        pairs_seen.append(abs(pair[0] - pair[1]) <= SAME)
+        if pair[0] > pair[1] + SAME and not receipts_in_order(*steps):
+            problems.append(f"zip times: {b_name} ({_fmt(pair[0])}) {verb} {a_name} ({_fmt(pair[1])})")
+    zip_shows_order = bool(pairs_seen) and not all(pairs_seen)
+
+    # The stamp's value against the zip times, only when the zip shows an order.
+    if stamp is not None and zip_shows_order:
+        for entry, name, steps in ((red, "red.log", ("red", "model")), (green, "green.log", ("model", "green"))):
+            found = _stamp_slack(stamp, entry) if entry is not None else None
+            if found is None or receipts_in_order(*steps):
+                continue
+            when, slack = found
+            value = stamp.replace(tzinfo=None) if slack > SAME else stamp
+            if name == "red.log" and when > value + slack:
+                problems.append(f"the stamp's value ({_fmt(stamp)}) is before red.log's zip time ({_fmt(when)})")
+            if name == "green.log" and value > when + slack:
+                problems.append(f"green.log's zip time ({_fmt(when)}) is older than the stamp's value ({_fmt(stamp)})")
+
+    # The stamp's value against the server's receipts.
+    if stamp is not None:
+        slack = CLOCK_SKEW if stamp.tzinfo else CLOCK_SKEW + ZONE
+        value = stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+        if "red" in first and value + slack < first["red"].at:
+            problems.append(f"server receipts: the stamp's value ({_fmt(stamp)}) is before the red "
+                            f"receipt ({_fmt(first['red'].at)})")
+        if "green" in first and first["green"].at + slack < value:
+            problems.append(f"server receipts: the green receipt ({_fmt(first['green'].at)}) is before "
+                            f"the stamp's value ({_fmt(stamp)})")
+        if "upload" in first and first["upload"].at + slack < value:
+            problems.append(f"server receipts: the stamp's value ({_fmt(stamp)}) is in the future of the "
+                            f"upload ({_fmt(first['upload'].at)})")
+
+    return Timeline(ok=not problems, events=tuple(events), problems=tuple(problems))

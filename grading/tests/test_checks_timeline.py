@@ -1,0 +1,147 @@
+"""Timeline check: honest archives of every kind are in order, backwards ones are not."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from grading.checks.timeline import Receipt, ZipTime, build_timeline, parse_stamp
+
+UTC = timezone.utc
+T0 = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)  # the red run, in UTC
+
+
+def utc(minutes: float, seconds: float = 0) -> ZipTime:
+    """An entry with an extended timestamp (and its DOS time in UTC+2)."""
+    at = T0 + timedelta(minutes=minutes, seconds=seconds)
+    return ZipTime(utc=at, local=(at + timedelta(hours=2)).replace(tzinfo=None))
+
+
+def dos(minutes: float, offset_hours: float = 0, seconds: float = 0) -> ZipTime:
+    """An entry with a bare DOS time, written in a zone ``offset_hours`` from UTC."""
+    at = T0 + timedelta(minutes=minutes, seconds=seconds, hours=offset_hours)
+    return ZipTime(local=at.replace(tzinfo=None, second=at.second - at.second % 2))
+
+
+def stamp(minutes: float) -> str:
+    return repr((T0 + timedelta(minutes=minutes)).timestamp() + 0.347)
+
+
+def receipt(step: str, minutes: float) -> Receipt:
+    return Receipt(step, T0 + timedelta(minutes=minutes), local_time=None)
+
+
+IDEAL = {"red.log": utc(0), "prompt.txt": utc(3), "model_allowed.at": utc(5), "model.md": utc(9),
+         "green.log": utc(30), "refuse.md": utc(40)}
+GIT_ARCHIVE_NEXT_DAY = {n: utc(24 * 60) for n in IDEAL}
+HONEST = [
+    ("ideal, UTC zip times", IDEAL, stamp(5), []),
+    ("ideal, with receipts", IDEAL, stamp(5),
+     [receipt("red", 0), receipt("model", 5), receipt("green", 30), receipt("upload", 45)]),
+    ("artifacts/ prefixed names", {f"artifacts/{n}": t for n, t in IDEAL.items()}, stamp(5), []),
+    ("DOS times, candidate in UTC+9", {"red.log": dos(0, 9), "model_allowed.at": dos(5, 9),
+                                       "green.log": dos(30, 9)}, stamp(5), []),
+    ("DOS times, candidate in UTC-10", {"red.log": dos(0, -10), "model_allowed.at": dos(5, -10),
+                                        "green.log": dos(30, -10)}, stamp(5), []),
+    ("DOS times, UTC+14", {"red.log": dos(0, 14), "model_allowed.at": dos(1, 14),
+                           "green.log": dos(2, 14)}, stamp(1), []),
+    ("git archive: every entry the commit's time", GIT_ARCHIVE_NEXT_DAY, stamp(5), []),
+    ("git archive with DOS times only", {n: dos(24 * 60, 3) for n in IDEAL}, stamp(5), []),
+    ("stamp and red in the same 2 s", {"red.log": dos(0, seconds=3), "model_allowed.at": dos(0, seconds=1),
+                                       "green.log": dos(1)}, stamp(0), []),
+    ("mixed: only some entries have UTC", {"red.log": utc(0), "model_allowed.at": dos(5, 2),
+                                           "green.log": utc(30)}, stamp(5), []),
+    ("red.log re-saved after green, receipts in order",
+     {"red.log": utc(50), "model_allowed.at": utc(5), "green.log": utc(30)}, stamp(5),
+     [receipt("red", 0), receipt("model", 5), receipt("green", 30), receipt("upload", 55)]),
+    ("stamp with whitespace and CRLF", IDEAL, "  " + stamp(5) + "\r\n", []),
+    ("stamp in ISO format, UTC", IDEAL, (T0 + timedelta(minutes=5)).isoformat(), []),
+    ("stamp in ISO format with Z", IDEAL, "2024-05-01T10:05:00Z", []),
+    ("naive ISO stamp, same zone as DOS times",
+     {"red.log": dos(0, 2), "model_allowed.at": dos(5, 2), "green.log": dos(30, 2)},
+     "2024-05-01T12:05:00", []),
+    ("candidate clock 3 minutes ahead of the server", IDEAL, stamp(5 + 3),
+     [receipt("red", 0), receipt("model", 5), receipt("green", 30), receipt("upload", 31)]),
+    ("out of time: red only", {"red.log": utc(0), "notes.md": utc(80)}, None, []),
+    ("red run twice, receipts", IDEAL, stamp(5),
+     [receipt("red", 0), receipt("model", 5), receipt("red", 20), receipt("green", 30), receipt("upload", 45)]),
+    ("nothing at all", {}, None, []),
+]
+
+
+@pytest.mark.parametrize("case,times,stamp_text,receipts", HONEST, ids=[c[0] for c in HONEST])
+def test_honest_timeline_is_ok(case, times, stamp_text, receipts):
+    timeline = build_timeline(times, stamp_text, receipts)
+    assert timeline.ok, timeline.problems
+    assert timeline.to_dict()["problems"] == []
+
+
+BACKWARDS = [
+    ("green older than red (UTC)", {"red.log": utc(30), "model_allowed.at": utc(31), "green.log": utc(0)},
+     stamp(31), [], "zip times: red.log (2024-05-01 10:30:00+00:00) is newer than green.log"),
+    ("green older than red (DOS)", {"red.log": dos(30, 5), "model_allowed.at": dos(31, 5),
+                                    "green.log": dos(0, 5)}, None, [], "zip times: red.log"),
+    ("stamp file before red", {"red.log": utc(10), "model_allowed.at": utc(5), "green.log": utc(30)},
+     stamp(5), [], "zip times: red.log (2024-05-01 10:10:00+00:00) was written after model_allowed.at"),
+    ("green older than stamp file", {"red.log": utc(0), "model_allowed.at": utc(40), "green.log": utc(30)},
+     stamp(40), [], "zip times: model_allowed.at (2024-05-01 10:40:00+00:00) is newer than green.log"),
+    ("hand-written stamp value before red", {"red.log": utc(10), "model_allowed.at": utc(60),
+                                             "green.log": utc(61)}, stamp(5), [],
+     "the stamp's value (2024-05-01 10:05:00+00:00) is before red.log's zip time"),
+    ("stamp value a day before red's DOS time", {"red.log": dos(24 * 60), "model_allowed.at": dos(24 * 60 + 5),
+                                                 "green.log": dos(24 * 60 + 9)}, stamp(0), [],
+     "the stamp's value"),
+    ("green's DOS time a day before the stamp", {"red.log": dos(-3000), "model_allowed.at": dos(-2),
+                                                 "green.log": dos(-1500)}, stamp(0), [],
+     "green.log's zip time"),
+    ("green with no stamp", {"red.log": utc(0), "green.log": utc(30)}, None, [],
+     "green.log is there but model_allowed.at is missing or empty"),
+    ("green with an empty stamp", {"red.log": utc(0), "green.log": utc(30)}, " \n", [],
+     "green.log is there but model_allowed.at is missing or empty"),
+    ("green with a stamp that is not a time", IDEAL, "ok, model allowed", [],
+     "green.log is there but model_allowed.at is not a time"),
+    ("receipts: model before red", GIT_ARCHIVE_NEXT_DAY, stamp(5),
+     [receipt("model", 5), receipt("red", 10), receipt("green", 30), receipt("upload", 45)],
+     "server receipts: 'model'"),
+    ("receipts: green before model", GIT_ARCHIVE_NEXT_DAY, stamp(5),
+     [receipt("red", 0), receipt("green", 3), receipt("model", 5), receipt("upload", 45)],
+     "server receipts: 'green'"),
+    ("stamp in the future of the upload", GIT_ARCHIVE_NEXT_DAY, stamp(2 * 24 * 60),
+     [receipt("red", 0), receipt("upload", 45)], "server receipts: the stamp's value"),
+    ("stamp value before the red receipt", GIT_ARCHIVE_NEXT_DAY, stamp(-60),
+     [receipt("red", 0), receipt("model", 5), receipt("upload", 45)],
+     "server receipts: the stamp's value (2024-05-01 09:00:00+00:00) is before the red receipt"),
+]
+
+
+@pytest.mark.parametrize("case,times,stamp_text,receipts,problem", BACKWARDS, ids=[c[0] for c in BACKWARDS])
+def test_backwards_timeline_is_a_problem(case, times, stamp_text, receipts, problem):
+    timeline = build_timeline(times, stamp_text, receipts)
+    assert not timeline.ok
+    assert any(p.startswith(problem) for p in timeline.problems), timeline.problems
+
+
+def test_events_and_dict_shape():
+    timeline = build_timeline({"red.log": dos(0), "green.log": utc(30), "model_allowed.at": utc(5)},
+                              stamp(5), [Receipt("upload", T0 + timedelta(hours=1), "2024-05-01 12:00")])
+    data = timeline.to_dict()
+    assert data["ok"] is True and data["problems"] == []
+    assert [e["name"] for e in data["events"]] == [
+        "receipt: upload", "stamp value", "red.log", "model_allowed.at", "green.log"]
+    assert data["events"][0] == {"name": "receipt: upload", "at": "2024-05-01T11:00:00+00:00",
+                                 "source": "server receipt", "precision": "server clock",
+                                 "local_time": "2024-05-01 12:00"}
+    assert data["events"][1]["at"] == "2024-05-01T10:05:00.347000+00:00"
+    assert data["events"][2]["at"] == "2024-05-01T10:00:00"  # no offset: zone unknown
+    assert data["events"][2]["source"] == "zip DOS time (zone unknown)"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("1714557900.5", datetime(2024, 5, 1, 10, 5, 0, 500000, tzinfo=UTC)),
+    ("1714557900500", datetime(2024, 5, 1, 10, 5, 0, 500000, tzinfo=UTC)),
+    ("\ufeff1714557900\n", datetime(2024, 5, 1, 10, 5, tzinfo=UTC)),
+    ("2024-05-01T12:05:00+02:00", datetime(2024, 5, 1, 10, 5, tzinfo=UTC)),
+    ("2024-05-01 12:05:00", datetime(2024, 5, 1, 12, 5)),
+    ("", None), (None, None), ("nan", None), ("-1", None), ("1e400", None), ("tomorrow", None),
+])
+def test_parse_stamp(text, expected):
+    assert parse_stamp(text) == expected
