@@ -191,6 +191,7 @@ CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "record-heartbeat": {"task": "takehome.tasks.record_heartbeat", "schedule": 30.0},
+    "sweep-submissions": {"task": "grading.tasks.sweep_submissions", "schedule": 60.0},
 }
 
 LOGGING = {
@@ -207,3 +208,7 @@ GRADING_SCRATCH_DIR = Path(env.str("TAKEHOME_SCRATCH_DIR", default=str(VAR_DIR /
 GRADING_UID_BASE = env.int("TAKEHOME_SANDBOX_UID_BASE", default=62000)
 GRADING_SANDBOX_SLOTS = env.int("TAKEHOME_SANDBOX_SLOTS", default=8)
 GRADING_RUN_WALL_S = env.int("TAKEHOME_RUN_WALL_S", default=60)
+# The sweep re-sends grading for submissions stuck longer than these (seconds).
+GRADING_STALE_RECEIVED_S = env.int("TAKEHOME_STALE_RECEIVED_S", default=30)
+GRADING_STALE_QUEUED_S = env.int("TAKEHOME_STALE_QUEUED_S", default=600)
+GRADING_STALE_GRADING_S = env.int("TAKEHOME_STALE_GRADING_S", default=GRADING_TIME_LIMIT_S + 120)

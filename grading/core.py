@@ -1,0 +1,286 @@
+"""Grade one uploaded zip against one packet: the evidence, as plain data.
+
+No Django here. ``grade_archive`` is what the worker (through grading.pipeline)
+and ``manage.py grade_zip`` call; it returns the JSON-ready dict documented in
+docs/evidence.md. Candidate code runs only through ``Sandbox.run``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from .archive import ExtractReport, Limits, UnsafeArchive, safe_extract
+from .checks.artifacts import ARTIFACT_NAMES, check_artifacts, read_artifact
+from .checks.diff import diff_trees
+from .checks.redlog import analyse_red_log, collect_test_ids
+from .checks.refusal import check_refusal
+from .checks.timeline import Receipt, build_timeline
+from .sandbox import RunResult, Sandbox
+from .spec import ARTIFACTS_DIR, PacketSpec, is_test_path
+
+GRADER_VERSION = "1"
+RUN_NAMES = ("submitted", "tests_vs_original", "tests_vs_solution", "reference_vs_submitted")
+# What each rerun must do for the work to be right (see RERUN_PURPOSE).
+EXPECTED = {
+    "submitted": "passed",
+    "tests_vs_original": "failed",
+    "tests_vs_solution": "passed",
+    "reference_vs_submitted": "passed",
+}
+RERUN_PURPOSE = {
+    "submitted": "The tree as uploaded.",
+    "tests_vs_original": "The candidate's tests over the original production code: must fail (the test catches the bug).",
+    "tests_vs_solution": "The candidate's tests over the reference solution: must pass (the test is not simply broken).",
+    "reference_vs_submitted": "The packet's hidden tests over the candidate's code, protected data restored: must pass (the fix is right).",
+}
+TEXT_ARTIFACTS = ("red.log", "prompt.txt", "model.md", "green.log", "refuse.md", "notes.md", "model_allowed.at")
+TEXT_LIMIT = 64 * 1024
+
+
+def write_tree(files: Mapping[str, bytes], dest: Path) -> None:
+    """Write a {posix path: bytes} mapping under dest."""
+    for path, data in files.items():
+        target = dest / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    """The files under root as {posix path: bytes}; links are not followed (unpack writes none)."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def _without_artifacts(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    return {p: d for p, d in files.items() if not p.startswith(ARTIFACTS_DIR + "/")}
+
+
+def rerun_trees(candidate: Mapping[str, bytes], spec: PacketSpec) -> dict[str, dict[str, bytes]]:
+    """The four trees the reruns use, built from the candidate's files and the packet.
+
+    Production files are the paths the reference solution replaces; test files
+    are test_*.py, *_test.py and conftest.py; protected data is restored from
+    the packet wherever the run judges the candidate's code, so a changed CSV
+    cannot make a check pass.
+    """
+    work = _without_artifacts(candidate)
+    protected = {p: spec.fixture[p] for p in spec.protected_paths if p in spec.fixture}
+    original_prod = {p: spec.fixture[p] for p in spec.production_paths if p in spec.fixture}
+    without_tests = {p: d for p, d in work.items() if not is_test_path(p)}
+    return {
+        "submitted": dict(candidate),
+        "tests_vs_original": {**work, **original_prod, **protected},
+        "tests_vs_solution": {**work, **dict(spec.solution), **protected},
+        # why drop the candidate's tests and conftest: only the packet's own
+        # tests may speak here, and a candidate conftest could rewrite reports.
+        "reference_vs_submitted": {**without_tests, **protected, **dict(spec.reference_tests)},
+    }
+
+
+def run_to_dict(name: str, result: RunResult | None) -> dict:
+    """One rerun in the evidence's RUN shape, with whether it did what it must."""
+    if result is None:
+        return {
+            "outcome": "not_run", "passed": 0, "failed": 0, "errors": 0, "duration_s": 0.0, "log": "",
+            "expected": EXPECTED[name], "as_expected": False, "notes": [], "purpose": RERUN_PURPOSE[name],
+        }
+    notes = list(result.notes)
+    as_expected = result.outcome == EXPECTED[name]
+    if EXPECTED[name] == "passed" and (result.skipped or result.xfailed):
+        # why: a skipped or xfailed test is not a passing test.
+        as_expected = False
+        notes.append(f"{result.skipped} skipped and {result.xfailed} xfailed: a skip is not a pass")
+    return {
+        "outcome": result.outcome,
+        "passed": result.passed,
+        "failed": result.failed,
+        "errors": result.errors,
+        "skipped": result.skipped,
+        "xfailed": result.xfailed,
+        "xpassed": result.xpassed,
+        "duration_s": round(result.duration_s, 3),
+        "exit_code": result.exit_code,
+        "log": result.log,
+        "tests": [asdict(t) for t in result.tests],
+        "notes": notes,
+        "expected": EXPECTED[name],
+        "as_expected": as_expected,
+        "purpose": RERUN_PURPOSE[name],
+    }
+
+
+class OriginalRunCache:
+    """The original tree's own run, once per packet version (it is the same for everyone)."""
+
+    def __init__(self, folder: Path | None):
+        self.folder = folder
+
+    def _path(self, spec: PacketSpec) -> Path | None:
+        if self.folder is None:
+            return None
+        digest = hashlib.sha256()
+        for path in sorted(spec.fixture):
+            digest.update(path.encode() + b"\0" + spec.fixture[path] + b"\0")
+        digest.update(" ".join(spec.test_command).encode())
+        return self.folder / f"{spec.cache_key()}-{digest.hexdigest()[:16]}.json"
+
+    def get(self, spec: PacketSpec) -> dict | None:
+        path = self._path(spec)
+        if path is None or not path.exists():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def put(self, spec: PacketSpec, run: dict) -> None:
+        path = self._path(spec)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(run))
+        tmp.replace(path)  # why: atomic, so a concurrent reader never sees half a file
+
+
+def _original_run_dict(result: RunResult) -> dict:
+    return {
+        "outcome": result.outcome,
+        "failing_ids": sorted(t.nodeid for t in result.tests if t.outcome in ("failed", "error")),
+        "duration_s": round(result.duration_s, 3),
+    }
+
+
+def empty_evidence(reason: str, skipped: Iterable[str] = ()) -> dict:
+    """Evidence for a refused archive: every section present, empty or false."""
+    return {
+        "grader_version": GRADER_VERSION,
+        "archive": {"accepted": False, "reason": reason, "kept": [], "skipped": list(skipped)},
+        "artifacts": {name: False for name in ARTIFACT_NAMES},
+        "red_log": {"present": False, "failed": False, "genuine": False, "signals": [], "missing": [],
+                    "failing_ids": []},
+        "timeline": {"ok": False, "events": [], "problems": []},
+        "runs": {name: run_to_dict(name, None) for name in RUN_NAMES},
+        "diff": {"files": [], "flags": []},
+        "refusal": {"present": False, "specific": False, "mentions": []},
+        "texts": {},
+        "original_run": None,
+    }
+
+
+def grade_tree(
+    report: ExtractReport,
+    spec: PacketSpec,
+    sandbox: Sandbox,
+    *,
+    receipts: Iterable[Receipt] = (),
+    cache: OriginalRunCache | None = None,
+    workers: int | None = None,
+) -> dict:
+    """Evidence for an unpacked tree. Raises SandboxUnavailable if the sandbox cannot run."""
+    tree = report.root
+    candidate = read_tree(tree)
+    trees = rerun_trees(candidate, spec)
+    cache = cache or OriginalRunCache(None)
+    original = cache.get(spec)
+    jobs: dict[str, Mapping[str, bytes]] = dict(trees)
+    if original is None:
+        jobs["original"] = spec.fixture
+
+    with tempfile.TemporaryDirectory(prefix="reruns-") as tmp:
+        roots = {}
+        for name, files in jobs.items():
+            roots[name] = Path(tmp) / name
+            roots[name].mkdir()
+            write_tree(files, roots[name])
+        workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = {name: pool.submit(sandbox.run, root, spec.test_command) for name, root in roots.items()}
+            results = {name: future.result() for name, future in futures.items()}
+        fixture_dir = Path(tmp) / "fixture-ids"
+        write_tree(spec.fixture, fixture_dir)
+        original_ids = collect_test_ids(fixture_dir)
+    if original is None:
+        original = _original_run_dict(results.pop("original"))
+        cache.put(spec, original)
+
+    artifact_times = {
+        path.removeprefix(ARTIFACTS_DIR + "/"): time
+        for path, time in report.times.items()
+        if path.startswith(ARTIFACTS_DIR + "/")
+    }
+    red_text = read_artifact(tree, "red.log")
+    texts = {name: read_artifact(tree, name, limit=TEXT_LIMIT) for name in TEXT_ARTIFACTS}
+    red = analyse_red_log(
+        red_text,
+        known_test_ids=original_ids | collect_test_ids(tree),
+        original_failures=set(original["failing_ids"]),
+    )
+    timeline = build_timeline(artifact_times, texts.get("model_allowed.at"), list(receipts))
+    diff = diff_trees(
+        spec.fixture,
+        tree,
+        protected_paths=spec.protected_paths,
+        forbidden_patterns=spec.forbidden_patterns,
+    )
+    refusal = check_refusal(texts.get("refuse.md"), spec.refusal_hints)
+    return {
+        "grader_version": GRADER_VERSION,
+        "archive": {
+            "accepted": True,
+            "reason": None,
+            "kept": list(report.kept),
+            "skipped": list(report.skipped),
+            "stripped_prefix": report.stripped_prefix,
+        },
+        "artifacts": check_artifacts(tree),
+        "red_log": red.to_dict(),
+        "timeline": timeline.to_dict(),
+        "runs": {name: run_to_dict(name, results[name]) for name in RUN_NAMES},
+        "diff": diff.to_dict(),
+        "refusal": refusal.to_dict(),
+        "texts": {name: text for name, text in texts.items() if text is not None},
+        "original_run": original,
+    }
+
+
+@dataclass(frozen=True)
+class GradeOptions:
+    limits: Limits = Limits()
+    cache_dir: Path | None = None
+    workers: int | None = None
+
+
+def grade_archive(
+    archive: Path,
+    spec: PacketSpec,
+    sandbox: Sandbox,
+    *,
+    receipts: Iterable[Receipt] = (),
+    options: GradeOptions = GradeOptions(),
+    scratch: Path | None = None,
+) -> dict:
+    """Unpack an uploaded zip safely and grade it. A refused archive is evidence too."""
+    work = Path(tempfile.mkdtemp(prefix="grade-", dir=scratch))
+    try:
+        try:
+            report = safe_extract(Path(archive), work / "tree", options.limits)
+        except UnsafeArchive as exc:
+            return empty_evidence(exc.reason)
+        return grade_tree(
+            report, spec, sandbox, receipts=receipts, cache=OriginalRunCache(options.cache_dir),
+            workers=options.workers,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,44 @@
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from grading.core import grade_archive
+from grading.pipeline import grade_options, sandbox_from_settings
+from takehome.models import Packet
+
+
+class Command(BaseCommand):
+    help = (
+        "Grade one zip against a packet's latest version and print the evidence as one JSON "
+        "object (documented in docs/evidence.md). Stores nothing: this is also how an operator "
+        "checks a zip by hand. Exit 0 whenever evidence was produced, a refused archive "
+        "included; 1 on an internal error (e.g. the sandbox cannot start)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", help="the zip to grade")
+        parser.add_argument("--packet", required=True, help="packet slug, e.g. refund-sum")
+        parser.add_argument("--packet-version", type=int, dest="packet_version", help="packet version number (default: the latest)")
+        parser.add_argument("--indent", type=int, default=None, help="pretty-print with this indent")
+
+    def handle(self, *args, **options):
+        packet = Packet.objects.filter(slug=options["packet"]).first()
+        if packet is None:
+            known = ", ".join(Packet.objects.values_list("slug", flat=True)) or "none"
+            raise CommandError(f"No packet with slug {options['packet']!r} (known: {known}).")
+        versions = packet.versions.all()
+        version = versions.filter(number=options["packet_version"]).first() if options["packet_version"] else versions.order_by("-number").first()
+        if version is None:
+            raise CommandError(f"Packet {packet.slug} has no version {options['version'] or ''}".strip() + ".")
+        path = Path(options["path"])
+        if not path.is_file():
+            raise CommandError(f"No file at {path}.")
+        try:
+            evidence = grade_archive(path, version.to_spec(), sandbox_from_settings(), options=grade_options())
+        except Exception as exc:  # an internal error: say what, exit 1
+            traceback.print_exc(file=sys.stderr)
+            raise CommandError(f"Grading failed on our side: {exc}") from exc
+        self.stdout.write(json.dumps(evidence, indent=options["indent"], ensure_ascii=False))

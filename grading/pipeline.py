@@ -1,0 +1,117 @@
+"""The one place that joins the database and the pure grading core.
+
+The worker's task calls ``grade_submission``; ``manage.py grade_zip`` calls
+``sandbox_from_settings`` and the core directly, storing nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from sessions_app.models import GateReceipt, InvalidTransition, Submission
+
+from .checks.timeline import Receipt
+from .core import GRADER_VERSION, GradeOptions, grade_archive
+from .models import Evidence
+from .sandbox import Sandbox, SandboxLimits
+
+log = logging.getLogger(__name__)
+
+
+def sandbox_from_settings() -> Sandbox:
+    return Sandbox(
+        runner_dir=settings.GRADING_RUNNER_DIR,
+        scratch_dir=settings.GRADING_SCRATCH_DIR,
+        uid_base=settings.GRADING_UID_BASE,
+        slots=settings.GRADING_SANDBOX_SLOTS,
+        limits=SandboxLimits(wall_s=settings.GRADING_RUN_WALL_S),
+    )
+
+
+def grade_options() -> GradeOptions:
+    return GradeOptions(cache_dir=settings.VAR_DIR / "cache" / "original-runs")
+
+
+def receipts_for(submission: Submission) -> list[Receipt]:
+    """The server's own witnesses of the gate, up to this upload, as the timeline check wants them."""
+    rows = GateReceipt.objects.filter(
+        invitation_id=submission.invitation_id, accepted=True, received_at__lte=submission.uploaded_at
+    ).order_by("received_at", "pk")
+    return [Receipt(step=r.step, at=r.received_at, local_time=r.local_time or None) for r in rows]
+
+
+def grade_submission(submission_id: int) -> str:
+    """Grade one submission and store its evidence; returns the final status.
+
+    Idempotent: a submission already finished is left alone, and one found
+    half-way (its worker died) is graded again from the start, replacing any
+    evidence. SandboxUnavailable and other errors of ours propagate to the
+    task, which retries; what the candidate's code does is evidence.
+    """
+    submission = Submission.objects.select_related("invitation__packet_version__packet").get(pk=submission_id)
+    if submission.is_finished:
+        return submission.status
+    submission.mark_grading()
+    spec = submission.invitation.packet_version.to_spec()
+    started = time.monotonic()
+    evidence = grade_archive(
+        submission.archive.path,
+        spec,
+        sandbox_from_settings(),
+        receipts=receipts_for(submission),
+        options=grade_options(),
+        scratch=settings.GRADING_SCRATCH_DIR,
+    )
+    record_evidence(submission, evidence, time.monotonic() - started)
+    return submission.status
+
+
+@transaction.atomic
+def record_evidence(submission: Submission, evidence: dict, duration_s: float) -> None:
+    """Save the evidence and move the submission to graded (or rejected) together."""
+    Evidence.objects.update_or_create(
+        submission=submission,
+        defaults={"data": evidence, "grader_version": GRADER_VERSION, "duration_s": round(duration_s, 3),
+                  "created_at": timezone.now()},
+    )
+    if evidence["archive"]["accepted"]:
+        submission.mark_graded()
+    else:
+        submission.mark_rejected(evidence["archive"]["reason"])
+
+
+def mark_failed(submission_id: int, exc: BaseException) -> None:
+    """Retries are exhausted: keep the traceback for operators, never for candidates."""
+    text = "".join(traceback.format_exception(exc))[-20000:]
+    try:
+        Submission.objects.get(pk=submission_id).mark_error(text)
+    except (Submission.DoesNotExist, InvalidTransition):
+        log.warning("could not mark submission %s as error", submission_id)
+
+
+def stale_submissions():
+    """Submissions whose grading should have moved on by now: lost message, dead worker, broker down.
+
+    Thresholds per status (settings): received (never sent: the broker was
+    down at upload), queued (the message was lost), grading (the worker died;
+    longer than the task's hard time limit, so a slow run is never doubled).
+    """
+    now = timezone.now()
+    S = Submission.Status
+    limits = {
+        S.RECEIVED: settings.GRADING_STALE_RECEIVED_S,
+        S.QUEUED: settings.GRADING_STALE_QUEUED_S,
+        S.GRADING: settings.GRADING_STALE_GRADING_S,
+    }
+    query = Q()
+    for status, seconds in limits.items():
+        query |= Q(status=status, status_changed_at__lt=now - timedelta(seconds=seconds))
+    return Submission.objects.filter(query).order_by("uploaded_at")

@@ -1,0 +1,78 @@
+"""Celery tasks for grading: thin wrappers, the logic lives in grading.pipeline."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import worker_ready
+from django.conf import settings
+from kombu.exceptions import OperationalError
+
+from sessions_app.models import InvalidTransition, Submission
+
+from . import pipeline
+from .sandbox import SandboxUnavailable
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    max_retries=3,
+    soft_time_limit=settings.GRADING_TIME_LIMIT_S,
+    time_limit=settings.GRADING_TIME_LIMIT_S + 60,
+)
+def grade_submission(self, submission_id: int) -> str:
+    """Grade one submission. Our failures are retried; the candidate's code never raises here."""
+    try:
+        return pipeline.grade_submission(submission_id)
+    except (Submission.DoesNotExist, InvalidTransition) as exc:
+        log.info("nothing to grade for submission %s: %s", submission_id, exc)
+        return "skipped"
+    except Exception as exc:  # SandboxUnavailable, disk full, database hiccup...
+        if self.request.retries >= self.max_retries or isinstance(exc, SoftTimeLimitExceeded):
+            pipeline.mark_failed(submission_id, exc)
+            return "error"
+        log.warning("grading submission %s failed, will retry: %s", submission_id, exc)
+        Submission.objects.filter(pk=submission_id, status=Submission.Status.GRADING).update(
+            status=Submission.Status.QUEUED
+        )
+        raise self.retry(exc=exc, countdown=10 * 2**self.request.retries)
+
+
+def enqueue_grading(submission_id: int) -> bool:
+    """Send the grading message; False when the broker is down (the sweep sends it later).
+
+    Call it from transaction.on_commit, so the worker never looks for a row
+    that is not committed yet.
+    """
+    try:
+        grade_submission.apply_async((submission_id,), retry=False)
+    except OperationalError as exc:
+        log.warning("broker unavailable, submission %s waits for the sweep: %s", submission_id, exc)
+        return False
+    Submission.objects.filter(pk=submission_id, status=Submission.Status.RECEIVED).update(
+        status=Submission.Status.QUEUED
+    )
+    return True
+
+
+@shared_task(ignore_result=True)
+def sweep_submissions() -> int:
+    """Send grading again for submissions stuck too long: lost message, dead worker, broker outage."""
+    sent = 0
+    for submission in pipeline.stale_submissions():
+        if enqueue_grading(submission.pk):
+            sent += 1
+    if sent:
+        log.info("sweep re-sent %s submission(s) for grading", sent)
+    return sent
+
+
+@worker_ready.connect
+def sweep_at_start(sender=None, **kwargs) -> None:
+    """A worker that starts looks for work left behind by one that died."""
+    sweep_submissions.delay()
