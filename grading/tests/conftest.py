@@ -1,0 +1,43 @@
+"""Fixtures for the grading core: the real sandbox over the real runner virtualenv."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import require
+from grading.runner import ensure_runner
+from grading.sandbox import Sandbox, SandboxLimits
+
+
+@pytest.fixture(scope="session")
+def runner_dir() -> Path:
+    """The runner virtualenv the worker uses (settings), built if missing (`make runner` builds it)."""
+    from django.conf import settings
+
+    for tool, package in (("bwrap", "bubblewrap"), ("setpriv", "util-linux"), ("prlimit", "util-linux")):
+        require(shutil.which(tool) is not None, f"{tool} is missing (apt-get install {package})")
+    return ensure_runner(Path(settings.GRADING_RUNNER_DIR))
+
+
+@pytest.fixture(scope="session")
+def scratch_dir() -> Path:
+    from django.conf import settings
+
+    return Path(settings.GRADING_SCRATCH_DIR) / "tests"
+
+
+@pytest.fixture(scope="session")
+def grading_sandbox(runner_dir, scratch_dir) -> Sandbox:
+    """The sandbox as the worker builds it, with a shorter wall clock."""
+    from django.conf import settings
+
+    return Sandbox(
+        runner_dir=runner_dir,
+        scratch_dir=scratch_dir,
+        uid_base=settings.GRADING_UID_BASE,
+        slots=settings.GRADING_SANDBOX_SLOTS,
+        limits=SandboxLimits(wall_s=30),
+    )

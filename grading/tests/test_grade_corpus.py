@@ -1,0 +1,356 @@
+"""The grader on honest, dishonest and hostile submissions of the sample packet.
+
+Real bubblewrap, the real runner virtualenv, real pytest: nothing mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from grading.core import GradeOptions, grade_archive
+from grading.spec import sample_spec
+
+from . import corpus
+from .zips import finder_zip, make_zip, windows_zip
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return sample_spec()
+
+
+@pytest.fixture
+def grade(grading_sandbox, spec, tmp_path):
+    def run(path: Path, sandbox=None) -> dict:
+        return grade_archive(path, spec, sandbox or grading_sandbox,
+                             options=GradeOptions(cache_dir=tmp_path / "cache"))
+    return run
+
+
+def outcomes(evidence: dict) -> dict[str, tuple[str, bool]]:
+    return {name: (run["outcome"], run["as_expected"]) for name, run in evidence["runs"].items()}
+
+
+ALL_RIGHT = {
+    "submitted": ("passed", True),
+    "tests_vs_original": ("failed", True),
+    "tests_vs_solution": ("passed", True),
+    "reference_vs_submitted": ("passed", True),
+}
+
+
+# --- honest work -------------------------------------------------------------------------
+
+
+def test_the_ideal_submission(grade, tmp_path):
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    assert evidence["archive"]["accepted"] is True
+    assert all(evidence["artifacts"][name] for name in ("red.log", "prompt.txt", "model.md",
+                                                        "model_allowed.at", "green.log", "refuse.md"))
+    assert evidence["red_log"]["genuine"] is True, evidence["red_log"]
+    assert evidence["timeline"] == {**evidence["timeline"], "ok": True, "problems": []}
+    assert outcomes(evidence) == ALL_RIGHT
+    assert evidence["diff"]["flags"] == []
+    assert [f["path"] for f in evidence["diff"]["files"]] == ["test_invoices.py", "invoices.py"]
+    assert evidence["refusal"] == {"present": True, "specific": True, "mentions": ["dropping rows"]}
+    assert evidence["original_run"]["failing_ids"] == ["test_invoices.py::test_charges_only"]
+
+
+def test_grading_twice_gives_the_same_evidence(grade, tmp_path):
+    path = corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files())
+
+    def stable(evidence):
+        for run in evidence["runs"].values():
+            run.pop("duration_s"), run.pop("log"), run.pop("notes")
+        evidence["original_run"].pop("duration_s")
+        return evidence
+
+    assert stable(grade(path)) == stable(grade(path))
+
+
+def test_out_of_time_after_a_clean_red_run(grade, tmp_path):
+    spec = sample_spec()
+    files = corpus.honest_files(**{"invoices.py": spec.fixture["invoices.py"], "artifacts/green.log": None})
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
+    assert evidence["red_log"]["genuine"] is True
+    assert evidence["timeline"]["ok"] is True
+    assert outcomes(evidence) == {
+        "submitted": ("failed", False),
+        "tests_vs_original": ("failed", True),   # the new test catches the bug
+        "tests_vs_solution": ("passed", True),   # and is right
+        "reference_vs_submitted": ("failed", False),
+    }
+    assert evidence["artifacts"]["green.log"] is False
+
+
+def test_windows_line_endings_and_paths(grade, tmp_path):
+    from datetime import datetime, timezone
+
+    def crlf(data: bytes) -> bytes:
+        return data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+
+    files = {name: crlf(data) for name, data in corpus.honest_files().items()}
+    files["artifacts/red.log"] = crlf(corpus.red_log("pytest9_orig_default.log")
+                                      .replace(b"rootdir: /", b"rootdir: C:\\Users\\ada\\"))
+    evidence = grade(windows_zip(tmp_path / "s.zip", files, datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)))
+    assert evidence["red_log"]["genuine"] is True, evidence["red_log"]
+    assert outcomes(evidence) == ALL_RIGHT
+    assert not any(flag.startswith("protected") for flag in evidence["diff"]["flags"])
+
+
+def test_a_macos_finder_zip(grade, tmp_path):
+    evidence = grade(finder_zip(tmp_path / "s.zip", corpus.honest_files(), folder="refund-sum"))
+    assert evidence["archive"]["accepted"] is True
+    assert evidence["archive"]["stripped_prefix"] == "refund-sum"
+    assert any(p.startswith("__MACOSX/") for p in evidence["archive"]["skipped"])
+    assert "invoices.py" in evidence["archive"]["kept"]
+    assert outcomes(evidence) == ALL_RIGHT
+
+
+def test_a_red_test_written_first_is_honest(grade, tmp_path):
+    files = corpus.honest_files(**{
+        "artifacts/red.log": corpus.red_log("pytest9_cand_q.log"),
+        "tests/test_refunds.py": b"import invoices\n\n\nclass TestRefunds:\n    def test_negative_cents_lower_the_total(self, tmp_path):\n"
+          b"        f = tmp_path / 'c.csv'\n        f.write_text('cents\\n100\\n-40\\n')\n"
+          b"        assert invoices.total(f) == 60\n",
+    })
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
+    # The candidate's own failing tests are named in the log; they need not match the original run.
+    assert evidence["red_log"]["failed"] is True
+
+
+# --- dishonest work ------------------------------------------------------------------------
+
+
+def test_a_hand_written_red_log_is_not_genuine(grade, tmp_path):
+    forged = b"FAILED test_invoices.py - total was wrong\nrefunds counted twice\n"
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files(**{"artifacts/red.log": forged})))
+    assert evidence["red_log"]["present"] is True
+    assert evidence["red_log"]["genuine"] is False
+    assert evidence["red_log"]["missing"]
+
+
+def test_a_red_log_from_another_project_is_not_genuine(grade, tmp_path):
+    other = corpus.red_log("pytest9_other_q.log")
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files(**{"artifacts/red.log": other})))
+    assert evidence["red_log"]["failed"] is True
+    assert evidence["red_log"]["genuine"] is False
+
+
+def test_green_older_than_red(grade, tmp_path):
+    minutes = {"artifacts/green.log": 0, "artifacts/red.log": 5, "artifacts/model_allowed.at": 6}
+    files = corpus.honest_files(**{"artifacts/model_allowed.at":
+                                   str((corpus.T0.timestamp() + 6 * 60)).encode()})
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files, minutes))
+    assert evidence["timeline"]["ok"] is False
+    assert any("green" in p for p in evidence["timeline"]["problems"])
+
+
+def test_stamp_before_red(grade, tmp_path):
+    files = corpus.honest_files(**{"artifacts/model_allowed.at": str(corpus.T0.timestamp() - 3600).encode()})
+    minutes = {"artifacts/model_allowed.at": -60}
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files, minutes))
+    assert evidence["timeline"]["ok"] is False
+    assert any("stamp" in p.lower() for p in evidence["timeline"]["problems"])
+
+
+def test_the_overfit_test_that_keeps_abs(grade, tmp_path):
+    spec = sample_spec()
+    files = corpus.honest_files(**{"invoices.py": spec.fixture["invoices.py"], "test_invoices.py": corpus.OVERFIT_TEST})
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
+    assert outcomes(evidence) == {
+        "submitted": ("passed", True),             # green, and wrong
+        "tests_vs_original": ("passed", False),    # the test does not catch the bug
+        "tests_vs_solution": ("failed", False),    # and fails on correct code
+        "reference_vs_submitted": ("failed", False),
+    }
+
+
+def test_dropping_the_refund_row_from_the_csv(grade, tmp_path):
+    spec = sample_spec()
+    files = corpus.honest_files(**{
+        "invoices.py": spec.fixture["invoices.py"],
+        "test_invoices.py": spec.fixture["test_invoices.py"],
+        "sample.csv": b"cents\n1000\n500\n",
+    })
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
+    assert "protected_changed:sample.csv" in evidence["diff"]["flags"]
+    assert evidence["runs"]["submitted"]["outcome"] == "passed"
+    # The packet's own CSV is restored for the check of the fix.
+    assert evidence["runs"]["reference_vs_submitted"]["outcome"] == "failed"
+
+
+def test_an_eval_fix_is_flagged(grade, tmp_path):
+    spec = sample_spec()
+    code = spec.solution["invoices.py"].replace(b'int(row["cents"])', b'eval(row["cents"])')
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files(**{"invoices.py": code})))
+    assert "forbidden:eval" in evidence["diff"]["flags"]
+    assert evidence["runs"]["reference_vs_submitted"]["outcome"] == "passed"  # right sum, unsafe patch
+
+
+def test_the_essay_without_red_log_or_test(grade, tmp_path):
+    spec = sample_spec()
+    files = {
+        **spec.fixture,
+        "artifacts/notes.md": b"# On agent loops\n\n" + b"Models are changing how we work. " * 200,
+        "artifacts/refuse.md": b"I would be careful.\n",
+    }
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
+    assert evidence["red_log"]["present"] is False
+    assert evidence["refusal"]["specific"] is False
+    assert evidence["diff"]["files"] == []
+
+
+def test_a_conftest_that_rewrites_reports_cannot_pass_the_reference_check(grade, tmp_path):
+    spec = sample_spec()
+    cheat = b'''import pytest
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+'''
+    files = corpus.honest_files(**{"invoices.py": spec.fixture["invoices.py"], "conftest.py": cheat})
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
+    assert "conftest_hooks:conftest.py" in evidence["diff"]["flags"]
+    assert evidence["runs"]["reference_vs_submitted"]["outcome"] == "failed"
+
+
+# --- hostile archives ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "entries, symlinks, words",
+    [
+        ({"../escape.py": b"x"}, None, "leaves its folder"),
+        ({"/etc/cron.d/x": b"x"}, None, "absolute path"),
+        ({"ok.py": b"x"}, {"link": "/etc/shadow"}, "symbolic link"),
+    ],
+)
+def test_hostile_archives_are_refused_with_a_reason_and_nothing_escapes(grade, tmp_path, entries, symlinks, words):
+    evidence = grade(make_zip(tmp_path / "s.zip", entries, symlinks=symlinks))
+    assert evidence["archive"]["accepted"] is False
+    assert words in evidence["archive"]["reason"]
+    assert all(run["outcome"] == "not_run" for run in evidence["runs"].values())
+    assert not (tmp_path.parent / "escape.py").exists()
+
+
+# --- hostile code ----------------------------------------------------------------------------
+
+MARKERS = [str(ROOT / "ESCAPED-MARKER"), "/tmp/ESCAPED-MARKER", "/root/ESCAPED-MARKER", "/var/tmp/ESCAPED-MARKER"]
+SNOOP = f"TARGETS = {MARKERS!r}\n".encode() + b'''import os, socket, pathlib
+
+def test_snoop():
+    found = []
+    try:
+        socket.create_connection(("127.0.0.1", 5432), timeout=2); found.append("NET" + "-OPEN")
+    except OSError:
+        pass
+    try:
+        found.append("SHADOW" + ":" + open("/etc/shadow").read()[:20])
+    except OSError:
+        pass
+    env = dict(os.environ)
+    try:
+        env["pid1"] = open("/proc/1/environ", "rb").read().decode(errors="replace")
+    except OSError:
+        pass
+    print("ENV-DUMP", env)
+    for target in TARGETS + [str(pathlib.Path.home() / "ESCAPED-MARKER")]:
+        try:
+            pathlib.Path(target).write_text("x")
+        except OSError:
+            pass
+    # Fail on purpose, so pytest shows the captured output in the log.
+    assert False, "FOUND " + repr(found)
+'''
+
+
+def test_hostile_code_reaches_no_network_secret_or_host_file(grade, tmp_path, monkeypatch):
+    monkeypatch.setenv("TAKEHOME_CANARY_SECRET", "canary-7f3a9c")
+    files = corpus.honest_files(**{"test_snoop.py": SNOOP})
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
+    log = evidence["runs"]["submitted"]["log"]
+    assert "ENV-DUMP" in log and "FOUND []" in log, log  # it ran, and found nothing
+    assert "canary-7f3a9c" not in json.dumps(evidence)
+    for marker in MARKERS:  # writes landed, if anywhere, in the sandbox's own tmpfs
+        assert not Path(marker).exists()
+
+
+def test_an_endless_loop_ends_at_the_timeout_and_grading_goes_on(grade, grading_sandbox, tmp_path):
+    quick = replace(grading_sandbox, limits=replace(grading_sandbox.limits, wall_s=4, cpu_s=60))
+    spec = sample_spec()
+    loop = spec.solution["invoices.py"].replace(b"    n = 0\n", b"    while True:\n        pass\n")
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files(**{"invoices.py": loop})), quick)
+    assert evidence["runs"]["submitted"]["outcome"] == "timeout"
+    assert evidence["runs"]["reference_vs_submitted"]["outcome"] == "timeout"
+    assert evidence["runs"]["tests_vs_solution"]["outcome"] == "passed"
+
+
+def test_a_fork_bomb_is_contained(grade, grading_sandbox, tmp_path):
+    quick = replace(grading_sandbox, limits=replace(grading_sandbox.limits, wall_s=4))
+    bomb = b"import os\n\ndef test_bomb():\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files(**{"test_bomb.py": bomb})), quick)
+    assert evidence["runs"]["submitted"]["outcome"] in ("timeout", "killed", "failed", "error")
+    assert evidence["runs"]["tests_vs_solution"]["as_expected"] is False
+
+
+# --- the command's JSON contract ------------------------------------------------------------
+
+CONTRACT = {
+    "archive": {"accepted", "reason", "kept", "skipped"},
+    "artifacts": {"red.log", "prompt.txt", "model.md", "model_allowed.at", "green.log", "refuse.md", "notes.md"},
+    "red_log": {"present", "failed", "genuine", "signals"},
+    "timeline": {"ok", "events", "problems"},
+    "runs": {"submitted", "tests_vs_original", "tests_vs_solution", "reference_vs_submitted"},
+    "diff": {"files", "flags"},
+    "refusal": {"present", "specific", "mentions"},
+}
+RUN_FIELDS = {"outcome", "passed", "failed", "errors", "duration_s", "log"}
+
+
+def grade_zip_command(path: Path) -> subprocess.CompletedProcess:
+    from conftest import database_url
+
+    return subprocess.run(
+        [sys.executable, "manage.py", "grade_zip", str(path), "--packet", "refund-sum"],
+        cwd=ROOT, env={**os.environ, "DEBUG": "true", "DATABASE_URL": database_url()},
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def check_contract(evidence: dict) -> None:
+    for key, fields in CONTRACT.items():
+        assert fields <= set(evidence[key]), key
+    for run in evidence["runs"].values():
+        assert RUN_FIELDS <= set(run)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_grade_zip_prints_the_evidence_as_json(sample_packet, tmp_path, grading_sandbox):
+    result = grade_zip_command(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    assert result.returncode == 0, result.stderr
+    evidence = json.loads(result.stdout)
+    check_contract(evidence)
+    assert outcomes(evidence) == ALL_RIGHT
+
+
+@pytest.mark.django_db(transaction=True)
+def test_grade_zip_exits_0_on_a_refused_archive(sample_packet, tmp_path, grading_sandbox):
+    bad = tmp_path / "notes.zip"
+    bad.write_text("this is not a zip")
+    result = grade_zip_command(bad)
+    assert result.returncode == 0, result.stderr
+    evidence = json.loads(result.stdout)
+    check_contract(evidence)
+    assert evidence["archive"]["accepted"] is False and "not a zip" in evidence["archive"]["reason"]

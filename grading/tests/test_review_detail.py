@@ -1,0 +1,246 @@
+"""The review page: the fixed order, cells saved as you click, the folded diff, blind double review."""
+
+import re
+
+import pytest
+from django.contrib.auth.models import User
+
+from grading.models import Mark, Review
+from grading.tests.reviewing import make_submission, score
+from sessions_app.models import GateReceipt, Submission
+
+pytestmark = pytest.mark.django_db
+HX = {"HX-Request": "true"}
+ALL_PASS = {"red_log": True, "model_waited": True, "refusal_specific": True, "test_names_bug": True}
+
+
+@pytest.fixture
+def submission(sample_packet):
+    return make_submission(sample_packet)
+
+
+@pytest.fixture
+def rob(client, reviewer):
+    client.force_login(reviewer)
+    return client
+
+
+@pytest.fixture
+def ann(groups):
+    user = User.objects.create_user("ann", password="pw-ann")
+    user.groups.add(groups["reviewer"])
+    return user
+
+
+def mark(client, submission, cell, passed=None, note="", htmx=True):
+    data = {"note": note}
+    if passed is not None:
+        data["passed"] = "true" if passed else "false"
+    return client.post(f"/review/{submission.pk}/mark/{cell}/", data, headers=HX if htmx else {})
+
+
+def test_the_four_sections_come_in_the_articles_order(rob, submission):
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    assert re.findall(r'data-section="([a-z-]+)"', html) == ["red-log", "stamp", "refusal", "diff"]
+    for cell in ("red_log", "model_waited", "refusal_specific", "test_names_bug"):
+        assert f'id="cell-{cell}"' in html
+
+
+def test_the_stamp_section_draws_the_timeline_and_shows_the_candidates_words(rob, submission):
+    GateReceipt.objects.create(invitation=submission.invitation, step="red")
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    stamp = html.split('data-section="stamp"')[1].split('data-section="refusal"')[0]
+    assert "<svg" in stamp and 'data-event="receipt: red"' not in stamp  # receipts come from the evidence
+    assert 'data-event="stamp value"' in stamp and 'data-event="red.log"' in stamp
+    assert "Refunds are negative" in stamp  # prompt.txt
+    assert "drop rows with negative cents" in stamp  # model.md
+    assert "40 s to answer" in stamp  # notes.md
+    red = html.split('data-section="red-log"')[1].split('data-section="stamp"')[0]
+    assert "red accepted" in red  # the server's receipt beside the red log
+
+
+def test_timeline_problems_are_marked(rob, sample_packet):
+    from grading.tests.reviewing import ideal_evidence
+
+    evidence = ideal_evidence()
+    evidence["timeline"]["problems"] = ["zip times: red.log (10:00) is newer than green.log (09:55)"]
+    evidence["timeline"]["events"].append({"name": "green.log", "at": "2026-11-30T14:00:00", "source": "zip", "precision": "2 s"})
+    html = rob.get(f"/review/{make_submission(sample_packet, evidence=evidence).pk}/").content.decode()
+    assert 'class="event kind-zip flagged" data-event="green.log"' in html
+    assert "is newer than green.log" in html
+
+
+def test_the_diff_is_folded_until_the_three_cells_above_are_scored(rob, submission):
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    diff = html.split('data-section="diff"')[1]
+    assert "Folded until" in diff and "tests_vs_original" not in diff and "invoices.py" not in diff
+    assert mark(rob, submission, "test_names_bug", True).status_code == 200
+    assert not Mark.objects.filter(cell="test_names_bug").exists()
+
+    mark(rob, submission, "red_log", True)
+    mark(rob, submission, "model_waited", True)
+    response = mark(rob, submission, "refusal_specific", False)
+    oob = response.content.decode()
+    assert 'id="diff-section" hx-swap-oob="true"' in oob  # the diff unfolds in place
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    diff = html.split('data-section="diff"')[1]
+    assert "tests_vs_original" in diff and "reference_vs_submitted" in diff
+    # test files first
+    assert diff.index("<code>test_invoices.py</code>") < diff.index("<code>invoices.py</code>")
+    assert 'class="gi"' in diff  # Pygments highlighting
+
+
+def test_a_click_saves_the_mark_and_returns_only_the_cell(rob, reviewer, submission):
+    response = mark(rob, submission, "red_log", True, note="  real FAILURES section  ")
+    assert response.status_code == 200
+    assert b"<html" not in response.content
+    assert b'id="cell-red_log"' in response.content and b'data-passed="true"' in response.content
+    saved = Mark.objects.get()
+    assert (saved.review.reviewer, saved.cell, saved.passed, saved.note) == (reviewer, "red_log", True, "real FAILURES section")
+    mark(rob, submission, "red_log", False)
+    assert Mark.objects.get().passed is False
+
+
+def test_a_note_alone_keeps_the_choice(rob, submission):
+    mark(rob, submission, "red_log", False)
+    mark(rob, submission, "red_log", None, note="no closing line")
+    saved = Mark.objects.get()
+    assert (saved.passed, saved.note) == (False, "no closing line")
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [({"note": "first a note"}, b"Choose pass or fail first"),
+     ({"passed": "maybe"}, b"Select a valid choice"),
+     ({"passed": "true", "note": "x" * 2001}, b"at most 2000 characters")],
+)
+def test_invalid_input_re_renders_the_cell_with_200(rob, submission, data, message):
+    response = rob.post(f"/review/{submission.pk}/mark/red_log/", data, headers=HX)
+    assert response.status_code == 200 and message in response.content
+    assert b'role="alert"' in response.content and b"<html" not in response.content
+    assert not Mark.objects.exists()
+    if "note" in data and len(data["note"]) < 100:
+        assert b"first a note</textarea>" in response.content  # the typed note is not lost
+
+
+def test_an_unknown_cell_is_404(rob, submission):
+    assert rob.post(f"/review/{submission.pk}/mark/average/", {"passed": "true"}).status_code == 404
+
+
+def test_without_htmx_a_mark_redirects_back_to_the_page(rob, submission):
+    response = mark(rob, submission, "red_log", True, htmx=False)
+    assert response.status_code == 302 and response["Location"] == f"/review/{submission.pk}/"
+
+
+def test_submit_needs_all_four_cells(rob, reviewer, submission):
+    response = rob.post(f"/review/{submission.pk}/submit/", headers=HX)
+    assert response.status_code == 200 and b"Score the four cells" in response.content
+    score(submission, reviewer, {"red_log": True, "model_waited": True}, submit=False)
+    response = rob.post(f"/review/{submission.pk}/submit/", headers=HX)
+    assert b"Still to score: Refusal is specific, Test names the bug." in response.content
+    assert Review.objects.get().submitted_at is None
+
+
+def test_blind_double_review(client, reviewer, ann, submission):
+    # Rob scores and submits first.
+    score(submission, reviewer, ALL_PASS, notes={"red_log": "rob's note"})
+    # Ann, before submitting her own review, sees nothing of Rob's.
+    client.force_login(ann)
+    html = client.get(f"/review/{submission.pk}/").content.decode()
+    assert "rob" not in html.replace("Log out ann", "") and "rob's note" not in html
+    for cell, passed in {"red_log": False, "model_waited": True, "refusal_specific": True}.items():
+        response = mark(client, submission, cell, passed)
+        assert b"rob" not in response.content
+    mark(client, submission, "test_names_bug", False)
+    html = client.get(f"/review/{submission.pk}/").content.decode()
+    assert "rob&#x27;s note" not in html and 'data-reviewer="rob"' not in html
+    # Submitting reveals Rob's marks, cell by cell.
+    response = client.post(f"/review/{submission.pk}/submit/", headers=HX)
+    assert response.status_code == 200 and response["HX-Redirect"] == f"/review/{submission.pk}/"
+    html = client.get(f"/review/{submission.pk}/").content.decode()
+    cell = html.split('id="cell-red_log"')[1].split("</aside>")[0]
+    assert 'data-reviewer="you"' in cell and "fail" in cell
+    assert 'data-reviewer="rob"' in cell and "rob&#x27;s note" in cell
+    # Rob's marks are untouched, Ann's are her own.
+    assert list(Mark.objects.filter(review__reviewer=reviewer).values_list("passed", flat=True)) == [True] * 4
+    assert Mark.objects.get(review__reviewer=ann, cell="red_log").passed is False
+
+
+def test_a_reviewers_drafts_stay_hidden_even_after_others_submit(client, reviewer, ann, submission):
+    score(submission, ann, {"red_log": False}, submit=False)
+    score(submission, reviewer, ALL_PASS)
+    client.force_login(reviewer)
+    html = client.get(f"/review/{submission.pk}/").content.decode()
+    assert 'data-reviewer="ann"' not in html and "No other review submitted yet" in html
+
+
+def test_a_reviewer_cannot_change_another_reviewers_marks(client, reviewer, ann, submission):
+    score(submission, reviewer, ALL_PASS)
+    client.force_login(ann)
+    # There is no id to aim at: every write goes to the requester's own review.
+    mark(client, submission, "red_log", False)
+    assert Mark.objects.get(review__reviewer=reviewer, cell="red_log").passed is True
+    assert Mark.objects.get(review__reviewer=ann, cell="red_log").passed is False
+
+
+def test_a_submitted_review_is_final(rob, reviewer, submission):
+    score(submission, reviewer, ALL_PASS)
+    response = mark(rob, submission, "red_log", False)
+    assert response.status_code == 200 and b"final" in response.content
+    assert Mark.objects.get(cell="red_log").passed is True
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    assert "Your review is submitted" in html and 'name="passed"' not in html
+
+
+def test_no_total_average_or_percentage_of_marks(rob, reviewer, ann, submission):
+    score(submission, reviewer, {**ALL_PASS, "refusal_specific": False})
+    score(submission, ann, ALL_PASS)
+    for url in (f"/review/{submission.pk}/", f"/review/debrief/{submission.invitation.packet.slug}/", "/review/?show=all"):
+        html = rob.get(url).content.decode()
+        # Our own words only: drop the agreement card (it describes reviewers), the
+        # candidate's texts (<pre>) and the packet's title ("... invoice total").
+        html = re.sub(r'<section class="card agreement">.*?</section>', "", html, flags=re.S)
+        html = re.sub(r"<pre.*?</pre>|<code>.*?</code>|<div class=\"markdown refusal-text\">.*?</div>", "", html, flags=re.S)
+        html = html.replace(submission.invitation.packet.title, "")
+        text = re.sub(r"<[^>]+>", " ", html)
+        assert not re.search(r"\b(total|average|sum|score:|\d+ ?/ ?4|\d of 4)\b", text, re.I), url
+        assert not re.search(r"\d\s*%", text), url
+
+
+def test_hidden_names_on_the_review_page(rob, submission):
+    packet = submission.invitation.packet
+    packet.hide_candidate_names = True
+    packet.save()
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    assert "Ada Lovelace" not in html and f"Candidate #{submission.invitation_id}" in html
+
+
+def test_the_page_polls_while_grading_and_reloads_when_done(rob, sample_packet):
+    submission = make_submission(sample_packet, status=Submission.Status.GRADING)
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    assert 'id="grading-status"' in html and 'hx-trigger="every 2s"' in html and "No evidence yet" in html
+    partial = rob.get(f"/review/{submission.pk}/", headers=HX)
+    assert b"<html" not in partial.content and b"Grading" in partial.content
+    Submission.objects.filter(pk=submission.pk).update(status="graded")
+    assert rob.get(f"/review/{submission.pk}/", headers=HX)["HX-Refresh"] == "true"
+
+
+def test_a_refused_archive_says_why(rob, sample_packet):
+    from grading.core import empty_evidence
+
+    submission = make_submission(sample_packet, evidence=empty_evidence("the zip holds a symlink"),
+                                 status=Submission.Status.REJECTED)
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    assert "The archive was refused" in html and "the zip holds a symlink" in html
+    assert "No <code>artifacts/red.log</code>" in html
+
+
+def test_missing_submission_is_404(rob, db):
+    assert rob.get("/review/999999/").status_code == 404
+
+
+def test_the_page_costs_a_fixed_number_of_queries(rob, reviewer, ann, submission, django_assert_max_num_queries):
+    score(submission, reviewer, ALL_PASS)
+    score(submission, ann, ALL_PASS)
+    with django_assert_max_num_queries(14):
+        assert rob.get(f"/review/{submission.pk}/").status_code == 200

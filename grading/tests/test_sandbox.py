@@ -1,0 +1,390 @@
+"""The sandbox against real bubblewrap: normal runs, then hostile code.
+
+No mocks: every case runs a generated tree in bwrap and asserts containment on
+the host (marker files, listening sockets, the host's environment, leftover
+processes). Without bwrap these tests skip locally but fail under CI=true, so
+a green CI run means they ran.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import textwrap
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from grading.runner import ensure_runner, runner_python
+from grading.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, _uid_processes
+
+VAR = Path(__file__).resolve().parents[2] / "var"
+PYTEST = ("python", "-m", "pytest", "-q")
+# A pool of our own, apart from the default one a worker on this machine may be using.
+UID_BASE = 62100
+LIMITS = SandboxLimits(
+    wall_s=15, cpu_s=4, address_space_bytes=512 << 20, nproc=32,
+    file_size_bytes=8 << 20, tmpfs_bytes=32 << 20, output_bytes=64 << 10,
+)
+
+
+@pytest.fixture
+def sandbox(runner_dir, scratch_dir) -> Sandbox:
+    return Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, limits=LIMITS)
+
+
+def make_tree(root: Path, files: dict[str, str]) -> Path:
+    """Write a tree under pytest's tmp_path (mode 0700): Sandbox.run stages its own copy."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+    return root
+
+
+def pool_processes(sb: Sandbox | None = None) -> list[int]:
+    base, slots = (sb.uid_base, sb.slots) if sb else (UID_BASE, 8)
+    return [p for uid in range(base, base + slots) for p in _uid_processes(uid)]
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(scratch_dir):
+    yield
+    assert pool_processes() == [], "a sandboxed process outlived its run"
+    runs = scratch_dir / "runs"
+    assert not runs.exists() or list(runs.iterdir()) == [], "a run folder was not removed"
+
+
+# -- normal runs -------------------------------------------------------------
+
+PASSING = {
+    "calc.py": "def add(a, b):\n    return a + b\n",
+    "test_calc.py": """
+        import os
+        from calc import add
+        def test_add():
+            assert add(1, 2) == 3
+        def test_runs_unprivileged():
+            assert 62100 <= os.getuid() < 62108 and os.getcwd() == "/tree"
+    """,
+}
+
+
+def test_passing_tree(sandbox, tmp_path):
+    r = sandbox.run(make_tree(tmp_path, PASSING), PYTEST)
+    assert (r.outcome, r.exit_code, r.passed, r.failed) == ("passed", 0, 2, 0), r.log
+    assert {t.nodeid for t in r.tests} == {"test_calc.py::test_add", "test_calc.py::test_runs_unprivileged"}
+    assert r.notes == ()
+
+
+def test_failing_tree_counts(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {**PASSING, "test_more.py": """
+        class TestMore:
+            def test_one(self): assert 1 == 2
+            def test_two(self): assert 1 == 3
+    """})
+    r = sandbox.run(tree, PYTEST)
+    assert (r.outcome, r.exit_code, r.passed, r.failed, r.errors) == ("failed", 1, 2, 2, 0), r.log
+    assert "test_more.py::TestMore::test_one" in {t.nodeid for t in r.tests if t.outcome == "failed"}
+    assert "2 failed, 2 passed" in r.log
+
+
+def test_collection_error(sandbox, tmp_path):
+    r = sandbox.run(make_tree(tmp_path, {"test_broken.py": "def test_x(:\n"}), PYTEST)
+    assert (r.outcome, r.exit_code, r.errors) == ("error", 2, 1), r.log
+
+
+def test_no_tests(sandbox, tmp_path):
+    r = sandbox.run(make_tree(tmp_path, {"calc.py": "x = 1\n"}), PYTEST)
+    assert (r.outcome, r.exit_code) == ("no_tests", 5)
+
+
+def test_skip_and_xfail_are_counted_and_not_passes(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {"test_marks.py": """
+        import pytest
+        def test_real(): pass
+        @pytest.mark.skip(reason="later")
+        def test_skipped(): pass
+        @pytest.mark.xfail
+        def test_xfailed(): assert 0
+        @pytest.mark.xfail
+        def test_xpassed(): pass
+    """})
+    r = sandbox.run(tree, PYTEST)
+    assert (r.outcome, r.passed, r.skipped, r.xfailed, r.xpassed) == ("passed", 1, 1, 1, 1), r.log
+    assert {t.nodeid.split("::")[1]: t.outcome for t in r.tests} == {
+        "test_real": "passed", "test_skipped": "skipped", "test_xfailed": "xfailed", "test_xpassed": "xpassed"}
+    assert any("not a pass" in n for n in r.notes)
+
+
+def test_only_skips_is_not_passed(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {"test_s.py": "import pytest\npytestmark = pytest.mark.skip\ndef test_a(): pass\n"})
+    r = sandbox.run(tree, PYTEST)
+    assert (r.outcome, r.passed, r.skipped) == ("no_tests", 0, 1)
+
+
+def test_plain_command_has_no_counts(sandbox, tmp_path):
+    r = sandbox.run(tmp_path, ("true",))
+    assert (r.outcome, r.exit_code, r.tests) == ("passed", 0, ())
+
+
+def test_concurrent_runs_get_distinct_uids(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {"test_uid.py": """
+        import os, time
+        def test_uid():
+            time.sleep(0.5)
+            print("UID=%d" % os.getuid())
+    """})
+    results = [None] * 4
+    def work(i):
+        results[i] = sandbox.run(tree, (*PYTEST, "-s"))
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.outcome for r in results] == ["passed"] * 4
+    uids = {line for r in results for line in r.log.splitlines() if line.startswith("UID=")}
+    assert len(uids) == 4, uids
+
+
+def test_missing_runner_says_how_to_build_it(scratch_dir, runner_dir, tmp_path):
+    with pytest.raises(SandboxUnavailable, match="python -m grading.runner"):
+        Sandbox(tmp_path / "no-runner", scratch_dir).run(tmp_path, ("true",))
+
+
+def test_unreachable_scratch_is_refused_clearly(runner_dir, tmp_path):
+    hidden = tmp_path / "private"
+    hidden.mkdir(mode=0o700)
+    with pytest.raises(SandboxUnavailable, match="traversable"):
+        Sandbox(runner_dir, hidden / "scratch").run(tmp_path, ("true",))
+
+
+def test_check_passes(sandbox):
+    sandbox.check()
+
+
+def test_ensure_runner_is_idempotent(runner_dir):
+    start = time.monotonic()
+    assert ensure_runner(runner_dir) == runner_dir.resolve()
+    assert time.monotonic() - start < 1
+    assert runner_python(runner_dir).stat().st_mode & 0o005 == 0o005
+
+
+# -- hostile code ---------------------------------------------------------------
+
+def test_no_network(sandbox, tmp_path):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    tree = make_tree(tmp_path, {"test_net.py": f"""
+        import socket
+        def test_connect():
+            socket.create_connection(("127.0.0.1", {port}), timeout=2).sendall(b"pwned")
+        def test_resolve():
+            socket.getaddrinfo("example.com", 443)
+    """})
+    r = sandbox.run(tree, PYTEST)
+    with pytest.raises(BlockingIOError):
+        listener.accept()  # nothing ever connected to the host's listener
+    listener.close()
+    assert (r.outcome, r.failed, r.passed) == ("failed", 2, 0), r.log
+    assert "gaierror" in r.log
+
+
+def test_cannot_read_shadow_or_passwd(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {"test_etc.py": """
+        import os
+        def test_shadow(): print(open("/etc/shadow").read())
+        def test_passwd(): print(open("/etc/passwd").read())
+        def test_etc_listing(): assert os.listdir("/etc") == ["ld.so.cache"]
+    """})
+    r = sandbox.run(tree, PYTEST)
+    assert (r.failed, r.passed) == (2, 1), r.log
+    assert r.log.count("FileNotFoundError") >= 2 and "root:" not in r.log
+
+
+def test_worker_environment_does_not_leak(sandbox, tmp_path, monkeypatch):
+    secret = "s3cr3t-" + secrets.token_hex(8)
+    monkeypatch.setenv("TAKEHOME_TEST_SECRET", secret)
+    tree = make_tree(tmp_path, {"test_env.py": """
+        import glob, os
+        def test_dump():
+            seen = [repr(dict(os.environ))]
+            for path in glob.glob("/proc/*/environ"):
+                try:
+                    seen.append(path + " " + open(path, "rb").read().decode(errors="replace"))
+                except OSError as exc:
+                    seen.append(path + " " + repr(exc))
+            print("\\n".join(seen))
+            assert False, "dumped"
+    """})
+    r = sandbox.run(tree, PYTEST)
+    assert "/proc/1/environ" in r.log and "PYTHONDONTWRITEBYTECODE" in r.log, r.log
+    assert secret not in r.log and "TAKEHOME_TEST_SECRET" not in r.log
+
+
+def test_fork_bomb_is_contained(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {"test_bomb.py": """
+        import os, time
+        def test_bomb():
+            children = 0
+            while children < 10000:
+                try:
+                    pid = os.fork()
+                except OSError:
+                    break
+                if pid == 0:
+                    time.sleep(60)
+                    os._exit(0)
+                children += 1
+            print("FORKED", children)
+            assert children >= 10000
+    """})
+    start = time.monotonic()
+    r = sandbox.run(tree, (*PYTEST, "-s"))
+    assert r.outcome == "failed" and time.monotonic() - start < 10, r.log
+    forked = int(r.log.split("FORKED ")[1].split()[0])
+    assert 0 < forked < LIMITS.nproc
+
+
+def test_memory_bomb_is_killed(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {"test_mem.py": """
+        def test_mem():
+            hog = []
+            while True:
+                hog.append(bytearray(64 << 20))
+    """})
+    r = sandbox.run(tree, PYTEST)
+    assert r.outcome == "killed", r.log
+    assert any("memory limit" in n for n in r.notes)
+
+
+def test_endless_loop_hits_cpu_limit(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {"test_loop.py": "def test_loop():\n    while True:\n        pass\n"})
+    r = sandbox.run(tree, PYTEST)
+    assert (r.outcome, r.exit_code) == ("killed", 137), r.log
+    assert any("CPU limit" in n for n in r.notes)
+    assert r.duration_s < LIMITS.wall_s
+
+
+def test_sleeper_hits_wall_clock_and_group_is_killed(runner_dir, scratch_dir, tmp_path):
+    sb = Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, limits=replace(LIMITS, wall_s=3))
+    tree = make_tree(tmp_path, {"test_sleep.py": "import time\ndef test_sleep():\n    time.sleep(600)\n"})
+    r = sb.run(tree, PYTEST)
+    assert (r.outcome, r.exit_code) == ("timeout", None)
+    assert 3 <= r.duration_s < 6
+    assert pool_processes(sb) == []
+
+
+def test_disk_filler_stops_inside_the_sandbox(sandbox, tmp_path, scratch_dir):
+    tree = make_tree(tmp_path, {"test_fill.py": """
+        import errno, os
+        def fill(folder, file_mib):
+            n = 0
+            try:
+                while True:
+                    with open(os.path.join(folder, "fill%d" % n), "wb") as fh:
+                        for _ in range(file_mib):
+                            fh.write(b"x" * (1 << 20))
+                    n += 1
+            except OSError as exc:
+                return errno.errorcode[exc.errno]
+        def test_fill():
+            big = fill("/tmp", 64)          # one file past the file-size limit
+            for f in os.listdir("/tmp"):
+                if f.startswith("fill"):
+                    os.unlink(os.path.join("/tmp", f))
+            print("RESULTS", big, fill("/tree", 4), fill("/tmp", 4), fill("/dev/shm", 4))
+    """})
+    r = sandbox.run(tree, (*PYTEST, "-s"))
+    results = r.log.split("RESULTS ")[1].split()[:4]
+    assert results == ["EFBIG", "ENOSPC", "ENOSPC", "ENOSPC"], r.log
+    # a full /tmp can also stop pytest writing its report: a result either way
+    assert r.outcome in ("passed", "failed")
+    assert sum(f.stat().st_size for f in scratch_dir.rglob("*") if f.is_file()) < 1 << 20
+
+
+def test_writes_outside_never_reach_the_host(sandbox, tmp_path, scratch_dir, runner_dir):
+    marker = "marker-" + secrets.token_hex(6)
+    targets = [scratch_dir, scratch_dir / "runs", VAR, Path("/work"), Path("/tmp"), runner_dir,
+               runner_dir / "bin", Path("/src"), Path("/usr"), Path("/etc"), Path("/")]
+    tree = make_tree(tmp_path, {"test_escape.py": f"""
+        import os
+        TARGETS = {[str(t) for t in targets]!r}
+        def test_escape():
+            written = []
+            for folder in TARGETS:
+                try:
+                    os.makedirs(folder, exist_ok=True)
+                    with open(os.path.join(folder, "{marker}"), "w") as fh:
+                        fh.write("x")
+                    written.append(folder)
+                except OSError:
+                    pass
+            with open("/tree/{marker}", "w") as fh:
+                fh.write("inside the copy is fine")
+            print("WRITTEN", written)
+    """})
+    r = sandbox.run(tree, (*PYTEST, "-s"))
+    assert r.outcome == "passed", r.log
+    # Only the sandbox's own tmpfs /tmp can take it; nothing reached the host.
+    assert "WRITTEN ['/tmp']" in r.log
+    for folder in [*targets, tmp_path]:
+        assert not (folder / marker).exists(), folder
+
+
+def test_grandchild_ignoring_sigterm_is_gone_after_the_run(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {"test_orphan.py": """
+        import subprocess, sys
+        def test_spawn():
+            subprocess.Popen(
+                [sys.executable, "-c",
+                 "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"],
+                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """})
+    start = time.monotonic()
+    r = sandbox.run(tree, PYTEST)
+    assert r.outcome == "passed" and time.monotonic() - start < 5, r.log
+    assert pool_processes(sandbox) == []
+
+
+def test_huge_output_is_capped(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {"test_loud.py": """
+        import sys
+        def test_loud():
+            line = "spam " * 200 + "\\n"
+            for _ in range(50000):   # 50 MB
+                sys.stdout.write(line)
+    """})
+    r = sandbox.run(tree, (*PYTEST, "-s"))
+    assert r.outcome == "passed", r.log[-2000:]
+    assert len(r.log.encode()) < LIMITS.output_bytes + 200
+    assert "[output truncated" in r.log and "1 passed" in r.log  # the tail is kept
+    assert any("truncated" in n for n in r.notes)
+
+
+def test_interrupted_caller_kills_the_sandbox_and_cleans_up(sandbox, tmp_path):
+    class SoftTimeLimit(Exception):
+        pass
+
+    def interrupt(signum, frame):
+        raise SoftTimeLimit()
+
+    tree = make_tree(tmp_path, {"test_sleep.py": "import time\ndef test_sleep():\n    time.sleep(600)\n"})
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        with pytest.raises(SoftTimeLimit):
+            sandbox.run(tree, PYTEST)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    # no_leftovers checks that no process survived and the run folder is gone
