@@ -1,0 +1,120 @@
+"""The pipeline: a stored submission graded through the real sandbox, its evidence saved."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.files import File
+from django.utils import timezone
+
+from grading import pipeline, tasks
+from grading.models import Evidence
+from grading.sandbox import SandboxUnavailable
+from sessions_app.models import GateReceipt, Submission
+from takehome.tests.factories import InvitationFactory
+
+from . import corpus
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def use_test_sandbox(settings, runner_dir, scratch_dir):
+    settings.GRADING_RUNNER_DIR = runner_dir
+    settings.GRADING_SCRATCH_DIR = scratch_dir
+    settings.GRADING_RUN_WALL_S = 30
+
+
+@pytest.fixture
+def invitation(sample_packet):
+    return InvitationFactory(packet_version=sample_packet.latest_version())
+
+
+def submit(invitation, path: Path, **fields) -> Submission:
+    with path.open("rb") as fh:
+        return Submission.objects.create(
+            invitation=invitation, archive=File(fh, name="s.zip"), sha256="0" * 64,
+            size=path.stat().st_size, **fields,
+        )
+
+
+def test_a_submission_is_graded_and_its_evidence_saved(invitation, media_root, tmp_path):
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    assert pipeline.grade_submission(submission.pk) == "graded"
+    submission.refresh_from_db()
+    assert submission.status == "graded" and submission.attempts == 1
+    evidence = Evidence.objects.get(submission=submission).data
+    assert evidence["archive"]["accepted"] is True
+    assert all(run["as_expected"] for run in evidence["runs"].values())
+
+
+def test_grading_a_finished_submission_again_changes_nothing(invitation, media_root, tmp_path):
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    pipeline.grade_submission(submission.pk)
+    first = Evidence.objects.get().created_at
+    assert pipeline.grade_submission(submission.pk) == "graded"
+    assert Evidence.objects.get().created_at == first
+    assert Submission.objects.get().attempts == 1
+
+
+def test_a_submission_left_half_graded_is_graded_from_the_start(invitation, media_root, tmp_path):
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()),
+                        status=Submission.Status.GRADING)
+    assert pipeline.grade_submission(submission.pk) == "graded"
+    assert Evidence.objects.count() == 1
+
+
+def test_a_refused_archive_is_rejected_with_its_reason(invitation, media_root, tmp_path):
+    bad = tmp_path / "s.zip"
+    bad.write_bytes(b"PK\x03\x04 truncated nonsense")
+    submission = submit(invitation, bad)
+    assert pipeline.grade_submission(submission.pk) == "rejected"
+    submission.refresh_from_db()
+    assert "damaged" in submission.reject_reason or "not a zip" in submission.reject_reason
+    assert Evidence.objects.get().data["archive"]["accepted"] is False
+
+
+def test_the_servers_receipts_are_folded_into_the_timeline(invitation, media_root, tmp_path):
+    now = timezone.now()
+    for minutes, step in ((-30, "red"), (-20, "model"), (-10, "green")):
+        GateReceipt.objects.create(invitation=invitation, step=step, received_at=now + timedelta(minutes=minutes))
+    GateReceipt.objects.create(invitation=invitation, step="green", accepted=False, refusal="still red")
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    pipeline.grade_submission(submission.pk)
+    events = Evidence.objects.get().data["timeline"]["events"]
+    receipt_events = [e for e in events if "receipt" in (e["source"] + e["name"]).lower()]
+    assert len(receipt_events) == 3
+
+
+def test_infrastructure_failures_are_retried_then_recorded(invitation, media_root, tmp_path, monkeypatch, settings):
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+
+    def broken(*args, **kwargs):
+        raise SandboxUnavailable("bwrap is missing: install it with 'apt-get install bubblewrap'")
+
+    monkeypatch.setattr(pipeline, "grade_archive", broken)
+    with pytest.raises(Exception) as raised:  # Celery's Retry
+        tasks.grade_submission.apply(args=(submission.pk,), throw=True)
+    assert "Retry" in type(raised.value).__name__
+    submission.refresh_from_db()
+    assert submission.status == "queued"
+
+    # Retries exhausted: the error is kept for operators.
+    result = tasks.grade_submission.apply(args=(submission.pk,), retries=3)
+    assert result.get() == "error"
+    submission.refresh_from_db()
+    assert submission.status == "error" and "apt-get install bubblewrap" in submission.error
+
+
+def test_the_sweep_finds_work_left_behind(invitation, media_root, tmp_path, settings):
+    path = corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files())
+    old = timezone.now() - timedelta(hours=2)
+    stuck = [submit(invitation, path, status=status, status_changed_at=old)
+             for status in ("received", "queued", "grading")]
+    fresh = submit(invitation, path, status="queued")
+    done = submit(invitation, path, status="graded", status_changed_at=old)
+    found = set(pipeline.stale_submissions().values_list("pk", flat=True))
+    assert found == {s.pk for s in stuck}
+    assert fresh.pk not in found and done.pk not in found
