@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def manage(*args, **env):
-    base = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "SECRET_KEY_FILE"}}
+    drop = {"DEBUG", "SECRET_KEY", "SECRET_KEY_FILE", "DJANGO_ALLOW_ASYNC_UNSAFE"}  # the browser tests set the last
+    base = {k: v for k, v in os.environ.items() if k not in drop}
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env={**base, **env},
         capture_output=True, text=True, timeout=60,
