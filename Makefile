@@ -42,3 +42,4 @@ db: venv
 
 bench: setup
 	$(PY) bench/grading.py
+	$(PY) bench/pages.py

@@ -126,6 +126,9 @@ class PrivateRedis:
             self.proc.wait(10)
 
 
+_SESSION_REDIS: PrivateRedis | None = None  # the private broker of this test run, if any
+
+
 @pytest.fixture(scope="session", autouse=True)
 def broker_url():
     """CELERY_BROKER_URL when given (CI's real Redis), else a private redis-server.
@@ -146,10 +149,59 @@ def broker_url():
     folder = Path(tempfile.mkdtemp(prefix="th-redis-"))
     server = PrivateRedis(folder)
     server.start()
+    global _SESSION_REDIS
+    _SESSION_REDIS = server
     app.conf.broker_url = server.url
     yield server.url
     server.stop()
     shutil.rmtree(folder, ignore_errors=True)
+
+
+class MachineRedis:
+    """The machine's own redis-server on 127.0.0.1:6379 (CI), stopped and started with its own tools."""
+
+    START = ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379",
+             "--save", "", "--appendonly", "no", "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/ci.log"]
+
+    def stop(self) -> None:
+        subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave"],
+                       capture_output=True, timeout=30)
+        _wait_for(lambda: not self._ping(), 10, "redis-server to stop")
+
+    def start(self) -> None:
+        subprocess.run(self.START, check=True, capture_output=True, timeout=30)
+        _wait_for(self._ping, 10, "redis-server to answer")
+
+    def _ping(self) -> bool:
+        result = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "ping"],
+                                capture_output=True, text=True, timeout=10)
+        return result.stdout.strip() == "PONG"
+
+
+@pytest.fixture
+def stoppable_broker(broker_url):
+    """The broker this test run uses, stoppable for an outage test; always running again afterwards.
+
+    The private redis-server keeps its queue on disk (appendonly), so messages
+    sent before a stop are still there after the start.
+    """
+    from urllib.parse import urlparse
+
+    require(broker_url is not None, "redis-server is not installed (apt-get install redis-server)")
+    if _SESSION_REDIS is not None and broker_url == _SESSION_REDIS.url:
+        server = _SESSION_REDIS
+        running = lambda: server._ping()  # noqa: E731
+    else:
+        url = urlparse(broker_url)
+        require(url.hostname in ("127.0.0.1", "localhost") and (url.port or 6379) == 6379,
+                f"cannot stop the broker at {broker_url}: only a private one or 127.0.0.1:6379")
+        server = MachineRedis()
+        running = server._ping
+    try:
+        yield server
+    finally:
+        if not running():
+            server.start()
 
 
 def database_url() -> str:

@@ -24,7 +24,7 @@ from .checks.redlog import analyse_red_log, collect_test_ids
 from .checks.refusal import check_refusal
 from .checks.timeline import Receipt, build_timeline
 from .sandbox import RunResult, Sandbox
-from .spec import ARTIFACTS_DIR, PacketSpec, is_test_path
+from .spec import ARTIFACTS_DIR, BUNDLE_PATHS, PacketSpec, is_test_path
 
 GRADER_VERSION = "1"
 RUN_NAMES = ("submitted", "tests_vs_original", "tests_vs_solution", "reference_vs_submitted")
@@ -190,6 +190,10 @@ def grade_tree(
 ) -> dict:
     """Evidence for an unpacked tree. Raises SandboxUnavailable if the sandbox cannot run."""
     tree = report.root
+    bundled = [p for p in BUNDLE_PATHS if p in report.kept and p not in spec.fixture]
+    for path in bundled:
+        (tree / path).unlink()
+    kept = [p for p in report.kept if p not in bundled]
     candidate = read_tree(tree)
     trees = rerun_trees(candidate, spec)
     cache = cache or OriginalRunCache(None)
@@ -240,8 +244,8 @@ def grade_tree(
         "archive": {
             "accepted": True,
             "reason": None,
-            "kept": list(report.kept),
-            "skipped": list(report.skipped),
+            "kept": kept,
+            "skipped": sorted([*report.skipped, *bundled]),
             "stripped_prefix": report.stripped_prefix,
         },
         "artifacts": check_artifacts(tree),

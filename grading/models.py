@@ -1,5 +1,6 @@
-"""What grading stored: the evidence for one submission."""
+"""What grading stored: the evidence for one submission, and the reviewers' marks."""
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -22,3 +23,84 @@ class Evidence(models.Model):
 
     def __str__(self) -> str:
         return f"evidence for {self.submission_id}"
+
+
+class Cell(models.TextChoices):
+    """The four rubric cells, in the order the review page shows them.
+
+    The keys are PacketVersion.rubric_labels()'s keys; the labels here are the
+    defaults, a packet version may word them its own way.
+    """
+
+    RED_LOG = "red_log", "Red log is a real pytest failure"
+    MODEL_WAITED = "model_waited", "Model waited"
+    REFUSAL_SPECIFIC = "refusal_specific", "Refusal is specific"
+    TEST_NAMES_BUG = "test_names_bug", "Test names the bug"
+
+
+# The cells that must be scored before the diff unfolds (the article's reading order).
+CELLS_BEFORE_DIFF = (Cell.RED_LOG, Cell.MODEL_WAITED, Cell.REFUSAL_SPECIFIC)
+
+
+class ReviewQuerySet(models.QuerySet):
+    def submitted(self):
+        return self.filter(submitted_at__isnull=False)
+
+
+class Review(models.Model):
+    """One reviewer's reading of one submission.
+
+    draft (submitted_at is None) -> submitted (final: marks no longer change)
+
+    A reviewer sees other reviewers' marks only once their own review is
+    submitted, so every review is blind; and because a submitted review is
+    final, what they see afterwards cannot change what they said.
+    """
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="reviews")
+    started_at = models.DateTimeField(default=timezone.now)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ReviewQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["submission", "submitted_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["submission", "reviewer"], name="review_one_per_reviewer"),
+        ]
+        indexes = [
+            models.Index(fields=["reviewer", "submitted_at"], name="review_reviewer_submitted"),
+            models.Index(fields=["submission", "submitted_at"], name="review_submission_submitted"),
+        ]
+
+    def __str__(self) -> str:
+        return f"review of {self.submission_id} by {self.reviewer_id}"
+
+    @property
+    def is_submitted(self) -> bool:
+        return self.submitted_at is not None
+
+
+class Mark(models.Model):
+    """One rubric cell of one review: pass or fail, with an optional note.
+
+    Never summed, averaged or blended with the other cells: the four cells
+    measure different things and are always shown side by side.
+    """
+
+    review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="marks")
+    cell = models.CharField(max_length=20, choices=Cell.choices)
+    passed = models.BooleanField()
+    note = models.TextField(blank=True, max_length=2000)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["review", "cell"]
+        constraints = [
+            models.UniqueConstraint(fields=["review", "cell"], name="mark_one_per_cell"),
+            models.CheckConstraint(condition=models.Q(cell__in=Cell.values), name="mark_cell_known"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cell}: {'pass' if self.passed else 'fail'}"

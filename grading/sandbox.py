@@ -32,6 +32,7 @@ from typing import Iterator, Sequence
 
 BWRAP, SETPRIV, PRLIMIT, ENV = "/usr/bin/bwrap", "/usr/bin/setpriv", "/usr/bin/prlimit", "/usr/bin/env"
 JUNIT_IN_SANDBOX = "/tmp/.takehome/junit.xml"
+RUNNER_IN_SANDBOX = "/opt/runner"
 JUNIT_MAX_BYTES = 16 << 20
 SLOT_WAIT_S = 30.0
 LOCK_DIR = Path("/run/lock/takehome-sandbox")
@@ -346,7 +347,9 @@ class Sandbox:
             "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
             "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
             "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
-            "--ro-bind", str(runner), str(runner),
+            # why a fixed path inside: a runner kept under /tmp on the host would
+            # be hidden by the sandbox's own /tmp, and every run would "fail".
+            "--ro-bind", str(runner), RUNNER_IN_SANDBOX,
             "--proc", "/proc", "--dev", "/dev",
             # why: bwrap's /dev and /dev/shm are writable tmpfs with no size cap
             # (RAM); cap shm for multiprocessing and make /dev itself read-only.
@@ -360,7 +363,7 @@ class Sandbox:
             # why: without this the root tmpfs stays writable.
             "--remount-ro", "/",
             "--chdir", "/tree",
-            "--setenv", "PATH", f"{runner}/bin:/usr/bin:/bin",
+            "--setenv", "PATH", f"{RUNNER_IN_SANDBOX}/bin:/usr/bin:/bin",
             "--setenv", "HOME", "/tmp",
             "--setenv", "LANG", "C.UTF-8",
             "--setenv", "PYTHONDONTWRITEBYTECODE", "1",

@@ -15,6 +15,10 @@ from pathlib import Path, PurePosixPath
 from typing import Mapping
 
 ARTIFACTS_DIR = "artifacts"
+# Files the candidate's download adds beside the fixture. They are not the
+# candidate's work (and gate.py holds their personal link), so the grader
+# leaves them out of an upload unless the packet's own fixture has them.
+BUNDLE_PATHS = ("gate.py", "README.txt")
 TEST_FILE_RE = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|conftest\.py)$")
 
 

@@ -1,3 +1,5 @@
+"""The candidate's URLs. A contract that gate.py and scripts rely on: keep the paths."""
+
 from django.urls import path
 
 from . import views
@@ -6,4 +8,10 @@ app_name = "sessions_app"
 
 urlpatterns = [
     path("<str:token>/", views.landing, name="landing"),
+    path("<str:token>/start", views.start, name="start"),
+    path("<str:token>/download", views.download, name="download"),
+    path("<str:token>/gate/<str:step>", views.gate_step, name="gate-step"),
+    path("<str:token>/status", views.status, name="status"),
+    path("<str:token>/upload", views.upload, name="upload"),
+    path("<str:token>/uploads/<int:pk>", views.submission_detail, name="submission-detail"),
 ]

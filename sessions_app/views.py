@@ -1,27 +1,341 @@
-"""The candidate's side, behind the link. HTTP only."""
+"""The candidate's side, behind the link. HTTP only: parse, authorise by token, call an action, render.
 
-from django.http import HttpRequest, HttpResponse
+Pages a browser posts (Start, the upload form) keep CSRF. The endpoints the
+gate calls (gate steps, status, and the upload when the gate sends it)
+authenticate by the token in the URL and answer JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 
+from takehome.http import htmx_redirect
 from takehome.models import Invitation
 
+from . import actions
+from .bundle import build_bundle
+from .forms import GateReceiptForm, UploadForm
+from .links import TooManyLookups, invitation_for
+from .models import GateReceipt, Submission
+from .uploads import HashingUploadHandler, human_size
 
-def _invitation_or_invalid(token: str):
-    return Invitation.objects.select_related("candidate", "packet_version__packet").by_token(token)
+INVALID = "This link is not valid."
+TOO_MANY = "Too many requests from your address. Wait a minute, then try again."
+GATE_STEPS = (GateReceipt.Step.RED, GateReceipt.Step.MODEL, GateReceipt.Step.GREEN)
+# Multipart framing around the file: boundaries and part headers are small.
+MULTIPART_SLACK = 64 * 1024
+
+
+class LinkProblem(Exception):
+    """The token found no live invitation, or this address asked too often."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def from_gate(request: HttpRequest) -> bool:
+    """True for requests sent by gate.py (or any script asking for JSON).
+
+    why this can skip CSRF: a page on another site cannot add a custom header
+    to a cross-site request without a CORS preflight, which we never grant;
+    and the token in the URL is itself a secret the attacker lacks.
+    """
+    return request.headers.get("X-Takehome-Client") == "gate"
+
+
+def wants_json(request: HttpRequest) -> bool:
+    accept = request.headers.get("Accept", "")
+    return from_gate(request) or ("application/json" in accept and "text/html" not in accept)
+
+
+def _lookup(request: HttpRequest, token: str) -> Invitation:
+    try:
+        invitation = invitation_for(request, token)
+    except TooManyLookups:
+        raise LinkProblem(429, TOO_MANY)
+    if invitation is None:
+        raise LinkProblem(404, INVALID)
+    return invitation
+
+
+def _problem_page(request: HttpRequest, problem: LinkProblem) -> HttpResponse:
+    if wants_json(request):
+        return JsonResponse({"message": problem.message}, status=problem.status)
+    if problem.status == 429:
+        return render(request, "sessions_app/too_many.html", status=429)
+    return render(request, "sessions_app/invalid_link.html", status=404)
+
+
+def seconds_left(invitation: Invitation) -> int | None:
+    if invitation.deadline is None:
+        return None
+    return max(0, int((invitation.deadline - timezone.now()).total_seconds()))
+
+
+def phase(invitation: Invitation) -> str:
+    """not_started, running, grace (deadline passed, uploads still open) or closed."""
+    if invitation.started_at is None:
+        return "not_started"
+    now = timezone.now()
+    if now <= invitation.deadline:
+        return "running"
+    return "grace" if now <= actions.upload_closes_at(invitation) else "closed"
+
+
+def session_context(invitation: Invitation, token: str, form: UploadForm | None = None) -> dict:
+    submissions = list(invitation.submissions.order_by("-uploaded_at", "-pk"))
+    return {
+        "invitation": invitation,
+        "version": invitation.packet_version,
+        "token": token,
+        "phase": phase(invitation),
+        "seconds_left": seconds_left(invitation),
+        "upload_closes_at": actions.upload_closes_at(invitation),
+        "grace_minutes": settings.UPLOAD_GRACE_S // 60,
+        "max_bytes": settings.UPLOAD_MAX_BYTES,
+        "max_size": human_size(settings.UPLOAD_MAX_BYTES),
+        "form": form or UploadForm(),
+        "submissions": submissions,
+        "grading_pending": any(not s.is_finished for s in submissions),
+        "receipts": list(invitation.receipts.exclude(step=GateReceipt.Step.UPLOAD).order_by("received_at", "pk")),
+    }
 
 
 @require_GET
+@never_cache
+@vary_on_headers("HX-Request")
 def landing(request: HttpRequest, token: str) -> HttpResponse:
-    invitation = _invitation_or_invalid(token)
-    if invitation is None:
+    """The page behind the link: prompt, rules, clock, download, upload, uploads so far."""
+    try:
+        invitation = _lookup(request, token)
+    except LinkProblem as problem:
+        return _problem_page(request, problem)
+    actions.do_open_invitation(invitation)
+    template = "sessions_app/session_detail.html"
+    if request.htmx:
+        template += "#upload-list"
+    return render(request, template, session_context(invitation, token))
+
+
+@require_POST
+def start(request: HttpRequest, token: str) -> HttpResponse:
+    """Start the clock. A second Start changes nothing and says so."""
+    try:
+        invitation = _lookup(request, token)
+    except LinkProblem as problem:
+        return _problem_page(request, problem)
+    if actions.do_start_session(invitation):
+        messages.success(
+            request,
+            f"Your clock is running: {invitation.packet_version.time_limit_minutes} minutes, until "
+            f"{invitation.deadline:%H:%M} UTC. Download the project below.",
+        )
+    else:
+        messages.info(
+            request,
+            f"Your clock was already started at {invitation.started_at:%H:%M} UTC; nothing changed. "
+            f"The deadline is still {invitation.deadline:%H:%M} UTC.",
+        )
+    return htmx_redirect(request, "sessions_app:landing", token=token)
+
+
+@require_GET
+@never_cache
+def download(request: HttpRequest, token: str) -> HttpResponse:
+    """The project folder as a zip, with the candidate's own gate.py. Only once the clock runs."""
+    try:
+        invitation = _lookup(request, token)
+    except LinkProblem as problem:
+        return _problem_page(request, problem)
+    if invitation.started_at is None:
+        message = "Press Start first: the download is ready once your clock is running."
+        if wants_json(request):
+            return JsonResponse({"message": message}, status=409)
+        messages.error(request, message)
+        return htmx_redirect(request, "sessions_app:landing", token=token)
+    data = build_bundle(invitation, token)
+    response = HttpResponse(data, content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{invitation.packet.slug}.zip"'
+    return response
+
+
+@csrf_exempt  # why: called by gate.py with the token in the URL; see from_gate()
+@require_POST
+def gate_step(request: HttpRequest, token: str, step: str) -> JsonResponse:
+    """Witness one gate step (red, model, green): store a receipt with the server's time."""
+    try:
+        invitation = _lookup(request, token)
+    except LinkProblem as problem:
+        return JsonResponse({"message": problem.message}, status=problem.status)
+    if step not in GATE_STEPS:
+        return JsonResponse({"message": f"There is no gate step called {step[:20]!r}: use red, model or green."},
+                            status=404)
+    try:
+        payload = json.loads(request.body or b"{}")
+    except RequestDataTooBig:
+        return JsonResponse({"message": "The receipt is too large; nothing was recorded."}, status=413)
+    except (ValueError, UnicodeDecodeError):
+        return JsonResponse({"message": "The receipt is not JSON; nothing was recorded."}, status=400)
+    if not isinstance(payload, dict):
+        return JsonResponse({"message": "The receipt must be a JSON object; nothing was recorded."}, status=400)
+    form = GateReceiptForm(payload)
+    if not form.is_valid():
+        return JsonResponse({"message": f"The receipt is not valid ({form.first_error()}); nothing was recorded."},
+                            status=400)
+    # why: a gate.py carries its own candidate's token; one sent to another link is someone else's work.
+    if form.cleaned_data["token"] and form.cleaned_data["token"] != token:
+        return JsonResponse({"message": "This gate belongs to another candidate's link; nothing was recorded."},
+                            status=403)
+    try:
+        receipt = actions.do_record_gate_step(invitation, step, form.report())
+    except actions.SessionRefused as exc:
+        return JsonResponse({"accepted": False, "message": exc.message}, status=409)
+    body = {
+        "accepted": receipt.accepted,
+        "receipt": receipt.pk,
+        "step": receipt.step,
+        "received_at": receipt.received_at.isoformat(),
+        "message": receipt.refusal or f"{receipt.step} witnessed.",
+    }
+    return JsonResponse(body, status=201 if receipt.accepted else 409)
+
+
+@require_GET
+@never_cache
+def status(request: HttpRequest, token: str) -> JsonResponse:
+    """What the server witnessed, the uploads and their grading, and the time left (JSON)."""
+    try:
+        invitation = _lookup(request, token)
+    except LinkProblem as problem:
+        return JsonResponse({"message": problem.message}, status=problem.status)
+    iso = lambda value: value.isoformat() if value else None  # noqa: E731
+    return JsonResponse({
+        "packet": invitation.packet.title,
+        "server_time": timezone.now().isoformat(),
+        "started_at": iso(invitation.started_at),
+        "deadline": iso(invitation.deadline),
+        "uploads_close_at": iso(actions.upload_closes_at(invitation)),
+        "seconds_left": seconds_left(invitation),
+        "phase": phase(invitation),
+        "receipts": [
+            {"id": r.pk, "step": r.step, "accepted": r.accepted, "refusal": r.refusal,
+             "received_at": iso(r.received_at), "local_time": r.local_time}
+            for r in invitation.receipts.order_by("received_at", "pk")
+        ],
+        "submissions": [
+            {"id": s.pk, "sha256": s.sha256, "size": s.size, "uploaded_at": iso(s.uploaded_at),
+             "status": s.status, "is_latest": s.is_latest, "via": s.via}
+            for s in invitation.submissions.order_by("-uploaded_at", "-pk")
+        ],
+    })
+
+
+def _upload_refused(request, invitation, token, code: str, message: str, status: int) -> HttpResponse:
+    """A refused upload: JSON for the gate; for a browser, the form again (200, so htmx swaps it)."""
+    if wants_json(request):
+        return JsonResponse({"code": code, "message": message}, status=status)
+    form = UploadForm(data={}, refusal=(code, message))
+    form.is_valid()
+    template = "sessions_app/session_detail.html"
+    if request.htmx:
+        template += "#upload-form"
+    return render(request, template, session_context(invitation, token, form))
+
+
+@csrf_exempt  # why: the gate posts here by token; browsers are checked in _receive_browser
+@require_POST
+def upload(request: HttpRequest, token: str) -> HttpResponse:
+    """Receive a zip (multipart field ``archive``), keep it by hash and queue its grading."""
+    try:
+        invitation = _lookup(request, token)
+    except LinkProblem as problem:
+        return _problem_page(request, problem)
+    try:
+        actions.check_upload_allowed(invitation)
+    except actions.SessionRefused as exc:
+        return _upload_refused(request, invitation, token, exc.code, exc.message, 403)
+    handler = HashingUploadHandler(request, max_bytes=settings.UPLOAD_MAX_BYTES, media_root=settings.MEDIA_ROOT)
+    form_messages = UploadForm(max_bytes=settings.UPLOAD_MAX_BYTES).messages
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    # why before reading the body: a declared size over the limit is refused without taking it in.
+    if declared > settings.UPLOAD_MAX_BYTES + MULTIPART_SLACK:
+        return _upload_refused(request, invitation, token, "too_large", form_messages["too_large"], 413)
+    request.upload_handlers = [handler]
+    try:
+        if from_gate(request):
+            return _receive(request, invitation, token, handler, via="gate")
+        return _receive_browser(request, invitation, token, handler, via="browser")
+    finally:
+        # why: a file refused late (CSRF, deadline) must not stay behind; a stored one has moved already.
+        if handler.received is not None:
+            handler.received.discard()
+
+
+def _receive(request, invitation: Invitation, token: str, handler: HashingUploadHandler, via: str) -> HttpResponse:
+    form = UploadForm(request.POST, request.FILES, max_bytes=settings.UPLOAD_MAX_BYTES)
+    form.upload_error = handler.error
+    if not form.is_valid():
+        code, message = form.first_error()
+        status = 413 if code == "too_large" else 400
+        return _upload_refused(request, invitation, token, code, message, status)
+    try:
+        result = actions.do_accept_upload(invitation, form.cleaned_data["archive"], via=via)
+    except actions.SessionRefused as exc:
+        return _upload_refused(request, invitation, token, exc.code, exc.message, 403)
+    submission = result.submission
+    message = (f"Upload received and stored (sha256 {submission.sha256[:12]}…, {human_size(submission.size)}). "
+               "It will be graded shortly.")
+    if wants_json(request):
+        return JsonResponse({
+            "message": message,
+            "submission": submission.pk,
+            "receipt": result.receipt.pk,
+            "sha256": submission.sha256,
+            "size": submission.size,
+            "received_at": submission.uploaded_at.isoformat(),
+            "status": Submission.objects.get(pk=submission.pk).status,
+        }, status=201)
+    messages.success(request, message)
+    return htmx_redirect(request, "sessions_app:submission-detail", token=token, pk=submission.pk)
+
+
+# why: browsers keep CSRF; the check runs after the upload handler is in place.
+_receive_browser = csrf_protect(_receive)
+
+
+@require_GET
+@never_cache
+@vary_on_headers("HX-Request")
+def submission_detail(request: HttpRequest, token: str, pk: int) -> HttpResponse:
+    """The receipt of one upload: its hash, the server's time, and its grading status."""
+    try:
+        invitation = _lookup(request, token)
+    except LinkProblem as problem:
+        return _problem_page(request, problem)
+    # why filter by invitation: one candidate's token never shows another's upload.
+    submission = invitation.submissions.filter(pk=pk).first()
+    if submission is None:
         return render(request, "sessions_app/invalid_link.html", status=404)
-    if invitation.opened_at is None:
-        invitation.opened_at = timezone.now()
-        invitation.save(update_fields=["opened_at"])
-    return render(
-        request,
-        "sessions_app/session_detail.html",
-        {"invitation": invitation, "version": invitation.packet_version, "token": token},
-    )
+    receipt = invitation.receipts.filter(step=GateReceipt.Step.UPLOAD, sha256=submission.sha256,
+                                         received_at=submission.uploaded_at).first()
+    template = "sessions_app/submission_detail.html"
+    if request.htmx:
+        template += "#submission-status"
+    return render(request, template, {"invitation": invitation, "token": token, "submission": submission,
+                                      "receipt": receipt})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -247,3 +248,32 @@ def do_revoke_invitation(invitation: Invitation) -> None:
         invitation.revoked_at = timezone.now()
         invitation.save(update_fields=["revoked_at"])
 
+
+def do_set_candidate_names_hidden(packet: Packet, hidden: bool) -> None:
+    """Hide (or show) candidate names from reviewers on this packet; takes effect on their next page."""
+    packet.hide_candidate_names = hidden
+    packet.save(update_fields=["hide_candidate_names"])
+
+
+class ExtendError(Exception):
+    """A deadline that cannot be extended; the message says why."""
+
+
+@transaction.atomic
+def do_extend_deadline(invitation: Invitation, minutes: int) -> Invitation:
+    """Give a candidate more time: move the deadline later by ``minutes``.
+
+    Only a running or finished clock has a deadline to move; a revoked link
+    stays revoked.
+    """
+    # why lock: two recruiters extending at once must add up, not overwrite.
+    locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    if locked.revoked_at is not None:
+        raise ExtendError("This invitation was revoked; its deadline cannot change.")
+    if locked.deadline is None:
+        raise ExtendError("The candidate has not started yet; the full time limit still applies from Start.")
+    base = max(locked.deadline, timezone.now())  # a passed deadline reopens from now
+    locked.deadline = base + timedelta(minutes=minutes)
+    locked.save(update_fields=["deadline"])
+    invitation.deadline = locked.deadline
+    return locked

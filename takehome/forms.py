@@ -178,3 +178,8 @@ class InviteForm(forms.Form):
             raise forms.ValidationError("Add at least one line: name, email.")
         return rows
 
+
+class ExtendDeadlineForm(forms.Form):
+    """How many minutes to add to a candidate's deadline."""
+
+    minutes = forms.IntegerField(min_value=1, max_value=7 * 24 * 60)

@@ -5,6 +5,7 @@ stay unprefixed (SECRET_KEY, DEBUG, DATABASE_URL, ...); our own knobs start
 with TAKEHOME_. A bad value stops the process with a message, never a guess.
 """
 
+import os
 from pathlib import Path
 
 import environ
@@ -116,8 +117,9 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A worker process in the integration tests must see the test database,
-    # so it is a file beside the real one, never SQLite's in-memory default.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+    # so it is a file, never SQLite's in-memory default; one per test run, so
+    # two runs on one machine never share it (workers are given its path).
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -212,3 +214,23 @@ GRADING_RUN_WALL_S = env.int("TAKEHOME_RUN_WALL_S", default=60)
 GRADING_STALE_RECEIVED_S = env.int("TAKEHOME_STALE_RECEIVED_S", default=30)
 GRADING_STALE_QUEUED_S = env.int("TAKEHOME_STALE_QUEUED_S", default=600)
 GRADING_STALE_GRADING_S = env.int("TAKEHOME_STALE_GRADING_S", default=GRADING_TIME_LIMIT_S + 120)
+
+# Cache: the per-address limit on link look-ups counts here. The default is
+# per process (fine for one web process); give several processes one count
+# with a shared cache, e.g. CACHE_URL=redis://redis:6379/1.
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+
+# The candidate's side.
+# Link look-ups per client address per minute (page views, gate receipts,
+# uploads and status polls all count); past it, 429 for the rest of the minute.
+# why: tokens are unguessable, but nobody gets to try millions of them either.
+TOKEN_LOOKUPS_PER_MINUTE = env.int("TAKEHOME_TOKEN_LOOKUPS_PER_MINUTE", default=240)
+# Largest upload accepted, in bytes, checked from Content-Length and again while streaming.
+UPLOAD_MAX_BYTES = env.int("TAKEHOME_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024)
+# Uploads are still accepted this many seconds after the deadline (a slow network, a last save).
+UPLOAD_GRACE_S = env.int("TAKEHOME_UPLOAD_GRACE_S", default=300)
+# Form fields other than files (and a gate receipt's JSON body) may hold this much.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
+DATA_UPLOAD_MAX_NUMBER_FILES = 5
+# Uploads on other pages (a recruiter's packet zips) go to disk past 1 MB.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024

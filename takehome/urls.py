@@ -14,8 +14,10 @@ recruiter_patterns = [
     path("<slug:slug>/edit/", views.packet_edit, name="packet-edit"),
     path("<slug:slug>/invite/", views.packet_invite, name="packet-invite"),
     path("<slug:slug>/invitations/", views.invitation_board, name="invitation-board"),
+    path("<slug:slug>/candidate-names", views.packet_candidate_names, name="packet-candidate-names"),
     path("invitations/<int:pk>/resend", views.invitation_resend, name="invitation-resend"),
     path("invitations/<int:pk>/revoke", views.invitation_revoke, name="invitation-revoke"),
+    path("invitations/<int:pk>/extend", views.invitation_extend, name="invitation-extend"),
 ]
 
 urlpatterns = [
@@ -24,5 +26,6 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("packets/", include((recruiter_patterns, "takehome"))),
     path("t/", include("sessions_app.urls")),
+    path("review/", include("grading.urls")),
     path("admin/", admin.site.urls),
 ]

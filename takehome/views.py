@@ -14,7 +14,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from . import actions
 from .access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, recruiter_required
-from .forms import InviteForm, NewPacketForm, PacketVersionForm
+from .forms import ExtendDeadlineForm, InviteForm, NewPacketForm, PacketVersionForm
 from .http import htmx_redirect
 from .models import Invitation, Packet, PacketFile, PacketVersion, WorkerHeartbeat
 
@@ -26,7 +26,7 @@ def home(request: HttpRequest) -> HttpResponse:
     if in_group(request.user, RECRUITER_GROUP):
         return redirect("takehome:packet-list")
     if in_group(request.user, REVIEWER_GROUP):
-        return render(request, "takehome/no_role.html", {"reviewer": True})
+        return redirect("grading:queue")
     return render(request, "takehome/no_role.html", status=403)
 
 
@@ -92,6 +92,19 @@ def packet_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "invitation_count": Invitation.objects.filter(packet_version__packet=packet).count(),
         },
     )
+
+
+@require_POST
+@recruiter_required
+def packet_candidate_names(request: HttpRequest, slug: str) -> HttpResponse:
+    """Show or hide candidate names from reviewers, for one packet."""
+    packet = get_object_or_404(Packet, slug=slug)
+    hidden = request.POST.get("hide") == "on"
+    actions.do_set_candidate_names_hidden(packet, hidden)
+    messages.success(
+        request, "Reviewers now see candidate numbers, not names." if hidden else "Reviewers now see candidate names."
+    )
+    return htmx_redirect(request, "takehome:packet-detail", slug=packet.slug)
 
 
 @require_http_methods(["GET", "POST"])
@@ -195,4 +208,25 @@ def invitation_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     invitation = _invitation(pk)
     actions.do_revoke_invitation(invitation)
     messages.success(request, f"The link for {invitation.candidate.name} no longer works.")
+    return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
+
+
+@require_POST
+@recruiter_required
+def invitation_extend(request: HttpRequest, pk: int) -> HttpResponse:
+    """Move a candidate's deadline later by a number of minutes."""
+    invitation = _invitation(pk)
+    form = ExtendDeadlineForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Give the extra time as a whole number of minutes, from 1 to 10080.")
+    else:
+        try:
+            actions.do_extend_deadline(invitation, form.cleaned_data["minutes"])
+        except actions.ExtendError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(
+                request,
+                f"{invitation.candidate.name} now has until {invitation.deadline:%Y-%m-%d %H:%M} UTC.",
+            )
     return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)

@@ -354,3 +354,12 @@ def test_grade_zip_exits_0_on_a_refused_archive(sample_packet, tmp_path, grading
     evidence = json.loads(result.stdout)
     check_contract(evidence)
     assert evidence["archive"]["accepted"] is False and "not a zip" in evidence["archive"]["reason"]
+
+
+def test_the_downloads_own_gate_and_readme_are_left_out(grade, tmp_path):
+    files = corpus.honest_files(**{"gate.py": b'TOKEN = "secret-link-token"\n', "README.txt": b"How to start\n"})
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
+    assert {"gate.py", "README.txt"} <= set(evidence["archive"]["skipped"])
+    assert "gate.py" not in evidence["archive"]["kept"]
+    assert evidence["diff"]["flags"] == []
+    assert "secret-link-token" not in json.dumps(evidence)

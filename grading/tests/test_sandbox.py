@@ -158,6 +158,21 @@ def test_missing_runner_says_how_to_build_it(scratch_dir, runner_dir, tmp_path):
         Sandbox(tmp_path / "no-runner", scratch_dir).run(tmp_path, ("true",))
 
 
+def test_a_runner_kept_under_tmp_is_not_hidden_by_the_sandboxes_tmp(runner_dir, scratch_dir, tmp_path):
+    import shutil
+    import tempfile
+
+    copy = Path(tempfile.mkdtemp(prefix="th-runner-", dir="/tmp"))
+    try:
+        os.chmod(copy, 0o755)
+        shutil.copytree(runner_dir, copy / "runner", symlinks=True)
+        tree = make_tree(tmp_path / "tree", {"test_ok.py": "def test_ok():\n    assert True\n"})
+        result = Sandbox(copy / "runner", scratch_dir, uid_base=UID_BASE, limits=LIMITS).run(tree, PYTEST)
+        assert result.outcome == "passed", result.log
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
 def test_unreachable_scratch_is_refused_clearly(runner_dir, tmp_path):
     hidden = tmp_path / "private"
     hidden.mkdir(mode=0o700)

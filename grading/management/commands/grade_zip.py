@@ -29,10 +29,12 @@ class Command(BaseCommand):
         if packet is None:
             known = ", ".join(Packet.objects.values_list("slug", flat=True)) or "none"
             raise CommandError(f"No packet with slug {options['packet']!r} (known: {known}).")
-        versions = packet.versions.all()
-        version = versions.filter(number=options["packet_version"]).first() if options["packet_version"] else versions.order_by("-number").first()
+        number = options["packet_version"]
+        versions = packet.versions.order_by("-number")
+        version = versions.filter(number=number).first() if number else versions.first()
         if version is None:
-            raise CommandError(f"Packet {packet.slug} has no version {options['version'] or ''}".strip() + ".")
+            raise CommandError(f"Packet {packet.slug} has no version {number}." if number else
+                               f"Packet {packet.slug} has no version yet.")
         path = Path(options["path"])
         if not path.is_file():
             raise CommandError(f"No file at {path}.")

@@ -1,0 +1,297 @@
+"""Benchmark: grading the sample packet against the same pytest runs done bare.
+
+Run with ``.venv/bin/python bench/grading.py`` (or ``make bench``). Needs
+bubblewrap and root (as the worker does), no Django settings: it calls the
+pure grading core directly.
+
+What is measured, in one process, alternately over several rounds:
+
+- grading: ``grade_archive`` on the sample packet's ideal submission, called
+  in-process as the worker calls it (a ``Sandbox``, the default worker count,
+  unpack under the scratch folder), with the original-run cache warm, as in
+  production after a packet version's first submission. So each round runs
+  the four reruns (submitted, tests_vs_original, tests_vs_solution,
+  reference_vs_submitted), not the original tree's own run.
+- bare: the same four pytest runs on the same four trees (built by
+  ``rerun_trees``, written once before the rounds), outside any sandbox:
+  ``<runner>/bin/python -m pytest -q`` plus the arguments the sandbox adds
+  (JUnit XML, no cache provider, basetemp, -rfEX; paths made per run), the
+  same small environment, each run in a new session as the sandbox starts
+  them, and a ThreadPoolExecutor with the same worker count.
+- the sandbox's cost per run: a sandboxed ``true`` (empty tree) against a bare
+  ``true``, and a sandboxed pytest against a bare pytest on one tree (the
+  submitted tree), one run at a time.
+
+The order of grading and bare alternates from round to round (ABBA), so
+a drift of the machine's speed does not favour either side. Nothing here
+asserts on a time. The last line is ``ratio: X.XX``: grading over bare, the
+median of the per-round ratios. Targets (DESIGN.md): ratio at most 1.3, the
+sandbox adding at most 40 ms per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+# why: run as a script, this folder comes first on sys.path, and this file's
+# own name would shadow the grading package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(ROOT))
+
+from grading.archive import safe_extract  # noqa: E402
+from grading.core import EXPECTED, RUN_NAMES, GradeOptions, grade_archive, read_tree, rerun_trees, write_tree  # noqa: E402
+from grading.runner import RunnerUnavailable, ensure_runner, runner_python  # noqa: E402
+from grading.sandbox import JUNIT_IN_SANDBOX, Sandbox, SandboxUnavailable, pytest_command  # noqa: E402
+from grading.spec import sample_spec  # noqa: E402
+from grading.tests.corpus import honest_files, zip_with_times  # noqa: E402
+
+RATIO_TARGET = 1.3
+OVERHEAD_TARGET_MS = 40.0
+
+
+def default_dir(env_name: str, leaf: str) -> Path:
+    """As takehome.settings: the named variable, else $TAKEHOME_VAR_DIR/<leaf>, else var/<leaf>."""
+    if os.environ.get(env_name):
+        return Path(os.environ[env_name])
+    return Path(os.environ.get("TAKEHOME_VAR_DIR") or ROOT / "var") / leaf
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7, help="measured rounds (default 7)")
+    parser.add_argument("--true-runs", type=int, default=5,
+                        help="sandboxed and bare `true` runs per round (default 5)")
+    parser.add_argument("--pytest-runs", type=int, default=3,
+                        help="sandboxed and bare single-tree pytest runs per round (default 3)")
+    parser.add_argument("--runner", type=Path, default=default_dir("TAKEHOME_RUNNER_DIR", "runner"),
+                        help="runner virtualenv (default $TAKEHOME_RUNNER_DIR or var/runner; built if missing)")
+    parser.add_argument("--scratch", type=Path, default=default_dir("TAKEHOME_SCRATCH_DIR", "scratch"),
+                        help="scratch folder (default $TAKEHOME_SCRATCH_DIR or var/scratch)")
+    parser.add_argument("--uid-base", type=int, default=int(os.environ.get("TAKEHOME_SANDBOX_UID_BASE", 62000)),
+                        help="first uid of the sandbox pool (default $TAKEHOME_SANDBOX_UID_BASE or 62000)")
+    parser.add_argument("--slots", type=int, default=int(os.environ.get("TAKEHOME_SANDBOX_SLOTS", 8)),
+                        help="uids in the pool (default $TAKEHOME_SANDBOX_SLOTS or 8)")
+    args = parser.parse_args(argv)
+    if min(args.rounds, args.true_runs, args.pytest_runs) < 1:
+        parser.error("--rounds, --true-runs and --pytest-runs must be at least 1")
+    return args
+
+
+# --- bare runs ------------------------------------------------------------------------------
+
+
+class Bare:
+    """The sandbox's pytest command, run directly on the host in the same environment."""
+
+    def __init__(self, runner: Path, command: tuple[str, ...], work: Path):
+        self.runner = runner
+        self.command = pytest_command(command)
+        self.work = work
+        self.numbers = itertools.count(1)  # next() is atomic: safe across the pool's threads
+        self.env = {
+            # what the sandbox sets (--setenv), and nothing else
+            "PATH": f"{runner}/bin:/usr/bin:/bin",
+            "HOME": str(work),
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+
+    def argv(self, out: Path) -> list[str]:
+        """The sandbox's argv with the runner's python and per-run paths for the report and basetemp."""
+        argv = []
+        for arg in self.command:
+            if arg == "python":
+                arg = str(runner_python(self.runner))
+            elif arg == f"--junitxml={JUNIT_IN_SANDBOX}":
+                arg = f"--junitxml={out / 'junit.xml'}"
+            elif arg == "--basetemp=/tmp/pytest":
+                arg = f"--basetemp={out / 'pytest'}"
+            argv.append(arg)
+        return argv
+
+    def run(self, tree: Path, argv: list[str] | None = None) -> int:
+        """Run ``argv`` (default: the sandbox's pytest command) in ``tree``; return the exit code."""
+        if argv is not None:
+            return self._spawn(tree, argv).returncode
+        out = self.work / f"out-{next(self.numbers)}"
+        out.mkdir()
+        try:
+            done = self._spawn(tree, self.argv(out))
+            if not (out / "junit.xml").exists():
+                raise SystemExit(f"bench: bare pytest in {tree} wrote no JUnit report:\n{done.stdout.decode()[-2000:]}")
+            return done.returncode
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+    def _spawn(self, tree: Path, argv: list[str]) -> subprocess.CompletedProcess:
+        # why a new session, as Sandbox.run starts each run: with the kernel's
+        # autogroup scheduling (on by default) every session is a scheduling
+        # group of its own, so on a busy machine runs sharing one session would
+        # get less CPU than the sandboxed runs, each in its own.
+        return subprocess.run(argv, cwd=tree, env=self.env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+# --- measuring ------------------------------------------------------------------------------
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    value = fn(*args)
+    return time.perf_counter() - start, value
+
+
+def check_evidence(evidence: dict) -> None:
+    """The bench is only meaningful on evidence that came out right."""
+    wrong = {name: run["outcome"] for name, run in evidence["runs"].items() if not run["as_expected"]}
+    if not evidence["archive"]["accepted"] or wrong or not evidence["red_log"]["genuine"]:
+        raise SystemExit(f"bench: the ideal submission was not graded as ideal: runs {wrong}, "
+                         f"archive {evidence['archive']['reason']}, red log {evidence['red_log']['missing']}")
+
+
+def row(label: str, seconds: list[float]) -> str:
+    ms = [s * 1000 for s in seconds]
+    return f"{label:<44} {statistics.median(ms):>9.1f} {min(ms):>9.1f} {max(ms):>9.1f} {len(ms):>4}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if Path(args.runner).resolve().is_relative_to("/tmp"):
+        # why: the sandbox mounts a fresh tmpfs on /tmp, which hides a runner kept there
+        print(f"bench: the runner {args.runner} is under /tmp, which the sandbox replaces with its own "
+              "tmpfs; choose another folder (--runner)", file=sys.stderr)
+        return 2
+    try:
+        runner = ensure_runner(args.runner)
+    except RunnerUnavailable as exc:
+        print(f"bench: no runner virtualenv: {exc}", file=sys.stderr)
+        return 2
+    scratch = args.scratch.resolve()
+    scratch.mkdir(parents=True, exist_ok=True)
+    sandbox = Sandbox(runner_dir=runner, scratch_dir=scratch, uid_base=args.uid_base, slots=args.slots)
+    try:
+        sandbox.check()
+    except SandboxUnavailable as exc:
+        print(f"bench: the sandbox cannot run here: {exc}", file=sys.stderr)
+        return 2
+
+    spec = sample_spec()
+    # why the system's temp folder: a tree under the repository would make bare
+    # pytest find the project's own pytest.ini above it; in the sandbox the
+    # tree sits at /tree with nothing above.
+    work = Path(tempfile.mkdtemp(prefix="takehome-bench-"))
+    try:
+        archive = zip_with_times(work / "ideal.zip", honest_files())
+        cache_dir = work / "original-runs"
+        options = GradeOptions(cache_dir=cache_dir)
+        # The worker's default: one thread per rerun, at most one per core.
+        workers = max(1, min(len(RUN_NAMES), os.cpu_count() or 1))
+
+        # The same four trees grade_tree builds, from the same unpacked files.
+        report = safe_extract(archive, work / "unpacked")
+        trees = rerun_trees(read_tree(report.root), spec)
+        tree_dirs = {}
+        for name in RUN_NAMES:
+            tree_dirs[name] = work / "trees" / name
+            tree_dirs[name].mkdir(parents=True)
+            write_tree(trees[name], tree_dirs[name])
+        empty = work / "empty"
+        empty.mkdir()
+        bare_tmp = work / "bare-tmp"
+        bare_tmp.mkdir()
+        bare = Bare(runner, spec.test_command, bare_tmp)
+
+        def grade() -> dict:
+            return grade_archive(archive, spec, sandbox, options=options, scratch=scratch)
+
+        def bare_all() -> dict[str, int]:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                futures = {name: pool.submit(bare.run, tree_dirs[name]) for name in RUN_NAMES}
+                return {name: f.result() for name, f in futures.items()}
+
+        load_before = os.getloadavg()[0]
+        # Warm-up, not measured: fills the original-run cache (as the first
+        # submission of a packet version does), the page cache and the uid pool.
+        check_evidence(grade())
+        if cache_dir.is_dir() and not any(cache_dir.iterdir()):
+            raise SystemExit("bench: the original-run cache stayed empty after the warm-up")
+        codes = bare_all()
+        expected_codes = {name: 0 if EXPECTED[name] == "passed" else 1 for name in RUN_NAMES}
+        if codes != expected_codes:
+            raise SystemExit(f"bench: bare pytest exit codes {codes}, expected {expected_codes}")
+
+        grading_s, bare_s, ratios = [], [], []
+        sb_true, bare_true, sb_pytest, bare_pytest = [], [], [], []
+        one = tree_dirs["submitted"]
+        for r in range(args.rounds):
+            order = ("grade", "bare") if r % 2 == 0 else ("bare", "grade")
+            got = {}
+            for which in order:
+                if which == "grade":
+                    got["grade"], evidence = timed(grade)
+                    check_evidence(evidence)
+                else:
+                    got["bare"], _ = timed(bare_all)
+            grading_s.append(got["grade"])
+            bare_s.append(got["bare"])
+            ratios.append(got["grade"] / got["bare"])
+            for i in range(args.true_runs):
+                pair = [("sb", lambda: sandbox.run(empty, ("true",))), ("bare", lambda: bare.run(empty, ["true"]))]
+                for which, fn in (pair if (r + i) % 2 == 0 else pair[::-1]):
+                    (sb_true if which == "sb" else bare_true).append(timed(fn)[0])
+            for i in range(args.pytest_runs):
+                pair = [("sb", lambda: sandbox.run(one, spec.test_command)), ("bare", lambda: bare.run(one))]
+                for which, fn in (pair if (r + i) % 2 == 0 else pair[::-1]):
+                    (sb_pytest if which == "sb" else bare_pytest).append(timed(fn)[0])
+
+        pytest_version = subprocess.run([str(runner_python(runner)), "-m", "pytest", "--version"],
+                                         capture_output=True, text=True).stdout.strip()
+        med = statistics.median
+        true_overhead = (med(sb_true) - med(bare_true)) * 1000
+        pytest_overhead = (med(sb_pytest) - med(bare_pytest)) * 1000
+        ratio = med(ratios)
+        print(f"grading benchmark: sample packet {spec.slug} v{spec.version}, ideal submission")
+        print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()} (grader), "
+              f"{pytest_version} in {runner}")
+        print(f"rounds: {args.rounds}, grading and bare alternating (ABBA); {workers} worker threads on both sides; "
+              "original-run cache warm (as in production)")
+        print(f"load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
+              "(other work on the machine makes every figure noisier)")
+        print(f"reruns per grading: {len(RUN_NAMES)} ({', '.join(RUN_NAMES)})")
+        print()
+        print(f"{'ms':<44} {'median':>9} {'min':>9} {'max':>9} {'n':>4}")
+        print(row("grading (grade_archive, sandboxed)", grading_s))
+        print(row(f"bare: same {len(RUN_NAMES)} pytest runs, {workers} threads", bare_s))
+        print(row("sandboxed `true` (empty tree)", sb_true))
+        print(row("bare `true`", bare_true))
+        print(row("sandboxed pytest, one tree (submitted)", sb_pytest))
+        print(row("bare pytest, same tree", bare_pytest))
+        print()
+        print(f"per-round ratio grading/bare: {', '.join(f'{x:.2f}' for x in ratios)}")
+        print(f"sandbox overhead per run (medians): {true_overhead:.1f} ms (`true`), "
+              f"{pytest_overhead:.1f} ms (pytest, one tree); target < {OVERHEAD_TARGET_MS:g} ms")
+        print(f"sandbox overhead per run (minimums, least disturbed by other load): "
+              f"{(min(sb_true) - min(bare_true)) * 1000:.1f} ms (`true`), "
+              f"{(min(sb_pytest) - min(bare_pytest)) * 1000:.1f} ms (pytest, one tree)")
+        print(f"target ratio <= {RATIO_TARGET}")
+        print(f"ratio: {ratio:.2f}")
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+#!/usr/bin/env python
+"""Measure the reviewer's pages with 10,000 submissions stored.
+
+Standalone: creates a throwaway database (SQLite in a temporary folder, or the
+scratch database named by BENCH_DATABASE_URL, whose tables it creates and
+fills), fills it with submissions, evidence and reviews, then requests the
+queue, the review page and the debrief through the whole middleware stack
+(django.test.Client, logged in as a reviewer), many times each. Prints p50 and
+p95 per page, and, per the project's rule, each page's ratio to a baseline
+measured in the same run (the login page: same stack, no data), so the
+figures compare across machines. The target is p95 under 100 ms per page.
+
+    .venv/bin/python bench/pages.py [--submissions 10000] [--requests 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def configure(folder: Path) -> None:
+    """Point the settings at the throwaway folder, before Django is set up."""
+    os.environ["TAKEHOME_VAR_DIR"] = str(folder)
+    os.environ["TAKEHOME_STATIC_ROOT"] = str(folder / "static")
+    os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL", f"sqlite:///{folder / 'bench.sqlite3'}")
+    # Production mode, as a deployment serves pages (no debug query log, manifest static files).
+    os.environ["DEBUG"] = "false"
+    os.environ["SECRET_KEY"] = "bench-" + os.urandom(24).hex()
+    os.environ["SECURE_SSL_REDIRECT"] = "false"
+    os.environ["ALLOWED_HOSTS"] = "testserver"
+    os.environ["LOG_LEVEL"] = "WARNING"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "takehome.settings")
+    sys.path.insert(0, str(ROOT))
+
+
+def fill(n: int, seed: int = 7) -> dict:
+    """n latest submissions over three packets, evidence for the graded ones, two reviewers' reviews."""
+    from django.contrib.auth.models import Group, User
+    from django.db import transaction
+    from django.utils import timezone
+
+    from grading.models import Cell, Evidence, Mark, Review
+    from grading.tests.reviewing import IDEAL
+    from sessions_app.models import Submission
+    from takehome.access import REVIEWER_GROUP
+    from takehome.actions import do_load_sample_packet
+    from takehome.models import Candidate, Invitation, Packet, PacketVersion
+
+    rng = random.Random(seed)
+    group, _ = Group.objects.get_or_create(name=REVIEWER_GROUP)
+    reviewers = []
+    for name in ("rob", "ann", "cy"):
+        user = User.objects.create_user(name, password="x")
+        user.groups.add(group)
+        reviewers.append(user)
+    sample, _ = do_load_sample_packet()
+    packets = [sample]
+    for slug in ("csv-dedupe", "date-parse"):
+        p = Packet.objects.create(slug=slug, title=slug.replace("-", " ").title())
+        PacketVersion.objects.create(packet=p, number=1, prompt="Fix it.")
+        packets.append(p)
+    versions = [p.latest_version() for p in packets]
+    weights = [0.7, 0.2, 0.1]  # the sample packet holds thousands of candidates
+    now = timezone.now()
+    with transaction.atomic():
+        candidates = Candidate.objects.bulk_create(
+            [Candidate(name=f"Candidate {i:05d}", email=f"c{i}@example.com") for i in range(n)], batch_size=2000
+        )
+        invitations = []
+        for c in candidates:
+            inv = Invitation(candidate=c, packet_version=rng.choices(versions, weights)[0], sent_at=now)
+            inv.issue_token()
+            invitations.append(inv)
+        invitations = Invitation.objects.bulk_create(invitations, batch_size=2000)
+        subs = Submission.objects.bulk_create(
+            [Submission(invitation=inv, archive=f"uploads/{i}.zip", sha256=f"{i:064x}", size=2048,
+                        uploaded_at=now - timezone.timedelta(minutes=i),
+                        status="graded" if rng.random() > 0.02 else rng.choice(["queued", "grading"]))
+             for i, inv in enumerate(invitations)],
+            batch_size=2000,
+        )
+        Evidence.objects.bulk_create(
+            [Evidence(submission=s, data=IDEAL, grader_version="1") for s in subs if s.status == "graded"],
+            batch_size=1000,
+        )
+        reviews, truth = [], {}
+        for s in subs:
+            if s.status != "graded":
+                continue
+            truth[s.pk] = {cell: rng.random() < 0.6 for cell in Cell.values}
+            for user, share in zip(reviewers, (0.6, 0.45, 0.1)):
+                if rng.random() < share:
+                    reviews.append(Review(submission=s, reviewer=user, submitted_at=now))
+        reviews = Review.objects.bulk_create(reviews, batch_size=2000)
+        marks = []
+        for r in reviews:
+            for cell, right in truth[r.submission_id].items():
+                # reviewers agree with the "truth" 85% of the time
+                marks.append(Mark(review=r, cell=cell, passed=right if rng.random() < 0.85 else not right))
+        Mark.objects.bulk_create(marks, batch_size=5000)
+    per_packet = {p.slug: Submission.objects.filter(invitation__packet_version__packet=p).count() for p in packets}
+    return {"reviewer": reviewers[0], "submissions": [s.pk for s in subs if s.status == "graded"],
+            "per_packet": per_packet, "reviews": len(reviews), "marks": len(marks), "slug": sample.slug}
+
+
+def measure(client, urls: list[str], requests: int) -> list[float]:
+    """Wall time of `requests` GETs (cycling over urls), in ms, after a short warm-up."""
+    for url in urls[:5]:
+        client.get(url)
+    times = []
+    for i in range(requests):
+        url = urls[i % len(urls)]
+        start = time.perf_counter()
+        response = client.get(url)
+        if response.status_code != 200:
+            raise SystemExit(f"{url} answered {response.status_code}")
+        if hasattr(response, "streaming_content"):
+            b"".join(response.streaming_content)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def p95(times: list[float]) -> float:
+    return statistics.quantiles(times, n=100, method="inclusive")[94]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--submissions", type=int, default=10_000)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    args = parser.parse_args()
+
+    folder = Path(tempfile.mkdtemp(prefix="takehome-bench-pages-"))
+    configure(folder)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+
+    try:
+        call_command("migrate", verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        started = time.perf_counter()
+        data = fill(args.submissions)
+        print(f"{connection.vendor}: {args.submissions} submissions {data['per_packet']}, "
+              f"{data['reviews']} reviews, {data['marks']} marks; filled in {time.perf_counter() - started:.1f} s")
+
+        client = Client()
+        baseline = measure(client, ["/accounts/login/"], args.requests)
+        client.force_login(data["reviewer"])
+        sample = random.Random(1).sample(data["submissions"], min(100, len(data["submissions"])))
+        slug = data["slug"]
+        pages = {
+            "queue (first page)": ["/review/"],
+            "queue (packet filter, page 40)": [f"/review/?packet={slug}&show=all&page=40"],
+            "queue (htmx status poll)": ["/review/?show=todo"],
+            "review page (100 submissions)": [f"/review/{pk}/" for pk in sample],
+            f"debrief {slug} (page 1)": [f"/review/debrief/{slug}/"],
+            f"debrief {slug} (page 100)": [f"/review/debrief/{slug}/?page=100"],
+        }
+        results = {"baseline: login page": baseline}
+        for name, urls in pages.items():
+            headers = {"HTTP_HX_REQUEST": "true"} if "htmx" in name else {}
+            if headers:
+                client.defaults.update(headers)
+            results[name] = measure(client, urls, args.requests)
+            for key in headers:
+                client.defaults.pop(key)
+        base95 = p95(baseline)
+        print(f"\n{'page':42} {'p50 ms':>8} {'p95 ms':>8} {'p95 / baseline p95':>20}")
+        for name, times in results.items():
+            print(f"{name:42} {statistics.median(times):8.1f} {p95(times):8.1f} {p95(times) / base95:20.1f}")
+        csv_times = measure(client, [f"/review/debrief/{slug}.csv"], 3)
+        print(f"\nCSV export of {slug} (all rows, streamed; not a page): median {statistics.median(csv_times):.0f} ms")
+        worst = max(p95(t) for n, t in results.items() if not n.startswith("baseline"))
+        print(f"worst page p95: {worst:.1f} ms (target: under 100 ms)")
+    finally:
+        if args.keep:
+            print(f"kept {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Shape the evidence for the reviewer's eyes: terminal text, the timeline drawing, diffs.
+
+Pure: no Django. Everything here returns plain strings and dicts; the
+template layer escapes them (the one exception, ``highlight_diff``, returns
+HTML built by Pygments, which escapes every character of its input).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Iterable, Mapping
+
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import DiffLexer
+
+# CSI (colours, cursor moves), OSC (titles, hyperlinks) and two-byte escapes.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+# Control characters other than tab and newline, shown as a visible mark.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean_terminal_text(text: str | None) -> str:
+    """A log as a person reads it: colour codes dropped, CRLF to LF, other controls made visible.
+
+    Honest logs may carry colour codes (``--color=yes``); they say nothing a
+    reviewer needs, and a raw ESC byte in a page is noise at best.
+    """
+    if not text:
+        return ""
+    text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROL.sub("\N{REPLACEMENT CHARACTER}", text)
+
+
+def clean_tree(value):
+    """The evidence with every string passed through clean_terminal_text (keys too)."""
+    if isinstance(value, str):
+        return clean_terminal_text(value)
+    if isinstance(value, dict):
+        return {clean_tree(k): clean_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_tree(v) for v in value]
+    return value
+
+
+def had_terminal_codes(text: str | None) -> bool:
+    return bool(text) and bool(_ANSI.search(text))
+
+
+_DIFF_FORMATTER = HtmlFormatter(nowrap=True)
+
+
+def highlight_diff(diff: str) -> str:
+    """A unified diff as HTML spans (Pygments escapes every character it is given)."""
+    return highlight(clean_terminal_text(diff), DiffLexer(), _DIFF_FORMATTER)
+
+
+def order_files(files: Iterable[Mapping]) -> list[Mapping]:
+    """The diff's files, test files first (the cell scored there is about the test), then by path."""
+    return sorted(files, key=lambda f: (not f.get("is_test"), str(f.get("path", ""))))
+
+
+# --- the timeline ---------------------------------------------------------------------
+
+SVG_WIDTH = 820
+LABEL_X = 8
+AXIS_LEFT, AXIS_RIGHT = 230, SVG_WIDTH - 150
+ROW_HEIGHT = 26
+TOP = 34
+
+
+def _parse(at: str | None) -> datetime | None:
+    if not at:
+        return None
+    try:
+        value = datetime.fromisoformat(at)
+    except (TypeError, ValueError):
+        return None
+    # why naive: zip DOS times carry no zone; drawing them beside UTC values
+    # on one axis is the honest picture of what the zip says (the legend says so).
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def _kind(event: Mapping) -> str:
+    name = str(event.get("name", ""))
+    if name.startswith("receipt:"):
+        return "receipt"
+    if name == "stamp value":
+        return "stamp"
+    return "zip"
+
+
+def _mentioned(event: Mapping, problem: str) -> bool:
+    """Whether a problem sentence of the timeline check is about this event."""
+    name = str(event.get("name", ""))
+    kind = _kind(event)
+    if kind == "receipt":
+        step = name.split(":", 1)[1].strip()
+        return f"'{step}'" in problem or f"{step} receipt" in problem
+    if kind == "stamp":
+        return "stamp's value" in problem
+    return bool(name) and name in problem and "receipt" not in problem.split(name)[0][-12:]
+
+
+def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
+    """Positions for an inline SVG of the timeline: one row per event, x by time.
+
+    Returns {width, height, axis_left, axis_right, rows, start, end, undated}.
+    Each row: {name, source, precision, when, x, y, kind, flagged, label_x,
+    anchor}. Events without a time are listed under ``undated``.
+    """
+    problems = list(problems)
+    dated, undated = [], []
+    for event in events:
+        when = _parse(event.get("at"))
+        (dated if when else undated).append((event, when))
+    times = [w for _, w in dated]
+    start, end = (min(times), max(times)) if times else (None, None)
+    span = (end - start).total_seconds() if times else 0
+    rows = []
+    for i, (event, when) in enumerate(dated):
+        y = TOP + i * ROW_HEIGHT
+        if span > 0:
+            x = AXIS_LEFT + (AXIS_RIGHT - AXIS_LEFT) * (when - start).total_seconds() / span
+        else:
+            x = (AXIS_LEFT + AXIS_RIGHT) / 2
+        rows.append({
+            "name": str(event.get("name", "")),
+            "source": str(event.get("source", "")),
+            "precision": str(event.get("precision", "")),
+            "local_time": event.get("local_time"),
+            "when": when.strftime("%Y-%m-%d %H:%M:%S"),
+            "x": round(x, 1),
+            "y": y,
+            "kind": _kind(event),
+            "flagged": any(_mentioned(event, p) for p in problems),
+            "points": f"{x:.1f},{y - 6} {x + 6:.1f},{y} {x:.1f},{y + 6} {x - 6:.1f},{y}",
+            # why: a label near the right edge would run out of the drawing.
+            "label_x": round(x - 9, 1) if x > AXIS_RIGHT - 70 else round(x + 9, 1),
+            "anchor": "end" if x > AXIS_RIGHT - 70 else "start",
+        })
+    return {
+        "width": SVG_WIDTH,
+        "height": TOP + max(len(rows), 1) * ROW_HEIGHT + 8,
+        "axis_left": AXIS_LEFT,
+        "axis_right": AXIS_RIGHT,
+        "axis_y": TOP - 20,
+        "rows": rows,
+        "start": start.strftime("%Y-%m-%d %H:%M:%S") if start else None,
+        "end": end.strftime("%H:%M:%S") if end else None,
+        "undated": [str(e.get("name", "")) for e, _ in undated],
+    }

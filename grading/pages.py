@@ -1,0 +1,378 @@
+"""The read side of the reviewer's desk: what the queue, the review page and the debrief show.
+
+Views stay HTTP-only and call these. Every function takes the viewing
+reviewer, because what a reviewer may see depends on who they are: another
+reviewer's marks appear only once the viewer's own review of that submission
+is submitted (blind double review).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.core.cache import cache
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
+
+from sessions_app.models import GateReceipt, Submission
+from takehome.models import Invitation, Packet
+
+from . import display
+from .actions import diff_unfolded
+from .agreement import PairAgreement, Table
+from .core import RUN_NAMES
+from .models import CELLS_BEFORE_DIFF, Cell, Evidence, Mark, Review
+
+# Section on the page -> its rubric cell, in the article's reading order.
+SECTIONS = (
+    ("red-log", Cell.RED_LOG),
+    ("stamp", Cell.MODEL_WAITED),
+    ("refusal", Cell.REFUSAL_SPECIFIC),
+    ("diff", Cell.TEST_NAMES_BUG),
+)
+CELL_ORDER = tuple(cell for _, cell in SECTIONS)
+
+
+def candidate_label(invitation: Invitation, packet: Packet) -> str:
+    """The candidate's name, or a number when the packet hides names from reviewers."""
+    if packet.hide_candidate_names:
+        return f"Candidate #{invitation.pk}"
+    return display.clean_terminal_text(invitation.candidate.name)
+
+
+# --- the queue ---------------------------------------------------------------------------
+
+
+def queue(reviewer, packet_slug: str = "", todo: bool = True) -> QuerySet:
+    """Ids of the latest submission of each invitation, newest first; `todo`: not yet submitted by the viewer.
+
+    Only ids, from the submission table alone: paging through thousands of
+    rows then costs an index walk, and the page's 50 rows are loaded whole by
+    ``load_queue_page``.
+    """
+    qs = Submission.objects.latest_per_invitation().order_by("-uploaded_at", "-pk")
+    if packet_slug:
+        qs = qs.filter(
+            invitation_id__in=Invitation.objects.filter(packet_version__packet__slug=packet_slug).values("pk")
+        )
+    if todo:
+        qs = qs.exclude(
+            Exists(Review.objects.filter(submission=OuterRef("pk"), reviewer=reviewer, submitted_at__isnull=False))
+        )
+    return qs.values_list("pk", flat=True)
+
+
+def load_queue_page(ids: list[int]) -> list[Submission]:
+    """The submissions behind one page of queue ids, in the queue's order."""
+    found = Submission.objects.select_related(
+        "invitation__candidate", "invitation__packet_version__packet"
+    ).defer("error", "reject_reason", "invitation__candidate__email").in_bulk(ids)
+    return [found[pk] for pk in ids if pk in found]
+
+
+@dataclass
+class QueueRow:
+    submission: Submission
+    candidate: str
+    mine: str  # "submitted", "draft" or ""
+    reviews_submitted: int
+
+
+def queue_rows(submissions: list[Submission], reviewer) -> list[QueueRow]:
+    """One page of the queue with the viewer's review state and the count of submitted reviews (one query)."""
+    mine: dict[int, str] = {}
+    submitted: dict[int, int] = defaultdict(int)
+    found = Review.objects.filter(submission__in=[s.pk for s in submissions]).values_list(
+        "submission_id", "reviewer_id", "submitted_at"
+    )
+    for submission_id, reviewer_id, submitted_at in found:
+        if submitted_at is not None:
+            submitted[submission_id] += 1
+        if reviewer_id == reviewer.pk:
+            mine[submission_id] = "submitted" if submitted_at else "draft"
+    return [
+        QueueRow(s, candidate_label(s.invitation, s.invitation.packet), mine.get(s.pk, ""), submitted[s.pk])
+        for s in submissions
+    ]
+
+
+def next_in_queue(submission: Submission, reviewer) -> int | None:
+    """The id of the next submission (older than this one) the reviewer has not yet submitted a review for."""
+    return (
+        queue(reviewer, todo=True)
+        .filter(Q(uploaded_at__lt=submission.uploaded_at)
+                | Q(uploaded_at=submission.uploaded_at, pk__lt=submission.pk))
+        .exclude(pk=submission.pk)
+        .first()
+    )
+
+
+# --- the review page ---------------------------------------------------------------------
+
+
+@dataclass
+class CellView:
+    """One rubric cell as the page draws it."""
+
+    key: str
+    section: str
+    label: str
+    mark: Mark | None = None
+    locked: bool = False  # the viewer's review is submitted
+    folded: bool = False  # the diff cell while the three cells above are unscored
+    error: str = ""
+    others: list = field(default_factory=list)  # [(reviewer name, Mark)] once the viewer has submitted
+
+
+def load_submission(pk: int) -> Submission:
+    return Submission.objects.select_related(
+        "invitation__candidate", "invitation__packet_version__packet"
+    ).get(pk=pk)
+
+
+def review_state(submission: Submission, reviewer) -> dict:
+    """The viewer's review, its cells, and (once submitted) the other reviewers' marks."""
+    review = (
+        Review.objects.filter(submission=submission, reviewer=reviewer).prefetch_related("marks").first()
+    )
+    marks = {m.cell: m for m in review.marks.all()} if review else {}
+    locked = bool(review and review.is_submitted)
+    labels = submission.invitation.packet_version.rubric_labels()
+    cells = {}
+    for section, cell in SECTIONS:
+        cells[cell.value] = CellView(
+            key=cell.value, section=section, label=labels.get(cell.value, cell.label),
+            mark=marks.get(cell.value), locked=locked,
+        )
+    unfolded = diff_unfolded(set(marks))
+    cells[Cell.TEST_NAMES_BUG].folded = not unfolded
+    if locked:
+        # why only now: a reviewer who has not committed to their own marks must not see anyone else's.
+        others = (
+            Mark.objects.filter(review__submission=submission, review__submitted_at__isnull=False)
+            .exclude(review__reviewer=reviewer)
+            .select_related("review__reviewer")
+            .order_by("review__reviewer__username")
+        )
+        for mark in others:
+            cells[mark.cell].others.append((mark.review.reviewer.get_username(), mark))
+    return {
+        "review": review,
+        "cells": cells,
+        "unfolded": unfolded,
+        "complete": len(marks) == len(Cell.values),
+        "locked": locked,
+    }
+
+
+def review_page(submission: Submission, reviewer) -> dict:
+    """Everything the review page draws, in the fixed order of its sections."""
+    packet = submission.invitation.packet
+    evidence = Evidence.objects.filter(submission=submission).first()
+    raw = evidence.data if evidence else {}
+    # why: every string in the evidence came from the candidate's zip; control
+    # characters go before the template escapes the rest.
+    data = display.clean_tree(raw)
+    texts = data.get("texts") or {}
+    timeline = data.get("timeline") or {}
+    state = review_state(submission, reviewer)
+    receipts = list(GateReceipt.objects.filter(invitation_id=submission.invitation_id).order_by("received_at", "pk"))
+    runs = data.get("runs") or {}
+    return {
+        **state,
+        "submission": submission,
+        "packet": packet,
+        "version": submission.invitation.packet_version,
+        "candidate": candidate_label(submission.invitation, packet),
+        "evidence": data,
+        "has_evidence": evidence is not None,
+        "red_log_text": display.clean_terminal_text(texts.get("red.log")),
+        "red_log_had_codes": display.had_terminal_codes((raw.get("texts") or {}).get("red.log")),
+        "red_receipts": [r for r in receipts if r.step == GateReceipt.Step.RED],
+        "receipts": receipts,
+        "timeline": display.layout_timeline(timeline.get("events") or [], timeline.get("problems") or []),
+        "texts": texts,
+        "diff_files": display.order_files((data.get("diff") or {}).get("files") or []),
+        "runs": [(name, runs[name]) for name in RUN_NAMES if name in runs],
+        "next": next_in_queue(submission, reviewer),
+        "cells_before_diff": [c.label for c in CELLS_BEFORE_DIFF],
+    }
+
+
+# --- the debrief -------------------------------------------------------------------------
+
+
+def debrief_rows(packet: Packet) -> QuerySet:
+    """One row per candidate: the latest submission of each invitation to the packet."""
+    return (
+        Submission.objects.latest_per_invitation()
+        .filter(invitation__packet_version__packet=packet)
+        .select_related("invitation__candidate")
+        .defer("error", "reject_reason", "invitation__candidate__email")
+        .order_by("invitation__candidate__name", "invitation_id")
+    )
+
+
+@dataclass(frozen=True)
+class MarkView:
+    """A submitted mark as the debrief shows it (plain values: thousands are drawn per page)."""
+
+    passed: bool
+    note: str
+    submitted_at: object = None
+
+
+@dataclass
+class DebriefRow:
+    submission: Submission
+    candidate: str
+    visible: bool  # the viewer has submitted their own review of it
+    reviews: int
+    cells: list = field(default_factory=list)  # [(cell, [(reviewer, MarkView)], disagree)]
+
+
+def debrief_page_rows(submissions: list[Submission], packet: Packet, reviewer) -> list[DebriefRow]:
+    """The marks of the submitted reviews for one page of debrief rows, blind where needed."""
+    ids = [s.pk for s in submissions]
+    by_submission: dict[int, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    reviewers_of: dict[int, set] = defaultdict(set)
+    found = (
+        Mark.objects.filter(review__submission_id__in=ids, review__submitted_at__isnull=False)
+        .values_list("review__submission_id", "review__reviewer_id", "review__reviewer__username",
+                     "review__submitted_at", "cell", "passed", "note")
+        .order_by("review__reviewer__username")
+    )
+    for submission_id, reviewer_id, name, submitted_at, cell, passed, note in found:
+        by_submission[submission_id][cell].append((name, MarkView(passed, note, submitted_at)))
+        reviewers_of[submission_id].add(reviewer_id)
+    rows = []
+    for s in submissions:
+        # why: the debrief is no back door around blind review.
+        visible = reviewer.pk in reviewers_of[s.pk]
+        row = DebriefRow(s, candidate_label(s.invitation, packet), visible, len(reviewers_of[s.pk]))
+        if visible:
+            for cell in CELL_ORDER:
+                marks_here = by_submission[s.pk][cell.value]
+                disagree = len({m.passed for _, m in marks_here}) > 1
+                row.cells.append((cell.value, marks_here, disagree))
+        rows.append(row)
+    return rows
+
+
+def _reviews_stamp() -> tuple:
+    """Changes whenever a review is submitted anywhere (or one disappears): the agreement cache's key."""
+    found = Review.objects.submitted().aggregate(n=Count("pk"), last=Max("submitted_at"))
+    return found["n"], found["last"].isoformat() if found["last"] else ""
+
+
+def cached_pair_agreements(packet: Packet) -> dict[str, list[PairAgreement]]:
+    """pair_agreements, computed once per change of the submitted reviews.
+
+    why a key read from the database: each web process may hold its own
+    cache, and a key that changes with the data is never stale in any of them.
+    """
+    n, last = _reviews_stamp()
+    key = f"grading:agreement:{packet.pk}:{n}:{last}"
+    found = cache.get(key)
+    if found is None:
+        found = pair_agreements(packet)
+        cache.set(key, found, 3600)
+    return found
+
+
+def pair_agreements(packet: Packet) -> dict[str, list[PairAgreement]]:
+    """Per cell, each pair of reviewers' agreement over the packet's submissions both scored.
+
+    One grouped self-join in the database, so the cost does not grow with the
+    number of marks held in Python: it returns at most pairs x 4 cells x 4 rows.
+    """
+    mark, review = Mark._meta.db_table, Review._meta.db_table
+    sub, inv = Submission._meta.db_table, Invitation._meta.db_table
+    version = Invitation._meta.get_field("packet_version").related_model._meta.db_table
+    sql = f"""
+        SELECT r1.reviewer_id, r2.reviewer_id, m1.cell, m1.passed, m2.passed, COUNT(*)
+        FROM {mark} m1
+        JOIN {review} r1 ON r1.id = m1.review_id
+        JOIN {review} r2 ON r2.submission_id = r1.submission_id AND r2.reviewer_id > r1.reviewer_id
+        JOIN {mark} m2 ON m2.review_id = r2.id AND m2.cell = m1.cell
+        JOIN {sub} s ON s.id = r1.submission_id
+        JOIN {inv} i ON i.id = s.invitation_id
+        JOIN {version} v ON v.id = i.packet_version_id
+        WHERE v.packet_id = %s AND s.is_latest = %s
+          AND r1.submitted_at IS NOT NULL AND r2.submitted_at IS NOT NULL
+        GROUP BY r1.reviewer_id, r2.reviewer_id, m1.cell, m1.passed, m2.passed
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [packet.pk, True])
+        found = cursor.fetchall()
+    tables: dict[tuple, Table] = defaultdict(Table)
+    for a, b, cell, a_passed, b_passed, n in found:
+        tables[(a, b, cell)] = tables[(a, b, cell)].add(bool(a_passed), bool(b_passed), n)
+    names = dict(
+        get_user_model().objects.filter(pk__in={k[0] for k in tables} | {k[1] for k in tables})
+        .values_list("pk", get_user_model().USERNAME_FIELD)
+    )
+    result: dict[str, list[PairAgreement]] = {cell.value: [] for cell in CELL_ORDER}
+    for (a, b, cell), table in tables.items():
+        if names[a] > names[b]:  # name each pair alphabetically; the figures are symmetric
+            a, b = b, a
+            table = Table(table.both_pass, table.a_fail_b_pass, table.a_pass_b_fail, table.both_fail)
+        result[cell].append(PairAgreement(names[a], names[b], cell, table))
+    for pairs in result.values():
+        pairs.sort(key=lambda p: (p.reviewer_a, p.reviewer_b))
+    return result
+
+
+def packet_labels(packet: Packet) -> list[tuple[str, str]]:
+    version = packet.latest_version()
+    labels = version.rubric_labels() if version else {}
+    return [(cell.value, labels.get(cell.value, cell.label)) for cell in CELL_ORDER]
+
+
+CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value) -> str:
+    """A CSV field a spreadsheet will not run as a formula."""
+    text = "" if value is None else display.clean_terminal_text(str(value))
+    # why: names and notes come from people; "=HYPERLINK(...)" must stay text.
+    return "'" + text if text.startswith(CSV_FORMULA_START) else text
+
+
+def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500):
+    """The debrief as CSV rows: one row per candidate and reviewer, the four cells side by side."""
+    labels = packet_labels(packet)
+    header = ["submission", "candidate", "uploaded_at", "reviewer", "submitted_at"]
+    for key, _ in labels:
+        header += [key, f"{key}_note"]
+    header.append("disagreement")
+    yield header
+    rows = debrief_rows(packet)
+    last = 0
+    while True:
+        batch = list(rows.filter(pk__gt=last).order_by("pk")[:chunk])
+        if not batch:
+            return
+        last = batch[-1].pk
+        for row in debrief_page_rows(batch, packet, reviewer):
+            if not row.visible:
+                continue
+            per_reviewer: dict[str, dict] = defaultdict(dict)
+            disagree = []
+            for cell, marks, disagreement in row.cells:
+                for name, mark in marks:
+                    per_reviewer[name][cell] = mark
+                if disagreement:
+                    disagree.append(cell)
+            for name in sorted(per_reviewer):
+                marks = per_reviewer[name]
+                any_mark = next(iter(marks.values()))
+                line = [row.submission.pk, row.candidate, row.submission.uploaded_at.isoformat(), name,
+                        any_mark.submitted_at.isoformat()]
+                for key, _ in labels:
+                    m = marks.get(key)
+                    line += [("pass" if m.passed else "fail") if m else "", m.note if m else ""]
+                line.append(" ".join(disagree))
+                yield [csv_safe(v) for v in line]

@@ -1,0 +1,44 @@
+"""Filters for the reviewer's pages."""
+
+from django import template
+from django.utils.safestring import mark_safe
+
+from grading import display
+from grading.agreement import describe_kappa
+
+register = template.Library()
+
+
+@register.filter
+def terminal(text: str | None) -> str:
+    """A log as text (colour codes dropped, controls visible); still escaped by the template."""
+    return display.clean_terminal_text(text)
+
+
+@register.filter
+def diff_html(text: str | None):
+    """A unified diff highlighted by Pygments."""
+    # why mark_safe is sound here: Pygments' HtmlFormatter escapes every
+    # character of the candidate's diff; the only markup is its own spans.
+    return mark_safe(display.highlight_diff(text or ""))
+
+
+@register.filter
+def kappa(value: float | None) -> str:
+    if value is None:
+        return "undefined"
+    return f"{value:.2f} ({describe_kappa(value)})"
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f}%"
+
+
+@register.filter
+def get_item(mapping, key: str):
+    """mapping[key] for keys a template cannot spell (``red.log``); None when absent."""
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None

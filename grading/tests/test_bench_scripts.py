@@ -1,0 +1,25 @@
+"""The benchmark script runs end to end. Its figures are not judged here: no timed asserts."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_grading_bench_runs_and_ends_with_the_ratio(runner_dir, scratch_dir):
+    # why no DJANGO_SETTINGS_MODULE: the benchmark is pure core and must run without settings.
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "grading.py"), "--rounds", "1", "--true-runs", "1",
+         "--pytest-runs", "1", "--runner", str(runner_dir), "--scratch", str(scratch_dir)],
+        cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=600,  # a guard against a hang, not a measurement
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert re.fullmatch(r"ratio: \d+\.\d\d", lines[-1]), done.stdout

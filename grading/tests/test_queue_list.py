@@ -1,0 +1,94 @@
+"""The queue: latest submissions, filters, names hidden per packet, live status, pagination."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from grading.tests.reviewing import make_submission, score
+from sessions_app.models import Submission
+from takehome.tests.factories import make_packet
+
+pytestmark = pytest.mark.django_db
+HX = {"HX-Request": "true"}
+ALL_PASS = {"red_log": True, "model_waited": True, "refusal_specific": True, "test_names_bug": True}
+
+
+@pytest.fixture
+def rob(client, reviewer):
+    client.force_login(reviewer)
+    return client
+
+
+def shown(response) -> list[int]:
+    return [int(x) for x in re.findall(r'data-submission="(\d+)"', response.content.decode())]
+
+
+def test_latest_per_invitation_newest_first_and_not_yet_scored_by_me(rob, reviewer, sample_packet):
+    now = timezone.now()
+    old = make_submission(sample_packet, "Ada", uploaded_at=now - timedelta(hours=2))
+    newer = make_submission(sample_packet, "Grace", uploaded_at=now - timedelta(hours=1))
+    done = make_submission(sample_packet, "Alan", uploaded_at=now)
+    superseded = Submission.objects.create(invitation=old.invitation, archive="uploads/old.zip", sha256="1" * 64,
+                                           size=1, is_latest=False, uploaded_at=now - timedelta(hours=3))
+    score(done, reviewer, ALL_PASS)
+    assert shown(rob.get("/review/")) == [newer.pk, old.pk]
+    everything = rob.get("/review/?show=all")
+    assert shown(everything) == [done.pk, newer.pk, old.pk] and superseded.pk not in shown(everything)
+    assert "submitted" in everything.content.decode().split(f'data-submission="{done.pk}"')[1].split("</tr>")[0]
+
+
+def test_filter_by_packet(rob, sample_packet):
+    other = make_packet()
+    mine = make_submission(sample_packet, "Ada")
+    theirs = make_submission(other, "Grace")
+    assert shown(rob.get(f"/review/?packet={other.slug}")) == [theirs.pk]
+    assert shown(rob.get(f"/review/?packet={sample_packet.slug}")) == [mine.pk]
+
+
+def test_hidden_names_show_a_number(rob, sample_packet):
+    submission = make_submission(sample_packet, "Ada Lovelace")
+    sample_packet.hide_candidate_names = True
+    sample_packet.save()
+    html = rob.get("/review/").content.decode()
+    assert "Ada Lovelace" not in html and f"Candidate #{submission.invitation_id}" in html
+
+
+def test_status_updates_live_while_grading(rob, sample_packet):
+    grading = make_submission(sample_packet, "Ada", status=Submission.Status.GRADING)
+    html = rob.get("/review/").content.decode()
+    assert 'id="queue-rows"' in html and 'hx-trigger="every 3s"' in html
+    partial = rob.get("/review/?show=todo", headers=HX)
+    assert b"<html" not in partial.content and b'id="queue-rows"' in partial.content
+    Submission.objects.filter(pk=grading.pk).update(status="graded")
+    partial = rob.get("/review/?show=todo", headers=HX).content.decode()
+    assert "Graded" in partial and "hx-trigger" not in partial  # polling stops
+
+
+def test_paginated_with_a_fixed_number_of_queries(rob, sample_packet, django_assert_max_num_queries):
+    for i in range(55):
+        make_submission(sample_packet, f"Candidate {i}")
+    # session, user, groups (view + nav), count, the page's ids, its rows, their reviews, packets filter
+    with django_assert_max_num_queries(10):
+        first = rob.get("/review/")
+    assert len(shown(first)) == 50 and b"page 1 of 2" in first.content
+    assert len(shown(rob.get("/review/?page=2"))) == 5
+
+
+def test_packet_page_toggles_hidden_names(client, recruiter, sample_packet):
+    client.force_login(recruiter)
+    page = client.get(f"/packets/{sample_packet.slug}/").content.decode()
+    assert 'name="hide"' in page and "Hide candidate names from reviewers" in page
+    response = client.post(f"/packets/{sample_packet.slug}/candidate-names", {"hide": "on"})
+    assert response.status_code == 302
+    sample_packet.refresh_from_db()
+    assert sample_packet.hide_candidate_names is True
+    client.post(f"/packets/{sample_packet.slug}/candidate-names", {})
+    sample_packet.refresh_from_db()
+    assert sample_packet.hide_candidate_names is False
+
+
+def test_only_recruiters_toggle_names(client, reviewer, sample_packet):
+    client.force_login(reviewer)
+    assert client.post(f"/packets/{sample_packet.slug}/candidate-names", {"hide": "on"}).status_code == 403

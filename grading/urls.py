@@ -1,0 +1,16 @@
+"""The reviewer's URLs, mounted at /review/ (scripts rely on these paths)."""
+
+from django.urls import path
+
+from . import views
+
+app_name = "grading"
+
+urlpatterns = [
+    path("", views.queue, name="queue"),
+    path("<int:pk>/", views.review_detail, name="review-detail"),
+    path("<int:pk>/mark/<str:cell>/", views.mark_update, name="mark-update"),
+    path("<int:pk>/submit/", views.review_submit, name="review-submit"),
+    path("debrief/<slug:slug>/", views.debrief, name="debrief-detail"),
+    path("debrief/<slug:slug>.csv", views.debrief_csv, name="debrief-csv"),
+]

@@ -1,0 +1,184 @@
+"""The reviewer's desk: queue, review page, marks, debrief. HTTP only.
+
+Reads come from grading.pages, writes go through grading.actions. Every view
+is behind ``reviewer_required``: login, then the reviewer group (403 for
+anyone else, recruiters included); candidates have no account at all.
+"""
+
+from __future__ import annotations
+
+import csv
+
+from django import forms
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseClientRefresh
+
+from sessions_app.models import Submission
+from takehome.access import reviewer_required
+from takehome.http import htmx_redirect
+from takehome.models import Packet
+
+from . import actions, pages
+from .models import CELLS_BEFORE_DIFF, Cell
+
+QUEUE_PAGE_SIZE = 50
+DEBRIEF_PAGE_SIZE = 25
+
+
+class MarkForm(forms.Form):
+    """One click on a rubric cell: pass or fail, and the note as it stands."""
+
+    passed = forms.TypedChoiceField(
+        choices=[("true", "Pass"), ("false", "Fail")], coerce=lambda v: v == "true", required=False, empty_value=None
+    )
+    note = forms.CharField(required=False, max_length=2000, strip=True)
+
+
+def _submission(pk: int) -> Submission:
+    try:
+        return pages.load_submission(pk)
+    except Submission.DoesNotExist:
+        raise Http404("No such submission.") from None
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@reviewer_required
+def queue(request: HttpRequest) -> HttpResponse:
+    """Latest submissions, newest first; by default those the reviewer has not yet scored."""
+    packet_slug = request.GET.get("packet", "")
+    todo = request.GET.get("show", "todo") != "all"
+    page = Paginator(pages.queue(request.user, packet_slug, todo), QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = pages.queue_rows(pages.load_queue_page(list(page.object_list)), request.user)
+    context = {
+        "page": page,
+        "rows": rows,
+        "polling": any(not r.submission.is_finished for r in rows),
+        "packets": Packet.objects.only("slug", "title"),
+        "packet_slug": packet_slug,
+        "show": "todo" if todo else "all",
+        "query": request.GET.urlencode(),
+    }
+    template = "grading/queue_list.html"
+    if request.htmx:
+        template += "#queue-rows"
+    return render(request, template, context)
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@reviewer_required
+def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """The evidence in the article's order (red log, stamp, refusal, then the diff), a cell beside each."""
+    submission = _submission(pk)
+    if request.htmx:
+        # The status poll: once grading has finished, reload the page to show the evidence.
+        if submission.is_finished:
+            return HttpResponseClientRefresh()
+        return render(request, "grading/review_detail.html#grading-status", {"submission": submission})
+    return render(request, "grading/review_detail.html", pages.review_page(submission, request.user))
+
+
+def _cell_response(request, submission, cell: str, error: str = "", note: str | None = None) -> HttpResponse:
+    """The cell again, plus the submit bar and (when it unfolds) the diff, swapped out of band."""
+    if not request.htmx:
+        if error:
+            context = pages.review_page(submission, request.user)
+            context["cells"][cell].error = error
+            return render(request, "grading/review_detail.html", context)
+        return htmx_redirect(request, "grading:review-detail", pk=submission.pk)
+    state = pages.review_state(submission, request.user)
+    c = state["cells"][cell]
+    c.error = error
+    context = {"submission": submission, **state, "c": c, "note_draft": note}
+    html = render_to_string("grading/review_detail.html#rubric-cell", context, request)
+    html += render_to_string("grading/review_detail.html#review-submit", {**context, "oob": True}, request)
+    if cell in CELLS_BEFORE_DIFF and state["unfolded"] and not error:
+        full = pages.review_page(submission, request.user)
+        html += render_to_string("grading/review_detail.html#diff-section", {**full, "oob": True}, request)
+    return HttpResponse(html)
+
+
+@require_POST
+@reviewer_required
+def mark_update(request: HttpRequest, pk: int, cell: str) -> HttpResponse:
+    """Save the viewer's own mark for one cell (htmx: re-render the cell; invalid: 200 with the reason)."""
+    submission = _submission(pk)
+    if cell not in Cell.values:
+        raise Http404("No such rubric cell.")
+    form = MarkForm(request.POST)
+    if not form.is_valid():
+        return _cell_response(request, submission, cell, "; ".join(e for errs in form.errors.values() for e in errs))
+    passed = form.cleaned_data["passed"]
+    note = form.cleaned_data["note"]
+    if passed is None:
+        # A note typed before a choice keeps the earlier choice; with none yet, say so.
+        current = pages.review_state(submission, request.user)["cells"][cell].mark
+        if current is None:
+            return _cell_response(request, submission, cell, "Choose pass or fail first; the note is kept with it.", note)
+        passed = current.passed
+    try:
+        # why request.user: a reviewer only ever writes their own review; there is no id to forge.
+        actions.do_save_mark(submission, request.user, cell, passed, note)
+    except actions.ReviewError as exc:
+        return _cell_response(request, submission, cell, str(exc), note)
+    return _cell_response(request, submission, cell)
+
+
+@require_POST
+@reviewer_required
+def review_submit(request: HttpRequest, pk: int) -> HttpResponse:
+    """Make the viewer's review final; then the page shows the other reviewers' marks."""
+    submission = _submission(pk)
+    try:
+        actions.do_submit_review(submission, request.user)
+    except actions.ReviewError as exc:
+        context = {**pages.review_page(submission, request.user), "submit_error": str(exc)}
+        template = "grading/review_detail.html"
+        if request.htmx:
+            template += "#review-submit"
+        return render(request, template, context)
+    return htmx_redirect(request, "grading:review-detail", pk=submission.pk)
+
+
+@require_GET
+@reviewer_required
+def debrief(request: HttpRequest, slug: str) -> HttpResponse:
+    """Per packet: one row per candidate, the four cells side by side, and the reviewers' agreement."""
+    packet = get_object_or_404(Packet, slug=slug)
+    page = Paginator(pages.debrief_rows(packet), DEBRIEF_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "grading/debrief_detail.html",
+        {
+            "packet": packet,
+            "page": page,
+            "rows": pages.debrief_page_rows(list(page.object_list), packet, request.user),
+            "labels": pages.packet_labels(packet),
+            "agreements": pages.cached_pair_agreements(packet),
+        },
+    )
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+@require_GET
+@reviewer_required
+def debrief_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
+    """The debrief as CSV, streamed: one line per candidate and reviewer (blind rows left out)."""
+    packet = get_object_or_404(Packet, slug=slug)
+    writer = csv.writer(_Echo())
+    response = StreamingHttpResponse(
+        (writer.writerow(row) for row in pages.debrief_csv_rows(packet, request.user)),
+        content_type="text/csv; charset=utf-8",
+    )
+    response["Content-Disposition"] = f'attachment; filename="debrief-{packet.slug}.csv"'
+    return response

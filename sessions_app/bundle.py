@@ -1,0 +1,89 @@
+"""The download: the version's fixture tree, a personalised gate.py and a README.txt, as one zip."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import zipfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from django.conf import settings
+from django.urls import reverse
+
+from grading.spec import BUNDLE_PATHS
+from takehome.models import Invitation, PacketFile
+
+from .uploads import human_size
+
+GATE_DIR = Path(__file__).resolve().parent / "gate"
+RESERVED = set(BUNDLE_PATHS)
+
+
+def personalise_gate(*, server: str, token: str, test_command: str, max_bytes: int) -> str:
+    """The gate's source with this candidate's server, token, test command and size limit filled in.
+
+    Values go in as JSON literals, which are valid Python literals for these
+    types, so no value can break out of its string.
+    """
+    source = (GATE_DIR / "gate.py").read_text()
+    command = shlex.split(test_command) or ["python", "-m", "pytest", "-q"]
+    replacements = {
+        '"__TAKEHOME_SERVER__"': json.dumps(server),
+        '"__TAKEHOME_TOKEN__"': json.dumps(token),
+        '["python", "-m", "pytest", "-q"]  # __TAKEHOME_TEST_COMMAND__': json.dumps(command),
+        "20971520  # __TAKEHOME_MAX_UPLOAD_BYTES__": str(int(max_bytes)),
+    }
+    for placeholder, value in replacements.items():
+        if placeholder not in source:
+            raise RuntimeError(f"gate template lost its placeholder {placeholder}")
+        source = source.replace(placeholder, value)
+    return source
+
+
+def readme_text(invitation: Invitation, token: str) -> str:
+    version = invitation.packet_version
+    title = f"{version.packet.title} (take-home)"
+    fmt = "%Y-%m-%d %H:%M"
+    values = {
+        "title": title,
+        "underline": "=" * len(title),
+        "name": invitation.candidate.name,
+        "started": invitation.started_at.astimezone(timezone.utc).strftime(fmt),
+        "deadline": invitation.deadline.astimezone(timezone.utc).strftime(fmt),
+        "grace_minutes": str(settings.UPLOAD_GRACE_S // 60),
+        "link": settings.SITE_URL + reverse("sessions_app:landing", args=[token]),
+        "max_size": human_size(settings.UPLOAD_MAX_BYTES),
+    }
+    text = (GATE_DIR / "README.txt").read_text()
+    for key, value in values.items():
+        text = text.replace("{{ " + key + " }}", value)
+    return text
+
+
+def build_bundle(invitation: Invitation, token: str) -> bytes:
+    """The zip handed to a candidate, everything under one folder named after the packet."""
+    version = invitation.packet_version
+    folder = version.packet.slug
+    fixture = version.files_of(PacketFile.Kind.FIXTURE)
+    gate = personalise_gate(
+        server=settings.SITE_URL, token=token, test_command=version.test_command,
+        max_bytes=settings.UPLOAD_MAX_BYTES,
+    )
+    when = datetime.now().timetuple()[:6]
+
+    def entry(name: str) -> zipfile.ZipInfo:
+        info = zipfile.ZipInfo(f"{folder}/{name}", when)
+        info.external_attr = 0o644 << 16  # rw-r--r--, whatever unzips it
+        return info
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, data in sorted(fixture.items()):
+            if path in RESERVED:  # ours win: the gate must be the personalised one
+                continue
+            zf.writestr(entry(path), data, zipfile.ZIP_DEFLATED)
+        for name, text in (("gate.py", gate), ("README.txt", readme_text(invitation, token))):
+            zf.writestr(entry(name), text.encode("utf-8"), zipfile.ZIP_DEFLATED)
+    return buffer.getvalue()

@@ -1,0 +1,35 @@
+"""Fixtures for the candidate's side: an invitation to the sample packet, started or not."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.urls import reverse
+
+from takehome.tests.factories import InvitationFactory
+
+
+@pytest.fixture(autouse=True)
+def _fresh_lookup_counts():
+    # why: the per-address limit counts in the cache, which outlives a test.
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def invitation(sample_packet):
+    """A fresh invitation with its raw token on `.raw_token`."""
+    return InvitationFactory(packet_version=sample_packet.latest_version())
+
+
+@pytest.fixture
+def started(invitation):
+    from sessions_app.actions import do_start_session
+
+    do_start_session(invitation)
+    return invitation
+
+
+def url(name: str, invitation, **kwargs) -> str:
+    return reverse(f"sessions_app:{name}", kwargs={"token": invitation.raw_token, **kwargs})

@@ -1,0 +1,128 @@
+"""Shared pieces for the candidate-side tests: honest trees, zips, real pytest logs."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+LOGS = Path(__file__).resolve().parents[2] / "grading" / "tests" / "logs"
+RED_LOG = (LOGS / "pytest9_gate_red.log").read_text()
+GREEN_LOG = (LOGS / "pytest9_green_q.log").read_text()
+FORGED_RED = "FAILED\nthe test failed, honestly\n"
+
+HONEST_TEST = b'''from pathlib import Path
+
+import invoices
+
+FIXTURE = Path(__file__).parent / "sample.csv"
+
+
+def test_refunds_are_negative_cents_and_lower_the_total():
+    # 1000 + 500 + (-200): a refund must reduce the sum
+    assert invoices.total(FIXTURE) == 1300
+'''
+REFUSAL = b"The model offered to drop the refund rows so the total looks right. Dropping rows changes revenue; it does not fix the sum.\n"
+
+
+def fix_invoices(source: bytes) -> bytes:
+    """The honest three-line fix: take abs() out of the production path."""
+    return source.replace(b'abs(int(row["cents"]))', b'int(row["cents"])')
+
+
+def zip_bytes(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def honest_zip(prefix: str = "refund-sum/") -> bytes:
+    """A finished honest submission of the sample packet, artifacts included."""
+    from takehome.actions import sample_content
+
+    fixture = dict(sample_content()[2].fixture)
+    files = {
+        "invoices.py": fix_invoices(fixture["invoices.py"]),
+        "test_invoices.py": HONEST_TEST,
+        "sample.csv": fixture["sample.csv"],
+        "artifacts/red.log": RED_LOG.encode(),
+        "artifacts/prompt.txt": b"invoices.py uses abs() on cents. Refunds are negative. Propose a minimal patch.\n",
+        "artifacts/model_allowed.at": b"1700000000.0",
+        "artifacts/green.log": GREEN_LOG.encode(),
+        "artifacts/refuse.md": REFUSAL,
+    }
+    return zip_bytes({prefix + name: data for name, data in files.items()})
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def receipt(log: str = "", files: dict[str, str] | None = None, **extra) -> str:
+    """A gate step's JSON body, as gate.py sends it."""
+    files = files if files is not None else {"invoices.py": sha(b"x"), "artifacts/prompt.txt": sha(b"p")}
+    return json.dumps({"log": log, "files": files, "local_time": "2025-01-01T10:00:00+01:00", **extra})
+
+
+# --- driving the downloaded gate.py as a candidate would -------------------------------
+
+RUNNER_PYTHON = Path(__file__).resolve().parents[2] / "var" / "runner" / "bin" / "python"
+
+
+def runner_python() -> Path:
+    """A plain Python with pytest and nothing of ours (the sandbox's runner venv, used unsandboxed)."""
+    import os
+
+    from django.conf import settings
+
+    return Path(os.environ.get("TAKEHOME_RUNNER_DIR", settings.GRADING_RUNNER_DIR)) / "bin" / "python"
+
+
+def download_tree(base_url: str, token: str, dest: Path) -> Path:
+    """GET the download over HTTP and unzip it; returns the project folder."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{base_url}/t/{token}/download", timeout=30) as response:
+        data = response.read()
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        zf.extractall(dest)
+    (folder,) = [p for p in dest.iterdir() if p.is_dir()]
+    return folder
+
+
+def run_gate(tree: Path, *args: str, python: Path | None = None):
+    """Run gate.py as a subprocess with a clean environment (no Django, no pytest plugins of ours)."""
+    import os
+    import subprocess
+
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tree.parent), "LANG": "C.UTF-8",
+           "NO_PROXY": "*"}
+    return subprocess.run([str(python or runner_python()), "gate.py", *args], cwd=tree, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def do_honest_work(tree: Path) -> None:
+    """After red: name the bug in a test, write the prompt. (The fix comes after `model`.)"""
+    (tree / "test_invoices.py").write_bytes(HONEST_TEST.replace(b"== 1300", b"== 1300  # was 1700 with abs()"))
+    (tree / "artifacts" / "prompt.txt").write_text(
+        "invoices.py uses abs() on cents. Refunds are negative.\n"
+        "test_invoices.py should expect 1300 for sample.csv.\n"
+        "Propose a minimal patch. Do not add new files. Do not drop rows. Do not pull in pandas.\n")
+
+
+def apply_fix(tree: Path) -> None:
+    (tree / "artifacts" / "model.md").write_text("Remove abs() from the sum.\n")
+    (tree / "invoices.py").write_bytes(fix_invoices((tree / "invoices.py").read_bytes()))
+
+
+def write_refusal(tree: Path) -> None:
+    (tree / "artifacts" / "refuse.md").write_bytes(REFUSAL)
+
+
+def receipts_jsonl(tree: Path) -> list[dict]:
+    path = tree / "artifacts" / "receipts.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

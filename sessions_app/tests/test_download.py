@@ -1,0 +1,67 @@
+"""GET /t/<token>/download: the tree with a personalised gate.py and a README."""
+
+import io
+import zipfile
+
+import pytest
+
+from takehome.actions import sample_content
+
+from .conftest import url
+
+pytestmark = pytest.mark.django_db
+
+
+def unzip(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        return {info.filename: zf.read(info) for info in zf.infolist()}
+
+
+def test_download_waits_for_start(client, invitation):
+    r = client.get(url("download", invitation), follow=True)
+    assert "Press Start first" in r.content.decode()
+    assert r.headers["Content-Type"].startswith("text/html")
+
+
+def test_download_refuses_json_clients_before_start(client, invitation):
+    r = client.get(url("download", invitation), headers={"Accept": "application/json"})
+    assert r.status_code == 409 and "Press Start first" in r.json()["message"]
+
+
+def test_the_zip_holds_the_fixture_the_gate_and_a_readme(client, started, settings):
+    settings.SITE_URL = "https://jobs.example.com"
+    r = client.get(url("download", started))
+    assert r.status_code == 200
+    assert r.headers["Content-Type"] == "application/zip"
+    assert 'filename="refund-sum.zip"' in r.headers["Content-Disposition"]
+    files = unzip(r.content)
+    fixture = sample_content()[2].fixture
+    for path, data in fixture.items():
+        assert files[f"refund-sum/{path}"] == data
+    gate = files["refund-sum/gate.py"].decode()
+    assert f'TOKEN = "{started.raw_token}"' in gate
+    assert 'SERVER = "https://jobs.example.com"' in gate
+    assert "__TAKEHOME_" not in gate
+    compile(gate, "gate.py", "exec")
+    readme = files["refund-sum/README.txt"].decode()
+    assert "python gate.py red" in readme and "red means the test runner printed FAILED" in readme
+    assert f"https://jobs.example.com/t/{started.raw_token}/" in readme
+
+
+def test_the_gate_keeps_the_articles_refusals_and_artifact_names(client, started):
+    gate = unzip(client.get(url("download", started)).content)["refund-sum/gate.py"].decode()
+    for text in ("red.log is green. The gate wants a failure.", "No red log. The model waits.",
+                 "Write artifacts/prompt.txt first.", "Green before model is a skip, not a pass.",
+                 "still red", '"red.log"', '"prompt.txt"', '"model_allowed.at"', '"green.log"'):
+        assert text in gate
+
+
+def test_a_value_cannot_break_out_of_the_gate_strings():
+    from sessions_app.bundle import personalise_gate
+
+    source = personalise_gate(server='http://x"; import os; os.system("boom")  # ', token="t",
+                              test_command="python -m pytest -q", max_bytes=10)
+    namespace: dict = {}
+    exec(compile(source.split("ROOT = ")[0], "gate.py", "exec"), namespace)
+    assert namespace["SERVER"].startswith('http://x"; import os')
+    assert namespace["MAX_UPLOAD_BYTES"] == 10

@@ -1,0 +1,212 @@
+"""The candidate's whole path with a real server, a real worker, Redis and the sandbox.
+
+Each test runs the downloaded gate.py (or Chromium) as a candidate would, and
+waits for the submission to be graded by a `celery worker` subprocess, with
+the server's gate receipts in its evidence timeline. Two tests break things
+on the way: the worker is SIGKILLed mid-grading, the broker is stopped
+during an upload; nothing is lost.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import shutil
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from conftest import Worker, _wait_for, require, screenshot
+from grading.models import Evidence
+from grading.tasks import sweep_submissions
+from sessions_app.actions import do_start_session
+from sessions_app.models import Submission
+from takehome.tests.factories import InvitationFactory
+
+from .conftest import url
+from .helpers import (apply_fix, do_honest_work, download_tree, honest_zip, receipts_jsonl, run_gate,
+                      runner_python, write_refusal)
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+GRADING_WAIT_S = 90
+
+
+@pytest.fixture
+def ready(media_root, settings):
+    """What every test here needs besides Redis: bubblewrap and the runner virtualenv."""
+    require(shutil.which("bwrap") is not None, "bubblewrap is not installed (apt-get install bubblewrap)")
+    require(runner_python().exists(), f"{runner_python()} is missing: run `make runner`")
+
+
+@pytest.fixture
+def candidate(ready, live_server, settings, sample_packet):
+    settings.SITE_URL = live_server.url  # the personalised gate talks to this server
+    return InvitationFactory(packet_version=sample_packet.latest_version())
+
+
+def work_through_the_gate(tree: Path) -> None:
+    """red, prompt, model, fix with a test named for refunds, green, refuse.md: an honest candidate."""
+    for step, before in (("red", None), ("model", do_honest_work), ("green", apply_fix)):
+        if before:
+            before(tree)
+        result = run_gate(tree, step)
+        assert result.returncode == 0, f"gate.py {step}: {result.stdout}{result.stderr}"
+        assert "Witnessed by the server" in result.stdout
+    write_refusal(tree)
+
+
+def wait_graded(submission_id: int, worker: Worker, timeout: float = GRADING_WAIT_S) -> Submission:
+    try:
+        return _wait_for(
+            lambda: Submission.objects.filter(pk=submission_id, status__in=Submission.FINISHED).first(),
+            timeout, f"submission {submission_id} to be graded", interval=0.25)
+    except AssertionError:
+        raise AssertionError("worker log:\n" + worker.output()[-6000:])
+
+
+def assert_graded_with_receipts(submission: Submission, steps=("red", "model", "green", "upload")) -> dict:
+    assert submission.status == Submission.Status.GRADED, submission.reject_reason or submission.error
+    evidence = Evidence.objects.get(submission=submission).data
+    names = [e["name"] for e in evidence["timeline"]["events"] if e["source"] == "server receipt"]
+    assert names == [f"receipt: {s}" for s in steps]
+    assert evidence["timeline"]["ok"], evidence["timeline"]["problems"]
+    assert evidence["red_log"]["genuine"], evidence["red_log"]
+    return evidence
+
+
+def zip_folder(tree: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(tree.rglob("*")):
+            parts = path.relative_to(tree).parts
+            if path.is_file() and not {"__pycache__", ".pytest_cache"} & set(parts):
+                zf.write(path, f"{tree.name}/{path.relative_to(tree).as_posix()}")
+    return buffer.getvalue()
+
+
+def test_gate_py_from_red_to_submit_is_graded_with_its_receipts(candidate, client, live_server, celery_worker_proc,
+                                                                tmp_path):
+    assert client.post(url("start", candidate)).status_code == 302
+    tree = download_tree(live_server.url, candidate.raw_token, tmp_path)
+    work_through_the_gate(tree)
+
+    result = run_gate(tree, "submit")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "It will be graded shortly" in result.stdout
+    submission = Submission.objects.get(invitation=candidate)
+    assert submission.via == "gate" and submission.sha256 in result.stdout
+
+    evidence = assert_graded_with_receipts(wait_graded(submission.pk, celery_worker_proc))
+    kept = evidence["archive"]["kept"]
+    assert "artifacts/receipts.jsonl" in kept and "invoices.py" in kept
+    assert "gate.py" not in kept  # it holds the link; the diff should show only the candidate's work
+    assert not [k for k in kept if "__pycache__" in k or ".pytest_cache" in k]
+    assert all(run["as_expected"] for run in evidence["runs"].values()), evidence["runs"]
+    assert [x["witnessed"] for x in receipts_jsonl(tree)] == [True, True, True]
+    status = run_gate(tree, "status")
+    assert "graded" in status.stdout
+
+
+@pytest.mark.browser
+def test_browser_upload_is_graded_and_the_page_updates_itself(candidate, live_server, celery_worker_proc, page,
+                                                              tmp_path):
+    page.goto(f"{live_server.url}{url('landing', candidate)}")
+    page.get_by_role("heading", name="Refunds in the invoice total").wait_for()
+    page.click("#start-button")
+    page.locator("#countdown").wait_for()
+    assert "min" in page.locator("#countdown").inner_text()
+    screenshot(page, "candidate-landing")
+
+    tree = download_tree(live_server.url, candidate.raw_token, tmp_path / "dl")
+    work_through_the_gate(tree)
+    archive = tmp_path / "my-work.zip"
+    archive.write_bytes(zip_folder(tree))
+
+    # Drag and drop, as a candidate drops the zip on the page.
+    dropped = page.evaluate_handle(
+        """(b64) => {
+            const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([bytes], "my-work.zip", {type: "application/zip"}));
+            return transfer;
+        }""", base64.b64encode(archive.read_bytes()).decode())
+    page.dispatch_event("#dropzone", "drop", {"dataTransfer": dropped})
+    assert "my-work.zip" in page.locator("#chosen").inner_text()
+    page.click("#upload-button")
+    page.locator("#receipt-sha256").wait_for()
+    submission = Submission.objects.get(invitation=candidate)
+    assert page.locator("#receipt-sha256").inner_text() == submission.sha256
+    wait_graded(submission.pk, celery_worker_proc)
+    page.locator("#submission-status", has_text="graded").wait_for(timeout=20000)
+    page.goto(f"{live_server.url}{url('landing', candidate)}")
+    page.locator("#upload-list", has_text="graded").wait_for()
+    screenshot(page, "candidate-uploaded")
+    assert_graded_with_receipts(Submission.objects.get(pk=submission.pk))
+
+
+def slow_zip() -> bytes:
+    """An honest submission whose own tests take a few seconds, so the worker can be caught grading."""
+    data = io.BytesIO(honest_zip())
+    out = io.BytesIO()
+    with zipfile.ZipFile(data) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info, src.read(info))
+        dst.writestr("refund-sum/test_slow.py", "import time\n\n\ndef test_takes_a_while():\n    time.sleep(4)\n")
+    return out.getvalue()
+
+
+def test_a_worker_killed_while_grading_loses_nothing(ready, client, worker_env, tmp_path, sample_packet):
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    do_start_session(invitation)
+    env = {**worker_env, "TAKEHOME_STALE_GRADING_S": "1"}
+    first = Worker(env, tmp_path / "worker-1.log")
+    second = Worker(env, tmp_path / "worker-2.log")
+    first.start()
+    try:
+        r = client.post(url("upload", invitation), {"archive": SimpleUploadedFile("w.zip", slow_zip())},
+                        headers={"X-Takehome-Client": "gate"})
+        assert r.status_code == 201
+        submission_id = r.json()["submission"]
+        try:
+            _wait_for(lambda: Submission.objects.filter(pk=submission_id, status="grading").exists(), 60,
+                      "the worker to start grading", interval=0.05)
+        except AssertionError:
+            raise AssertionError("worker log:\n" + first.output()[-6000:])
+        first.kill()  # SIGKILL to the whole process group, mid-run
+        assert Submission.objects.get(pk=submission_id).status == "grading"
+        time.sleep(1.5)  # older than TAKEHOME_STALE_GRADING_S: the next sweep takes it back
+        second.start()  # a worker that starts sweeps for work left behind
+        submission = wait_graded(submission_id, second)
+        assert submission.status == "graded" and submission.attempts >= 2
+        assert Evidence.objects.filter(submission=submission).count() == 1
+    finally:
+        first.kill()
+        second.stop()
+
+
+def test_an_upload_while_the_broker_is_down_is_graded_once_it_is_back(ready, client, worker_env, tmp_path,
+                                                                      sample_packet, stoppable_broker):
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    do_start_session(invitation)
+    worker = Worker({**worker_env, "TAKEHOME_STALE_RECEIVED_S": "1"}, tmp_path / "worker.log")
+    worker.start()
+    try:
+        stoppable_broker.stop()
+        started = time.monotonic()
+        r = client.post(url("upload", invitation), {"archive": SimpleUploadedFile("w.zip", honest_zip())},
+                        headers={"X-Takehome-Client": "gate"})
+        assert time.monotonic() - started < 15, "the upload must not hang on a dead broker"
+        assert r.status_code == 201 and "It will be graded shortly" in r.json()["message"]
+        submission_id = r.json()["submission"]
+        assert Submission.objects.get(pk=submission_id).status == "received"
+
+        stoppable_broker.start()
+        time.sleep(1.2)  # older than TAKEHOME_STALE_RECEIVED_S
+        sweep_submissions.delay()  # what beat sends every minute
+        submission = wait_graded(submission_id, worker)
+        assert_graded_with_receipts(submission, steps=("upload",))
+    finally:
+        worker.stop()

@@ -1,0 +1,84 @@
+"""The downloaded gate.py, run as a candidate runs it, against a live server (no worker needed)."""
+
+import pytest
+
+from conftest import require
+from sessions_app.actions import do_start_session
+from sessions_app.models import GateReceipt
+from takehome.tests.factories import InvitationFactory
+
+from .helpers import (apply_fix, do_honest_work, download_tree, receipts_jsonl, run_gate, runner_python,
+                      write_refusal)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def tree(live_server, settings, sample_packet, tmp_path):
+    require(runner_python().exists(), f"{runner_python()} is missing: run `make runner`")
+    settings.SITE_URL = live_server.url
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    do_start_session(invitation)
+    return download_tree(live_server.url, invitation.raw_token, tmp_path)
+
+
+def test_the_gate_refuses_out_of_order_locally_then_is_witnessed_step_by_step(tree):
+    r = run_gate(tree, "green")
+    assert r.returncode != 0 and "Green before model is a skip, not a pass." in r.stderr
+    r = run_gate(tree, "model")
+    assert r.returncode != 0 and "No red log. The model waits." in r.stderr
+
+    r = run_gate(tree, "red")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Witnessed by the server" in r.stdout and "red captured" in r.stdout
+    assert "FAILED" in (tree / "artifacts" / "red.log").read_text()
+
+    r = run_gate(tree, "model")
+    assert r.returncode != 0 and "Write artifacts/prompt.txt first." in r.stderr
+    do_honest_work(tree)
+    r = run_gate(tree, "model")
+    assert r.returncode == 0 and "model window open" in r.stdout
+    assert float((tree / "artifacts" / "model_allowed.at").read_text()) > 0
+
+    r = run_gate(tree, "green")
+    assert r.returncode != 0 and "still red" in r.stderr
+    apply_fix(tree)
+    write_refusal(tree)
+    r = run_gate(tree, "green")
+    assert r.returncode == 0 and "green captured" in r.stdout, r.stdout + r.stderr
+
+    lines = receipts_jsonl(tree)
+    assert [(x["step"], x["witnessed"]) for x in lines] == [("red", True), ("model", True), ("green", True)]
+    stored = GateReceipt.objects.order_by("pk")
+    assert [r.pk for r in stored] == [x["receipt"] for x in lines]
+    assert all(r.accepted for r in stored)
+    assert stored[1].log_text.startswith("invoices.py uses abs()")  # the model step carries the prompt
+    assert "artifacts/red.log" in stored[1].tree_hashes
+
+    r = run_gate(tree, "status")
+    assert r.returncode == 0 and "Time left:" in r.stdout and "green" in r.stdout
+
+
+def test_offline_the_gate_still_works_and_says_the_step_was_not_witnessed(tree):
+    gate = tree / "gate.py"
+    source = gate.read_text()
+    start = source.index('SERVER = "') + len('SERVER = "')
+    end = source.index('"', start)
+    gate.write_text(source[:start] + "http://127.0.0.1:9" + source[end:])  # nothing listens on port 9
+    r = run_gate(tree, "red")
+    assert r.returncode == 0 and "Not witnessed: the server could not be reached" in r.stdout
+    (entry,) = receipts_jsonl(tree)
+    assert entry["witnessed"] is False and "unreachable" in entry["why"]
+    assert not GateReceipt.objects.exists()
+
+
+def test_the_server_refuses_the_model_step_when_red_was_never_witnessed(tree):
+    assert run_gate(tree, "red", "--offline").returncode == 0
+    do_honest_work(tree)
+    r = run_gate(tree, "model")
+    assert r.returncode != 0
+    assert "The server refused this step: No red run has been witnessed yet" in r.stdout
+    assert not (tree / "artifacts" / "model_allowed.at").exists()
+    assert not GateReceipt.objects.filter(accepted=True).exists()
+    assert run_gate(tree, "red").returncode == 0  # the tests still fail: witness red now
+    assert run_gate(tree, "model").returncode == 0

@@ -1,0 +1,103 @@
+"""POST /t/<token>/gate/<step>: the server witnesses red, model and green, in that order."""
+
+import pytest
+from django.test import Client
+
+from sessions_app.models import GateReceipt
+from takehome.tests.factories import InvitationFactory
+
+from .conftest import url
+from .helpers import FORGED_RED, GREEN_LOG, RED_LOG, receipt
+
+pytestmark = pytest.mark.django_db
+
+
+def post(client, invitation, step, body, token=None):
+    path = url("gate-step", invitation, step=step) if token is None else f"/t/{token}/gate/{step}"
+    return client.post(path, body, content_type="application/json")
+
+
+def test_the_three_steps_in_order_are_witnessed(client, started):
+    for step, log in (("red", RED_LOG), ("model", "my prompt"), ("green", GREEN_LOG)):
+        r = post(client, started, step, receipt(log))
+        assert r.status_code == 201, r.json()
+        assert r.json()["accepted"] is True and r.json()["step"] == step
+        assert GateReceipt.objects.get(pk=r.json()["receipt"]).received_at.isoformat() == r.json()["received_at"]
+    rows = list(GateReceipt.objects.filter(invitation=started).values_list("step", "accepted"))
+    assert rows == [("red", True), ("model", True), ("green", True)]
+    red = GateReceipt.objects.get(step="red")
+    assert red.log_text == RED_LOG and red.local_time == "2025-01-01T10:00:00+01:00"
+    assert "artifacts/prompt.txt" in red.tree_hashes
+
+
+def test_the_endpoint_is_exempt_from_csrf(started):
+    r = post(Client(enforce_csrf_checks=True), started, "red", receipt(RED_LOG))
+    assert r.status_code == 201
+
+
+@pytest.mark.parametrize("step, log, expected", [
+    ("model", "p", "No red run has been witnessed yet"),
+    ("green", GREEN_LOG, "Green before model is a skip"),
+])
+def test_steps_out_of_order_are_refused_and_count_for_nothing(client, started, step, log, expected):
+    r = post(client, started, step, receipt(log))
+    assert r.status_code == 409
+    assert expected in r.json()["message"] and r.json()["accepted"] is False
+    # Kept as a refused receipt (a reviewer sees the attempt), never as a step.
+    assert not GateReceipt.objects.filter(accepted=True).exists()
+
+
+@pytest.mark.parametrize("log, expected", [
+    (GREEN_LOG, "red means the test runner printed FAILED"),
+    ("", "red means the test runner printed FAILED"),
+    (FORGED_RED, "does not look like pytest's own output"),
+])
+def test_red_must_be_a_real_pytest_failure(client, started, log, expected):
+    r = post(client, started, "red", receipt(log))
+    assert r.status_code == 409 and expected in r.json()["message"]
+    assert not GateReceipt.objects.filter(accepted=True).exists()
+
+
+def test_model_needs_the_prompt_file(client, started):
+    post(client, started, "red", receipt(RED_LOG))
+    r = post(client, started, "model", receipt("p", files={}))
+    assert r.status_code == 409 and "prompt.txt" in r.json()["message"]
+
+
+def test_green_must_pass(client, started):
+    post(client, started, "red", receipt(RED_LOG))
+    post(client, started, "model", receipt("p"))
+    r = post(client, started, "green", receipt(RED_LOG))
+    assert r.status_code == 409 and "still red" in r.json()["message"]
+
+
+def test_a_receipt_for_another_candidates_token_is_refused_and_stores_nothing(client, started, sample_packet):
+    other = InvitationFactory(packet_version=sample_packet.latest_version())
+    r = post(client, started, "red", receipt(RED_LOG, token=other.raw_token))
+    assert r.status_code == 403 and "another candidate" in r.json()["message"]
+    assert not GateReceipt.objects.exists()
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("not json", "not JSON"),
+    ("[1, 2]", "JSON object"),
+    ('{"log": "x"}', "files"),
+    ('{"log": "x", "files": {"a.py": "nothex"}}', "sha256"),
+])
+def test_bad_receipts_are_refused_and_store_nothing(client, started, body, expected):
+    r = post(client, started, "red", body)
+    assert r.status_code == 400 and expected in r.json()["message"]
+    assert not GateReceipt.objects.exists()
+
+
+def test_unknown_step_and_unknown_token(client, started):
+    assert post(client, started, "upload", receipt(RED_LOG)).status_code == 404
+    r = post(client, started, "red", receipt(RED_LOG), token="not-a-token")
+    assert r.status_code == 404 and r.json()["message"] == "This link is not valid."
+    assert not GateReceipt.objects.exists()
+
+
+def test_steps_before_start_are_refused(client, invitation):
+    r = post(client, invitation, "red", receipt(RED_LOG))
+    assert r.status_code == 409 and "Press Start" in r.json()["message"]
+    assert not GateReceipt.objects.exists()

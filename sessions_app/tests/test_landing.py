@@ -1,0 +1,106 @@
+"""GET /t/<token>/: the candidate's page."""
+
+import pytest
+
+from sessions_app.models import Submission
+from takehome.actions import do_create_version, do_revoke_invitation
+from takehome.models import Invitation
+from takehome.tests.factories import InvitationFactory, make_packet
+
+from .conftest import url
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_shows_title_prompt_time_limit_and_the_rules(client, invitation):
+    r = client.get(url("landing", invitation))
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert "Refunds in the invoice total" in html
+    assert "90 minutes" in html
+    assert "Red means the test runner printed FAILED" in html
+    assert "<strong>" in html  # markdown rendered
+    assert 'id="start-button"' in html
+    assert "Download the project" not in html  # only once the clock runs
+
+
+def test_it_marks_the_invitation_opened_once(client, invitation):
+    client.get(url("landing", invitation))
+    first = Invitation.objects.get(pk=invitation.pk).opened_at
+    client.get(url("landing", invitation))
+    assert first is not None
+    assert Invitation.objects.get(pk=invitation.pk).opened_at == first
+    assert Invitation.objects.get(pk=invitation.pk).status == "opened"
+
+
+def test_the_prompt_is_sanitised(client):
+    version = make_packet(prompt="Hi <script>alert(1)</script> [x](javascript:alert(2))").latest_version()
+    inv = InvitationFactory(packet_version=version)
+    html = client.get(url("landing", inv)).content.decode()
+    assert "<script>alert(1)" not in html
+    assert "javascript:alert" not in html
+
+
+@pytest.mark.parametrize("token", ["nope", "x" * 48, "a" * 300])
+def test_unknown_tokens_get_the_not_valid_page(client, invitation, token):
+    r = client.get(f"/t/{token}/")
+    assert r.status_code == 404
+    assert "This link is not valid" in r.content.decode()
+
+
+def test_a_revoked_link_is_not_valid(client, invitation):
+    do_revoke_invitation(invitation)
+    r = client.get(url("landing", invitation))
+    assert r.status_code == 404
+    assert "This link is not valid" in r.content.decode()
+    assert Invitation.objects.get(pk=invitation.pk).opened_at is None
+
+
+def test_lookups_are_rate_limited_per_address(client, invitation, settings):
+    settings.TOKEN_LOOKUPS_PER_MINUTE = 3
+    for _ in range(3):
+        assert client.get("/t/guess/").status_code == 404
+    r = client.get(url("landing", invitation))  # even the right token waits
+    assert r.status_code == 429
+    assert "Too many requests" in r.content.decode()
+    other = client.get(url("landing", invitation), REMOTE_ADDR="10.0.0.9")
+    assert other.status_code == 200
+
+
+def test_after_start_it_shows_the_countdown_next_steps_and_upload_form(client, started, settings):
+    settings.UPLOAD_MAX_BYTES = 5 * 1024 * 1024
+    html = client.get(url("landing", started)).content.decode()
+    assert 'id="countdown"' in html
+    assert 'id="next-steps"' in html
+    assert url("download", started) in html
+    assert 'id="upload-form"' in html and 'name="archive"' in html
+    assert "at most <strong>5 MB</strong>" in html
+    assert 'data-seconds-left="' in html
+
+
+def test_the_upload_list_partial_is_a_fragment_and_polls_while_grading(client, started, media_root):
+    Submission.objects.create(invitation=started, archive="uploads/aa/x.zip", sha256="a" * 64, size=10,
+                              original_name="<b>mine</b>.zip")
+    r = client.get(url("landing", started), headers={"HX-Request": "true"})
+    html = r.content.decode()
+    assert r.status_code == 200
+    assert "<html" not in html
+    assert html.strip().startswith('<section class="card" id="upload-list"')
+    assert 'hx-trigger="every 2s"' in html
+    assert "&lt;b&gt;mine&lt;/b&gt;.zip" in html and "<b>mine</b>" not in html
+
+
+def test_the_upload_list_stops_polling_when_everything_is_finished(client, started):
+    Submission.objects.create(invitation=started, archive="uploads/aa/x.zip", sha256="a" * 64, size=10,
+                              status=Submission.Status.GRADED)
+    html = client.get(url("landing", started), headers={"HX-Request": "true"}).content.decode()
+    assert "hx-trigger" not in html and "graded" in html
+
+
+def test_the_invitation_keeps_its_version_after_the_packet_changes(client, invitation, sample_packet):
+    from takehome.actions import sample_content
+
+    content = sample_content()[2]
+    do_create_version(sample_packet, content.__class__(**{**content.__dict__, "time_limit_minutes": 5}))
+    assert "90 minutes" in client.get(url("landing", invitation)).content.decode()
+    assert "5 minutes" not in client.get(url("landing", invitation)).content.decode()

@@ -1,0 +1,33 @@
+"""GET /t/<token>/status: what the server witnessed and the time left, as JSON."""
+
+import pytest
+
+from sessions_app.models import GateReceipt, Submission
+
+from .conftest import url
+
+pytestmark = pytest.mark.django_db
+
+
+def test_status_before_start(client, invitation):
+    data = client.get(url("status", invitation)).json()
+    assert data["phase"] == "not_started" and data["seconds_left"] is None
+    assert data["receipts"] == [] and data["submissions"] == []
+
+
+def test_status_lists_receipts_uploads_and_time_left(client, started):
+    GateReceipt.objects.create(invitation=started, step="red", local_time="t")
+    Submission.objects.create(invitation=started, archive="uploads/aa/a.zip", sha256="a" * 64, size=3,
+                              error="Traceback: secret operator detail")
+    r = client.get(url("status", started))
+    data = r.json()
+    assert r["Content-Type"] == "application/json"
+    assert data["phase"] == "running" and 89 * 60 < data["seconds_left"] <= 90 * 60
+    assert [x["step"] for x in data["receipts"]] == ["red"]
+    assert data["submissions"][0]["status"] == "received"
+    assert "secret operator detail" not in r.content.decode()
+
+
+def test_status_with_a_bad_token(client):
+    r = client.get("/t/nope/status")
+    assert r.status_code == 404 and r.json()["message"] == "This link is not valid."

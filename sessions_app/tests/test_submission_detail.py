@@ -1,0 +1,48 @@
+"""GET /t/<token>/uploads/<pk>: the receipt page of one upload."""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from sessions_app.models import Submission
+from takehome.tests.factories import InvitationFactory
+
+from .conftest import url
+from .helpers import honest_zip, sha
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def submission(client, started, media_root):
+    client.post(url("upload", started), {"archive": SimpleUploadedFile("w.zip", honest_zip())})
+    return Submission.objects.get()
+
+
+def test_the_receipt_shows_the_hash_and_the_servers_time(client, started, submission):
+    r = client.get(url("submission-detail", started, pk=submission.pk))
+    html = r.content.decode()
+    assert r.status_code == 200
+    assert sha(honest_zip()) in html
+    assert submission.uploaded_at.strftime("%Y-%m-%d %H:%M:%S") in html
+    assert "latest upload" in html
+
+
+def test_the_status_partial_polls_until_graded(client, started, submission):
+    r = client.get(url("submission-detail", started, pk=submission.pk), headers={"HX-Request": "true"})
+    html = r.content.decode()
+    assert "<html" not in html and 'id="submission-status"' in html and "every 2s" in html
+    Submission.objects.filter(pk=submission.pk).update(status="graded")
+    html = client.get(url("submission-detail", started, pk=submission.pk), headers={"HX-Request": "true"}).content.decode()
+    assert "graded" in html and "hx-trigger" not in html
+
+
+def test_another_candidates_token_cannot_see_the_upload(client, started, submission, sample_packet):
+    other = InvitationFactory(packet_version=sample_packet.latest_version())
+    r = client.get(url("submission-detail", other, pk=submission.pk))
+    assert r.status_code == 404 and "This link is not valid" in r.content.decode()
+
+
+def test_an_error_is_never_shown_to_the_candidate(client, started, submission):
+    Submission.objects.filter(pk=submission.pk).update(status="error", error="Traceback: /srv/secret")
+    html = client.get(url("submission-detail", started, pk=submission.pk)).content.decode()
+    assert "/srv/secret" not in html and "problem on our side" in html
