@@ -33,7 +33,7 @@ venv: $(VENV)/.installed
 
 # The sandbox's own minimal virtualenv (pinned pytest), built from Debian's python3.
 runner: venv
-	@$(PY) -m grading.runner "$${TAKEHOME_RUNNER_DIR:-$(TAKEHOME_VAR_DIR)/runner}"
+	@$(PY) manage.py build_runner
 
 db: venv
 	@mkdir -p $(TAKEHOME_VAR_DIR)

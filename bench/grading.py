@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from grading.archive import safe_extract  # noqa: E402
 from grading.core import EXPECTED, RUN_NAMES, GradeOptions, grade_archive, read_tree, rerun_trees, write_tree  # noqa: E402
-from grading.runner import RunnerUnavailable, ensure_runner, runner_python  # noqa: E402
+from grading.runner import RunnerUnavailable, ensure_runner, runner_python, sandbox_home  # noqa: E402
 from grading.sandbox import JUNIT_IN_SANDBOX, Sandbox, SandboxUnavailable, pytest_command  # noqa: E402
 from grading.spec import sample_spec  # noqa: E402
 from grading.tests.corpus import honest_files, zip_with_times  # noqa: E402
@@ -63,10 +63,10 @@ OVERHEAD_TARGET_MS = 40.0
 
 
 def default_dir(env_name: str, leaf: str) -> Path:
-    """As takehome.settings: the named variable, else $TAKEHOME_VAR_DIR/<leaf>, else var/<leaf>."""
+    """As takehome.settings: the named variable, else <sandbox home of TAKEHOME_VAR_DIR or var/>/<leaf>."""
     if os.environ.get(env_name):
         return Path(os.environ[env_name])
-    return Path(os.environ.get("TAKEHOME_VAR_DIR") or ROOT / "var") / leaf
+    return sandbox_home(Path(os.environ.get("TAKEHOME_VAR_DIR") or ROOT / "var")) / leaf
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -169,11 +169,6 @@ def row(label: str, seconds: list[float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if Path(args.runner).resolve().is_relative_to("/tmp"):
-        # why: the sandbox mounts a fresh tmpfs on /tmp, which hides a runner kept there
-        print(f"bench: the runner {args.runner} is under /tmp, which the sandbox replaces with its own "
-              "tmpfs; choose another folder (--runner)", file=sys.stderr)
-        return 2
     try:
         runner = ensure_runner(args.runner)
     except RunnerUnavailable as exc:

@@ -276,6 +276,8 @@ def grade_archive(
     scratch: Path | None = None,
 ) -> dict:
     """Unpack an uploaded zip safely and grade it. A refused archive is evidence too."""
+    if scratch is not None:
+        Path(scratch).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="grade-", dir=scratch))
     try:
         try:

@@ -45,6 +45,19 @@ def untraversable_parents(path: Path) -> list[Path]:
     return blocked
 
 
+def sandbox_home(var_dir: Path) -> Path:
+    """Where the runner virtualenv and scratch space go by default: ``var_dir`` itself
+    when every folder above it lets other users through, else a folder of its own
+    under /var/tmp (a checkout under /root, mode 0700, cannot hold them: candidate
+    code runs as unprivileged uids that must reach both).
+    """
+    var_dir = Path(var_dir).resolve()
+    if not untraversable_parents(var_dir):
+        return var_dir
+    digest = hashlib.sha256(str(var_dir).encode()).hexdigest()[:12]
+    return Path("/var/tmp") / f"takehome-{digest}"
+
+
 def _make_world_readable(root: Path) -> None:
     # why: the sandbox runs as an unprivileged uid that must read and execute
     # the venv, but must never be able to change it (no write bits for others).

@@ -13,7 +13,7 @@ from kombu.exceptions import OperationalError
 from sessions_app.models import InvalidTransition, Submission
 
 from . import pipeline
-from .sandbox import SandboxUnavailable
+from .runner import RunnerUnavailable, ensure_runner
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,12 @@ def sweep_submissions() -> int:
 
 
 @worker_ready.connect
-def sweep_at_start(sender=None, **kwargs) -> None:
-    """A worker that starts looks for work left behind by one that died."""
+def prepare_worker(sender=None, **kwargs) -> None:
+    """A worker that starts builds the runner virtualenv if it is missing, then
+    looks for work left behind by one that died."""
+    try:
+        ensure_runner(settings.GRADING_RUNNER_DIR)
+    except RunnerUnavailable as exc:
+        # Grading will fail with SandboxUnavailable and be retried; say why now.
+        log.error("the sandbox's runner virtualenv cannot be built: %s", exc)
     sweep_submissions.delay()

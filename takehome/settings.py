@@ -11,6 +11,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from grading.runner import sandbox_home
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
@@ -205,8 +207,11 @@ LOGGING = {
 
 # Grading. The sandbox runs candidate code as unprivileged uids, so the runner
 # virtualenv and the scratch folder must sit where any user can traverse.
-GRADING_RUNNER_DIR = Path(env.str("TAKEHOME_RUNNER_DIR", default=str(VAR_DIR / "runner")))
-GRADING_SCRATCH_DIR = Path(env.str("TAKEHOME_SCRATCH_DIR", default=str(VAR_DIR / "scratch")))
+# Under VAR_DIR when every folder above it lets other users through, else
+# under /var/tmp/takehome-<hash> (see grading.runner.sandbox_home).
+SANDBOX_HOME = sandbox_home(VAR_DIR)
+GRADING_RUNNER_DIR = Path(env.str("TAKEHOME_RUNNER_DIR", default=str(SANDBOX_HOME / "runner")))
+GRADING_SCRATCH_DIR = Path(env.str("TAKEHOME_SCRATCH_DIR", default=str(SANDBOX_HOME / "scratch")))
 GRADING_UID_BASE = env.int("TAKEHOME_SANDBOX_UID_BASE", default=62000)
 GRADING_SANDBOX_SLOTS = env.int("TAKEHOME_SANDBOX_SLOTS", default=8)
 GRADING_RUN_WALL_S = env.int("TAKEHOME_RUN_WALL_S", default=60)

@@ -118,3 +118,14 @@ def test_the_sweep_finds_work_left_behind(invitation, media_root, tmp_path, sett
     found = set(pipeline.stale_submissions().values_list("pk", flat=True))
     assert found == {s.pk for s in stuck}
     assert fresh.pk not in found and done.pk not in found
+
+
+def test_a_fresh_machine_without_a_scratch_folder_grades(invitation, media_root, tmp_path, settings):
+    settings.GRADING_SCRATCH_DIR = Path(settings.GRADING_SCRATCH_DIR) / f"fresh-{tmp_path.name}"
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    try:
+        assert pipeline.grade_submission(submission.pk) == "graded"
+    finally:
+        import shutil
+
+        shutil.rmtree(settings.GRADING_SCRATCH_DIR, ignore_errors=True)
