@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from grading import archive as archive_mod
+from conftest import require
 from grading.archive import EntryTime, Limits, UnsafeArchive, safe_extract
 from grading.tests import zips
 from grading.tests.zips import RawEntry, make_zip, write_raw_zip
@@ -269,8 +270,8 @@ def test_a_python_zipfile_archive_unpacks(tmp_path):
     assert report.kept == ("pkg/__init__.py", "pkg/mod.py", "test_mod.py")
 
 
-@pytest.mark.skipif(shutil.which("zip") is None, reason="Info-ZIP `zip` is not installed")
 def test_an_info_zip_archive_unpacks_with_its_times(tmp_path):
+    require(shutil.which("zip") is not None, "Info-ZIP `zip` is not installed (apt-get install zip)")
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
     (project / "src/a.py").write_text("A = 1\n")
