@@ -14,8 +14,11 @@ ENV TAKEHOME_VAR_DIR=/data \
     PYTHONUNBUFFERED=1
 # The sandbox's runner virtualenv is built from Debian's python3, under a path
 # every sandbox uid can read.
+# collectstatic runs in production mode so whitenoise's manifest is written;
+# the key here only lets the settings load during the build.
 RUN python -m grading.runner /opt/takehome-runner && \
-    DEBUG=true python manage.py collectstatic --noinput -v0
+    DEBUG=false SECRET_KEY=build-time-only-never-used-to-sign-anything-0123456789 \
+    python manage.py collectstatic --noinput -v0
 ENV TAKEHOME_RUNNER_DIR=/opt/takehome-runner
 
 # tini reaps the sandboxes' processes when the worker is pid 1.

@@ -68,6 +68,10 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[SITE_URL])
 # Everything the app writes lives under one folder: the SQLite file, the
 # private Redis, uploads, the sandbox's runner virtualenv and scratch space.
 VAR_DIR = Path(env.str("TAKEHOME_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
+try:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite cannot create its own folder
+except OSError:
+    pass  # a read-only image: whatever needs the folder says so itself
 
 INSTALLED_APPS = [
     "django.contrib.admin",
