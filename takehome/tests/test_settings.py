@@ -70,3 +70,10 @@ def test_celery_is_configured_for_late_acks_and_json(settings):
     assert settings.CELERY_ACCEPT_CONTENT == ["json"]
     hard_limit = settings.GRADING_TIME_LIMIT_S + 60
     assert settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] > hard_limit
+
+
+def test_a_new_var_folder_is_created_so_sqlite_can_start(tmp_path):
+    var = tmp_path / "fresh" / "var"
+    result = manage("migrate", "-v0", DEBUG="true", TAKEHOME_VAR_DIR=str(var))
+    assert result.returncode == 0, result.stderr
+    assert (var / "db.sqlite3").exists()
