@@ -11,8 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def manage(*args, **env):
-    drop = {"DEBUG", "SECRET_KEY", "SECRET_KEY_FILE", "DJANGO_ALLOW_ASYNC_UNSAFE"}  # the browser tests set the last
+def manage(*args, drop_env=(), **env):
+    drop = {"DEBUG", "SECRET_KEY", "SECRET_KEY_FILE", "DJANGO_ALLOW_ASYNC_UNSAFE", *drop_env}  # the browser tests set the async flag
     base = {k: v for k, v in os.environ.items() if k not in drop}
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env={**base, **env},
@@ -74,6 +74,6 @@ def test_celery_is_configured_for_late_acks_and_json(settings):
 
 def test_a_new_var_folder_is_created_so_sqlite_can_start(tmp_path):
     var = tmp_path / "fresh" / "var"
-    result = manage("migrate", "-v0", DEBUG="true", TAKEHOME_VAR_DIR=str(var))
+    result = manage("migrate", "-v0", drop_env=("DATABASE_URL",), DEBUG="true", TAKEHOME_VAR_DIR=str(var))
     assert result.returncode == 0, result.stderr
     assert (var / "db.sqlite3").exists()
