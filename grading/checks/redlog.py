@@ -6,7 +6,9 @@ The rule for ``genuine`` (all must hold):
    failed tests, or the word FAILED (the gate's own test).
 2. pytest's closing summary line counts ``N failed`` (N >= 1), in any of the
    shapes pytest has printed: ``1 failed in 0.03s``, ``=== 1 failed, 2 passed,
-   1 warning in 1.23s (0:00:01) ===``, old ``in 0.12 seconds``.
+   1 warning in 1.23s (0:00:01) ===``, old ``in 0.12 seconds``. ``pytest -qq``
+   prints no closing line: a log with none passes this point when it has a
+   progress line with F and a short test summary naming the failures.
 3. at least one more piece of pytest's structure: a progress line showing F
    (``test_x.py F.`` / ``F [100%]`` / ``-v``'s ``::test_a FAILED [ 50%]``),
    the FAILURES section, or the short test summary.
@@ -14,15 +16,39 @@ The rule for ``genuine`` (all must hold):
    FAILURES section headers) and, when ``known_test_ids`` is given, every one
    of them is a test of this submission: the original tree's tests or the
    candidate's own (the caller passes the union, since a candidate may write
-   the failing test first).
+   the failing test first). Doctest ids (``path::module.function``) count
+   when that docstring holds ``>>>``.
+5. nothing real pytest cannot print (each found is listed in ``missing``,
+   starting "FAILED lines under..." / "pytest's order: ..." / "counts that
+   agree: ..."):
+   - ``FAILED <id>`` lines stand only under a ``short test summary info``
+     header (xdist's ``[gw0] [ 50%] FAILED <id>`` aside);
+   - the closing line comes after the report sections (unless another run
+     follows it: two runs appended to one file are honest) and, within the
+     last run, FAILURES comes before the short summary;
+   - the last run's own lines agree with its closing counts: no more failed
+     ids in the summary or ``-v`` lines than ``N failed``; the progress
+     letters (read only above the first report section, and only when every
+     progress-looking line there could be read and the counts hold only the
+     usual words) show exactly ``N failed`` F and as many tests as passed,
+     failed, skipped, xfailed and xpassed together.
+
+Signals versus verdicts: a point above decides ``genuine`` only when no
+honest run of pytest can produce its absence. What an honest candidate can
+produce stays a signal or a note in ``missing``: a missing session header
+(``-q``), a missing FAILURES section (``--tb=no``) or summary (``-rN``),
+failing differently from the original tree (a test edited or added first),
+durations of ``0.00s``, odd assertion messages.
 
 Agreement with the original tree's own run (``original_failures``) is
 reported as a signal, or as a note in ``missing``, but does not decide
 ``genuine``: a candidate who extended or renamed the shipped test before the
 red run is honest and fails differently. The sandbox reruns judge that.
 
-Honest logs vary, so before any matching the text loses ANSI colour codes,
-CR line ends and Windows path separators, and ids lose their parameters
+Honest logs vary, so before any matching the text loses ANSI colour codes
+and other terminal sequences (cursor moves, OSC titles and shell-integration
+marks from ``script`` or an IDE terminal), NULs (UTF-16 read without its
+byte-order mark), CR line ends and Windows path separators, and ids lose their parameters
 (``test_a[1]`` matches ``test_a``) and a leading ``./``. A test id whose path
 is a suffix of a known path on folder boundaries also matches, since running
 pytest from the parent or a sub-folder prefixes or drops folders.
@@ -36,18 +62,20 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
-# "1 failed", "3 failed, 2 passed, 1 warning", then " in 0.12s", " in 12.34s
+# CSI (colours, cursor moves), OSC (window titles, links: ESC ] ... BEL or ST), other ESC pairs.
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
+# "1 failed", "3 failed, 2 passed, 1 warning" (pytest 9: "1 subtests passed"), then " in 0.12s", " in 12.34s
 # (0:00:12)" or the pre-5.1 " in 0.12 seconds"; optionally framed by "=".
 CLOSING_RE = re.compile(
-    r"^=*\s*(?P<counts>\d+ [a-z]+(?:, \d+ [a-z]+)*) in \d+(?:\.\d+)?\s*s(?:econds)?"
+    r"^=*\s*(?P<counts>\d+ [a-z]+(?: [a-z]+)?(?:, \d+ [a-z]+(?: [a-z]+)?)*) in \d+(?:\.\d+)?\s*s(?:econds)?"
     r"(?: \(\d+:\d\d:\d\d(?:\.\d+)?\))?\s*=*\s*$"
 )
 HEADER_RE = re.compile(r"^=+ test session starts =+$")
 FAILURES_RE = re.compile(r"^=+ FAILURES =+$")
+FRAMED_RE = re.compile(r"^=+ .+ =+$")
 SUMMARY_RE = re.compile(r"^=+ short test summary info =+$")
-# "test_x.py F.s" (default), "F.F [ 60%]" (-q), classic style without percent.
-PROGRESS_RE = re.compile(r"^(?:\S+\.py ?)?[.FEsxX]+(?:\s+\[\s*\d+%\])?$")
+# "test_x.py F.s" (default), "F.F [ 60%]" (-q), classic style without percent; u: pytest 9 subtests.
+PROGRESS_RE = re.compile(r"^(?:\S+\.py ?)?[.FEsxXu]+(?:\s+\[\s*\d+%\])?$")
 NODE = r"(?P<id>[^\s:]+\.py(?:::[\w.]+)+(?:\[.*?\])?)"
 # -v: "test_x.py::test_a FAILED [ 50%]"; xdist -v: "[gw0] [ 50%] FAILED test_x.py::test_a"
 VERBOSE_FAILED_RE = re.compile(rf"^{NODE} FAILED(?:\s+\[\s*\d+%\])?$")
@@ -78,8 +106,12 @@ class RedLogReport:
 
 
 def clean_log(text: str) -> str:
-    """Strip colour codes and CRs so honest logs from any terminal look alike."""
-    text = ANSI_RE.sub("", text)
+    """Strip colour codes and CRs so honest logs from any terminal look alike.
+
+    NULs go too: UTF-16 text read without its byte-order mark shows every
+    ASCII character followed by one.
+    """
+    text = ANSI_RE.sub("", text.replace("\x00", ""))
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -104,10 +136,22 @@ def _suffix_match(log_id: str, known: str) -> bool:
     return longer[-len(shorter):] == shorter
 
 
+def _doctest_match(log_id: str, known: str) -> bool:
+    """A doctest id (``path::module.qualname``, normalised with ``::``) whose module
+    part is named with its packages (``tests.test_x.f``) where we wrote ``test_x.f``."""
+    log_path, _, log_name = log_id.partition("::")
+    known_path, _, known_name = known.partition("::")
+    stem = PurePosixPath(known_path).stem
+    if not known_name.startswith(stem + "::") and known_name != stem:
+        return False
+    return (log_name.endswith("::" + known_name)
+            and _suffix_match(f"{log_path}::{known_name}", known))
+
+
 def _id_known(log_id: str, known: set[str], full: bool = True) -> bool:
     if not full:  # only a name from a FAILURES header: match its tail
         return any(k.endswith("::" + log_id) for k in known)
-    return log_id in known or any(_suffix_match(log_id, k) for k in known)
+    return log_id in known or any(_suffix_match(log_id, k) or _doctest_match(log_id, k) for k in known)
 
 
 def _failing_ids(lines: list[str]) -> tuple[list[str], bool]:
@@ -144,6 +188,72 @@ def _closing(lines: list[str]) -> tuple[str | None, int]:
     return None, 0
 
 
+def _summary_lines(lines: list[str]) -> tuple[set[int], list[int]]:
+    """Indices of lines inside a short test summary section, and of ``FAILED <id>`` lines outside one.
+
+    pytest prints ``FAILED <id> - message`` lines only under its ``short test
+    summary info`` header (xdist's ``[gw0] [ 50%] FAILED <id>`` progress lines
+    aside); a section ends at the next ``=== ... ===`` header or closing line.
+    """
+    inside: set[int] = set()
+    orphans: list[int] = []
+    in_summary = False
+    for i, line in enumerate(lines):
+        if SUMMARY_RE.match(line):
+            in_summary = True
+            continue
+        if FRAMED_RE.match(line) or CLOSING_RE.match(line):
+            in_summary = False
+        if in_summary:
+            inside.add(i)
+        elif line.startswith("FAILED ") and SUMMARY_FAILED_RE.match(line):
+            orphans.append(i)
+    return inside, orphans
+
+
+def _counts(line: str) -> dict[str, int]:
+    m = CLOSING_RE.match(line)
+    if not m:
+        return {}
+    return {word: int(n) for n, word in (c.split(" ", 1) for c in m["counts"].split(", "))}
+
+
+OUTCOME_WORDS = {"passed", "failed", "skipped", "xfailed", "xpassed", "error", "errors",
+                 "warning", "warnings", "deselected"}
+PERCENT_TAIL_RE = re.compile(r"\[\s*\d+%\]$")
+
+
+def _count_conflicts(run: list[str], counts: dict[str, int], summary_idx: set[int], offset: int) -> list[str]:
+    """What in the last run's own lines contradicts its closing counts (impossible for pytest)."""
+    problems: list[str] = []
+    n_failed = counts.get("failed", 0)
+    named = {m["id"] for i, l in enumerate(run)
+             if i + offset in summary_idx and l.startswith("FAILED ") and (m := SUMMARY_FAILED_RE.match(l))}
+    verbose = {m["id"] for l in run if (m := VERBOSE_FAILED_RE.match(l))}
+    for what, ids in (("the short test summary", named), ("the -v lines", verbose)):
+        if len(ids) > n_failed:
+            problems.append(f"counts that agree: {what} names {len(ids)} failed tests, "
+                            f"the closing line counts {n_failed}")
+    # Progress letters, read only before the first report section (captured
+    # output further down may print anything).
+    letters = ""
+    for line in run:
+        if FRAMED_RE.match(line) and not HEADER_RE.match(line):
+            break
+        if PROGRESS_RE.match(line):
+            letters += PERCENT_TAIL_RE.sub("", line.split(".py")[-1] if ".py" in line else line).strip()
+        elif PERCENT_TAIL_RE.search(line):
+            return problems  # a progress line we cannot read (a space in a path, a plugin): no count
+    if not letters or not set(counts) <= OUTCOME_WORDS:
+        return problems
+    ran = sum(counts.get(w, 0) for w in ("passed", "failed", "skipped", "xfailed", "xpassed"))
+    shown = len(letters) - letters.count("E")
+    if letters.count("F") != n_failed or shown != ran:
+        problems.append(f"counts that agree: the progress line shows {letters.count('F')} F in "
+                        f"{shown} tests, the closing line counts {n_failed} failed of {ran}")
+    return problems
+
+
 def analyse_red_log(
     text: str | None,
     *,
@@ -177,13 +287,40 @@ def analyse_red_log(
     failures = note(any(FAILURES_RE.match(l) for l in lines), "FAILURES section")
     summary = note(any(SUMMARY_RE.match(l) for l in lines), "short test summary info")
     closing, n_failed = _closing(lines)
+    summary_idx, orphans = _summary_lines(lines)
+    summary_named = any(i in summary_idx and SUMMARY_FAILED_RE.match(lines[i]) for i in summary_idx)
+    # `pytest -qq` prints no closing line at all; its honest shape is a
+    # progress line with F and a short summary naming the failures.
+    quiet_shape = not closing and progress and summary_named and not orphans
     if closing and n_failed:
         signals.append(f"closing line '{closing}'")
     elif closing:
         missing.append(f"a failure in the closing line (it says '{closing}')")
+    elif quiet_shape:
+        signals.append("no closing line, as `pytest -qq` prints")
     else:
         missing.append("closing line 'N failed in X s'")
     failed = n_failed > 0 or "FAILED" in text
+
+    # Consistency: what real pytest cannot print. Each is a verdict.
+    conflicts: list[str] = []
+    if orphans:
+        conflicts.append("FAILED lines under a 'short test summary info' header "
+                         f"(line {orphans[0] + 1} stands alone)")
+    last = max((i for i, l in enumerate(lines) if CLOSING_RE.match(l)), default=None)
+    if last is not None:
+        previous = max((i for i, l in enumerate(lines[:last]) if CLOSING_RE.match(l)), default=-1)
+        run = lines[previous + 1:last + 1]
+        after = lines[last + 1:]
+        if (any(FAILURES_RE.match(l) or SUMMARY_RE.match(l) for l in after)
+                and not any(PROGRESS_RE.match(l) for l in after)):
+            conflicts.append("pytest's order: the closing line comes after the report sections")
+        f_at = max((i for i, l in enumerate(run) if FAILURES_RE.match(l)), default=-1)
+        s_at = max((i for i, l in enumerate(run) if SUMMARY_RE.match(l)), default=-1)
+        if s_at >= 0 and f_at > s_at:
+            conflicts.append("pytest's order: the FAILURES section comes before the short test summary")
+        conflicts += _count_conflicts(run, _counts(lines[last]), summary_idx, previous + 1)
+    missing.extend(conflicts)
 
     ids, full = _failing_ids(lines)
     ids_ok = note(bool(ids), "names of the failing tests") if failed else False
@@ -206,7 +343,8 @@ def analyse_red_log(
             missing.append("same failures as the original tree's own run "
                            "(fine when the candidate changed or added tests first)")
 
-    genuine = bool(failed and closing and n_failed and (progress or failures or summary) and ids_ok)
+    genuine = bool(failed and ((closing and n_failed) or quiet_shape) and (progress or failures or summary)
+                   and ids_ok and not conflicts)
     return RedLogReport(present=True, failed=failed, genuine=genuine, signals=tuple(signals),
                         missing=tuple(missing), failing_ids=tuple(ids))
 
@@ -227,12 +365,32 @@ def _class_ids(prefix: str, cls: ast.ClassDef) -> set[str]:
     return ids
 
 
+def _doctest_ids(rel: str, module: ast.Module) -> set[str]:
+    """``--doctest-modules`` ids (``path::module.qualname``) of docstrings holding ``>>>``."""
+    stem = PurePosixPath(rel).stem
+    ids: set[str] = set()
+
+    def visit(node: ast.AST, qual: str) -> None:
+        doc = ast.get_docstring(node, clean=False) if isinstance(
+            node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        if doc and ">>>" in doc:
+            ids.add(f"{rel}::{qual}")
+        for child in getattr(node, "body", ()):
+            if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(child, f"{qual}.{child.name}")
+
+    visit(module, stem)
+    return ids
+
+
 def collect_test_ids(tree: Path) -> set[str]:
     """Test ids (``path/test_x.py::test_a``, ``...::TestC::test_m``) found by parsing.
 
     Uses pytest's default discovery names (``test_*.py``/``*_test.py`` files,
     ``test*`` functions, ``Test*`` classes) and ``ast`` only: nothing from the
-    candidate runs. Files that do not parse are skipped.
+    candidate runs. Files that do not parse are skipped. Docstrings holding
+    ``>>>`` in any module give ``--doctest-modules`` ids
+    (``invoices.py::invoices.total``), since a candidate may write a doctest.
     """
     root = Path(tree)
     ids: set[str] = set()
@@ -240,7 +398,7 @@ def collect_test_ids(tree: Path) -> set[str]:
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
         for name in sorted(filenames):
             path = Path(dirpath) / name
-            if not _is_test_module(name) or path.is_symlink():
+            if not name.endswith(".py") or path.is_symlink():
                 continue
             if path.stat().st_size > MAX_TEST_FILE_BYTES:
                 continue
@@ -249,6 +407,9 @@ def collect_test_ids(tree: Path) -> set[str]:
             except (SyntaxError, ValueError):
                 continue
             rel = PurePosixPath(path.relative_to(root)).as_posix()
+            ids |= _doctest_ids(rel, module)  # any module: `--doctest-modules` reads them all
+            if not _is_test_module(name):
+                continue
             for node in module.body:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
                     ids.add(f"{rel}::{node.name}")

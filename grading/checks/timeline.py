@@ -5,8 +5,9 @@ Three kinds of clock, trusted in this order:
 1. the server's gate receipts (aware UTC, the server's clock): the strongest;
    when receipts show two steps in order, the zip times of that pair are not
    held against the candidate (editors and copies touch files afterwards);
-2. the stamp's value (``time.time()`` written by the gate, UTC; a naive ISO
-   value is taken as the candidate's local time, like a DOS time);
+2. the stamp's value (``time.time()`` written by the gate, UTC, a decimal
+   comma accepted; a naive ISO value is taken as the candidate's local time,
+   like a DOS time);
 3. the zip entries' times: the extended-timestamp field (UTC) when there is
    one, the DOS time (no zone, 2 s steps) otherwise.
 
@@ -18,7 +19,20 @@ Differences within 2 s count as equal (DOS resolution). Equal times are never
 a problem: ``git archive`` gives every entry one time. When all the zip times
 of red.log, model_allowed.at and green.log are equal, the zip shows no order
 and the stamp's value is not compared with them either. Receipts allow five
-minutes between the candidate's clock and the server's.
+minutes between the candidate's clock and the server's; when every receipt's
+``local_time`` (the gate sends the candidate's clock, aware ISO) agrees on one
+offset from the server within those five minutes, the stamp is moved by that
+offset before it is compared with receipts (a machine whose clock is hours
+off is honest; scattered local times prove nothing and move nothing).
+
+Also: the stamp's value must not be later than model_allowed.at's own zip
+time (the file is written when the value is taken; copies only make it
+newer), with 2 s (or 14 h across clocks) plus five minutes of slack; this
+holds even when the zip shows no order, and catches a value typed far in the
+future. Zip times before 1980-01-02 are no date (reproducible zips) and are
+not compared with the stamp. Two DOS times that run backwards by at most an
+hour, both on the same date between 00:00 and 04:00 wall time, may straddle
+the autumn clock change and are not held against the candidate.
 """
 
 from __future__ import annotations
@@ -31,6 +45,8 @@ from typing import Iterable, Mapping, Protocol
 SAME = timedelta(seconds=2)
 ZONE = timedelta(hours=14)
 CLOCK_SKEW = timedelta(minutes=5)
+DST = timedelta(hours=1)
+NO_DATE = datetime(1980, 1, 2)  # DOS "no date" (1980-01-01) and reproducible-build zips
 STEPS = ("red", "model", "green", "upload")
 ORDER = ("red.log", "prompt.txt", "model_allowed.at", "model.md", "green.log", "refuse.md", "notes.md")
 
@@ -85,6 +101,8 @@ def parse_stamp(text: str | None) -> datetime | None:
     s = (text or "").strip().lstrip("\ufeff").strip()
     if not s:
         return None
+    if s.count(",") == 1 and "." not in s and s.replace(",", "").isdigit():
+        s = s.replace(",", ".")  # a decimal comma, as some locales print time.time()
     try:
         seconds = float(s)
     except ValueError:
@@ -128,6 +146,37 @@ def _stamp_slack(stamp: datetime, entry: EntryTime) -> tuple[datetime, timedelta
         return None
     # Unknown zone: drop the zone from both and allow the widest offset.
     return other.replace(tzinfo=None), ZONE + SAME
+
+
+def _dst_fold(earlier: datetime, later: datetime) -> bool:
+    """Two wall-clock times that may straddle an autumn clock change (back one hour).
+
+    Only for DOS times (no zone): both in the small hours, the later at most
+    one hour (plus DOS resolution) behind the earlier.
+    """
+    return (earlier.tzinfo is None and earlier - later <= DST + SAME
+            and all(t.hour < 4 for t in (earlier, later)) and earlier.date() == later.date())
+
+
+def _candidate_offset(receipts: list[Receipt]) -> timedelta | None:
+    """How far the candidate's clock ran from the server's, from the receipts' ``local_time``.
+
+    The gate sends its own clock (aware ISO) with each step; the offset is
+    used only when every readable receipt agrees on it within CLOCK_SKEW
+    (a wrong clock is steady; scattered values prove nothing).
+    """
+    offsets = []
+    for r in receipts:
+        try:
+            local = datetime.fromisoformat((r.local_time or "").strip().replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        if local.tzinfo is not None:
+            offsets.append(local - r.at)
+    if not offsets or max(offsets) - min(offsets) > CLOCK_SKEW:
+        return None
+    offsets.sort()
+    return offsets[len(offsets) // 2]
 
 
 def _first_receipts(receipts: Iterable[Receipt]) -> dict[str, Receipt]:
@@ -195,7 +244,7 @@ def build_timeline(
         if pair is None:
             continue
         pairs_seen.append(abs(pair[0] - pair[1]) <= SAME)
-        if pair[0] > pair[1] + SAME and not receipts_in_order(*steps):
+        if pair[0] > pair[1] + SAME and not receipts_in_order(*steps) and not _dst_fold(*pair):
             problems.append(f"zip times: {b_name} ({_fmt(pair[0])}) {verb} {a_name} ({_fmt(pair[1])})")
     zip_shows_order = bool(pairs_seen) and not all(pairs_seen)
 
@@ -212,10 +261,26 @@ def build_timeline(
             if name == "green.log" and value > when + slack:
                 problems.append(f"green.log's zip time ({_fmt(when)}) is older than the stamp's value ({_fmt(stamp)})")
 
-    # The stamp's value against the server's receipts.
+    # The stamp's value against model_allowed.at's own zip time: the file was
+    # written when the value was taken, and copies only make it newer, so a
+    # value later than the file (a stamp typed by hand, far in the future)
+    # cannot be. A time before 1980-01-02 is no date.
+    if stamp is not None and stamp_file is not None:
+        found = _stamp_slack(stamp, stamp_file)
+        if found is not None and found[0].replace(tzinfo=None) >= NO_DATE:
+            when, slack = found
+            value = stamp.replace(tzinfo=None) if slack > SAME else stamp
+            if value > when + slack + CLOCK_SKEW:
+                problems.append(f"the stamp's value ({_fmt(stamp)}) is later than model_allowed.at's own "
+                                f"zip time ({_fmt(when)})")
+
+    # The stamp's value against the server's receipts, on the server's clock
+    # when the receipts show the candidate's clock was steadily off.
     if stamp is not None:
+        offset = _candidate_offset(receipts) if stamp.tzinfo else None
         slack = CLOCK_SKEW if stamp.tzinfo else CLOCK_SKEW + ZONE
-        value = stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+        value = stamp - offset if offset is not None else stamp
+        value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
         if "red" in first and value + slack < first["red"].at:
             problems.append(f"server receipts: the stamp's value ({_fmt(stamp)}) is before the red "
                             f"receipt ({_fmt(first['red'].at)})")

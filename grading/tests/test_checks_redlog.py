@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grading.checks.artifacts import decode_text
-from grading.checks.redlog import analyse_red_log, collect_test_ids, normalise_id
+from grading.checks.redlog import analyse_red_log, clean_log, collect_test_ids, normalise_id
 from grading.spec import sample_spec
 
 LOGS = Path(__file__).parent / "logs"
@@ -253,3 +253,163 @@ def test_collect_test_ids_parses_without_running(tmp_path, candidate_tree):
         "tests/helpers_test.py::test_async",
     }
     assert not Path("/tmp/never").exists()
+
+
+# Shapes found in review ------------------------------------------------------
+
+# The file the "cand2"/"cand3" logs were captured with: an error and failures
+# together, ids with spaces, unicode, brackets and "::", a unittest class and a
+# doctest (run with --doctest-modules). cand3 makes tests/ a package.
+CANDIDATE2_TEST = '''import sys, unittest
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).parent.parent))
+import invoices
+import pytest
+
+FIXTURE = Path(__file__).parent.parent / "sample.csv"
+
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture boom")
+
+
+def test_error_in_fixture(broken):
+    pass
+
+
+@pytest.mark.parametrize("label,expected", [("refund -200 \\u00fcn\\u00efcode", 1300), ("a b [c]", 1300), ("x::y", 1300)])
+def test_refund_labels(label, expected):
+    assert invoices.total(FIXTURE) == expected
+
+
+class TestCase(unittest.TestCase):
+    def test_refund_unittest(self):
+        self.assertEqual(invoices.total(FIXTURE), 1300)
+
+
+def helper():
+    """
+    >>> 1 + 1
+    3
+    """
+'''
+
+
+@pytest.fixture
+def candidate2_tree(original_tree):
+    (original_tree / "tests").mkdir()
+    (original_tree / "tests" / "test_more.py").write_text(CANDIDATE2_TEST)
+    return original_tree
+
+
+def utf16_without_bom(text: str) -> str:
+    """UTF-16LE bytes read as UTF-8 (no byte-order mark to say otherwise)."""
+    return decode_text(text.replace("\n", "\r\n").encode("utf-16-le"))
+
+
+REVIEW_HONEST = [
+    # `pytest -qq` (or addopts = -q with -q) prints no closing line at all.
+    ("pytest9_orig_qq.log", "orig", same),
+    ("pytest9_cand2_qq.log", "cand2", same),
+    # a doctest among the failures: pytest names it path::module.function
+    ("pytest9_cand2_doctest.log", "cand2", same),
+    ("pytest9_cand3_doctest_pkg.log", "cand3", same),
+    ("pytest9_orig_q.log", "orig", utf16_without_bom),
+    # these passed already; kept as real captures of their shapes
+    ("pytest9_cand2_v.log", "cand2", same),
+    ("pytest7_cand2_xdist_v.log", "cand2", same),
+    ("pytest7_orig_xdist.log", "orig", same),
+    ("pytest9_orig_tbno.log", "orig", same),
+    ("pytest9_orig_x.log", "orig", same),
+]
+
+
+@pytest.mark.parametrize("name,tree,variant", REVIEW_HONEST,
+                         ids=[f"{n}-{f.__name__}" for n, _, f in REVIEW_HONEST])
+def test_more_honest_shapes_are_genuine(candidate2_tree, name, tree, variant):
+    if tree == "cand3":
+        (candidate2_tree / "tests" / "__init__.py").write_text("")
+    known = collect_test_ids(candidate2_tree) if tree != "orig" else {"test_invoices.py::test_charges_only"}
+    report = analyse_red_log(variant(real(name)), known_test_ids=known, original_failures=ORIGINAL_FAILURES)
+    assert report.genuine, report.missing
+    assert "test_invoices.py::test_charges_only" in report.failing_ids
+
+
+def test_collect_test_ids_finds_doctests_in_any_module(original_tree):
+    (original_tree / "money.py").write_text('"""\n>>> 1\n1\n"""\nclass C:\n    def f(self):\n'
+                                            '        """>>> C().f()"""\ndef g():\n    "no example"\n')
+    ids = collect_test_ids(original_tree)
+    assert {"money.py::money", "money.py::money.C.f"} <= ids
+    assert not any("money.g" in i for i in ids)
+
+
+@pytest.mark.parametrize("raw,expected", [
+    ("\x1b]0;ana@box: ~/takehome\x07F   [100%]", "F   [100%]"),  # window title (OSC, BEL)
+    ("\x1b]633;C\x1b\\1 failed in 0.1s", "1 failed in 0.1s"),      # shell integration (OSC, ST)
+    ("\x1b[2K\x1b[1G\x1b[31mF\x1b[0m", "F"),                         # cursor moves and colour
+])
+def test_clean_log_drops_terminal_sequences(raw, expected):
+    assert clean_log(raw) == expected
+
+
+GREEN_Q = real("pytest9_green_q.log")
+ORIG_Q = real("pytest9_orig_q.log")
+CAND_Q = real("pytest9_cand_q.log")
+REVIEW_FORGERIES = [
+    ("green -q log edited to fail",
+     GREEN_Q.replace(".   ", "F   ", 1).replace("1 passed", "1 failed").replace(
+         "1 failed", "FAILED test_invoices.py::test_charges_only - assert 1700 == 1500\n1 failed"),
+     "FAILED lines under a 'short test summary info' header"),
+    ("closing line counts a pass that the progress line lacks",
+     ORIG_Q.replace("1 failed in", "1 failed, 1 passed in"), "counts that agree: the progress line"),
+    ("progress line shows two failures, closing counts one",
+     ORIG_Q.replace("F     ", "FF    ", 1), "counts that agree: the progress line"),
+    ("summary names three failures, closing counts one",
+     CAND_Q.replace("3 failed, 2 passed", "1 failed").replace("FF.F.", "F", 1),
+     "counts that agree: the short test summary names 3"),
+    ("summary printed before the FAILURES section",
+     "=== short test summary info ===\nFAILED test_invoices.py::test_charges_only\n=== FAILURES ===\n"
+     "____ test_charges_only ____\nE  assert 1700 == 1500\n=== 1 failed in 0.01s ===\n",
+     "pytest's order: the FAILURES section comes before"),
+    ("closing line pasted above the report",
+     "test_invoices.py F [100%]\n=== 1 failed in 0.01s ===\n=== FAILURES ===\n____ test_charges_only ____\n"
+     "E  assert 1700 == 1500\n=== short test summary info ===\nFAILED test_invoices.py::test_charges_only\n",
+     "pytest's order: the closing line comes after"),
+]
+
+
+@pytest.mark.parametrize("case,text,expected_missing", REVIEW_FORGERIES, ids=[c[0] for c in REVIEW_FORGERIES])
+def test_impossible_pytest_output_is_not_genuine(candidate_tree, case, text, expected_missing):
+    report = analyse_red_log(text, known_test_ids=collect_test_ids(candidate_tree),
+                             original_failures=ORIGINAL_FAILURES)
+    assert not report.genuine
+    assert any(m.startswith(expected_missing) for m in report.missing), report.missing
+
+
+def test_two_honest_runs_appended_to_one_log(original_tree):
+    """`pytest >> red.log` twice: the last run counts; nothing is out of order."""
+    text = real("pytest9_orig_default.log") + real("pytest9_orig_q.log")
+    report = analyse_red_log(text, known_test_ids=collect_test_ids(original_tree),
+                             original_failures=ORIGINAL_FAILURES)
+    assert report.genuine, report.missing
+
+
+def test_captured_output_with_dots_does_not_upset_the_counts(original_tree):
+    text = ORIG_Q.replace("test_invoices.py:9: AssertionError",
+                          "test_invoices.py:9: AssertionError\n"
+                          "----------------------------- Captured stdout call -----------------------------\n"
+                          "...\nF\n")
+    report = analyse_red_log(text, known_test_ids=collect_test_ids(original_tree),
+                             original_failures=ORIGINAL_FAILURES)
+    assert report.genuine, report.missing
+
+
+def test_pytest9_subtests_log_is_genuine(tmp_path):
+    """pytest 9's built-in subtests: 'uuuF' progress, '3 failed, 1 subtests passed'."""
+    (tmp_path / "test_sub.py").write_text(
+        "def test_a(subtests):\n    for i in range(3):\n        with subtests.test(i=i):\n            assert i == 0\n")
+    report = analyse_red_log(real("pytest9_subtests_q.log"), known_test_ids=collect_test_ids(tmp_path),
+                             original_failures=None)
+    assert report.genuine, report.missing
+    assert report.failing_ids == ("test_sub.py::test_a",)

@@ -145,3 +145,79 @@ def test_events_and_dict_shape():
 ])
 def test_parse_stamp(text, expected):
     assert parse_stamp(text) == expected
+
+
+# Found in review ---------------------------------------------------------------
+
+def skewed(step: str, minutes: float, ahead: timedelta, zone: timedelta = timedelta(hours=2)) -> Receipt:
+    """A receipt whose local_time is the candidate's clock, ``ahead`` of the server's."""
+    at = T0 + timedelta(minutes=minutes)
+    local = (at + ahead).astimezone(timezone(zone)).isoformat(timespec="seconds")
+    return Receipt(step, at, local_time=local)
+
+
+def steps(ahead: timedelta) -> list[Receipt]:
+    return [skewed("red", 0, ahead), skewed("model", 5, ahead), skewed("green", 30, ahead),
+            skewed("upload", 45, ahead)]
+
+
+def wall(y: int, mo: int, d: int, h: int, mi: int) -> ZipTime:
+    return ZipTime(local=datetime(y, mo, d, h, mi))
+
+
+NO_DATE = ZipTime(local=datetime(1980, 1, 1))
+REVIEW_HONEST = [
+    ("stamp with a decimal comma", IDEAL, stamp(5).replace(".", ","), []),
+    # The candidate's clock is wrong by hours; the gate's local_time shows it.
+    ("candidate clock 2 h ahead, receipts say so", {n: utc(t.utc and (t.utc - T0).total_seconds() / 60 + 120)
+                                                    for n, t in IDEAL.items()}, stamp(5 + 120),
+     steps(timedelta(hours=2))),
+    ("candidate clock 3 h behind, receipts say so", GIT_ARCHIVE_NEXT_DAY, stamp(5 - 180),
+     steps(timedelta(hours=-3))),
+    # Europe, last Sunday of October: 03:00 becomes 02:00; DOS times only.
+    ("DOS times across the autumn clock change",
+     {"red.log": wall(2024, 10, 27, 2, 50), "model_allowed.at": wall(2024, 10, 27, 2, 55),
+      "green.log": wall(2024, 10, 27, 2, 10)}, "1729990500.1", []),
+    ("reproducible zip: every entry 1980-01-01", {n: NO_DATE for n in IDEAL}, stamp(5), []),
+    ("DOS times across midnight on New Year's Eve",
+     {"red.log": wall(2024, 12, 31, 23, 58), "model_allowed.at": wall(2024, 12, 31, 23, 59),
+      "green.log": wall(2025, 1, 1, 0, 20)}, "1735689540.0", []),
+]
+
+
+@pytest.mark.parametrize("case,times,stamp_text,receipts", REVIEW_HONEST, ids=[c[0] for c in REVIEW_HONEST])
+def test_more_honest_timelines_are_ok(case, times, stamp_text, receipts):
+    timeline = build_timeline(times, stamp_text, receipts)
+    assert timeline.ok, timeline.problems
+
+
+REVIEW_BACKWARDS = [
+    ("stamp typed far in the future, git archive, no receipts", GIT_ARCHIVE_NEXT_DAY, stamp(3 * 24 * 60), [],
+     "the stamp's value (2024-05-04 10:00:00+00:00) is later than model_allowed.at's own zip time"),
+    ("stamp value later than its own file (UTC)", IDEAL, stamp(25), [],
+     "the stamp's value (2024-05-01 10:25:00+00:00) is later than model_allowed.at's own zip time"),
+    ("a steady offset does not excuse a stamp before the red receipt", GIT_ARCHIVE_NEXT_DAY, stamp(5 - 180 - 60),
+     steps(timedelta(hours=-3)), "server receipts: the stamp's value"),
+    ("scattered local times prove no offset", GIT_ARCHIVE_NEXT_DAY, stamp(5 - 180),
+     [skewed("red", 0, timedelta(hours=-3)), skewed("model", 5, timedelta(0)), skewed("upload", 45, timedelta(0))],
+     "server receipts: the stamp's value"),
+    ("DOS green an hour before red at noon is no clock change",
+     {"red.log": wall(2024, 10, 27, 12, 50), "model_allowed.at": wall(2024, 10, 27, 12, 55),
+      "green.log": wall(2024, 10, 27, 12, 10)}, None, [], "zip times: red.log"),
+]
+
+
+@pytest.mark.parametrize("case,times,stamp_text,receipts,problem", REVIEW_BACKWARDS,
+                         ids=[c[0] for c in REVIEW_BACKWARDS])
+def test_more_backwards_timelines_are_problems(case, times, stamp_text, receipts, problem):
+    timeline = build_timeline(times, stamp_text, receipts)
+    assert not timeline.ok
+    assert any(p.startswith(problem) for p in timeline.problems), timeline.problems
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("1714557900,5", datetime(2024, 5, 1, 10, 5, 0, 500000, tzinfo=UTC)),
+    ("1,714,557,900", None),
+])
+def test_parse_stamp_decimal_comma(text, expected):
+    assert parse_stamp(text) == expected
