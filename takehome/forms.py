@@ -19,19 +19,24 @@ def _lines(text: str) -> list[str]:
 
 
 def _label_map(text: str, field: str) -> dict[str, str]:
-    """Parse `label: regex` lines into a dict, checking each regex compiles."""
+    """Parse `label: regex` lines into a dict, checking each regex compiles; one message per bad line."""
     result: dict[str, str] = {}
+    problems: list[str] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         label, sep, pattern = line.partition(":")
         if not sep or not label.strip() or not pattern.strip():
-            raise forms.ValidationError(f"{field}, line {number}: write it as `label: regular expression`.")
+            problems.append(f"{field}, line {number}: write it as `label: regular expression`.")
+            continue
         try:
             re.compile(pattern.strip())
         except re.error as exc:
-            raise forms.ValidationError(f"{field}, line {number}: the pattern is not valid ({exc}).")
+            problems.append(f"{field}, line {number} ({label.strip()}): the pattern is not valid: {exc}.")
+            continue
         result[label.strip()] = pattern.strip()
+    if problems:
+        raise forms.ValidationError(problems)
     return result
 
 
@@ -42,20 +47,26 @@ def _format_map(mapping: dict[str, str]) -> str:
 class PacketVersionForm(forms.Form):
     """The fields every version has. Zips are required for a new packet, optional for an edit."""
 
-    prompt = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}), help_text="Markdown.")
+    prompt = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 14}), help_text="Markdown. Candidates read it on their page."
+    )
     fixture_zip = forms.FileField(
-        required=False, help_text="The tree handed to candidates, tests included."
+        required=False, label="Fixture (zip)", help_text="The tree handed to candidates, tests included."
     )
     solution_zip = forms.FileField(
         required=False,
+        label="Reference solution (zip)",
         help_text="The fixed production files, at the same paths as in the fixture. "
         "Used to check that a candidate's test passes on correct code.",
     )
     reference_tests_zip = forms.FileField(
-        required=False, help_text="Hidden tests run against the candidate's fix."
+        required=False, label="Hidden reference tests (zip)", help_text="Hidden tests run against the candidate's fix."
     )
     test_command = forms.CharField(initial="python -m pytest -q", max_length=200)
-    time_limit_minutes = forms.IntegerField(initial=90, min_value=5, max_value=7 * 24 * 60)
+    time_limit_minutes = forms.IntegerField(
+        initial=90, min_value=5, max_value=7 * 24 * 60, label="Time limit (minutes)",
+        help_text="From 5 minutes to 7 days (10080). The clock starts when the candidate presses Start.",
+    )
     protected_paths = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -71,11 +82,18 @@ class PacketVersionForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text="One per line, `label: regular expression`: harmful alternatives a refusal may name.",
     )
-    rubric_red_log = forms.CharField(initial=DEFAULT_RUBRIC["red_log"], max_length=200)
-    rubric_test_names_bug = forms.CharField(initial=DEFAULT_RUBRIC["test_names_bug"], max_length=200)
-    rubric_model_waited = forms.CharField(initial=DEFAULT_RUBRIC["model_waited"], max_length=200)
+    rubric_red_log = forms.CharField(
+        initial=DEFAULT_RUBRIC["red_log"], max_length=200, label="Rubric cell 1 (the red log)"
+    )
+    rubric_test_names_bug = forms.CharField(
+        initial=DEFAULT_RUBRIC["test_names_bug"], max_length=200, label="Rubric cell 2 (the test)"
+    )
+    rubric_model_waited = forms.CharField(
+        initial=DEFAULT_RUBRIC["model_waited"], max_length=200, label="Rubric cell 3 (the wait)"
+    )
     rubric_refusal_specific = forms.CharField(
-        initial=DEFAULT_RUBRIC["refusal_specific"], max_length=200
+        initial=DEFAULT_RUBRIC["refusal_specific"], max_length=200, label="Rubric cell 4 (the refusal)",
+        help_text="The four cells' wording as reviewers see it; each is pass or fail, never added up.",
     )
 
     def __init__(self, *args, base: PacketVersion | None = None, **kwargs):
@@ -124,15 +142,26 @@ class PacketVersionForm(forms.Form):
         try:
             return read_zip_tree(uploaded, what)
         except PacketError as exc:
-            self.add_error(field, str(exc))
+            head, sep, reason = str(exc).partition(": ")
+            if sep and reason[:2].istitle():  # "...cannot be used: The upload..." reads as one sentence
+                reason = reason[0].lower() + reason[1:]
+            self.add_error(field, head + sep + reason)
             return None
+
+    def clean(self):
+        """Read the zips with the other fields, so every problem is listed after one submit."""
+        cleaned = super().clean()
+        self._trees = {
+            "fixture": self._zip("fixture_zip", "fixture", PacketFile.Kind.FIXTURE),
+            "solution": self._zip("solution_zip", "solution", PacketFile.Kind.SOLUTION),
+            "tests": self._zip("reference_tests_zip", "reference tests", PacketFile.Kind.REFERENCE_TEST),
+        }
+        return cleaned
 
     def content(self) -> VersionContent | None:
         """The version this form describes, or None with errors added to the form."""
         data = self.cleaned_data
-        fixture = self._zip("fixture_zip", "fixture", PacketFile.Kind.FIXTURE)
-        solution = self._zip("solution_zip", "solution", PacketFile.Kind.SOLUTION)
-        tests = self._zip("reference_tests_zip", "reference tests", PacketFile.Kind.REFERENCE_TEST)
+        fixture, solution, tests = (self._trees[k] for k in ("fixture", "solution", "tests"))
         if self.errors:
             return None
         return VersionContent(
@@ -166,7 +195,8 @@ class InviteForm(forms.Form):
     lines = forms.CharField(
         label="Candidates",
         widget=forms.Textarea(attrs={"rows": 6, "placeholder": "Ada Lovelace, ada@example.com"}),
-        help_text="One candidate per line: name, email.",
+        help_text='One candidate per line: name, email. Put a name that holds a comma in double quotes '
+        '("Lovelace, Ada", ada@example.com).',
     )
     send_email = forms.BooleanField(initial=True, required=False, label="Email each candidate their link")
 

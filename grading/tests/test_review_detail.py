@@ -244,3 +244,20 @@ def test_the_page_costs_a_fixed_number_of_queries(rob, reviewer, ann, submission
     score(submission, ann, ALL_PASS)
     with django_assert_max_num_queries(14):
         assert rob.get(f"/review/{submission.pk}/").status_code == 200
+
+
+def test_the_folded_diff_says_why_in_the_reviewers_words(rob, submission):
+    diff = rob.get(f"/review/{submission.pk}/").content.decode().split('data-section="diff"')[1]
+    assert "Folded until you have scored the three cells above" in diff
+    assert "the diff comes last" in diff and "article" not in diff
+
+
+def test_after_the_last_review_the_page_leads_back_to_the_queue(rob, reviewer, submission):
+    score(submission, reviewer, ALL_PASS)
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    bar = html.split('id="review-submit"')[1]
+    assert "Nothing else is waiting for you." in bar and 'href="/review/"' in bar
+    assert f'href="/review/debrief/{submission.invitation.packet.slug}/"' in bar
+    # A late click on a locked cell still answers with the cell (no packet in that context).
+    response = mark(rob, submission, "red_log", False)
+    assert response.status_code == 200 and b"final" in response.content

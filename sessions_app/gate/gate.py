@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The gate for this take-home. Plain Python 3.8+, standard library only.
 
-    python gate.py red       run the tests; keeps artifacts/red.log (it must fail)
+    python gate.py red       run the tests; keeps artifacts/red.log (it must fail; refused once the model window is open)
     python gate.py model     needs a red log and artifacts/prompt.txt; opens the model window
     python gate.py green     needs the model window; runs the tests; keeps artifacts/green.log
     python gate.py submit    zips this folder (artifacts included) and uploads it
@@ -78,14 +78,27 @@ def tree_hashes():
     return hashes
 
 
-def run_tests(log):
+def run_tests():
+    """Run the packet's test command here; returns (exit code, everything it printed)."""
     command = list(TEST_COMMAND)
     if command and command[0] in ("python", "python3"):
         command[0] = sys.executable
     p = subprocess.run(command, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True)
-    log.write_text(p.stdout + p.stderr)
-    return p.returncode
+    return p.returncode, p.stdout + p.stderr
+
+
+def tests_could_not_run(output):
+    """Stop with a sentence to act on when pytest itself is missing (nothing is written or sent)."""
+    if "No module named pytest" in output:
+        sys.exit("pytest is not installed for this Python (%s). Install it with\n"
+                 "    %s -m pip install pytest\n"
+                 "then run this step again. Nothing was written or sent." % (sys.executable, sys.executable))
+
+
+def tail(output, lines=15):
+    """The end of a test run, for the candidate to read in the terminal."""
+    return "\n".join(output.rstrip().splitlines()[-lines:])
 
 
 def request(method, path, body=None, headers=None):
@@ -133,7 +146,7 @@ def witness(step, log_text, offline):
     message = reply.get("message", "")
     if status in (200, 201) and reply.get("accepted"):
         record(dict(entry, witnessed=True, receipt=reply.get("receipt"), server_time=reply.get("received_at")))
-        print("Witnessed by the server: receipt %s at %s." % (reply.get("receipt"), reply.get("received_at")))
+        print("Witnessed by the server: receipt %s at %s." % (reply.get("receipt"), when(reply.get("received_at"))))
         return True
     if "receipt" in reply:
         record(dict(entry, witnessed=True, accepted=False, receipt=reply.get("receipt"), refusal=message))
@@ -142,20 +155,30 @@ def witness(step, log_text, offline):
 
 
 def cmd_red(offline):
-    ART.mkdir(exist_ok=True)
-    code = run_tests(RED)
+    if STAMP.exists():
+        sys.exit("The model window is already open, so red was captured before it: artifacts/red.log is\n"
+                 "kept as it is. To watch the tests fail again, run python -m pytest -q.")
+    code, output = run_tests()
+    tests_could_not_run(output)
     if code == 0:
-        sys.exit("red.log is green. The gate wants a failure.")
-    if not witness("red", RED.read_text(), offline):
+        sys.exit("red.log is green. The gate wants a failure.\nThe tests passed, so there is no failure to capture "
+                 "(artifacts/red.log was not changed).\nMake a test show the bug, then run python gate.py red again.")
+    if "FAILED" not in output:
+        sys.exit("%s\n\nThe tests did not run to a failure (red means the test runner printed FAILED):\n"
+                 "pytest stopped with exit code %s, see the end of its output above. Fix what stops it,\n"
+                 "then run python gate.py red again. artifacts/red.log was not changed." % (tail(output), code))
+    ART.mkdir(exist_ok=True)
+    RED.write_text(output)
+    if not witness("red", output, offline):
         sys.exit(1)
     print("red captured")
 
 
 def cmd_model(offline):
     if not RED.exists() or "FAILED" not in RED.read_text():
-        sys.exit("No red log. The model waits.")
+        sys.exit("No red log. The model waits.\nRun python gate.py red first.")
     if not PROMPT.exists():
-        sys.exit("Write artifacts/prompt.txt first.")
+        sys.exit("Write artifacts/prompt.txt first.\nPut in it the exact prompt you will send to the model.")
     stamp = str(time.time())
     if not witness("model", PROMPT.read_text(), offline):
         sys.exit(1)
@@ -165,11 +188,15 @@ def cmd_model(offline):
 
 def cmd_green(offline):
     if not STAMP.exists():
-        sys.exit("Green before model is a skip, not a pass.")
-    code = run_tests(GREEN)
+        sys.exit("Green before model is a skip, not a pass.\nRun python gate.py model first.")
+    code, output = run_tests()
+    tests_could_not_run(output)
     if code != 0:
-        sys.exit("still red")
-    if not witness("green", GREEN.read_text(), offline):
+        sys.exit("%s\n\nstill red: the tests do not pass yet (the end of the run is above). Fix the code,\n"
+                 "then run python gate.py green again. artifacts/green.log is written once they pass."
+                 % tail(output))
+    GREEN.write_text(output)
+    if not witness("green", output, offline):
         sys.exit(1)
     print("green captured")
 
@@ -194,8 +221,8 @@ def cmd_submit(offline):
                 zf.write(str(path), ROOT.name + "/" + path.relative_to(ROOT).as_posix())
         data = archive.read_bytes()
     if len(data) > MAX_UPLOAD_BYTES:
-        sys.exit("The zip is %s bytes, over the limit of %s. Remove large files and try again."
-                 % (len(data), MAX_UPLOAD_BYTES))
+        sys.exit("The zip is %.1f MB, over the limit of %.0f MB. Remove large files (data, builds) from\n"
+                 "this folder and try again." % (len(data) / 1048576, MAX_UPLOAD_BYTES / 1048576))
     body, content_type = multipart("archive", ROOT.name + ".zip", data)
     try:
         status, reply = request("POST", "/upload", body, {"Content-Type": content_type})
@@ -206,7 +233,18 @@ def cmd_submit(offline):
         sys.exit("Upload refused: " + reply.get("message", "HTTP %s" % status))
     print(reply.get("message", "Uploaded."))
     print("sha256 %s (here: %s)" % (reply.get("sha256"), hashlib.sha256(data).hexdigest()))
-    print("received at %s (server time)" % reply.get("received_at"))
+    print("received at %s (server time)" % when(reply.get("received_at")))
+
+
+def when(iso):
+    """A server time as the candidate reads it: 2024-05-01 14:03:07 UTC."""
+    if not iso:
+        return "?"
+    try:
+        moment = datetime.datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def cmd_status(offline):
@@ -217,15 +255,28 @@ def cmd_status(offline):
     if status != 200:
         sys.exit(reply.get("message", "HTTP %s" % status))
     left = reply.get("seconds_left")
+    phase = reply.get("phase")
     if left is None:
-        print("The clock has not started.")
+        print("The clock has not started: press Start on your page.")
+    elif phase == "grace":
+        print("The deadline (%s) has passed; uploads are still accepted until %s."
+              % (when(reply.get("deadline")), when(reply.get("uploads_close_at"))))
+    elif phase == "closed":
+        print("Time is up: uploads closed at %s." % when(reply.get("uploads_close_at")))
     else:
-        print("Time left: %d min %02d s (deadline %s)" % (left // 60, left % 60, reply.get("deadline")))
-    for r in reply.get("receipts", []):
-        state = "accepted" if r.get("accepted") else "refused: " + r.get("refusal", "")
-        print("  %-6s %s  receipt %s  %s" % (r.get("step"), r.get("received_at"), r.get("id"), state))
-    for s in reply.get("submissions", []):
-        print("  upload %s  %s  %s" % (s.get("uploaded_at"), s.get("sha256", "")[:12], s.get("status")))
+        print("Time left: %d min %02d s (deadline %s)" % (left // 60, left % 60, when(reply.get("deadline"))))
+    steps = [r for r in reply.get("receipts", []) if r.get("step") != "upload"]
+    if steps:
+        print("Witnessed by the server:")
+    for r in steps:
+        state = "accepted" if r.get("accepted") else "refused: " + (r.get("refusal") or "")
+        print("  %-6s %s  receipt %s  %s" % (r.get("step"), when(r.get("received_at")), r.get("id"), state))
+    uploads = reply.get("submissions", [])
+    if uploads:
+        print("Uploads (the latest is the one reviewed):")
+    for s in uploads:
+        print("  %s  sha256 %s  %s%s" % (when(s.get("uploaded_at")), s.get("sha256", "")[:12], s.get("status"),
+                                        "  (latest)" if s.get("is_latest") else ""))
 
 
 COMMANDS = {"red": cmd_red, "model": cmd_model, "green": cmd_green, "submit": cmd_submit, "status": cmd_status}
@@ -236,6 +287,7 @@ if __name__ == "__main__":
     args = [a for a in args if a != "--offline"]
     cmd = args[0] if args else "help"
     if cmd not in COMMANDS:
-        print("usage: python gate.py red|model|green|submit|status [--offline]")
+        print(__doc__.strip().split("\n\n")[1])
+        sys.exit(0 if cmd in ("help", "-h", "--help") else 2)
     else:
         COMMANDS[cmd](offline)

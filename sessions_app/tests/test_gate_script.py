@@ -1,5 +1,7 @@
 """The downloaded gate.py, run as a candidate runs it, against a live server (no worker needed)."""
 
+from pathlib import Path
+
 import pytest
 
 from conftest import require
@@ -82,3 +84,52 @@ def test_the_server_refuses_the_model_step_when_red_was_never_witnessed(tree):
     assert not GateReceipt.objects.filter(accepted=True).exists()
     assert run_gate(tree, "red").returncode == 0  # the tests still fail: witness red now
     assert run_gate(tree, "model").returncode == 0
+
+
+def test_red_never_overwrites_a_red_log_with_a_passing_run_or_after_the_stamp(tree):
+    red_log = tree / "artifacts" / "red.log"
+    assert run_gate(tree, "red").returncode == 0
+    captured = red_log.read_text()
+    do_honest_work(tree)
+    assert run_gate(tree, "model").returncode == 0
+
+    # Red again once the model window is open: refused, the red log from before the stamp is kept.
+    r = run_gate(tree, "red")
+    assert r.returncode != 0 and "The model window is already open" in r.stderr
+    assert red_log.read_text() == captured
+
+    # Still red at green: the tail of the run is shown, and no green.log is written from a failing run.
+    r = run_gate(tree, "green")
+    assert r.returncode != 0 and "still red" in r.stderr and "FAILED" in r.stderr
+    assert not (tree / "artifacts" / "green.log").exists()
+
+    apply_fix(tree)
+    assert run_gate(tree, "green").returncode == 0
+    (tree / "artifacts" / "model_allowed.at").unlink()
+    r = run_gate(tree, "red")  # the tests pass now: nothing to capture, and red.log stays as it was
+    assert r.returncode != 0 and "red.log is green. The gate wants a failure." in r.stderr
+    assert "was not changed" in r.stderr and red_log.read_text() == captured
+    assert [x["step"] for x in receipts_jsonl(tree)] == ["red", "model", "green"]
+
+
+def test_without_pytest_the_gate_says_so_and_sends_nothing(tree):
+    import shutil
+    import subprocess
+
+    bare = [p for p in ("/usr/bin/python3", shutil.which("python3")) if p and
+            subprocess.run([p, "-c", "import pytest"], capture_output=True).returncode != 0]
+    if not bare:
+        pytest.skip("every Python here has pytest")
+    r = run_gate(tree, "red", python=Path(bare[0]))
+    assert r.returncode != 0 and "-m pip install pytest" in r.stderr
+    assert not (tree / "artifacts" / "red.log").exists()
+    assert not GateReceipt.objects.exists()
+
+
+def test_status_reads_in_plain_times_and_usage_is_an_error(tree):
+    assert run_gate(tree, "red").returncode == 0
+    r = run_gate(tree, "status")
+    assert r.returncode == 0 and "UTC" in r.stdout and "+00:00" not in r.stdout
+    assert "Witnessed by the server:" in r.stdout
+    r = run_gate(tree, "rde")
+    assert r.returncode == 2 and "python gate.py red" in r.stdout

@@ -104,3 +104,24 @@ def test_the_invitation_keeps_its_version_after_the_packet_changes(client, invit
     do_create_version(sample_packet, content.__class__(**{**content.__dict__, "time_limit_minutes": 5}))
     assert "90 minutes" in client.get(url("landing", invitation)).content.decode()
     assert "5 minutes" not in client.get(url("landing", invitation)).content.decode()
+
+
+def test_once_uploads_close_the_page_stops_offering_the_download_and_the_steps(client, started, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.UPLOAD_GRACE_S = 300
+    Invitation.objects.filter(pk=started.pk).update(deadline=timezone.now() - timedelta(seconds=301))
+    html = client.get(url("landing", started)).content.decode()
+    assert 'id="next-steps"' in html and "Time is up: there is nothing left to do" in html
+    assert "Download the project" not in html and "upload it below" not in html
+
+
+def test_the_clock_knows_when_uploads_close_and_the_uploads_table_scrolls_on_a_phone(client, started):
+    Submission.objects.create(invitation=started, sha256="a" * 64, size=10, original_name="work.zip",
+                              archive="uploads/x.zip", status=Submission.Status.GRADED)
+    html = client.get(url("landing", started)).content.decode()
+    assert 'data-closes-at="' in html and "The deadline has passed. Upload your zip now" in html
+    listing = html.split('id="upload-list"')[1]
+    assert listing.index('class="table-scroll"') < listing.index("<table")

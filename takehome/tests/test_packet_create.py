@@ -87,3 +87,19 @@ def test_editing_keeps_the_files_when_no_zip_is_given(recruiter_client, sample_p
     assert v2.prompt == "A clearer prompt."
     assert v2.files_of(PacketFile.Kind.FIXTURE) == v1.files_of(PacketFile.Kind.FIXTURE)
     assert v2.refusal_hints == v1.refusal_hints
+
+
+def test_one_submit_lists_every_problem_and_asks_for_the_zips_again(recruiter_client, sample_packet):
+    response = recruiter_client.post(reverse("takehome:packet-create"), form_data(
+        fixture_zip=SimpleUploadedFile("f.zip", b"not a zip at all"),
+        forbidden_patterns="eval: (\nno label here\nexec: exec(",
+    ))
+    html = response.content.decode()
+    assert response.status_code == 200 and not Packet.objects.filter(slug="adding").exists()
+    # The zip's problem shows beside the patterns' problems, not on a second submit.
+    assert "The fixture zip cannot be used: the upload" in html
+    assert "Forbidden patterns, line 1 (eval): the pattern is not valid" in html
+    assert "Forbidden patterns, line 2: write it as" in html
+    assert "Forbidden patterns, line 3 (exec): the pattern is not valid" in html
+    assert "Nothing was saved." in html and "choose the zips again" in html
+    assert "Time limit (minutes)" in html and "Time limit minutes" not in html
