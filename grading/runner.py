@@ -143,18 +143,22 @@ def ensure_runner(runner_dir: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m grading.runner RUNNER_DIR", file=sys.stderr)
-        return 2
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m grading.runner",
+        description="Build (or check) the sandbox's runner virtualenv: pinned pytest, from Debian's "
+        "python3, world-readable. Does nothing if it is already current.",
+    )
+    parser.add_argument("runner_dir", type=Path, help="where the virtualenv goes, e.g. var/runner")
+    args = parser.parse_args(argv)
     try:
-        path = ensure_runner(Path(args[0]))
+        path = ensure_runner(args.runner_dir)
     except RunnerUnavailable as exc:
         print(f"runner: {exc}", file=sys.stderr)
         return 1
     print(f"runner ready: {runner_python(path)}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

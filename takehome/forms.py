@@ -195,8 +195,8 @@ class InviteForm(forms.Form):
     lines = forms.CharField(
         label="Candidates",
         widget=forms.Textarea(attrs={"rows": 6, "placeholder": "Ada Lovelace, ada@example.com"}),
-        help_text='One candidate per line: name, email. Put a name that holds a comma in double quotes '
-        '("Lovelace, Ada", ada@example.com).',
+        help_text='One candidate per line: name, email, or Name <email> as mail clients copy it. '
+        'Put a name that holds a comma in double quotes ("Lovelace, Ada", ada@example.com).',
     )
     send_email = forms.BooleanField(initial=True, required=False, label="Email each candidate their link")
 

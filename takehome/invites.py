@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
 MAX_LINES = 500
+ADDRESS_RE = re.compile(r"^(?P<name>[^<>]*)<(?P<email>[^<>]+)>$")
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,7 @@ class LineError:
 
 
 def parse_invite_lines(text: str) -> tuple[list[InviteRow], list[LineError]]:
-    """Read `name,email` lines; return the good rows and one error per bad line.
+    """Read `name,email` lines (or `Name <email>`); return the good rows and one error per bad line.
 
     Blank lines and lines starting with # are ignored. A name may contain a
     comma if it is quoted ("Lovelace, Ada",ada@example.com). Emails are
@@ -47,6 +49,9 @@ def parse_invite_lines(text: str) -> tuple[list[InviteRow], list[LineError]]:
         if not stripped or stripped.startswith("#"):
             continue
         fields = [f.strip() for f in next(csv.reader([stripped], skipinitialspace=True))]
+        addressed = ADDRESS_RE.match(stripped)
+        if len(fields) == 1 and addressed:  # the mail-client form: Ada Lovelace <ada@example.com>
+            fields = [addressed["name"].strip().strip('"'), addressed["email"]]
         if len(fields) != 2:
             errors.append(LineError(number, stripped, "expected a name and an email separated by one comma"))
             continue

@@ -13,6 +13,8 @@ from takehome.invites import parse_invite_lines
          [("Ada", "ada@example.com"), ("Bob", "bob@example.com")]),
         ('"Lovelace, Ada", ada@example.com', [("Lovelace, Ada", "ada@example.com")]),
         ("Ada, <ada@example.com>\r\n", [("Ada", "ada@example.com")]),
+        ("Ada Lovelace <ada@example.com>", [("Ada Lovelace", "ada@example.com")]),
+        ('"Lovelace, Ada" <ada@example.com>', [("Lovelace, Ada", "ada@example.com")]),
     ],
 )
 def test_good_lines(text, expected):
