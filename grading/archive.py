@@ -83,6 +83,8 @@ REASONS = {  # every refusal, one sentence each; {name} is escaped and shortened
     "drive": f"The archive holds a path with a drive letter ({{name}}); {INSIDE}.",
     "escape": "The archive holds a path that leaves its folder ({name}); zip the project folder itself.",
     "long": "The archive holds a name longer than 255 bytes ({name}); shorten it and zip again.",
+    "deep": "The archive holds a path more than {limit} long or nested more than {depth} folders deep "
+    "({name}); move the files to shallower folders and zip again.",
     "nameless": f"The archive holds a file with no name; {AGAIN}.",
     "symlink": "The archive holds a symbolic link ({name}); replace it with a copy of the file it points "
     "to and zip again.",
@@ -124,6 +126,8 @@ class Limits:
     max_ratio: float = 200.0
     max_skipped_entries: int = 20_000  # junk (a virtualenv, node_modules) has its own cap
     ratio_floor_bytes: int = 1024 * 1024  # below this, small files may compress past max_ratio
+    max_path_bytes: int = 1024  # a whole path; the tree is copied under longer prefixes (PATH_MAX is 4096)
+    max_depth: int = 32
 
 
 @dataclass(frozen=True)
@@ -224,6 +228,10 @@ def _plan(zf: zipfile.ZipFile, limits: Limits, archive_size: int) -> tuple[list[
         raise refuse("too_many", limit=limits.max_entries)
     for entry in kept:
         _check_entry(entry)
+        # why: the tree is read, copied and walked by path under other folders;
+        # past PATH_MAX that fails with "File name too long" and grading errors out
+        if len(entry.path.encode()) > limits.max_path_bytes or entry.path.count("/") >= limits.max_depth:
+            raise refuse("deep", entry.name, limit=_size(limits.max_path_bytes), depth=limits.max_depth)
     _check_unique(kept)
     if all(e.is_dir for e in kept):
         raise refuse("empty")

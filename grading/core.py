@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +44,38 @@ RERUN_PURPOSE = {
 }
 TEXT_ARTIFACTS = ("red.log", "prompt.txt", "model.md", "green.log", "refuse.md", "notes.md", "model_allowed.at")
 TEXT_LIMIT = 64 * 1024
+# Files pytest reads its configuration from (addopts, python_files, plugins...),
+# at the tree's root, where a run from the root finds them.
+PYTEST_CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` storable anywhere: NUL and lone surrogates become U+FFFD.
+
+    PostgreSQL's jsonb refuses ``\\u0000`` and unpaired surrogates, and a
+    candidate's output may hold either; the rest of the text stays readable.
+    """
+    if "\0" in text:
+        text = text.replace("\0", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = _SURROGATE_RE.sub("\ufffd", text)
+    return text
+
+
+def clean_evidence(value):
+    """A copy of ``value`` (evidence JSON) with every string, keys included, passed through clean_text."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_evidence(k) if isinstance(k, str) else k: clean_evidence(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_evidence(v) for v in value]
+    return value
 
 
 def write_tree(files: Mapping[str, bytes], dest: Path) -> None:
@@ -78,14 +111,46 @@ def rerun_trees(candidate: Mapping[str, bytes], spec: PacketSpec) -> dict[str, d
     protected = {p: spec.fixture[p] for p in spec.protected_paths if p in spec.fixture}
     original_prod = {p: spec.fixture[p] for p in spec.production_paths if p in spec.fixture}
     without_tests = {p: d for p, d in work.items() if not is_test_path(p)}
+    # why: the candidate's pytest configuration (addopts = -p plugin, -k,
+    # --deselect, --co, python_files...) must not steer the packet's tests;
+    # the packet's own configuration files, if it has any, are used instead.
+    packet_config = {p: spec.fixture[p] for p in PYTEST_CONFIG_FILES if p in spec.fixture}
+    without_tests = {p: d for p, d in without_tests.items() if p not in PYTEST_CONFIG_FILES}
     return {
         "submitted": dict(candidate),
         "tests_vs_original": {**work, **original_prod, **protected},
         "tests_vs_solution": {**work, **dict(spec.solution), **protected},
         # why drop the candidate's tests and conftest: only the packet's own
         # tests may speak here, and a candidate conftest could rewrite reports.
-        "reference_vs_submitted": {**without_tests, **protected, **dict(spec.reference_tests)},
+        "reference_vs_submitted": {**without_tests, **packet_config, **protected, **dict(spec.reference_tests)},
     }
+
+
+def _base_id(nodeid: str) -> str:
+    return nodeid.split("[", 1)[0]
+
+
+def check_reference_run(run: dict, expected_ids: set[str]) -> dict:
+    """Hold ``reference_vs_submitted`` to the packet's own test list.
+
+    A pass counts only when every test of the packet's hidden tests was
+    reported as passed: a run that passed with some of them deselected,
+    never collected, or missing from pytest's report did not earn it. The
+    missing ids are listed in ``missing_reference_tests``.
+    """
+    if not expected_ids or run["outcome"] == "not_run":
+        return run
+    passed = {_base_id(t["nodeid"]) for t in run.get("tests", ()) if t["outcome"] in ("passed", "xpassed")}
+    missing = sorted(i for i in expected_ids if _base_id(i) not in passed)
+    run["missing_reference_tests"] = missing
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        run["notes"].append(f"the packet's tests {shown} were not reported as passed")
+        run["as_expected"] = False
+        if run["outcome"] == "passed":
+            run["outcome"] = "error"
+            run["notes"].append("reported a pass without running all of the packet's tests: not a pass")
+    return run
 
 
 def run_to_dict(name: str, result: RunResult | None) -> dict:
@@ -215,6 +280,9 @@ def grade_tree(
         fixture_dir = Path(tmp) / "fixture-ids"
         write_tree(spec.fixture, fixture_dir)
         original_ids = collect_test_ids(fixture_dir)
+        reference_dir = Path(tmp) / "reference-ids"
+        write_tree(spec.reference_tests, reference_dir)
+        reference_ids = collect_test_ids(reference_dir)
     if original is None:
         original = _original_run_dict(results.pop("original"))
         cache.put(spec, original)
@@ -239,6 +307,8 @@ def grade_tree(
         forbidden_patterns=spec.forbidden_patterns,
     )
     refusal = check_refusal(texts.get("refuse.md"), spec.refusal_hints)
+    runs = {name: run_to_dict(name, results[name]) for name in RUN_NAMES}
+    check_reference_run(runs["reference_vs_submitted"], reference_ids)
     return {
         "grader_version": GRADER_VERSION,
         "archive": {
@@ -251,7 +321,7 @@ def grade_tree(
         "artifacts": check_artifacts(tree),
         "red_log": red.to_dict(),
         "timeline": timeline.to_dict(),
-        "runs": {name: run_to_dict(name, results[name]) for name in RUN_NAMES},
+        "runs": runs,
         "diff": diff.to_dict(),
         "refusal": refusal.to_dict(),
         "texts": {name: text for name, text in texts.items() if text is not None},
@@ -283,10 +353,10 @@ def grade_archive(
         try:
             report = safe_extract(Path(archive), work / "tree", options.limits)
         except UnsafeArchive as exc:
-            return empty_evidence(exc.reason)
-        return grade_tree(
+            return clean_evidence(empty_evidence(exc.reason))
+        return clean_evidence(grade_tree(
             report, spec, sandbox, receipts=receipts, cache=OriginalRunCache(options.cache_dir),
             workers=options.workers,
-        )
+        ))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -10,6 +10,7 @@ import logging
 import time
 import traceback
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -19,11 +20,17 @@ from django.utils import timezone
 from sessions_app.models import GateReceipt, InvalidTransition, Submission
 
 from .checks.timeline import Receipt
-from .core import GRADER_VERSION, GradeOptions, grade_archive
+from .core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
 from .models import Evidence
 from .sandbox import Sandbox, SandboxLimits
 
 log = logging.getLogger(__name__)
+
+# Gradings started for one submission before it is given up as an error: task
+# retries and sweeps included. Without a cap, a submission that kills its
+# worker (or outlives the hard time limit) every time is swept up and started
+# again for ever.
+MAX_ATTEMPTS = 6
 
 
 def sandbox_from_settings() -> Sandbox:
@@ -59,11 +66,21 @@ def grade_submission(submission_id: int) -> str:
     submission = Submission.objects.select_related("invitation__packet_version__packet").get(pk=submission_id)
     if submission.is_finished:
         return submission.status
+    archive = _archive_path(submission)
+    if archive is None or not archive.is_file():
+        # why: no retry brings a deleted file back; say so once, clearly, for operators
+        submission.mark_error(f"the uploaded archive is missing from storage ({archive or 'no file recorded'}); "
+                              "restore the file and grade again, or ask the candidate to upload again")
+        return submission.status
+    if submission.attempts >= MAX_ATTEMPTS:
+        submission.mark_error(f"gave up after {submission.attempts} attempts to grade: each one ended without "
+                              "evidence (the worker died, timed out or our side failed); see the worker's log")
+        return submission.status
     submission.mark_grading()
     spec = submission.invitation.packet_version.to_spec()
     started = time.monotonic()
     evidence = grade_archive(
-        submission.archive.path,
+        archive,
         spec,
         sandbox_from_settings(),
         receipts=receipts_for(submission),
@@ -76,7 +93,13 @@ def grade_submission(submission_id: int) -> str:
 
 @transaction.atomic
 def record_evidence(submission: Submission, evidence: dict, duration_s: float) -> None:
-    """Save the evidence and move the submission to graded (or rejected) together."""
+    """Save the evidence and move the submission to graded (or rejected) together.
+
+    The evidence is cleaned first (NUL and lone surrogates become U+FFFD):
+    PostgreSQL's jsonb refuses them, and a candidate's output must never make
+    storing fail.
+    """
+    evidence = clean_evidence(evidence)
     Evidence.objects.update_or_create(
         submission=submission,
         defaults={"data": evidence, "grader_version": GRADER_VERSION, "duration_s": round(duration_s, 3),
@@ -86,6 +109,15 @@ def record_evidence(submission: Submission, evidence: dict, duration_s: float) -
         submission.mark_graded()
     else:
         submission.mark_rejected(evidence["archive"]["reason"])
+
+
+def _archive_path(submission: Submission) -> Path | None:
+    if not submission.archive:
+        return None
+    try:
+        return Path(submission.archive.path)
+    except (NotImplementedError, ValueError):
+        return None
 
 
 def mark_failed(submission_id: int, exc: BaseException) -> None:

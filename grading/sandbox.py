@@ -78,15 +78,40 @@ class RunResult:
     notes: tuple[str, ...] = ()
 
 
+# Replaces ``-m pytest``: pytest, its built-in plugins and what they import
+# are loaded before the tree's folder goes on sys.path, so a candidate's
+# ``pytest.py``, ``_pytest/``, ``pluggy/`` or ``xml/`` cannot stand in for
+# them; the folder is then put first, as ``-m`` does, for the tree's own code.
+PYTEST_BOOT = (
+    "import importlib, os, sys\n"
+    "import pytest\n"
+    "from _pytest.config import default_plugins\n"
+    "for _name in default_plugins:\n"
+    "    try:\n"
+    "        importlib.import_module('_pytest.' + _name)\n"
+    "    except ImportError:\n"
+    "        pass\n"
+    "sys.path.insert(0, os.getcwd())\n"
+    "sys.exit(int(pytest.main()))\n"
+)
+
+
 def is_pytest(command: Sequence[str]) -> bool:
     cmd = list(command)
-    return bool(cmd) and (os.path.basename(cmd[0]) in ("pytest", "py.test") or cmd[1:3] == ["-m", "pytest"])
+    return bool(cmd) and (os.path.basename(cmd[0]) in ("pytest", "py.test") or cmd[1:3] == ["-m", "pytest"]
+                          or cmd[1:4] == ["-P", "-c", PYTEST_BOOT])
 
 
 def pytest_command(command: Sequence[str]) -> tuple[str, ...]:
     """``command`` plus the arguments the sandbox needs when it runs pytest; others unchanged."""
     if not is_pytest(command):
         return tuple(command)
+    command = list(command)
+    if command[1:3] == ["-m", "pytest"]:
+        # why -P: ``python -m`` puts the working folder (the candidate's tree)
+        # first on sys.path before pytest is imported, so a file named
+        # pytest.py replaced pytest itself and reported a pass it never ran.
+        command[1:3] = ["-P", "-c", PYTEST_BOOT]
     extra = [
         f"--junitxml={JUNIT_IN_SANDBOX}",
         "-o", "junit_family=xunit1",  # xunit1 adds file= so node ids can be rebuilt
@@ -187,8 +212,15 @@ def parse_junit(data: bytes) -> list[TestCase]:
     # why: the report is written by pytest inside the sandbox, where candidate
     # code could replace it; pytest never writes a DOCTYPE, so refusing one
     # rules out entity-expansion bombs before the parser sees them.
-    if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
-        raise ValueError("report holds a DOCTYPE")
+    # pytest writes UTF-8; a report in UTF-16 (or anything else) would slip a
+    # DOCTYPE past a byte search, so only strict UTF-8 is read, and the check
+    # is made on the decoded text, in any letter case.
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("report is not UTF-8") from None
+    if re.search(r"<!\s*(DOCTYPE|ENTITY)", text, re.I) or re.search(r"encoding=.(?!utf-?8)", text[:200], re.I):
+        raise ValueError("report holds a DOCTYPE or declares an encoding other than UTF-8")
     try:
         root = ET.fromstring(data)
     except ET.ParseError as exc:
@@ -218,7 +250,8 @@ def _counts_from_text(log: str) -> dict[str, int]:
     return counts
 
 
-def _decide(exit_code, counts, tests_known, timed_out, duration, limits, log) -> tuple[str, list[str]]:
+def _decide(exit_code, counts, tests_known, timed_out, duration, limits, log,
+            pytest_run: bool = False, report_ok: bool = True) -> tuple[str, list[str]]:
     notes: list[str] = []
     if timed_out:
         return "timeout", [f"stopped at the wall-clock limit ({limits.wall_s:g} s)"]
@@ -235,8 +268,16 @@ def _decide(exit_code, counts, tests_known, timed_out, duration, limits, log) ->
     if exit_code == 5:
         return "no_tests", ["pytest collected no tests (exit 5)"]
     if exit_code == 0:
+        if pytest_run and not report_ok:
+            # why: pytest always writes the report we ask for; a run that exits 0
+            # without one had it suppressed (-p no:junitxml) or exited early
+            # (os._exit(0) on import), and its text summary may be forged.
+            return "error", ["exit 0 without pytest's JUnit report: the pass cannot be confirmed"]
         if tests_known and counts["passed"] == 0 and counts["xpassed"] == 0:
             return "no_tests", ["nothing passed: every test was skipped or xfailed"]
+        if pytest_run and counts["passed"] == 0 and counts["xpassed"] == 0:
+            # why: exit 0 with no test reported (--co, --collect-only, an early exit) is not a pass
+            return "no_tests", ["pytest exited 0 but reported no test at all"]
         if skips := counts["skipped"] + counts["xfailed"]:
             notes.append(f"{skips} tests were skipped or xfailed: a skip or xfail is not a pass")
         if counts["xpassed"]:
@@ -367,6 +408,12 @@ class Sandbox:
             "--setenv", "HOME", "/tmp",
             "--setenv", "LANG", "C.UTF-8",
             "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+            # why: pytest loads every "pytest11" entry point it finds on sys.path,
+            # and the tree is on sys.path: a cheat-1.0.dist-info/entry_points.txt
+            # in the upload loaded a report-rewriting plugin into every rerun.
+            # The runner holds no plugin of its own; a packet that wants one
+            # names it with -p in its test command.
+            "--setenv", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1",
             "--json-status-fd", str(status_fd),
             "/bin/sh", "-c",
             # The JUnit report leaves through an inherited pipe rather than a
@@ -466,6 +513,7 @@ class Sandbox:
         text = log.text()
         notes: list[str] = []
         tests: list[TestCase] = []
+        report_ok = False
         if exit_code == 125:
             notes.append("copying the tree into the sandbox failed (too large for its tmpfs?)")
         try:
@@ -474,6 +522,7 @@ class Sandbox:
             if not junit:
                 raise ValueError("no JUnit report")
             tests = parse_junit(junit)
+            report_ok = True
         except ValueError as exc:
             if is_pytest(command):
                 notes.append(f"{exc}: counts unknown, read from pytest's text summary where it had one")
@@ -490,7 +539,8 @@ class Sandbox:
             if extra > 0:
                 counts["passed"] -= extra
                 counts["xpassed"] += extra
-        outcome, why = _decide(exit_code, counts, bool(tests), timed_out, duration, self.limits, text)
+        outcome, why = _decide(exit_code, counts, bool(tests), timed_out, duration, self.limits, text,
+                               pytest_run=is_pytest(command), report_ok=report_ok)
         if log.dropped:
             why.append(f"output truncated: kept the first and last parts of {self.limits.output_bytes} bytes")
         return RunResult(

@@ -13,6 +13,18 @@ Flags, in this order, each at most once:
 - ``conftest_hooks:<path>``: an added or changed Python file newly defines a
   pytest hook that can change how outcomes are reported; a conftest that
   rewrites reports must be visible.
+- ``config_changed:<path>``: pytest's configuration (``pytest.ini``,
+  ``.pytest.ini``, or ``tox.ini``/``setup.cfg``/``pyproject.toml`` mentioning
+  pytest) was added, changed or removed: addopts, plugins, python_files.
+- ``tampering:<path>``: an added or changed non-test file that reaches into
+  the test runner or the interpreter (imports pytest/_pytest/pluggy, touches
+  ``sys.modules``, builtins, ``os._exit``, ``atexit``, frames, ``ctypes``...),
+  or a file the interpreter or pytest loads by itself (``sitecustomize.py``,
+  ``usercustomize.py``, ``*.pth``, ``*.dist-info/``, ``*.egg-info/``).
+  The file entry's ``tampering`` list says what was found.
+- ``shadowing:<path>``: a module or package at the tree's root named like a
+  standard-library module or part of pytest (``pytest.py``, ``_pytest/``,
+  ``csv.py``), which ``import`` would find first.
 
 Caches (``.pytest_cache/``, ``__pycache__/``, ``*.pyc``, ``.DS_Store``) are
 ignored, whatever the archive kept.
@@ -29,6 +41,8 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Mapping
+
+import sys
 
 from grading.spec import is_test_path
 
@@ -47,6 +61,19 @@ REPORT_HOOKS = frozenset({
     "pytest_runtestloop", "pytest_configure", "pytest_unconfigure", "pytest_assertrepr_compare",
     "pytest_runtest_setup", "pytest_exception_interact",
 })
+CONFIG_NAMES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
+RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "packaging", "pygments",
+                            "_distutils_hack", "setuptools", "pkg_resources", "pip"})
+SHADOWABLE = frozenset(sys.stdlib_module_names) | RUNNER_MODULES
+AUTOLOADED = ("sitecustomize.py", "usercustomize.py")
+# Module imports and attribute chains by which imported code reaches the runner or the interpreter.
+TAMPER_IMPORTS = frozenset({"pytest", "_pytest", "pluggy", "builtins", "__builtin__", "ctypes", "atexit",
+                            "gc", "importlib", "site", "runpy", "faulthandler"})
+TAMPER_ATTRS = frozenset({"sys.modules", "sys.meta_path", "sys.path_hooks", "sys.settrace", "sys.setprofile",
+                          "sys._getframe", "sys.addaudithook", "sys.excepthook", "os._exit", "os.kill",
+                          "os.killpg", "inspect.currentframe", "inspect.stack", "inspect.getouterframes"})
+TAMPER_NAMES = frozenset({"__builtins__", "__import__", "pytest_plugins"})
+TAMPER_STRINGS = ("_pytest", "junit", "/tmp/.takehome", "PYTEST_")
 
 
 @dataclass(frozen=True)
@@ -56,10 +83,14 @@ class FileDiff:
     diff: str
     is_test: bool
     binary: bool = False
+    tampering: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "status": self.status, "diff": self.diff,
+        data = {"path": self.path, "status": self.status, "diff": self.diff,
                 "is_test": self.is_test, "binary": self.binary}
+        if self.tampering:  # only where there is something to say
+            data["tampering"] = list(self.tampering)
+        return data
 
 
 @dataclass(frozen=True)
@@ -139,6 +170,83 @@ def _hooks(text: str | None) -> set[str]:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in REPORT_HOOKS}
 
 
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _tamper_signs(text: str | None) -> set[str]:
+    """What in a Python source reaches into the test runner or the interpreter (see TAMPER_*)."""
+    if text is None:
+        return set()
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError):
+        # Unparsable: fall back on the words, so a sign cannot hide behind a syntax trick.
+        words = [*TAMPER_IMPORTS, *TAMPER_ATTRS, *TAMPER_NAMES, *TAMPER_STRINGS]
+        return {f"mentions {w}" for w in words if re.search(rf"(?<![\w.]){re.escape(w)}(?!\w)", text)}
+    found = set()
+    for node in ast.walk(module):
+        if isinstance(node, ast.Import):
+            found |= {f"imports {a.name}" for a in node.names if a.name.split(".")[0] in TAMPER_IMPORTS}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            top = node.module.split(".")[0]
+            if top in TAMPER_IMPORTS:
+                found.add(f"imports {node.module}")
+            if top in ("os", "sys", "inspect"):
+                found |= {f"uses {top}.{a.name}" for a in node.names if f"{top}.{a.name}" in TAMPER_ATTRS}
+        elif isinstance(node, ast.Attribute):
+            dotted = _dotted(node)
+            if dotted is not None and dotted in TAMPER_ATTRS:
+                found.add(f"uses {dotted}")
+        elif isinstance(node, ast.Name) and node.id in TAMPER_NAMES:
+            found.add(f"uses {node.id}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found |= {f"mentions {w}" for w in TAMPER_STRINGS if w in node.value}
+    return found
+
+
+def _file_tampering(path: str, old: str | None, new: str | None, new_bytes: bytes | None) -> list[str]:
+    """Why ``path`` (added or changed, not a test) could change how the reruns behave."""
+    if new_bytes is None or is_test_path(path):
+        return []
+    parts = path.split("/")
+    why = []
+    if parts[-1] in AUTOLOADED:
+        why.append(f"{parts[-1]} is imported by the interpreter at start-up")
+    if parts[-1].endswith(".pth"):
+        why.append(".pth files are executed by the interpreter's site module")
+    if any(p.endswith((".dist-info", ".egg-info")) for p in parts[:-1]):
+        why.append("package metadata: its entry points can load pytest plugins")
+    if path.endswith(".py"):
+        why += sorted(_tamper_signs(new) - _tamper_signs(old))
+    return why
+
+
+def _shadowed(path: str) -> str | None:
+    """The module a root-level file or package would stand in for, if it shadows one."""
+    top, _, rest = path.partition("/")
+    if rest:  # a package: only a folder with __init__.py beats the real module
+        name = top if rest == "__init__.py" else None
+    else:
+        stem, dot, suffix = top.partition(".")
+        name = stem if dot and suffix.split(".")[-1] in ("py", "so", "pyd") else None
+    return name if name in SHADOWABLE and name != "test" else None
+
+
+def _is_pytest_config(path: str, text: str | None) -> bool:
+    name = path.rpartition("/")[2]
+    if name not in CONFIG_NAMES:
+        return False
+    return name in ("pytest.ini", ".pytest.ini") or text is None or "pytest" in text
+
+
 def _unified(path: str, old: str | None, new: str | None, old_size: int, new_size: int) -> str:
     if max(old_size, new_size) > MAX_DIFF_INPUT:
         return f"file too large to diff ({old_size} -> {new_size} bytes)"
@@ -170,7 +278,8 @@ def diff_trees(
     current = _read_tree(tree, tuple(exclude_prefixes))
     originals = {p: d for p, d in original.items() if not p.startswith(tuple(exclude_prefixes))}
     files: list[FileDiff] = []
-    flags: dict[str, list[str]] = {k: [] for k in ("protected", "added", "removed", "forbidden", "hooks")}
+    flags: dict[str, list[str]] = {k: [] for k in ("protected", "added", "removed", "forbidden", "hooks", "config",
+                                                   "tampering", "shadowing")}
     forbidden_found: set[str] = set()
 
     for path in sorted(set(current) | set(originals)):
@@ -188,7 +297,14 @@ def diff_trees(
             diff = "only line endings or a byte-order mark differ; the text is the same"
         else:
             diff = _unified(path, old, new, len(old_bytes or b""), len(new_bytes or b""))
-        files.append(FileDiff(path, status, diff, is_test_path(path), binary))
+        tampering = _file_tampering(path, old, new, new_bytes)
+        files.append(FileDiff(path, status, diff, is_test_path(path), binary, tuple(tampering)))
+        if _is_pytest_config(path, old) or _is_pytest_config(path, new):
+            flags["config"].append(f"config_changed:{path}")
+        if tampering:
+            flags["tampering"].append(f"tampering:{path}")
+        if new_bytes is not None and _shadowed(path):
+            flags["shadowing"].append(f"shadowing:{path}")
 
         if path in protected:
             if status == "removed":

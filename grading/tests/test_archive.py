@@ -422,3 +422,40 @@ def test_dest_behind_a_symlinked_parent_still_works(tmp_path):
     (tmp_path / "link").symlink_to(tmp_path / "real")
     report = safe_extract(make_zip(tmp_path, APP), tmp_path / "link" / "out")
     assert report.kept == ("app.py",) and (tmp_path / "real/out/app.py").is_file()
+
+
+# -- the scale limits: paths past PATH_MAX, odd but legal archives ------------------------------
+
+
+@pytest.mark.parametrize("name", [
+    "/".join(["d" * 200] * 25) + "/x.py",          # 5 KB: past PATH_MAX once copied under the work folders
+    "/".join(["d"] * 40) + "/x.py",                # short, but 40 folders deep
+], ids=["long", "deep"])
+def test_a_path_too_long_or_too_deep_is_refused_before_it_breaks_grading(tmp_path, name):
+    reason = reject(tmp_path, make_zip(tmp_path, {**APP, name: b"x = 1\n"}))
+    assert "more than 1 KB long or nested more than 32 folders deep" in reason
+    assert_human(reason)
+
+
+def test_a_long_honest_path_still_unpacks(tmp_path):
+    name = "/".join(["package"] * 20) + "/module_with_a_long_descriptive_name.py"
+    report = safe_extract(make_zip(tmp_path, {**APP, name: b"x = 1\n"}), tmp_path / "out")
+    assert name in report.kept
+
+
+def test_odd_but_legal_archives(tmp_path):
+    # zip64 records, an archive that is only the end record, a file and a folder both named artifacts,
+    # and a central directory whose name disagrees with the local header.
+    z64 = tmp_path / "z64.zip"
+    with zipfile.ZipFile(z64, "w") as zf:
+        with zf.open("a.py", "w", force_zip64=True) as fh:
+            fh.write(b"x = 1\n")
+    assert safe_extract(z64, tmp_path / "z64").kept == ("a.py",)
+    only_end = _write(tmp_path, b"PK\x05\x06" + bytes(18))
+    assert "empty" in reject(tmp_path, only_end)
+    both = write_raw_zip(tmp_path / "both.zip", [RawEntry("artifacts", b"x"), RawEntry("artifacts/red.log", b"y")])
+    assert "both a file and a folder named artifacts" in reject(tmp_path, both)
+    data = bytearray(make_zip(tmp_path / "lie.zip", {"good.py": b"print(1)\n"}).read_bytes())
+    at = data.find(b"good.py")  # the local header's copy of the name
+    data[at:at + 7] = b"evil.py"
+    assert "damaged" in reject(tmp_path, _write(tmp_path, bytes(data)))

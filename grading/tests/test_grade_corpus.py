@@ -363,3 +363,143 @@ def test_the_downloads_own_gate_and_readme_are_left_out(grade, tmp_path):
     assert "gate.py" not in evidence["archive"]["kept"]
     assert evidence["diff"]["flags"] == []
     assert "secret-link-token" not in json.dumps(evidence)
+
+
+# --- dishonest code that tries to pass the reference check falsely ---------------------------
+
+CHEAT_PLUGIN = b'''import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+'''
+
+
+@pytest.mark.parametrize("config", [
+    {"pytest.ini": b"[pytest]\naddopts = -p cheat\n"},
+    {"pyproject.toml": b"[tool.pytest.ini_options]\naddopts = '-p cheat'\n"},
+    {"setup.cfg": b"[tool:pytest]\naddopts = -p cheat\n"},
+], ids=["pytest.ini", "pyproject.toml", "setup.cfg"])
+def test_a_candidate_pytest_config_cannot_load_a_plugin_into_the_reference_check(grade, tmp_path, config):
+    spec = sample_spec()
+    files = corpus.honest_files(**{"invoices.py": spec.fixture["invoices.py"], "cheat.py": CHEAT_PLUGIN, **config})
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
+    path = next(iter(config))
+    assert f"config_changed:{path}" in evidence["diff"]["flags"]
+    assert "tampering:cheat.py" in evidence["diff"]["flags"]
+    assert evidence["runs"]["reference_vs_submitted"]["outcome"] == "failed"
+    assert evidence["runs"]["reference_vs_submitted"]["as_expected"] is False
+
+
+def test_production_code_that_exits_0_on_import_is_not_a_pass(grade, tmp_path):
+    spec = sample_spec()
+    code = b"import os\nos._exit(0)\n" + spec.fixture["invoices.py"]
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files(**{"invoices.py": code})))
+    ref = evidence["runs"]["reference_vs_submitted"]
+    assert ref["outcome"] != "passed" and ref["as_expected"] is False, ref
+    assert "tampering:invoices.py" in evidence["diff"]["flags"]
+    tampering = next(f for f in evidence["diff"]["files"] if f["path"] == "invoices.py")["tampering"]
+    assert "uses os._exit" in tampering
+
+
+def test_a_pytest_py_in_the_upload_is_flagged_and_cannot_pass(grade, tmp_path):
+    spec = sample_spec()
+    files = corpus.honest_files(**{"invoices.py": spec.fixture["invoices.py"],
+                                   "pytest.py": b"print('2 passed in 0.01s')\nraise SystemExit(0)\n"})
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
+    assert "shadowing:pytest.py" in evidence["diff"]["flags"]
+    assert evidence["runs"]["reference_vs_submitted"]["outcome"] == "failed"
+
+
+def test_the_reference_check_needs_every_packet_test_reported_as_passed():
+    from grading.core import check_reference_run
+
+    def run(tests):
+        return {"outcome": "passed", "as_expected": True, "notes": [],
+                "tests": [{"nodeid": n, "outcome": o} for n, o in tests]}
+
+    expected = {"test_ref.py::test_a", "test_ref.py::TestB::test_b"}
+    honest = check_reference_run(run([("test_ref.py::test_a[1]", "passed"), ("test_ref.py::TestB::test_b", "passed")]),
+                                 expected)
+    assert (honest["outcome"], honest["as_expected"], honest["missing_reference_tests"]) == ("passed", True, [])
+    deselected = check_reference_run(run([("test_ref.py::test_a", "passed")]), expected)
+    assert deselected["outcome"] == "error" and deselected["as_expected"] is False
+    assert deselected["missing_reference_tests"] == ["test_ref.py::TestB::test_b"]
+    assert check_reference_run(run([]), expected)["outcome"] == "error"  # no report at all
+
+
+def test_hostile_production_code_is_flagged_and_honest_code_is_not(tmp_path):
+    from grading.checks.diff import diff_trees
+
+    spec = sample_spec()
+    tree = tmp_path / "tree"
+    cases = {
+        "patch.py": b"import _pytest.reports\n_pytest.reports.TestReport.outcome = 'passed'\n",
+        "mods.py": b"import sys\nsys.modules['invoices'] = None\n",
+        "blt.py": b"import builtins\nbuiltins.print = None\n",
+        "late.py": b"import atexit\natexit.register(lambda: None)\n",
+        "plug.py": b"pytest_plugins = ['cheat']\n",
+        "sitecustomize.py": b"x = 1\n",
+        "evil.pth": b"import os\n",
+        "x-1.0.dist-info/entry_points.txt": b"[pytest11]\nx = x\n",
+    }
+    honest = {"invoices.py": spec.solution["invoices.py"], "helpers.py": b"import csv\n\ndef f():\n    return 1\n",
+              "test_invoices.py": b"import pytest\nimport sys\n\ndef test_x():\n    assert sys.modules\n"}
+    write = {**spec.fixture, **honest, **cases, "csv.py": b"x = 1\n", "_pytest/__init__.py": b"",
+             "pytest.ini": b"[pytest]\naddopts = -x\n"}
+    from grading.core import write_tree
+
+    write_tree(write, tree)
+    flags = diff_trees(spec.fixture, tree, protected_paths=spec.protected_paths,
+                       forbidden_patterns=spec.forbidden_patterns).flags
+    assert {f"tampering:{p}" for p in cases} <= set(flags), flags
+    assert {"shadowing:csv.py", "shadowing:_pytest/__init__.py", "config_changed:pytest.ini"} <= set(flags)
+    assert not [f for f in flags if f.split(":", 1)[1] in honest and not f.startswith("added:")], flags
+
+
+# --- evidence a candidate cannot make unstorable ---------------------------------------------
+
+
+def test_nul_and_bad_bytes_in_candidate_output_leave_readable_storable_evidence(grade, tmp_path):
+    noisy = (b"import sys\n\ndef test_noise():\n"
+             b"    sys.stdout.write('before\\x00after \\x1b[31mred\\x1b[0m ')\n"
+             b"    sys.stdout.buffer.write(b'\\xff\\xfe\\xed\\xa0\\x80 bytes')\n"
+             b"    assert False\n")
+    files = corpus.honest_files(**{"test_noise.py": noisy, "artifacts/notes.md": b"nul\x00here \xed\xa0\x80 \xff"})
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
+    text = json.dumps(evidence)  # ensure_ascii: a NUL or a lone surrogate shows as an escape
+    assert "\\u0000" not in text
+    assert not __import__("re").search(r"\\ud[89a-f][0-9a-f]{2}", text)
+    log = evidence["runs"]["submitted"]["log"]
+    assert "before\ufffdafter" in log, log
+    assert evidence["texts"]["notes.md"].startswith("nul\ufffdhere")
+
+
+def test_clean_evidence_replaces_nul_and_lone_surrogates_everywhere():
+    from grading.core import clean_evidence
+
+    dirty = {"a\x00": ["x\x00y", {"k": "\ud800z"}], "n": 1, "b": None, "t": True}
+    assert clean_evidence(dirty) == {"a\ufffd": ["x\ufffdy", {"k": "\ufffdz"}], "n": 1, "b": None, "t": True}
+    json.dumps(clean_evidence(dirty)).encode("utf-8")
+
+
+def test_a_tree_of_many_tiny_files_grades_in_reasonable_time(grade, tmp_path):
+    # Every tree is written and copied about five times; 1,950 files (near the cap) took about 10 s
+    # on a busy 2-core machine. Half of that keeps this test quick.
+    import time
+
+    files = corpus.honest_files(**{f"pkg{i % 40}/m{i}.txt": b"x\n" for i in range(1000)})
+    start = time.monotonic()
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
+    assert evidence["archive"]["accepted"] is True
+    assert outcomes(evidence) == ALL_RIGHT
+    assert time.monotonic() - start < 30
+
+
+def test_a_file_named_artifacts_is_graded_not_crashed(grade, tmp_path):
+    files = {k: v for k, v in corpus.honest_files().items() if not k.startswith("artifacts/")}
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", {**files, "artifacts": b"not a folder\n"}))
+    assert evidence["archive"]["accepted"] is True
+    assert evidence["artifacts"]["red.log"] is False

@@ -129,3 +129,66 @@ def test_a_fresh_machine_without_a_scratch_folder_grades(invitation, media_root,
         import shutil
 
         shutil.rmtree(settings.GRADING_SCRATCH_DIR, ignore_errors=True)
+
+
+NOISY_TEST = (b"import sys\n\ndef test_noise():\n"
+              b"    sys.stdout.write('before\\x00after')\n"
+              b"    assert False\n")
+
+
+def test_nul_bytes_in_candidate_output_are_stored(invitation, media_root, tmp_path):
+    # PostgreSQL's jsonb refuses "\u0000": a candidate must not be able to make storing fail.
+    files = corpus.honest_files(**{"test_noise.py": NOISY_TEST, "artifacts/notes.md": b"a\x00b"})
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", files))
+    assert pipeline.grade_submission(submission.pk) == "graded"
+    data = Evidence.objects.get(submission=submission).data
+    assert "before\ufffdafter" in data["runs"]["submitted"]["log"]
+    assert data["texts"]["notes.md"] == "a\ufffdb"
+
+
+def test_record_evidence_cleans_what_it_stores(invitation, media_root, tmp_path):
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()),
+                        status=Submission.Status.GRADING)
+    from grading.core import empty_evidence
+
+    evidence = empty_evidence("x")
+    evidence["archive"].update(accepted=True, reason=None)
+    evidence["texts"] = {"notes.md": "nul\x00 and \ud800 lone"}
+    pipeline.record_evidence(submission, evidence, 1.0)
+    assert Evidence.objects.get().data["texts"]["notes.md"] == "nul\ufffd and \ufffd lone"
+
+
+def test_a_deleted_archive_is_an_error_at_once_not_a_retry_loop(invitation, media_root, tmp_path):
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    Path(submission.archive.path).unlink()
+    result = tasks.grade_submission.apply(args=(submission.pk,))
+    assert result.get() == "error"
+    submission.refresh_from_db()
+    assert submission.status == "error" and "missing from storage" in submission.error
+    assert submission.attempts == 0 and not Evidence.objects.exists()
+
+
+def test_a_submission_that_never_finishes_grading_is_given_up(invitation, media_root, tmp_path):
+    # Each attempt killed its worker: the sweep would start it again for ever.
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()),
+                        status=Submission.Status.GRADING, attempts=pipeline.MAX_ATTEMPTS)
+    assert pipeline.grade_submission(submission.pk) == "error"
+    submission.refresh_from_db()
+    assert submission.status == "error" and f"after {pipeline.MAX_ATTEMPTS} attempts" in submission.error
+
+
+def test_a_second_worker_finishing_later_leaves_the_first_evidence(invitation, media_root, tmp_path):
+    # Two workers graded the same submission (a redelivered message): the first to finish wins,
+    # the second's evidence is rolled back with its refused status change.
+    from sessions_app.models import InvalidTransition
+
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    late = Submission.objects.get(pk=submission.pk)
+    late.mark_grading()
+    assert pipeline.grade_submission(submission.pk) == "graded"
+    first = Evidence.objects.get().data
+    other = {**first, "texts": {"notes.md": "from the second worker"}}
+    with pytest.raises(InvalidTransition):
+        pipeline.record_evidence(late, other, 1.0)
+    assert Evidence.objects.get().data == first
+    assert Submission.objects.get().status == "graded"

@@ -406,3 +406,110 @@ def test_interrupted_caller_kills_the_sandbox_and_cleans_up(sandbox, tmp_path):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     # no_leftovers checks that no process survived and the run folder is gone
+
+
+# -- a pass must be earned: pytest itself cannot be replaced or skipped ------------
+
+FAILING = {"test_calc.py": "def test_add():\n    assert 1 + 1 == 3\n"}
+
+
+def test_a_pytest_py_in_the_tree_cannot_stand_in_for_pytest(sandbox, tmp_path):
+    # `python -m pytest` used to put the tree first on sys.path before importing pytest.
+    tree = make_tree(tmp_path, {**FAILING, "pytest.py": "print('1 passed in 0.01s')\nraise SystemExit(0)\n",
+                                "_pytest/__init__.py": "raise SystemExit(0)\n"})
+    r = sandbox.run(tree, PYTEST)
+    assert (r.outcome, r.failed) == ("failed", 1), r.log
+
+
+def test_a_stdlib_module_pytest_imports_cannot_be_shadowed(sandbox, tmp_path):
+    # pytest's own plugins import xml.etree (junitxml), pdb, ...: loaded before the tree is on sys.path.
+    tree = make_tree(tmp_path, {**FAILING, "xml/__init__.py": "import os\nos._exit(0)\n"})
+    r = sandbox.run(tree, PYTEST)
+    assert (r.outcome, r.failed) == ("failed", 1), r.log
+
+
+def test_an_entry_point_plugin_shipped_in_the_tree_is_not_loaded(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {
+        **FAILING,
+        "cheat.py": """
+            import pytest
+            @pytest.hookimpl(hookwrapper=True)
+            def pytest_runtest_makereport(item, call):
+                outcome = yield
+                outcome.get_result().outcome = "passed"
+        """,
+        "cheat-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: cheat\nVersion: 1.0\n",
+        "cheat-1.0.dist-info/entry_points.txt": "[pytest11]\ncheat = cheat\n",
+    })
+    r = sandbox.run(tree, PYTEST)
+    assert (r.outcome, r.failed) == ("failed", 1), r.log
+
+
+def test_exit_0_before_any_test_ran_is_not_a_pass(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {"calc.py": "import os\nos._exit(0)\n",
+                                "test_calc.py": "import calc\n\ndef test_add():\n    assert 1 + 1 == 3\n"})
+    r = sandbox.run(tree, PYTEST)
+    assert r.exit_code == 0 and r.outcome != "passed", r
+    assert any("JUnit report" in n for n in r.notes)
+
+
+def test_collect_only_is_not_a_pass(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {**FAILING, "pytest.ini": "[pytest]\naddopts = --co\n"})
+    r = sandbox.run(tree, PYTEST)
+    assert r.exit_code == 0 and r.outcome == "no_tests", r
+
+
+def test_a_junit_report_that_is_not_utf8_cannot_smuggle_a_doctype():
+    from grading.sandbox import parse_junit
+
+    doc = ('<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE t [<!ENTITY a "test_ok">]>'
+           '<testsuites><testsuite><testcase classname="x" name="&a;"/></testsuite></testsuites>')
+    for data in (doc.encode("utf-16"), doc.replace("DOCTYPE", "doctype").encode()):
+        with pytest.raises(ValueError):
+            parse_junit(data)
+
+
+def test_a_double_forked_setsid_daemon_is_gone_after_the_run(sandbox, tmp_path):
+    tree = make_tree(tmp_path, {"test_daemon.py": """
+        import os, time
+        def test_daemon():
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    os.closerange(0, 256)
+                    time.sleep(600)
+                os._exit(0)
+            os.wait()
+    """})
+    start = time.monotonic()
+    r = sandbox.run(tree, PYTEST)
+    assert r.outcome == "passed" and time.monotonic() - start < 5, r.log
+    assert pool_processes(sandbox) == []
+
+
+def test_two_runs_at_once_cannot_see_each_others_trees(sandbox, tmp_path):
+    probe = """
+        import os
+        def test_look():
+            seen = []
+            for top in ("/", "/tmp", "/src", "/tree", "/proc"):
+                try:
+                    seen += [os.path.join(top, n) for n in os.listdir(top)]
+                except OSError:
+                    pass
+            assert not [s for s in seen if "SECRET-OF-{other}" in s], seen
+            import time; time.sleep(1)
+    """
+    trees = [make_tree(tmp_path / n, {f"SECRET-OF-{n}.txt": "x", "test_look.py": probe.format(other=o)})
+             for n, o in (("a", "b"), ("b", "a"))]
+    results = [None, None]
+
+    def go(i):
+        results[i] = sandbox.run(trees[i], PYTEST)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.outcome for r in results] == ["passed", "passed"], [r.log for r in results]
