@@ -8,6 +8,7 @@ authenticate by the token in the URL and answer JSON.
 from __future__ import annotations
 
 import json
+from functools import wraps
 from datetime import timedelta
 
 from django.conf import settings
@@ -79,6 +80,29 @@ def _problem_page(request: HttpRequest, problem: LinkProblem) -> HttpResponse:
     return render(request, "sessions_app/invalid_link.html", status=404)
 
 
+def with_invitation(view=None, *, json_only: bool = False):
+    """Look the token up once for a candidate view, which then gets the invitation.
+
+    An unknown or revoked token, or too many look-ups from one address, gets
+    the plain "not valid" page (or JSON for the gate and for json_only views).
+    """
+
+    def decorator(view):
+        @wraps(view)
+        def wrapped(request: HttpRequest, token: str, *args, **kwargs):
+            try:
+                invitation = _lookup(request, token)
+            except LinkProblem as problem:
+                if json_only:
+                    return JsonResponse({"message": problem.message}, status=problem.status)
+                return _problem_page(request, problem)
+            return view(request, invitation, token, *args, **kwargs)
+
+        return wrapped
+
+    return decorator(view) if view is not None else decorator
+
+
 def seconds_left(invitation: Invitation) -> int | None:
     if invitation.deadline is None:
         return None
@@ -117,12 +141,9 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
 @require_GET
 @never_cache
 @vary_on_headers("HX-Request")
-def landing(request: HttpRequest, token: str) -> HttpResponse:
+@with_invitation
+def landing(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
     """The page behind the link: prompt, rules, clock, download, upload, uploads so far."""
-    try:
-        invitation = _lookup(request, token)
-    except LinkProblem as problem:
-        return _problem_page(request, problem)
     actions.do_open_invitation(invitation)
     template = "sessions_app/session_detail.html"
     if request.htmx:
@@ -131,12 +152,9 @@ def landing(request: HttpRequest, token: str) -> HttpResponse:
 
 
 @require_POST
-def start(request: HttpRequest, token: str) -> HttpResponse:
+@with_invitation
+def start(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
     """Start the clock. A second Start changes nothing and says so."""
-    try:
-        invitation = _lookup(request, token)
-    except LinkProblem as problem:
-        return _problem_page(request, problem)
     if actions.do_start_session(invitation):
         messages.success(
             request,
@@ -154,12 +172,9 @@ def start(request: HttpRequest, token: str) -> HttpResponse:
 
 @require_GET
 @never_cache
-def download(request: HttpRequest, token: str) -> HttpResponse:
+@with_invitation
+def download(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
     """The project folder as a zip, with the candidate's own gate.py. Only once the clock runs."""
-    try:
-        invitation = _lookup(request, token)
-    except LinkProblem as problem:
-        return _problem_page(request, problem)
     if invitation.started_at is None:
         message = "Press Start first: the download is ready once your clock is running."
         if wants_json(request):
@@ -174,12 +189,9 @@ def download(request: HttpRequest, token: str) -> HttpResponse:
 
 @csrf_exempt  # why: called by gate.py with the token in the URL; see from_gate()
 @require_POST
-def gate_step(request: HttpRequest, token: str, step: str) -> JsonResponse:
+@with_invitation(json_only=True)
+def gate_step(request: HttpRequest, invitation: Invitation, token: str, step: str) -> JsonResponse:
     """Witness one gate step (red, model, green): store a receipt with the server's time."""
-    try:
-        invitation = _lookup(request, token)
-    except LinkProblem as problem:
-        return JsonResponse({"message": problem.message}, status=problem.status)
     if step not in GATE_STEPS:
         return JsonResponse({"message": f"There is no gate step called {step[:20]!r}: use red, model or green."},
                             status=404)
@@ -215,12 +227,9 @@ def gate_step(request: HttpRequest, token: str, step: str) -> JsonResponse:
 
 @require_GET
 @never_cache
-def status(request: HttpRequest, token: str) -> JsonResponse:
+@with_invitation(json_only=True)
+def status(request: HttpRequest, invitation: Invitation, token: str) -> JsonResponse:
     """What the server witnessed, the uploads and their grading, and the time left (JSON)."""
-    try:
-        invitation = _lookup(request, token)
-    except LinkProblem as problem:
-        return JsonResponse({"message": problem.message}, status=problem.status)
     iso = lambda value: value.isoformat() if value else None  # noqa: E731
     return JsonResponse({
         "packet": invitation.packet.title,
@@ -257,12 +266,9 @@ def _upload_refused(request, invitation, token, code: str, message: str, status:
 
 @csrf_exempt  # why: the gate posts here by token; browsers are checked in _receive_browser
 @require_POST
-def upload(request: HttpRequest, token: str) -> HttpResponse:
+@with_invitation
+def upload(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
     """Receive a zip (multipart field ``archive``), keep it by hash and queue its grading."""
-    try:
-        invitation = _lookup(request, token)
-    except LinkProblem as problem:
-        return _problem_page(request, problem)
     try:
         actions.check_upload_allowed(invitation)
     except actions.SessionRefused as exc:
@@ -322,12 +328,9 @@ _receive_browser = csrf_protect(_receive)
 @require_GET
 @never_cache
 @vary_on_headers("HX-Request")
-def submission_detail(request: HttpRequest, token: str, pk: int) -> HttpResponse:
+@with_invitation
+def submission_detail(request: HttpRequest, invitation: Invitation, token: str, pk: int) -> HttpResponse:
     """The receipt of one upload: its hash, the server's time, and its grading status."""
-    try:
-        invitation = _lookup(request, token)
-    except LinkProblem as problem:
-        return _problem_page(request, problem)
     # why filter by invitation: one candidate's token never shows another's upload.
     submission = invitation.submissions.filter(pk=pk).first()
     if submission is None:
