@@ -13,6 +13,8 @@ from kombu.exceptions import OperationalError
 from sessions_app.models import InvalidTransition, Submission
 
 from . import pipeline
+from takehome.tasks import record_heartbeat
+
 from .runner import RunnerUnavailable, ensure_runner
 
 log = logging.getLogger(__name__)
@@ -81,4 +83,6 @@ def prepare_worker(sender=None, **kwargs) -> None:
     except RunnerUnavailable as exc:
         # Grading will fail with SandboxUnavailable and be retried; say why now.
         log.error("the sandbox's runner virtualenv cannot be built: %s", exc)
+    # Pages show whether a worker is alive; say so now rather than at beat's first tick.
+    record_heartbeat.delay()
     sweep_submissions.delay()

@@ -22,6 +22,7 @@ FIELD = "archive"
 # A zip that holds at least one file starts with a local file header. An empty
 # zip (only the end record, PK\x05\x06) has nothing to grade.
 ZIP_MAGIC = b"PK\x03\x04"
+EMPTY_ZIP_MAGIC = b"PK\x05\x06"  # a zip with no entries starts with its end record
 INCOMING = "uploads/.incoming"
 
 
@@ -40,6 +41,8 @@ def messages_for(max_bytes: int) -> dict[str, str]:
         "missing": "Choose a zip file to upload.",
         "empty": "The file is empty. Zip your project folder and upload that zip.",
         "not_zip": "This file is not a zip. Zip your project folder (artifacts included) and upload that zip.",
+        "empty_zip": "This zip holds no files. Zip your project folder with its files (artifacts included) "
+                     "and upload that zip.",
         "too_large": (f"The file is larger than the limit of {human_size(max_bytes)}. Leave out virtual "
                       "environments, .git and caches, or use 'python gate.py submit', which does that for you."),
         "several": "Upload one zip at a time.",
@@ -120,7 +123,7 @@ class HashingUploadHandler(FileUploadHandler):
         if len(self._head) < len(ZIP_MAGIC):
             self._head += raw_data[: len(ZIP_MAGIC) - len(self._head)]
             if len(self._head) == len(ZIP_MAGIC) and self._head != ZIP_MAGIC:
-                raise self._refuse("not_zip")
+                raise self._refuse("empty_zip" if self._head == EMPTY_ZIP_MAGIC else "not_zip")
         self._size += len(raw_data)
         if self._size > self.max_bytes:
             raise self._refuse("too_large", connection_reset=True)

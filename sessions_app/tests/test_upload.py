@@ -71,7 +71,7 @@ def test_the_same_bytes_twice_reuse_the_file_and_the_newest_is_latest(client, st
 @pytest.mark.parametrize("data, expected", [
     (b"%PDF-1.4 this is a pdf, not a zip", "This file is not a zip"),
     (b"PK", "This file is not a zip"),
-    (b"PK\x05\x06" + b"\0" * 18, "This file is not a zip"),  # an empty zip holds nothing to grade
+    (b"PK\x05\x06" + b"\0" * 18, "This zip holds no files"),  # an empty zip holds nothing to grade
     (b"", "The file is empty"),
 ])
 def test_bad_files_are_refused_clearly_and_store_nothing(client, started, media_root, data, expected):

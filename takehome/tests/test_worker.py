@@ -18,3 +18,11 @@ def test_a_task_goes_through_redis_to_a_real_worker_and_writes_the_database(cele
     except AssertionError:
         raise AssertionError("worker log:\n" + celery_worker_proc.output()[-4000:])
     assert beat.seen_at is not None
+
+
+def test_a_worker_reports_in_as_soon_as_it_starts(celery_worker_proc):
+    # No task is sent and no beat runs: the heartbeat comes from the worker's start.
+    try:
+        _wait_for(lambda: WorkerHeartbeat.objects.exists(), 60, "the worker's first heartbeat")
+    except AssertionError:
+        raise AssertionError("worker log:\n" + celery_worker_proc.output()[-4000:])
