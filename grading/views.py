@@ -52,6 +52,9 @@ def _submission(pk: int) -> Submission:
 def queue(request: HttpRequest) -> HttpResponse:
     """Latest submissions, newest first; by default those the reviewer has not yet scored."""
     packet_slug = request.GET.get("packet", "")
+    packets = list(Packet.objects.only("slug", "title"))
+    if packet_slug and packet_slug not in {p.slug for p in packets}:
+        packet_slug = ""  # an unknown packet (a stale link) filters nothing and links to no debrief
     todo = request.GET.get("show", "todo") != "all"
     page = Paginator(pages.queue(request.user, packet_slug, todo), QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
     rows = pages.queue_rows(pages.load_queue_page(list(page.object_list)), request.user)
@@ -59,7 +62,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         "page": page,
         "rows": rows,
         "polling": any(not r.submission.is_finished for r in rows),
-        "packets": Packet.objects.only("slug", "title"),
+        "packets": packets,
         "packet_slug": packet_slug,
         "show": "todo" if todo else "all",
         "query": request.GET.urlencode(),

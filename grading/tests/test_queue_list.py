@@ -47,6 +47,13 @@ def test_filter_by_packet(rob, sample_packet):
     assert shown(rob.get(f"/review/?packet={sample_packet.slug}")) == [mine.pk]
 
 
+def test_an_unknown_packet_filters_nothing_and_offers_no_debrief(rob, sample_packet):
+    mine = make_submission(sample_packet, "Ada")
+    response = rob.get("/review/?packet=no-such-packet")
+    assert shown(response) == [mine.pk]
+    assert "/review/debrief/no-such-packet/" not in response.content.decode()
+
+
 def test_hidden_names_show_a_number(rob, sample_packet):
     submission = make_submission(sample_packet, "Ada Lovelace")
     sample_packet.hide_candidate_names = True
