@@ -112,15 +112,13 @@ def test_red_never_overwrites_a_red_log_with_a_passing_run_or_after_the_stamp(tr
     assert [x["step"] for x in receipts_jsonl(tree)] == ["red", "model", "green"]
 
 
-def test_without_pytest_the_gate_says_so_and_sends_nothing(tree):
-    import shutil
+def test_without_pytest_the_gate_says_so_and_sends_nothing(tree, tmp_path):
     import subprocess
+    import sys
 
-    bare = [p for p in ("/usr/bin/python3", shutil.which("python3")) if p and
-            subprocess.run([p, "-c", "import pytest"], capture_output=True).returncode != 0]
-    if not bare:
-        pytest.skip("every Python here has pytest")
-    r = run_gate(tree, "red", python=Path(bare[0]))
+    # A Python that surely has no pytest: a fresh virtualenv without pip.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    r = run_gate(tree, "red", python=tmp_path / "bare" / "bin" / "python")
     assert r.returncode != 0 and "-m pip install pytest" in r.stderr
     assert not (tree / "artifacts" / "red.log").exists()
     assert not GateReceipt.objects.exists()
