@@ -61,8 +61,14 @@ def recruiter(groups):
 
 
 @pytest.fixture
-def reviewer(groups):
-    return _user("rob", groups["reviewer"])
+def make_reviewer(groups):
+    """Make more reviewers by name (password pw-<name>), for double review."""
+    return lambda name: _user(name, groups["reviewer"])
+
+
+@pytest.fixture
+def reviewer(make_reviewer):
+    return make_reviewer("rob")
 
 
 @pytest.fixture
@@ -77,6 +83,14 @@ def sample_packet(db):
 
     packet, _ = do_load_sample_packet()
     return packet
+
+
+@pytest.fixture
+def invitation(sample_packet):
+    """A fresh invitation to the sample packet, its raw token on `.raw_token`."""
+    from takehome.tests.factories import InvitationFactory
+
+    return InvitationFactory(packet_version=sample_packet.latest_version())
 
 
 # --- Redis and a real Celery worker -------------------------------------------------

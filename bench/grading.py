@@ -52,10 +52,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
 from grading.archive import safe_extract  # noqa: E402
-from grading.core import EXPECTED, RUN_NAMES, GradeOptions, grade_archive, read_tree, rerun_trees, write_tree  # noqa: E402
+from grading.core import EXPECTED, RUN_NAMES, GradeOptions, grade_archive, rerun_trees, write_tree  # noqa: E402
 from grading.runner import RunnerUnavailable, ensure_runner, runner_python, sandbox_home  # noqa: E402
 from grading.sandbox import JUNIT_IN_SANDBOX, Sandbox, SandboxUnavailable, pytest_command  # noqa: E402
-from grading.spec import sample_spec  # noqa: E402
+from grading.spec import read_tree, sample_spec  # noqa: E402
 from grading.tests.corpus import honest_files, zip_with_times  # noqa: E402
 
 RATIO_TARGET = 1.3

@@ -25,7 +25,7 @@ from .checks.redlog import analyse_red_log, collect_test_ids
 from .checks.refusal import check_refusal
 from .checks.timeline import Receipt, build_timeline
 from .sandbox import RunResult, Sandbox
-from .spec import ARTIFACTS_DIR, BUNDLE_PATHS, PacketSpec, is_test_path
+from .spec import ARTIFACTS_DIR, BUNDLE_PATHS, PacketSpec, is_test_path, read_tree
 
 GRADER_VERSION = "1"
 RUN_NAMES = ("submitted", "tests_vs_original", "tests_vs_solution", "reference_vs_submitted")
@@ -84,15 +84,6 @@ def write_tree(files: Mapping[str, bytes], dest: Path) -> None:
         target = dest / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-
-
-def read_tree(root: Path) -> dict[str, bytes]:
-    """The files under root as {posix path: bytes}; links are not followed (unpack writes none)."""
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.is_symlink()
-    }
 
 
 def _without_artifacts(files: Mapping[str, bytes]) -> dict[str, bytes]:

@@ -62,13 +62,14 @@ class PacketSpec:
         return f"{self.slug}-v{self.version}"
 
 
-def _read_tree(root: Path) -> dict[str, bytes]:
+def read_tree(root: Path) -> dict[str, bytes]:
+    """The files under root as {posix path: bytes}; links are not followed, caches left out."""
     if not root.is_dir():
         return {}
     return {
         PurePosixPath(p.relative_to(root)).as_posix(): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
+        if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts
     }
 
 
@@ -78,9 +79,9 @@ def load_spec_dir(root: Path, version: int = 1) -> PacketSpec:
     return PacketSpec(
         slug=meta["slug"],
         version=version,
-        fixture=_read_tree(root / "fixture"),
-        solution=_read_tree(root / "solution"),
-        reference_tests=_read_tree(root / "reference_tests"),
+        fixture=read_tree(root / "fixture"),
+        solution=read_tree(root / "solution"),
+        reference_tests=read_tree(root / "reference_tests"),
         protected_paths=tuple(meta.get("protected_paths", ())),
         forbidden_patterns=dict(meta.get("forbidden_patterns", {})),
         refusal_hints=dict(meta.get("refusal_hints", {})),

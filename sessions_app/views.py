@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from functools import wraps
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import messages

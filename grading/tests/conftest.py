@@ -41,3 +41,28 @@ def grading_sandbox(runner_dir, scratch_dir) -> Sandbox:
         slots=settings.GRADING_SANDBOX_SLOTS,
         limits=SandboxLimits(wall_s=30),
     )
+
+
+@pytest.fixture
+def submission(sample_packet):
+    """A graded submission of the sample packet, with ideal evidence."""
+    from grading.tests.reviewing import make_submission
+
+    return make_submission(sample_packet)
+
+
+@pytest.fixture
+def rob(client, reviewer):
+    """The test client, logged in as the reviewer rob."""
+    client.force_login(reviewer)
+    return client
+
+
+@pytest.fixture
+def ann(make_reviewer):
+    return make_reviewer("ann")
+
+
+@pytest.fixture
+def cy(make_reviewer):
+    return make_reviewer("cy")

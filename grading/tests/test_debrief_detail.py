@@ -4,25 +4,10 @@ import csv
 import io
 
 import pytest
-from django.contrib.auth.models import User
 
 from grading.tests.reviewing import make_submission, score
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def ann(groups):
-    user = User.objects.create_user("ann", password="pw-ann")
-    user.groups.add(groups["reviewer"])
-    return user
-
-
-@pytest.fixture
-def cy(groups):
-    user = User.objects.create_user("cy", password="pw-cy")
-    user.groups.add(groups["reviewer"])
-    return user
 
 
 def marks(red, stamp=True, refusal=True, test=True):

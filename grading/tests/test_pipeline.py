@@ -13,7 +13,6 @@ from grading import pipeline, tasks
 from grading.models import Evidence
 from grading.sandbox import SandboxUnavailable
 from sessions_app.models import GateReceipt, Submission
-from takehome.tests.factories import InvitationFactory
 
 from . import corpus
 
@@ -25,11 +24,6 @@ def use_test_sandbox(settings, runner_dir, scratch_dir):
     settings.GRADING_RUNNER_DIR = runner_dir
     settings.GRADING_SCRATCH_DIR = scratch_dir
     settings.GRADING_RUN_WALL_S = 30
-
-
-@pytest.fixture
-def invitation(sample_packet):
-    return InvitationFactory(packet_version=sample_packet.latest_version())
 
 
 def submit(invitation, path: Path, **fields) -> Submission:

@@ -15,12 +15,6 @@ HX = {"HX-Request": "true"}
 ALL_PASS = {"red_log": True, "model_waited": True, "refusal_specific": True, "test_names_bug": True}
 
 
-@pytest.fixture
-def rob(client, reviewer):
-    client.force_login(reviewer)
-    return client
-
-
 def shown(response) -> list[int]:
     return [int(x) for x in re.findall(r'data-submission="(\d+)"', response.content.decode())]
 

@@ -4,20 +4,13 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from grading.tests.reviewing import make_submission
-
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def submission(sample_packet):
-    return make_submission(sample_packet)
 
 
 def urls(submission):
     pk, slug = submission.pk, submission.invitation.packet.slug
     return [
-        ("get", f"/review/"),
+        ("get", "/review/"),
         ("get", f"/review/{pk}/"),
         ("post", f"/review/{pk}/mark/red_log/"),
         ("post", f"/review/{pk}/submit/"),

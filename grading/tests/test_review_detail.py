@@ -3,7 +3,6 @@
 import re
 
 import pytest
-from django.contrib.auth.models import User
 
 from grading.models import Mark, Review
 from grading.tests.reviewing import make_submission, score
@@ -12,24 +11,6 @@ from sessions_app.models import GateReceipt, Submission
 pytestmark = pytest.mark.django_db
 HX = {"HX-Request": "true"}
 ALL_PASS = {"red_log": True, "model_waited": True, "refusal_specific": True, "test_names_bug": True}
-
-
-@pytest.fixture
-def submission(sample_packet):
-    return make_submission(sample_packet)
-
-
-@pytest.fixture
-def rob(client, reviewer):
-    client.force_login(reviewer)
-    return client
-
-
-@pytest.fixture
-def ann(groups):
-    user = User.objects.create_user("ann", password="pw-ann")
-    user.groups.add(groups["reviewer"])
-    return user
 
 
 def mark(client, submission, cell, passed=None, note="", htmx=True):

@@ -92,18 +92,14 @@ def test_the_submitted_page_queue_debrief_and_csv_escape_everything(client, revi
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_nothing_runs_in_chromium(live_server, page, groups):
-    from django.contrib.auth.models import User
-
+def test_nothing_runs_in_chromium(live_server, page, make_reviewer):
     from takehome.actions import do_load_sample_packet
 
     packet, _ = do_load_sample_packet()
-    reviewer = User.objects.create_user("rob", password="pw-rob")
-    reviewer.groups.add(groups["reviewer"])
+    reviewer = make_reviewer("rob")
     submission = make_submission(packet, name=PAYLOAD, evidence=hostile_evidence())
     GateReceipt.objects.create(invitation=submission.invitation, step="red", accepted=False, refusal=PAYLOAD[:300])
-    other = User.objects.create_user("ann", password="pw-ann")
-    other.groups.add(groups["reviewer"])
+    other = make_reviewer("ann")
     score(submission, other, ALL_PASS, notes={c: PAYLOAD for c in ALL_PASS})
     unfold(submission, reviewer, submit=True)
 

@@ -6,7 +6,6 @@ import pytest
 from django.core.cache import cache
 from django.urls import reverse
 
-from takehome.tests.factories import InvitationFactory
 
 
 @pytest.fixture(autouse=True)
@@ -15,12 +14,6 @@ def _fresh_lookup_counts():
     cache.clear()
     yield
     cache.clear()
-
-
-@pytest.fixture
-def invitation(sample_packet):
-    """A fresh invitation with its raw token on `.raw_token`."""
-    return InvitationFactory(packet_version=sample_packet.latest_version())
 
 
 @pytest.fixture

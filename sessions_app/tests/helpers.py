@@ -70,16 +70,13 @@ def receipt(log: str = "", files: dict[str, str] | None = None, **extra) -> str:
 
 # --- driving the downloaded gate.py as a candidate would -------------------------------
 
-RUNNER_PYTHON = Path(__file__).resolve().parents[2] / "var" / "runner" / "bin" / "python"
-
-
 def runner_python() -> Path:
     """A plain Python with pytest and nothing of ours (the sandbox's runner venv, used unsandboxed)."""
-    import os
-
     from django.conf import settings
 
-    return Path(os.environ.get("TAKEHOME_RUNNER_DIR", settings.GRADING_RUNNER_DIR)) / "bin" / "python"
+    from grading.runner import runner_python as python_in
+
+    return python_in(settings.GRADING_RUNNER_DIR)
 
 
 def download_tree(base_url: str, token: str, dest: Path) -> Path:

@@ -1,7 +1,5 @@
 """The downloaded gate.py, run as a candidate runs it, against a live server (no worker needed)."""
 
-from pathlib import Path
-
 import pytest
 
 from conftest import require

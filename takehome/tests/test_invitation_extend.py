@@ -10,14 +10,8 @@ from sessions_app.actions import do_start_session
 from takehome.actions import do_revoke_invitation
 from takehome.models import Invitation
 
-from .factories import InvitationFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def invitation(sample_packet):
-    return InvitationFactory(packet_version=sample_packet.latest_version())
 
 
 def extend(client, invitation, minutes):

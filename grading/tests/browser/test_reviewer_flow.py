@@ -3,7 +3,6 @@
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
 from django.utils import timezone
 
 from conftest import screenshot
@@ -13,17 +12,11 @@ from grading.tests.reviewing import ideal_evidence, make_submission, score
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def reviewer_user(groups, name):
-    user = User.objects.create_user(name, password=f"pw-{name}")
-    user.groups.add(groups["reviewer"])
-    return user
-
-
-def test_reviewer_scores_in_order_with_the_keyboard_then_sees_the_debrief(live_server, page, groups):
+def test_reviewer_scores_in_order_with_the_keyboard_then_sees_the_debrief(live_server, page, make_reviewer):
     from takehome.actions import do_load_sample_packet
 
     packet, _ = do_load_sample_packet()
-    rob, ann = reviewer_user(groups, "rob"), reviewer_user(groups, "ann")
+    rob, ann = make_reviewer("rob"), make_reviewer("ann")
     now = timezone.now()
     ada = make_submission(packet, "Ada Lovelace", uploaded_at=now)
     # Earlier candidates, already scored by both, so the debrief has something to say.
