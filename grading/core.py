@@ -24,6 +24,7 @@ from .checks.diff import diff_trees
 from .checks.redlog import analyse_red_log, collect_test_ids
 from .checks.refusal import check_refusal
 from .checks.timeline import Receipt, build_timeline
+from .integrity import Planted, judge_run, plant_canaries
 from .sandbox import RunResult, Sandbox
 from .spec import ARTIFACTS_DIR, BUNDLE_PATHS, PacketSpec, is_test_path, read_tree
 
@@ -40,8 +41,16 @@ RERUN_PURPOSE = {
     "submitted": "The tree as uploaded.",
     "tests_vs_original": "The candidate's tests over the original production code: must fail (the test catches the bug).",
     "tests_vs_solution": "The candidate's tests over the reference solution: must pass (the test is not simply broken).",
-    "reference_vs_submitted": "The packet's hidden tests over the candidate's code, protected data restored: must pass (the fix is right).",
+    "reference_vs_submitted": "The packet's hidden tests, in a process of their own, calling the candidate's code "
+                              "in another sandbox, protected data restored: must pass (the fix is right).",
 }
+# Runs that execute the candidate's tests: each gets canaries and is judged by grading.integrity.
+CANDIDATE_TEST_RUNS = ("submitted", "tests_vs_original", "tests_vs_solution")
+# The stand-in for a production module in the hidden tests' tree (see sandboxed/takehome_proxy.py).
+STAND_IN = (b'"""Stands in for the candidate\'s module: every use runs in another sandbox (docs/evidence.md)."""\n'
+            b"import takehome_proxy as _proxy\n\n"
+            b"__getattr__, __dir__ = _proxy.module_hooks(__name__)\n")
+SERVER_LOG_LIMIT = 20_000
 TEXT_ARTIFACTS = ("red.log", "prompt.txt", "model.md", "green.log", "refuse.md", "notes.md", "model_allowed.at")
 TEXT_LIMIT = 64 * 1024
 # Files pytest reads its configuration from (addopts, python_files, plugins...),
@@ -111,10 +120,25 @@ def rerun_trees(candidate: Mapping[str, bytes], spec: PacketSpec) -> dict[str, d
         "submitted": dict(candidate),
         "tests_vs_original": {**work, **original_prod, **protected},
         "tests_vs_solution": {**work, **dict(spec.solution), **protected},
-        # why drop the candidate's tests and conftest: only the packet's own
-        # tests may speak here, and a candidate conftest could rewrite reports.
-        "reference_vs_submitted": {**without_tests, **packet_config, **protected, **dict(spec.reference_tests)},
+        # The candidate's side of the reference run: their code, no tests, no
+        # pytest configuration (no pytest runs there), protected data restored.
+        "reference_vs_submitted": {**without_tests, **protected},
     }
+
+
+def hidden_test_tree(spec: PacketSpec) -> dict[str, bytes]:
+    """The trusted side of the reference run: the packet's own files, never the candidate's.
+
+    The fixture's non-test files (data, helpers, pytest configuration) and its
+    conftest.py files, the hidden tests, and a stand-in for each production
+    module, through which every use of the candidate's code crosses to the
+    other sandbox (``Sandbox.run_across_boundary``).
+    """
+    tree = {p: d for p, d in spec.fixture.items()
+            if (not is_test_path(p) or p.rsplit("/", 1)[-1] == "conftest.py") and p not in spec.solution}
+    tree.update({p: STAND_IN for p in spec.production_paths if p.endswith(".py")})
+    tree.update(spec.reference_tests)
+    return tree
 
 
 def _base_id(nodeid: str) -> str:
@@ -144,7 +168,7 @@ def check_reference_run(run: dict, expected_ids: set[str]) -> dict:
     return run
 
 
-def run_to_dict(name: str, result: RunResult | None) -> dict:
+def run_to_dict(name: str, result: RunResult | None, integrity: dict | None = None) -> dict:
     """One rerun in the evidence's RUN shape, with whether it did what it must."""
     if result is None:
         return {
@@ -157,7 +181,13 @@ def run_to_dict(name: str, result: RunResult | None) -> dict:
         # why: a skipped or xfailed test is not a passing test.
         as_expected = False
         notes.append(f"{result.skipped} skipped and {result.xfailed} xfailed: a skip is not a pass")
+    extra = {}
+    if integrity is not None:
+        extra["integrity"] = integrity
+    if result.server_log:
+        extra["server_log"] = result.server_log[-SERVER_LOG_LIMIT:]
     return {
+        **extra,
         "outcome": result.outcome,
         "passed": result.passed,
         "failed": result.failed,
@@ -254,7 +284,11 @@ def grade_tree(
     trees = rerun_trees(candidate, spec)
     cache = cache or OriginalRunCache(None)
     original = cache.get(spec)
+    planted: dict[str, Planted] = {}
+    for name in CANDIDATE_TEST_RUNS:
+        trees[name], planted[name] = plant_canaries(trees[name])
     jobs: dict[str, Mapping[str, bytes]] = dict(trees)
+    jobs["hidden-tests"] = hidden_test_tree(spec)
     if original is None:
         jobs["original"] = spec.fixture
 
@@ -264,9 +298,14 @@ def grade_tree(
             roots[name] = Path(tmp) / name
             roots[name].mkdir()
             write_tree(files, roots[name])
-        workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
+        calls = {name: (sandbox.run, roots[name], spec.test_command) for name in jobs if name != "hidden-tests"}
+        # why across a boundary: the packet's hidden tests decide whether the fix is
+        # right, so no candidate code may run in their interpreter.
+        calls["reference_vs_submitted"] = (sandbox.run_across_boundary, roots["hidden-tests"], spec.test_command,
+                                           roots["reference_vs_submitted"])
+        workers = workers or max(1, min(len(calls), os.cpu_count() or 1))
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {name: pool.submit(sandbox.run, root, spec.test_command) for name, root in roots.items()}
+            futures = {name: pool.submit(*call) for name, call in calls.items()}
             results = {name: future.result() for name, future in futures.items()}
         fixture_dir = Path(tmp) / "fixture-ids"
         write_tree(spec.fixture, fixture_dir)
@@ -298,7 +337,10 @@ def grade_tree(
         forbidden_patterns=spec.forbidden_patterns,
     )
     refusal = check_refusal(texts.get("refuse.md"), spec.refusal_hints)
-    runs = {name: run_to_dict(name, results[name]) for name in RUN_NAMES}
+    runs = {}
+    for name in RUN_NAMES:
+        result, integrity = judge_run(results[name], planted.get(name, Planted((), ())), sandbox.limits)
+        runs[name] = run_to_dict(name, result, integrity)
     check_reference_run(runs["reference_vs_submitted"], reference_ids)
     return {
         "grader_version": GRADER_VERSION,

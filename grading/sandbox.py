@@ -26,13 +26,20 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 BWRAP, SETPRIV, PRLIMIT, ENV = "/usr/bin/bwrap", "/usr/bin/setpriv", "/usr/bin/prlimit", "/usr/bin/env"
 JUNIT_IN_SANDBOX = "/tmp/.takehome/junit.xml"
 RUNNER_IN_SANDBOX = "/opt/runner"
+# Our own code that runs inside the sandbox (the witness plugin, both sides of
+# the hidden tests' process boundary), bound read-only.
+SANDBOXED_DIR = Path(__file__).resolve().with_name("sandboxed")
+SANDBOXED_IN_SANDBOX = "/opt/takehome"
+PROXY_SERVER = ("python", "-I", f"{SANDBOXED_IN_SANDBOX}/takehome_proxy_server.py")
+WITNESS_MAX_BYTES = 8 << 20
+SERVER_GRACE_S = 1.0
 JUNIT_MAX_BYTES = 16 << 20
 SLOT_WAIT_S = 30.0
 LOCK_DIR = Path("/run/lock/takehome-sandbox")
@@ -76,6 +83,9 @@ class RunResult:
     log: str
     tests: tuple[TestCase, ...] = ()
     notes: tuple[str, ...] = ()
+    decided_by: tuple[str, ...] = ()  # the notes of ``notes`` that explain the outcome (a re-decision replaces them)
+    witness: str = ""  # the witness plugin's JSON lines (pytest runs), read by grading.integrity
+    server_log: str = ""  # what the candidate's side printed, for a run across the process boundary
 
 
 # Replaces ``-m pytest``: pytest, its built-in plugins and what they import
@@ -116,6 +126,12 @@ def pytest_command(command: Sequence[str]) -> tuple[str, ...]:
         f"--junitxml={JUNIT_IN_SANDBOX}",
         "-o", "junit_family=xunit1",  # xunit1 adds file= so node ids can be rebuilt
         "-p", "no:cacheprovider",
+        # why: the witness reports what each test really raised (grading.integrity).
+        "-p", "takehome_witness",
+        # why: every run that executes candidate code holds canary tests that
+        # fail; -x or --maxfail in the candidate's configuration must not stop
+        # the run at a canary before the real tests ran.
+        "--maxfail=0",
         "--basetemp=/tmp/pytest",
     ]
     if not any(a.startswith("-r") for a in command[1:]):
@@ -292,6 +308,103 @@ def _decide(exit_code, counts, tests_known, timed_out, duration, limits, log,
     return "failed", notes
 
 
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@dataclass
+class _Launch:
+    """One sandboxed process of a run: its tree, its command, extra environment and inherited fds.
+
+    The launch owns ``pass_fds`` (inherited under the same numbers): they are
+    closed once, in the worker, right after the process starts, so that the
+    other end of each pipe sees EOF as soon as the sandbox closes its copy.
+    """
+
+    tree: Path
+    command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    pass_fds: list[int] = field(default_factory=list)
+
+    def release(self) -> None:
+        # why once: a closed number is soon reused by another thread's pipe.
+        while self.pass_fds:
+            _close(self.pass_fds.pop())
+
+
+@dataclass
+class _Fds:
+    """The pipes every sandboxed process reports through: bwrap's status, the JUnit report, the witness."""
+
+    status_r: int
+    status_w: int
+    junit_r: int
+    junit_w: int
+    witness_r: int
+    witness_w: int
+
+    @classmethod
+    def open(cls, uid: int) -> "_Fds":
+        status_r, status_w = os.pipe()
+        junit_r, junit_w = os.pipe()
+        witness_r, witness_w = os.pipe()
+        os.fchown(junit_w, uid, uid)  # so the sandbox can reopen it as /proc/self/fd/N
+        return cls(status_r, status_w, junit_r, junit_w, witness_r, witness_w)
+
+    def child_ends(self) -> tuple[int, int, int]:
+        return self.status_w, self.junit_w, self.witness_w
+
+    def close_child_ends(self) -> None:
+        # why -1 after closing: a closed number is soon reused by another thread's pipe.
+        for name in ("status_w", "junit_w", "witness_w"):
+            if getattr(self, name) >= 0:
+                _close(getattr(self, name))
+                setattr(self, name, -1)
+
+    def close_all(self) -> None:
+        self.close_child_ends()
+        for name in ("status_r", "junit_r", "witness_r"):
+            if getattr(self, name) >= 0:
+                _close(getattr(self, name))
+                setattr(self, name, -1)
+
+
+@dataclass
+class _Watched:
+    """A launched process and what it has sent so far."""
+
+    launch: _Launch
+    fds: _Fds
+    proc: subprocess.Popen | None = None
+    log: _CappedBuffer | None = None
+    junit: bytearray = field(default_factory=bytearray)
+    witness: bytearray = field(default_factory=bytearray)
+    status: bytearray = field(default_factory=bytearray)
+    junit_too_big: bool = False
+
+    def take(self, kind: str, data: bytes) -> None:
+        if kind == "log":
+            self.log.write(data)  # why: read as it comes and keep at most the cap
+        elif kind == "status":
+            self.status += data[: 1 << 16]
+        elif kind == "witness":
+            self.witness += data[: max(0, WITNESS_MAX_BYTES - len(self.witness))]
+        elif len(self.junit) + len(data) <= JUNIT_MAX_BYTES:
+            self.junit += data
+        else:
+            self.junit_too_big = True
+
+
 @dataclass(frozen=True)
 class Sandbox:
     runner_dir: Path
@@ -334,15 +447,20 @@ class Sandbox:
             raise SandboxUnavailable(f"a sandboxed 'true' exited {result.exit_code}: {result.log[-2000:]}")
 
     @contextmanager
-    def _slot(self) -> Iterator[int]:
-        """Claim one uid of the pool for the duration of a run (flock: safe across processes and threads)."""
+    def _slots(self, count: int = 1) -> Iterator[list[int]]:
+        """Claim ``count`` uids of the pool for the duration of a run (flock: safe across processes and threads)."""
         # why: RLIMIT_NPROC counts every process of a uid, and a uid shared by two
         # runs would let one see, signal or starve the other. Locks are named by
         # uid in one folder per machine, so two Sandboxes with different scratch
         # folders (tests beside a worker) still never share a uid.
+        # why all or none: a run that holds one uid while waiting for a second
+        # could wait on another run doing the same.
         LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if count > self.slots:
+            raise SandboxUnavailable(f"a run needs {count} sandbox uids and the pool has {self.slots}")
         deadline = time.monotonic() + SLOT_WAIT_S
         while True:
+            held: list[tuple[int, object]] = []
             for uid in range(self.uid_base, self.uid_base + self.slots):
                 fh = open(LOCK_DIR / f"uid-{uid}.lock", "a")
                 try:
@@ -350,17 +468,28 @@ class Sandbox:
                 except BlockingIOError:
                     fh.close()
                     continue
+                held.append((uid, fh))
+                if len(held) == count:
+                    break
+            if len(held) == count:
                 try:
-                    yield uid
+                    yield [uid for uid, _ in held]
                     return
                 finally:
-                    fh.close()  # closing releases the lock
+                    for _, fh in held:
+                        fh.close()  # closing releases the lock
+            for _, fh in held:
+                fh.close()
             if time.monotonic() > deadline:
                 raise SandboxUnavailable(f"all {self.slots} sandbox uids stayed busy for {SLOT_WAIT_S:g} s")
             time.sleep(0.05)
 
-    def _argv(self, uid: int, runner: Path, src: Path, command: Sequence[str], status_fd: int, junit_fd: int) -> list[str]:
+    def _argv(self, uid: int, runner: Path, src: Path, command: Sequence[str], fds: "_Fds",
+              env: Mapping[str, str]) -> list[str]:
         lim = self.limits
+        status_fd, junit_fd = fds.status_w, fds.junit_w
+        extra_env = [arg for name, value in {"TAKEHOME_WITNESS_FD": str(fds.witness_w), **env}.items()
+                     for arg in ("--setenv", name, value)]
         return [
             # why: env -i, not bwrap --clearenv: bwrap's own pid 1 would otherwise
             # keep the worker's environment (SECRET_KEY...) in /proc/1/environ.
@@ -391,6 +520,7 @@ class Sandbox:
             # why a fixed path inside: a runner kept under /tmp on the host would
             # be hidden by the sandbox's own /tmp, and every run would "fail".
             "--ro-bind", str(runner), RUNNER_IN_SANDBOX,
+            "--ro-bind", str(SANDBOXED_DIR), SANDBOXED_IN_SANDBOX,
             "--proc", "/proc", "--dev", "/dev",
             # why: bwrap's /dev and /dev/shm are writable tmpfs with no size cap
             # (RAM); cap shm for multiprocessing and make /dev itself read-only.
@@ -414,6 +544,10 @@ class Sandbox:
             # The runner holds no plugin of its own; a packet that wants one
             # names it with -p in its test command.
             "--setenv", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1",
+            # why: the witness plugin (-p takehome_witness) and the hidden tests'
+            # proxy are imported from here, read-only.
+            "--setenv", "PYTHONPATH", SANDBOXED_IN_SANDBOX,
+            *extra_env,
             "--json-status-fd", str(status_fd),
             "/bin/sh", "-c",
             # The JUnit report leaves through an inherited pipe rather than a
@@ -427,89 +561,137 @@ class Sandbox:
 
     def run(self, tree: Path, command: Sequence[str]) -> RunResult:
         """Run ``command`` (e.g. ``("python", "-m", "pytest", "-q")``) over a copy of ``tree``."""
-        runner, scratch = self._prepare()
-        command = pytest_command(command)
-        with self._slot() as uid:
-            run_dir = Path(tempfile.mkdtemp(prefix=f"{uid}-", dir=scratch / "runs"))
-            try:
-                _copy_tree(Path(tree), run_dir / "src")
-                # why: only the slot's uid (and root) may enter this run's folder.
-                os.chown(run_dir, uid, uid)
-                return self._execute(uid, runner, run_dir / "src", command)
-            finally:
-                _kill_uid(uid)
-                shutil.rmtree(run_dir, ignore_errors=True)
+        return self._run_group([_Launch(Path(tree), pytest_command(command))])[0]
 
-    def _execute(self, uid: int, runner: Path, src: Path, command: Sequence[str]) -> RunResult:
-        lim = self.limits
-        status_r, status_w = os.pipe()
-        junit_r, junit_w = os.pipe()
-        os.fchown(junit_w, uid, uid)  # so the sandbox can reopen it as /proc/self/fd/N
-        log, junit, status = _CappedBuffer(lim.output_bytes), bytearray(), bytearray()
-        junit_too_big = timed_out = False
-        proc = None
-        start = time.monotonic()
+    def run_across_boundary(self, tree: Path, command: Sequence[str], server_tree: Path,
+                            call_timeout_s: float | None = None) -> RunResult:
+        """Run trusted tests over ``tree`` while the code they import lives in ``server_tree``.
+
+        Two sandboxes, each under its own uid and in its own pid namespace,
+        side by side: ``command`` (the packet's hidden tests, in a tree whose
+        production modules are stand-ins, see ``sandboxed/takehome_proxy.py``)
+        and the proxy server over the candidate's tree. Two pipes join them
+        and nothing else: the trusted process never imports candidate code,
+        and only plain data crosses. The result is the trusted run's, with
+        what the candidate's side printed in ``server_log``.
+        """
+        call_timeout = call_timeout_s or max(1.0, min(20.0, self.limits.wall_s / 3))
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        trusted = _Launch(Path(tree), pytest_command(command),
+                          {"TAKEHOME_PROXY_FDS": f"{reply_r},{request_w}",
+                           "TAKEHOME_PROXY_TIMEOUT_S": f"{call_timeout + 5:g}"}, [reply_r, request_w])
+        server = _Launch(Path(server_tree), PROXY_SERVER,
+                         {"TAKEHOME_PROXY_FDS": f"{request_r},{reply_w}",
+                          "TAKEHOME_PROXY_CALL_TIMEOUT_S": f"{call_timeout:g}"}, [request_r, reply_w])
+        result, companion = self._run_group([trusted, server])
+        return replace(result, server_log=companion.log)
+
+    def _run_group(self, launches: list["_Launch"]) -> list[RunResult]:
+        """Start every launch in a sandbox of its own, watch them together, clean up; first is primary."""
         try:
-            proc = subprocess.Popen(
-                self._argv(uid, runner, src, command, status_w, junit_w),
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(status_w, junit_w),
-                start_new_session=True,  # why: one group to kill, whatever the code spawns
-            )
-            os.close(status_w)
-            os.close(junit_w)
-            status_w = junit_w = -1
+            return self._run_group_owned(launches)
+        finally:
+            for launch in launches:
+                launch.release()
+
+    def _run_group_owned(self, launches: list["_Launch"]) -> list[RunResult]:
+        runner, scratch = self._prepare()
+        with self._slots(len(launches)) as uids:
+            run_dirs: list[Path] = []
+            try:
+                for uid, launch in zip(uids, launches):
+                    run_dirs.append(Path(tempfile.mkdtemp(prefix=f"{uid}-", dir=scratch / "runs")))
+                    _copy_tree(launch.tree, run_dirs[-1] / "src")
+                    # why: only the slot's uid (and root) may enter this run's folder.
+                    os.chown(run_dirs[-1], uid, uid)
+                return self._execute(uids, runner, [d / "src" for d in run_dirs], launches)
+            finally:
+                for uid in uids:
+                    _kill_uid(uid)
+                for run_dir in run_dirs:
+                    shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _execute(self, uids: list[int], runner: Path, srcs: list[Path], launches: list["_Launch"]) -> list[RunResult]:
+        lim = self.limits
+        watched: list[_Watched] = []
+        timed_out = False
+        start = time.monotonic()
+        deadline = start + lim.wall_s
+        try:
+            for uid, launch in zip(uids, launches):
+                watched.append(_Watched(launch, _Fds.open(uid), log=_CappedBuffer(lim.output_bytes)))
+            for w, uid, src in zip(watched, uids, srcs):
+                w.proc = subprocess.Popen(
+                    self._argv(uid, runner, src, w.launch.command, w.fds, w.launch.env),
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    pass_fds=(*w.fds.child_ends(), *w.launch.pass_fds),
+                    start_new_session=True,  # why: one group to kill, whatever the code spawns
+                )
+                w.fds.close_child_ends()
+            for launch in launches:
+                launch.release()  # why: the other end sees EOF only when every copy is closed
             sel = selectors.DefaultSelector()
-            sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "log")
-            sel.register(junit_r, selectors.EVENT_READ, "junit")
-            sel.register(status_r, selectors.EVENT_READ, "status")
-            deadline = start + lim.wall_s
+            for i, w in enumerate(watched):
+                sel.register(w.proc.stdout.fileno(), selectors.EVENT_READ, (i, "log"))
+                sel.register(w.fds.junit_r, selectors.EVENT_READ, (i, "junit"))
+                sel.register(w.fds.status_r, selectors.EVENT_READ, (i, "status"))
+                sel.register(w.fds.witness_r, selectors.EVENT_READ, (i, "witness"))
+            open_streams = [4] * len(watched)
+            grace_end = None
             while sel.get_map():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                now = time.monotonic()
+                if now >= deadline:
                     timed_out = True
                     break
-                for key, _ in sel.select(remaining):
+                if grace_end is None and open_streams[0] == 0:
+                    # The primary is done: the others (the proxy server) get a moment to end by themselves.
+                    grace_end = now + SERVER_GRACE_S
+                if grace_end is not None and now >= grace_end:
+                    for w in watched[1:]:
+                        _kill_group(w.proc)
+                    grace_end = float("inf")
+                wait = min(deadline, grace_end or deadline) - now
+                for key, _ in sel.select(max(0.01, wait)):
+                    i, kind = key.data
                     data = os.read(key.fd, 1 << 16)
                     if not data:
                         sel.unregister(key.fd)
-                    elif key.data == "log":
-                        log.write(data)  # why: read as it comes and keep at most the cap
-                    elif key.data == "status":
-                        status += data[: 1 << 16]
-                    elif len(junit) + len(data) <= JUNIT_MAX_BYTES:
-                        junit += data
+                        open_streams[i] -= 1
                     else:
-                        junit_too_big = True
+                        watched[i].take(kind, data)
             sel.close()
-            if not timed_out:
-                try:
-                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    timed_out = True
+            for w in watched:
+                if not timed_out:
+                    try:
+                        w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        timed_out = True
         finally:
-            if proc is not None and (timed_out or proc.poll() is None):
-                # why: also on a soft time limit or any other interruption of the
-                # caller: the sandbox must not run on after we stop watching it.
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
-            for fd in (status_r, junit_r, status_w, junit_w):
-                if fd >= 0:
-                    os.close(fd)
-            if proc is not None:
-                proc.stdout.close()
+            for w in watched:
+                if w.proc is not None and (timed_out or w.proc.poll() is None):
+                    # why: also on a soft time limit or any other interruption of the
+                    # caller: the sandbox must not run on after we stop watching it.
+                    _kill_group(w.proc)
+                    w.proc.wait()
+                w.fds.close_all()
+                if w.proc is not None:
+                    w.proc.stdout.close()
         duration = time.monotonic() - start
-        exit_code = None if timed_out else proc.returncode
-        if b"child-pid" not in status and not timed_out:
-            # bwrap reports the child's pid once the sandbox is set up; without
-            # it, bwrap itself failed (our side), and the log says why.
-            raise SandboxUnavailable(f"bwrap could not start the sandbox (exit {exit_code}): {log.text()[-2000:]}")
-        return self._result(exit_code, bytes(junit), junit_too_big, timed_out, duration, log, command)
+        results = []
+        for i, w in enumerate(watched):
+            exit_code = None if timed_out else w.proc.returncode
+            if b"child-pid" not in w.status and not timed_out:
+                # bwrap reports the child's pid once the sandbox is set up; without
+                # it, bwrap itself failed (our side), and the log says why.
+                raise SandboxUnavailable(f"bwrap could not start the sandbox (exit {exit_code}): "
+                                         f"{w.log.text()[-2000:]}")
+            results.append(self._result(exit_code, bytes(w.junit), w.junit_too_big, timed_out and i == 0,
+                                        duration, w.log, w.launch.command, bytes(w.witness)))
+        return results
 
-    def _result(self, exit_code, junit, junit_too_big, timed_out, duration, log, command) -> RunResult:
+    def _result(self, exit_code, junit, junit_too_big, timed_out, duration, log, command,
+                witness: bytes = b"") -> RunResult:
         text = log.text()
         notes: list[str] = []
         tests: list[TestCase] = []
@@ -545,6 +727,7 @@ class Sandbox:
             why.append(f"output truncated: kept the first and last parts of {self.limits.output_bytes} bytes")
         return RunResult(
             outcome=outcome, exit_code=exit_code, duration_s=round(duration, 3), log=text,
-            tests=tuple(tests), notes=tuple(notes + why), **counts,
+            tests=tuple(tests), notes=tuple(notes + why), decided_by=tuple(why),
+            witness=witness.decode("utf-8", "replace"), **counts,
         )
 

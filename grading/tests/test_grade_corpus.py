@@ -71,6 +71,8 @@ def test_grading_twice_gives_the_same_evidence(grade, tmp_path):
     def stable(evidence):
         for run in evidence["runs"].values():
             run.pop("duration_s"), run.pop("log"), run.pop("notes")
+            if "integrity" in run:  # canary names are drawn afresh for every grading
+                run["integrity"]["canaries"] = len(run["integrity"]["canaries"])
         evidence["original_run"].pop("duration_s")
         return evidence
 
@@ -293,7 +295,10 @@ def test_an_endless_loop_ends_at_the_timeout_and_grading_goes_on(grade, grading_
     loop = spec.solution["invoices.py"].replace(b"    n = 0\n", b"    while True:\n        pass\n")
     evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files(**{"invoices.py": loop})), quick)
     assert evidence["runs"]["submitted"]["outcome"] == "timeout"
-    assert evidence["runs"]["reference_vs_submitted"]["outcome"] == "timeout"
+    # Across the boundary each call has its own clock: the hung call fails its test, with the reason.
+    reference = evidence["runs"]["reference_vs_submitted"]
+    assert reference["outcome"] == "failed"
+    assert "did not return within" in reference["log"]
     assert evidence["runs"]["tests_vs_solution"]["outcome"] == "passed"
 
 

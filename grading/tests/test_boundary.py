@@ -1,0 +1,230 @@
+"""The hidden tests' process boundary, through the real sandbox: what crosses and what does not."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+import pathlib
+import sys
+
+import pytest
+
+from grading.core import STAND_IN, write_tree
+from grading.sandbox import SANDBOXED_DIR
+
+sys.path.insert(0, str(SANDBOXED_DIR))
+import takehome_wire as wire  # noqa: E402
+
+CANDIDATE = b'''import os
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+RATE = 7
+NAMES = ("a", "b")
+
+
+class InvalidRow(ValueError):
+    pass
+
+
+class Plain:
+    pass
+
+
+def total(path):
+    return sum(int(line) for line in Path(path).read_text().split()[1:])
+
+
+def echo(*args, **kwargs):
+    return [list(args), kwargs]
+
+
+def raise_builtin():
+    raise KeyError("missing")
+
+
+def raise_own():
+    raise InvalidRow("row 3 is not a number")
+
+
+def returns_object():
+    return Plain()
+
+
+def hang():
+    while True:
+        pass
+
+
+def crash():
+    os._exit(3)
+
+
+def count_calls():
+    global CALLS
+    CALLS = globals().get("CALLS", 0) + 1
+    return CALLS
+
+
+def read_dir(path):
+    return sorted(p.name for p in Path(path).iterdir())
+
+
+def money():
+    return Decimal("10.10"), float("nan")
+'''
+
+HIDDEN = b'''import datetime
+import math
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+import calc
+from calc import total
+
+
+def test_a_call_and_a_file_written_by_the_test(tmp_path):
+    csv = tmp_path / "x.csv"
+    csv.write_text("cents\\n5\\n-2\\n")
+    assert total(csv) == 3
+    assert total(str(csv)) == 3
+
+
+def test_values_cross_both_ways():
+    value = [1, 2.5, "s", None, True, (1, 2), {"k": [1]}, {3: "int key"}, {1, 2}, b"\\x00b",
+             Path("/x"), Decimal("1.5"), datetime.date(2026, 1, 2)]
+    assert calc.echo(*value, key=(1,)) == [value, {"key": (1,)}]
+
+
+def test_constants_and_dir():
+    assert calc.RATE == 7 and calc.NAMES == ("a", "b")
+    assert "total" in dir(calc)
+
+
+def test_builtin_exceptions_keep_their_type():
+    with pytest.raises(KeyError, match="missing"):
+        calc.raise_builtin()
+
+
+def test_the_candidates_own_exception_class():
+    with pytest.raises(calc.InvalidRow, match="row 3"):
+        calc.raise_own()
+    with pytest.raises(ValueError):
+        calc.raise_own()
+
+
+def test_an_object_cannot_cross():
+    with pytest.raises(Exception, match="cannot cross the sandbox boundary"):
+        calc.returns_object()
+
+
+def test_a_missing_name():
+    with pytest.raises(AttributeError):
+        calc.nothing_here
+
+
+def test_a_hung_call_fails_alone():
+    with pytest.raises(TimeoutError):
+        calc.hang()
+    assert calc.RATE == 7
+
+
+def test_a_crashed_call_fails_alone():
+    with pytest.raises(RuntimeError, match="without an answer"):
+        calc.crash()
+    assert total(Path(__file__).with_name("data.csv")) == 10
+
+
+def test_each_call_starts_from_the_imported_module():
+    assert calc.count_calls() == 1
+    assert calc.count_calls() == 1
+
+
+def test_a_folder_of_data(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.csv").write_text("x")
+    (tmp_path / "d" / "b.csv").write_text("y")
+    assert calc.read_dir(tmp_path / "d") == ["a.csv", "b.csv"]
+
+
+def test_decimals_and_nan():
+    amount, nan = calc.money()
+    assert amount == Decimal("10.10") and math.isnan(nan)
+'''
+
+
+def test_what_crosses_the_boundary(grading_sandbox, tmp_path):
+    trusted, server = tmp_path / "trusted", tmp_path / "server"
+    write_tree({"calc.py": STAND_IN, "test_hidden.py": HIDDEN, "data.csv": b"n\n4\n6\n"}, trusted)
+    write_tree({"calc.py": CANDIDATE, "data.csv": b"n\n4\n6\n"}, server)
+    result = grading_sandbox.run_across_boundary(trusted, ("python", "-m", "pytest", "-q"), server,
+                                                 call_timeout_s=2)
+    assert result.failed == 0 and result.errors == 0, result.log + "\n--- server ---\n" + result.server_log
+    assert (result.outcome, result.passed) == ("passed", 12)
+
+
+def test_a_module_that_fails_to_import_fails_each_use_with_its_error(grading_sandbox, tmp_path):
+    trusted, server = tmp_path / "trusted", tmp_path / "server"
+    write_tree({"calc.py": STAND_IN,
+                "test_hidden.py": b"import calc\n\ndef test_a():\n    assert calc.total('x') == 1\n"}, trusted)
+    write_tree({"calc.py": b"import does_not_exist\n"}, server)
+    result = grading_sandbox.run_across_boundary(trusted, ("python", "-m", "pytest", "-q"), server)
+    assert result.outcome == "failed"
+    assert "ModuleNotFoundError" in result.log and "does_not_exist" in result.log
+
+
+def test_output_of_the_candidates_code_is_kept_apart(grading_sandbox, tmp_path):
+    trusted, server = tmp_path / "trusted", tmp_path / "server"
+    write_tree({"calc.py": STAND_IN, "test_hidden.py": b"import calc\n\ndef test_a():\n    assert calc.f() == 1\n"},
+               trusted)
+    write_tree({"calc.py": b"print('hello from import')\n\ndef f():\n    print('in the call')\n    return 1\n"},
+               server)
+    result = grading_sandbox.run_across_boundary(trusted, ("python", "-m", "pytest", "-q"), server)
+    assert result.outcome == "passed"
+    assert "hello from import" in result.server_log and "in the call" in result.server_log
+    assert "hello from import" not in result.log
+
+
+# --- the wire, pure ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [
+    None, True, 0, -7, 10**40, 1.5, "text é", [1, [2]], (1, "a"), {"a": 1, 2: (3,)}, {1, 2}, frozenset({3}),
+    b"\x00\xff", pathlib.Path("/tmp/a.csv"), decimal.Decimal("0.10"), datetime.datetime(2026, 1, 1, 12, 0),
+    datetime.date(2026, 1, 1), {"$path": "not a tag"}, [{"$dict": []}],
+])
+def test_plain_data_round_trips(value):
+    assert wire.decode(wire.loads(wire.dumps({"v": wire.encode(value)})[:-1])["v"]) == value
+
+
+def test_nan_and_infinity_round_trip():
+    back = wire.decode(wire.encode([math.nan, math.inf, -math.inf]))
+    assert math.isnan(back[0]) and back[1:] == [math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("value", [object(), lambda: 1, type, Exception("x"), {[1]: 2} if False else iter([])])
+def test_objects_do_not_cross(value):
+    with pytest.raises(wire.WireError, match="cannot cross"):
+        wire.encode(value)
+
+
+@pytest.mark.parametrize("data", [
+    {"a": 1}, {"$eval": "x"}, {"$bytes": 5}, {"$dict": [[[1], 2]]}, {"$dict": [1]}, {"$float": "big"},
+    {"$set": "abc"}, {"$path": 1, "$x": 2},
+])
+def test_anything_not_made_by_encode_is_refused(data):
+    with pytest.raises(wire.WireError):
+        wire.decode(data)
+
+
+def test_deep_or_broken_messages_are_refused():
+    with pytest.raises(wire.WireError):
+        wire.loads(b"[" * 100000)
+    with pytest.raises(wire.WireError):
+        wire.loads(b"\xff")
+    with pytest.raises(wire.WireError):
+        wire.decode(wire.encode([[[]]]) and eval("[" * 70 + "]" * 70))  # noqa: S307
