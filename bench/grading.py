@@ -11,9 +11,12 @@ What is measured, in one process, alternately over several rounds:
   unpack under the scratch folder), with the original-run cache warm, as in
   production after a packet version's first submission. So each round runs
   the four reruns (submitted, tests_vs_original, tests_vs_solution,
-  reference_vs_submitted), not the original tree's own run.
-- bare: the same four pytest runs on the same four trees (built by
-  ``rerun_trees``, written once before the rounds), outside any sandbox:
+  reference_vs_submitted, the last as two sandboxes across the process
+  boundary) and one rerun per decoy, not the original tree's own run.
+- bare: the same pytest runs on the same trees (built by ``rerun_trees`` and
+  ``decoy_trees``, written once before the rounds; the hidden tests beside
+  the candidate's code in one tree, as a grader without the boundary would
+  run them; no canaries), outside any sandbox:
   ``<runner>/bin/python -m pytest -q`` plus the arguments the sandbox adds
   (JUnit XML, no cache provider, basetemp, -rfEX; paths made per run), the
   same small environment, each run in a new session as the sandbox starts
@@ -52,9 +55,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
 from grading.archive import safe_extract  # noqa: E402
-from grading.core import EXPECTED, RUN_NAMES, GradeOptions, grade_archive, rerun_trees, write_tree  # noqa: E402
+from grading.core import (EXPECTED, RUN_NAMES, STAND_IN, GradeOptions, decoy_trees, grade_archive,  # noqa: E402
+                          hidden_test_tree, rerun_trees, write_tree)
 from grading.runner import RunnerUnavailable, ensure_runner, runner_python, sandbox_home  # noqa: E402
-from grading.sandbox import JUNIT_IN_SANDBOX, Sandbox, SandboxUnavailable, pytest_command  # noqa: E402
+from grading.sandbox import JUNIT_IN_SANDBOX, SANDBOXED_DIR, Sandbox, SandboxUnavailable, pytest_command  # noqa: E402
 from grading.spec import read_tree, sample_spec  # noqa: E402
 from grading.tests.corpus import honest_files, zip_with_times  # noqa: E402
 
@@ -107,6 +111,7 @@ class Bare:
             "HOME": str(work),
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPATH": str(SANDBOXED_DIR),  # the witness plugin the sandbox's command loads
         }
 
     def argv(self, out: Path) -> list[str]:
@@ -195,11 +200,17 @@ def main(argv: list[str] | None = None) -> int:
         # The worker's default: one thread per rerun, at most one per core.
         workers = max(1, min(len(RUN_NAMES), os.cpu_count() or 1))
 
-        # The same four trees grade_tree builds, from the same unpacked files.
+        # The trees grade_tree builds, from the same unpacked files; the hidden
+        # tests beside the candidate's code in one tree, as run without the boundary.
         report = safe_extract(archive, work / "unpacked")
-        trees = rerun_trees(read_tree(report.root), spec)
+        candidate = read_tree(report.root)
+        trees = rerun_trees(candidate, spec)
+        trees["reference_vs_submitted"].update(
+            {p: d for p, d in hidden_test_tree(spec).items() if d != STAND_IN})
+        trees.update({f"decoy:{name}": files for name, files in decoy_trees(candidate, spec).items()})
+        bare_runs = tuple(trees)
         tree_dirs = {}
-        for name in RUN_NAMES:
+        for name in bare_runs:
             tree_dirs[name] = work / "trees" / name
             tree_dirs[name].mkdir(parents=True)
             write_tree(trees[name], tree_dirs[name])
@@ -214,17 +225,20 @@ def main(argv: list[str] | None = None) -> int:
 
         def bare_all() -> dict[str, int]:
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                futures = {name: pool.submit(bare.run, tree_dirs[name]) for name in RUN_NAMES}
+                futures = {name: pool.submit(bare.run, tree_dirs[name]) for name in bare_runs}
                 return {name: f.result() for name, f in futures.items()}
 
         load_before = os.getloadavg()[0]
         # Warm-up, not measured: fills the original-run cache (as the first
         # submission of a packet version does), the page cache and the uid pool.
-        check_evidence(grade())
+        first = grade()
+        check_evidence(first)
         if cache_dir.is_dir() and not any(cache_dir.iterdir()):
             raise SystemExit("bench: the original-run cache stayed empty after the warm-up")
         codes = bare_all()
         expected_codes = {name: 0 if EXPECTED[name] == "passed" else 1 for name in RUN_NAMES}
+        expected_codes.update({f"decoy:{d['name']}": 1 if d["caught"] else 0
+                               for d in first["runs"]["tests_vs_decoys"]["decoys"]})
         if codes != expected_codes:
             raise SystemExit(f"bench: bare pytest exit codes {codes}, expected {expected_codes}")
 
@@ -265,11 +279,11 @@ def main(argv: list[str] | None = None) -> int:
               "original-run cache warm (as in production)")
         print(f"load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
               "(other work on the machine makes every figure noisier)")
-        print(f"reruns per grading: {len(RUN_NAMES)} ({', '.join(RUN_NAMES)})")
+        print(f"pytest runs per grading: {len(bare_runs)} ({', '.join(bare_runs)})")
         print()
         print(f"{'ms':<44} {'median':>9} {'min':>9} {'max':>9} {'n':>4}")
         print(row("grading (grade_archive, sandboxed)", grading_s))
-        print(row(f"bare: same {len(RUN_NAMES)} pytest runs, {workers} threads", bare_s))
+        print(row(f"bare: same {len(bare_runs)} pytest runs, {workers} threads", bare_s))
         print(row("sandboxed `true` (empty tree)", sb_true))
         print(row("bare `true`", bare_true))
         print(row("sandboxed pytest, one tree (submitted)", sb_pytest))

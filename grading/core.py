@@ -107,8 +107,7 @@ def rerun_trees(candidate: Mapping[str, bytes], spec: PacketSpec) -> dict[str, d
     the packet wherever the run judges the candidate's code, so a changed CSV
     cannot make a check pass.
     """
-    work = _without_artifacts(candidate)
-    protected = {p: spec.fixture[p] for p in spec.protected_paths if p in spec.fixture}
+    work, protected = _without_artifacts(candidate), _protected(spec)
     original_prod = {p: spec.fixture[p] for p in spec.production_paths if p in spec.fixture}
     without_tests = {p: d for p, d in work.items() if not is_test_path(p)}
     # why: the candidate's pytest configuration (addopts = -p plugin, -k,
@@ -123,6 +122,56 @@ def rerun_trees(candidate: Mapping[str, bytes], spec: PacketSpec) -> dict[str, d
         # The candidate's side of the reference run: their code, no tests, no
         # pytest configuration (no pytest runs there), protected data restored.
         "reference_vs_submitted": {**without_tests, **protected},
+    }
+
+
+def _protected(spec: PacketSpec) -> dict[str, bytes]:
+    return {p: spec.fixture[p] for p in spec.protected_paths if p in spec.fixture}
+
+
+def decoy_trees(candidate: Mapping[str, bytes], spec: PacketSpec) -> dict[str, dict[str, bytes]]:
+    """One tree per decoy: the candidate's files and tests over the decoy's production files.
+
+    Built as ``tests_vs_solution`` is, with the decoy's files over the
+    solution's (a decoy may replace only some production files).
+    """
+    work, protected = _without_artifacts(candidate), _protected(spec)
+    return {name: {**work, **dict(spec.solution), **dict(files), **protected}
+            for name, files in sorted(spec.decoys.items())}
+
+
+def decoys_to_dict(results: Mapping[str, tuple[RunResult, dict]]) -> dict:
+    """The ``tests_vs_decoys`` run: each decoy, and whether the candidate's tests rejected it.
+
+    A decoy is caught when the candidate's tests do not pass over it
+    (``failed`` or ``error``). A tampered decoy run catches nothing: its
+    outcome cannot be believed. The run's outcome is ``failed`` (as
+    expected: the tests fail on wrong fixes) when at least one decoy was
+    caught, ``passed`` when every decoy got through, ``tampered`` when any
+    decoy run was, ``not_run`` without decoys. A test rejects the decoys it
+    can see (one about the sample's numbers cannot see a decoy that special-
+    cases them): ``caught`` of ``total`` says how many, for the reviewer.
+    """
+    decoys = []
+    for name, (result, integrity) in results.items():
+        decoys.append({"name": name, "caught": result.outcome in ("failed", "error"), "outcome": result.outcome,
+                       "passed": result.passed, "failed": result.failed, "errors": result.errors,
+                       "log": result.log, "notes": list(result.notes), "integrity": integrity})
+    caught = sum(d["caught"] for d in decoys)
+    if not decoys:
+        outcome = "not_run"
+    elif any(d["outcome"] == "tampered" for d in decoys):
+        outcome = "tampered"
+    else:
+        outcome = "failed" if caught else "passed"
+    return {
+        "outcome": outcome, "caught": caught, "total": len(decoys), "decoys": decoys,
+        "passed": sum(d["passed"] for d in decoys), "failed": sum(d["failed"] for d in decoys),
+        "errors": sum(d["errors"] for d in decoys), "duration_s": 0.0, "log": "",
+        "notes": [f"the candidate's tests reject {caught} of {len(decoys)} wrong fixes"] if decoys else [],
+        "expected": "failed", "as_expected": outcome == "failed",
+        "purpose": "The candidate's tests over each of the packet's decoys, plausible wrong fixes: "
+                   "a test that catches the bug fails on each one it can see.",
     }
 
 
@@ -257,7 +306,7 @@ def empty_evidence(reason: str, skipped: Iterable[str] = ()) -> dict:
         "red_log": {"present": False, "failed": False, "genuine": False, "signals": [], "missing": [],
                     "failing_ids": []},
         "timeline": {"ok": False, "events": [], "problems": []},
-        "runs": {name: run_to_dict(name, None) for name in RUN_NAMES},
+        "runs": {**{name: run_to_dict(name, None) for name in RUN_NAMES}, "tests_vs_decoys": decoys_to_dict({})},
         "diff": {"files": [], "flags": []},
         "refusal": {"present": False, "specific": False, "mentions": []},
         "texts": {},
@@ -284,9 +333,11 @@ def grade_tree(
     trees = rerun_trees(candidate, spec)
     cache = cache or OriginalRunCache(None)
     original = cache.get(spec)
+    trees.update({f"decoy:{name}": files for name, files in decoy_trees(candidate, spec).items()})
     planted: dict[str, Planted] = {}
-    for name in CANDIDATE_TEST_RUNS:
-        trees[name], planted[name] = plant_canaries(trees[name])
+    for name in trees:
+        if name in CANDIDATE_TEST_RUNS or name.startswith("decoy:"):
+            trees[name], planted[name] = plant_canaries(trees[name])
     jobs: dict[str, Mapping[str, bytes]] = dict(trees)
     jobs["hidden-tests"] = hidden_test_tree(spec)
     if original is None:
@@ -342,6 +393,9 @@ def grade_tree(
         result, integrity = judge_run(results[name], planted.get(name, Planted((), ())), sandbox.limits)
         runs[name] = run_to_dict(name, result, integrity)
     check_reference_run(runs["reference_vs_submitted"], reference_ids)
+    runs["tests_vs_decoys"] = decoys_to_dict({
+        name.removeprefix("decoy:"): judge_run(results[name], planted[name], sandbox.limits)
+        for name in sorted(results) if name.startswith("decoy:")})
     return {
         "grader_version": GRADER_VERSION,
         "archive": {

@@ -37,6 +37,9 @@ class PacketSpec:
     ``reference_tests`` are hidden tests added when checking a candidate's fix.
     ``forbidden_patterns`` and ``refusal_hints`` map a short label to a regular
     expression (searched case-insensitively for hints, as written for patterns).
+    ``decoys`` are plausible wrong fixes, by name: each maps production paths to
+    the decoy's version of them (paths it leaves out are the solution's). A
+    candidate's test that catches the bug fails on every decoy it can see.
     """
 
     slug: str
@@ -49,6 +52,7 @@ class PacketSpec:
     refusal_hints: Mapping[str, str] = field(default_factory=dict)
     test_command: tuple[str, ...] = ("python", "-m", "pytest", "-q")
     time_limit_minutes: int = 90
+    decoys: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
 
     @property
     def production_paths(self) -> tuple[str, ...]:
@@ -60,6 +64,24 @@ class PacketSpec:
     def cache_key(self) -> str:
         """Stable name for this version, for caching the original tree's run."""
         return f"{self.slug}-v{self.version}"
+
+
+DECOY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+
+
+def split_decoys(files: Mapping[str, bytes]) -> dict[str, dict[str, bytes]]:
+    """``{"name/path": bytes}`` (how decoys are stored) as ``{name: {path: bytes}}``."""
+    decoys: dict[str, dict[str, bytes]] = {}
+    for path, data in sorted(files.items()):
+        name, _, rest = path.partition("/")
+        if rest:
+            decoys.setdefault(name, {})[rest] = data
+    return decoys
+
+
+def join_decoys(decoys: Mapping[str, Mapping[str, bytes]]) -> dict[str, bytes]:
+    """The reverse of :func:`split_decoys`."""
+    return {f"{name}/{path}": data for name, files in decoys.items() for path, data in files.items()}
 
 
 def read_tree(root: Path) -> dict[str, bytes]:
@@ -74,7 +96,7 @@ def read_tree(root: Path) -> dict[str, bytes]:
 
 
 def load_spec_dir(root: Path, version: int = 1) -> PacketSpec:
-    """Build a spec from a packet folder: packet.json, fixture/, solution/, reference_tests/."""
+    """Build a spec from a packet folder: packet.json, fixture/, solution/, reference_tests/, decoys/<name>/."""
     meta = json.loads((root / "packet.json").read_text())
     return PacketSpec(
         slug=meta["slug"],
@@ -87,6 +109,7 @@ def load_spec_dir(root: Path, version: int = 1) -> PacketSpec:
         refusal_hints=dict(meta.get("refusal_hints", {})),
         test_command=tuple(shlex.split(meta.get("test_command", "python -m pytest -q"))),
         time_limit_minutes=int(meta.get("time_limit_minutes", 90)),
+        decoys=split_decoys(read_tree(root / "decoys")),
     )
 
 

@@ -17,7 +17,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from grading.archive import Limits, UnsafeArchive, safe_extract
-from grading.spec import SAMPLE_PACKET_DIR, load_spec_dir
+from grading.spec import DECOY_NAME_RE, SAMPLE_PACKET_DIR, join_decoys, load_spec_dir, split_decoys
 
 from .invites import InviteRow
 from .models import DEFAULT_RUBRIC, Candidate, Invitation, Packet, PacketFile, PacketVersion
@@ -44,10 +44,32 @@ class VersionContent:
     refusal_hints: Mapping[str, str] | None = None
     time_limit_minutes: int = 90
     rubric: Mapping[str, str] | None = None
+    decoys: Mapping[str, Mapping[str, bytes]] | None = None
 
 
 def read_zip_tree(uploaded, what: str) -> dict[str, bytes]:
     """Unpack a recruiter's zip with the same safe unpacker candidates' uploads go through."""
+    return read_zip_report(uploaded, what)[0]
+
+
+def read_decoys_zip(uploaded) -> dict[str, dict[str, bytes]]:
+    """Decoys from a zip with one folder per decoy (``drop-refund-rows/invoices.py``...).
+
+    A zip holding a single decoy folder has that folder stripped by the
+    unpacker, like any wrapping folder; its name becomes the decoy's name.
+    """
+    files, stripped = read_zip_report(uploaded, "decoys")
+    if stripped and not any("/" in p for p in files):
+        return {stripped.strip("/"): files}
+    loose = sorted(p for p in files if "/" not in p)
+    if loose:
+        raise PacketError("The decoys zip must hold one folder per decoy (for example drop-refund-rows/invoices.py); "
+                          "these files are not in a folder: " + ", ".join(loose))
+    return split_decoys(files)
+
+
+def read_zip_report(uploaded, what: str) -> tuple[dict[str, bytes], str | None]:
+    """The files of a recruiter's zip, and the wrapping folder the unpacker stripped (if any)."""
     with tempfile.TemporaryDirectory(prefix="packet-") as tmp:
         archive = Path(tmp) / "upload.zip"
         with archive.open("wb") as out:
@@ -57,7 +79,7 @@ def read_zip_tree(uploaded, what: str) -> dict[str, bytes]:
             report = safe_extract(archive, Path(tmp) / "tree", PACKET_ZIP_LIMITS)
         except UnsafeArchive as exc:
             raise PacketError(f"The {what} zip cannot be used: {exc.reason}") from exc
-        return {path: (report.root / path).read_bytes() for path in report.kept}
+        return {path: (report.root / path).read_bytes() for path in report.kept}, report.stripped_prefix
 
 
 def validate_content(content: VersionContent) -> None:
@@ -73,6 +95,15 @@ def validate_content(content: VersionContent) -> None:
     missing = [p for p in content.protected_paths if p not in content.fixture]
     if missing:
         raise PacketError("Protected paths must be fixture files; not found: " + ", ".join(missing))
+    for name, files in (content.decoys or {}).items():
+        if not DECOY_NAME_RE.match(name):
+            raise PacketError(f"A decoy's folder name must be letters, digits, '.', '_' or '-': {name!r}.")
+        if not files:
+            raise PacketError(f"The decoy {name} has no files.")
+        missing = [p for p in files if p not in content.fixture]
+        if missing:
+            raise PacketError(f"A decoy replaces files of the fixture, as the solution does; the decoy {name} "
+                              "has files that are not in it: " + ", ".join(sorted(missing)))
 
 
 @transaction.atomic
@@ -100,6 +131,7 @@ def do_create_version(packet: Packet, content: VersionContent, user=None) -> Pac
             (PacketFile.Kind.FIXTURE, content.fixture),
             (PacketFile.Kind.SOLUTION, content.solution),
             (PacketFile.Kind.REFERENCE_TEST, content.reference_tests),
+            (PacketFile.Kind.DECOY, join_decoys(content.decoys or {})),
         )
         for path, data in sorted(files.items())
     )
@@ -128,6 +160,7 @@ def sample_content() -> tuple[str, str, VersionContent]:
         refusal_hints=spec.refusal_hints,
         time_limit_minutes=spec.time_limit_minutes,
         rubric=meta.get("rubric", DEFAULT_RUBRIC),
+        decoys=spec.decoys,
     )
     return meta["slug"], meta["title"], content
 
@@ -138,6 +171,7 @@ def _same_content(version: PacketVersion, content: VersionContent) -> bool:
         and version.files_of(PacketFile.Kind.FIXTURE) == dict(content.fixture)
         and version.files_of(PacketFile.Kind.SOLUTION) == dict(content.solution)
         and version.files_of(PacketFile.Kind.REFERENCE_TEST) == dict(content.reference_tests)
+        and version.files_of(PacketFile.Kind.DECOY) == join_decoys(content.decoys or {})
         and version.test_command == content.test_command
         and list(version.protected_paths) == list(content.protected_paths)
         and version.forbidden_patterns == dict(content.forbidden_patterns or {})

@@ -7,7 +7,9 @@ import shlex
 
 from django import forms
 
-from .actions import PacketError, VersionContent, read_zip_tree
+from grading.spec import split_decoys
+
+from .actions import PacketError, VersionContent, read_decoys_zip, read_zip_tree
 from .invites import parse_invite_lines
 from .models import DEFAULT_RUBRIC, Packet, PacketFile, PacketVersion
 
@@ -62,6 +64,12 @@ class PacketVersionForm(forms.Form):
     reference_tests_zip = forms.FileField(
         required=False, label="Hidden reference tests (zip)", help_text="Hidden tests run against the candidate's fix."
     )
+    decoys_zip = forms.FileField(
+        required=False, label="Decoys (zip, optional)",
+        help_text="Plausible wrong fixes, one folder per decoy holding production files at their fixture paths "
+        "(for example drop-refund-rows/invoices.py). The candidate's tests run over each; a test that "
+        "catches the bug rejects them.",
+    )
     test_command = forms.CharField(initial="python -m pytest -q", max_length=200)
     time_limit_minutes = forms.IntegerField(
         initial=90, min_value=5, max_value=7 * 24 * 60, label="Time limit (minutes)",
@@ -113,7 +121,7 @@ class PacketVersionForm(forms.Form):
             self.fields["fixture_zip"].required = True
             self.fields["solution_zip"].required = True
         else:
-            for name in ("fixture_zip", "solution_zip", "reference_tests_zip"):
+            for name in ("fixture_zip", "solution_zip", "reference_tests_zip", "decoys_zip"):
                 self.fields[name].help_text += " Leave empty to keep the current files."
 
     def clean_test_command(self) -> str:
@@ -155,8 +163,22 @@ class PacketVersionForm(forms.Form):
             "fixture": self._zip("fixture_zip", "fixture", PacketFile.Kind.FIXTURE),
             "solution": self._zip("solution_zip", "solution", PacketFile.Kind.SOLUTION),
             "tests": self._zip("reference_tests_zip", "reference tests", PacketFile.Kind.REFERENCE_TEST),
+            "decoys": self._decoys(),
         }
         return cleaned
+
+    def _decoys(self) -> dict[str, dict[str, bytes]] | None:
+        uploaded = self.cleaned_data.get("decoys_zip")
+        if not uploaded:
+            return split_decoys(self.base.files_of(PacketFile.Kind.DECOY)) if self.base is not None else None
+        if uploaded.size > MAX_PACKET_ZIP_BYTES:
+            self.add_error("decoys_zip", "The decoys zip is larger than 5 MB; packets should be tiny trees.")
+            return None
+        try:
+            return read_decoys_zip(uploaded)
+        except PacketError as exc:
+            self.add_error("decoys_zip", str(exc))
+            return None
 
     def content(self) -> VersionContent | None:
         """The version this form describes, or None with errors added to the form."""
@@ -175,6 +197,7 @@ class PacketVersionForm(forms.Form):
             refusal_hints=data["refusal_hints"],
             time_limit_minutes=data["time_limit_minutes"],
             rubric={k: data[f"rubric_{k}"] for k in DEFAULT_RUBRIC},
+            decoys=self._trees["decoys"] or {},
         )
 
 

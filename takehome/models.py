@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.crypto import get_random_string, salted_hmac
 
-from grading.spec import PacketSpec
+from grading.spec import PacketSpec, split_decoys
 
 DEFAULT_RUBRIC = {
     "red_log": "Red log is a real pytest failure",
@@ -106,6 +106,7 @@ class PacketVersion(models.Model):
             fixture=self.files_of(PacketFile.Kind.FIXTURE),
             solution=self.files_of(PacketFile.Kind.SOLUTION),
             reference_tests=self.files_of(PacketFile.Kind.REFERENCE_TEST),
+            decoys=split_decoys(self.files_of(PacketFile.Kind.DECOY)),
             protected_paths=tuple(self.protected_paths),
             forbidden_patterns=dict(self.forbidden_patterns),
             refusal_hints=dict(self.refusal_hints),
@@ -121,6 +122,7 @@ class PacketFile(models.Model):
         FIXTURE = "fixture", "Fixture (handed to the candidate)"
         SOLUTION = "solution", "Reference solution (fixed production file)"
         REFERENCE_TEST = "reference_test", "Hidden reference test"
+        DECOY = "decoy", "Decoy (a plausible wrong fix the candidate's test must reject)"
 
     version = models.ForeignKey(PacketVersion, on_delete=models.CASCADE, related_name="files")
     kind = models.CharField(max_length=20, choices=Kind.choices)

@@ -5,6 +5,7 @@ Real bubblewrap, the real runner virtualenv, real pytest: nothing mocked.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grading.core import GradeOptions, grade_archive
+from grading.core import RUN_NAMES, GradeOptions, grade_archive
 from grading.spec import sample_spec
 
 from . import corpus
@@ -37,7 +38,13 @@ def grade(grading_sandbox, spec, tmp_path):
 
 
 def outcomes(evidence: dict) -> dict[str, tuple[str, bool]]:
-    return {name: (run["outcome"], run["as_expected"]) for name, run in evidence["runs"].items()}
+    """The four reruns; the decoys (tests_vs_decoys) are checked on their own."""
+    return {name: (run["outcome"], run["as_expected"]) for name, run in evidence["runs"].items()
+            if name in RUN_NAMES}
+
+
+def decoys_caught(evidence: dict) -> dict[str, bool]:
+    return {d["name"]: d["caught"] for d in evidence["runs"]["tests_vs_decoys"]["decoys"]}
 
 
 ALL_RIGHT = {
@@ -65,14 +72,52 @@ def test_the_ideal_submission(grade, tmp_path):
     assert evidence["original_run"]["failing_ids"] == ["test_invoices.py::test_charges_only"]
 
 
+def test_the_ideal_test_rejects_the_decoy_it_can_see(grade, tmp_path):
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    decoys = evidence["runs"]["tests_vs_decoys"]
+    # The ideal test asserts the sample's total: dropping the refund row gives 1500 and is caught; abs() of
+    # the total and a patch for the sample's own numbers both give 1300 there, so that test cannot see them.
+    assert decoys_caught(evidence) == {"abs-of-the-total": False, "drop-refund-rows": True,
+                                       "special-case-the-sample": False}
+    assert (decoys["outcome"], decoys["as_expected"], decoys["caught"], decoys["total"]) == ("failed", True, 1, 3)
+    assert decoys["notes"] == ["the candidate's tests reject 1 of 3 wrong fixes"]
+    caught = next(d for d in decoys["decoys"] if d["caught"])
+    assert "assert 1500 == 1300" in caught["log"]
+
+
+def test_a_test_of_refunds_alone_rejects_every_decoy(grade, tmp_path):
+    test = corpus.HONEST_TEST + (b"\n\ndef test_refunds_alone_sum_to_a_negative_total(tmp_path):\n"
+                                 b"    only = tmp_path / 'refunds.csv'\n    only.write_text('cents\\n-100\\n-250\\n')\n"
+                                 b"    assert invoices.total(only) == -350\n")
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files(**{"test_invoices.py": test})))
+    assert outcomes(evidence) == ALL_RIGHT
+    assert set(decoys_caught(evidence).values()) == {True}
+
+
+def test_a_test_that_only_checks_the_file_changed_rejects_no_decoy(grade, tmp_path):
+    digest = hashlib.sha256(sample_spec().fixture["invoices.py"]).hexdigest()
+    test = (b"import hashlib\nfrom pathlib import Path\n\n\ndef test_refunds_are_fixed():\n"
+            b"    code = (Path(__file__).parent / 'invoices.py').read_bytes()\n"
+            b"    assert hashlib.sha256(code).hexdigest() != '" + digest.encode() + b"'\n")
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files(**{"test_invoices.py": test})))
+    # It fails on the original and passes on the solution, so those two reruns alone would vouch for it.
+    assert outcomes(evidence)["tests_vs_original"] == ("failed", True)
+    assert outcomes(evidence)["tests_vs_solution"] == ("passed", True)
+    decoys = evidence["runs"]["tests_vs_decoys"]
+    assert set(decoys_caught(evidence).values()) == {False}
+    assert (decoys["outcome"], decoys["as_expected"], decoys["caught"]) == ("passed", False, 0)
+
+
 def test_grading_twice_gives_the_same_evidence(grade, tmp_path):
     path = corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files())
 
     def stable(evidence):
         for run in evidence["runs"].values():
             run.pop("duration_s"), run.pop("log"), run.pop("notes")
-            if "integrity" in run:  # canary names are drawn afresh for every grading
-                run["integrity"]["canaries"] = len(run["integrity"]["canaries"])
+            for one in [run, *run.get("decoys", ())]:  # canary names are drawn afresh for every grading
+                if "integrity" in one:
+                    one["integrity"]["canaries"] = len(one["integrity"]["canaries"])
+                one.pop("log", None), one.pop("notes", None)
         evidence["original_run"].pop("duration_s")
         return evidence
 
@@ -296,9 +341,11 @@ def test_an_endless_loop_ends_at_the_timeout_and_grading_goes_on(grade, grading_
     evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files(**{"invoices.py": loop})), quick)
     assert evidence["runs"]["submitted"]["outcome"] == "timeout"
     # Across the boundary each call has its own clock: the hung call fails its test, with the reason.
+    # (On a loaded machine the whole run may reach its own wall clock first: never a pass either way.)
     reference = evidence["runs"]["reference_vs_submitted"]
-    assert reference["outcome"] == "failed"
-    assert "did not return within" in reference["log"]
+    assert reference["outcome"] in ("failed", "timeout")
+    if reference["outcome"] == "failed":
+        assert "did not return within" in reference["log"]
     assert evidence["runs"]["tests_vs_solution"]["outcome"] == "passed"
 
 
