@@ -167,6 +167,27 @@ def _when(at) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
 
 
+def candidate_clock(text) -> str:
+    """The candidate's clock as the gate sent it (aware ISO), written out for reading; anything else as it is."""
+    if not isinstance(text, str) or not text:
+        return ""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return text
+    if value.tzinfo is None:
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return value.strftime("%Y-%m-%d %H:%M:%S ") + value.strftime("%z")[:3] + ":" + value.strftime("%z")[3:5]
+
+
 def receipt_rows(receipts: Iterable[Mapping]) -> list[dict]:
-    """The evidence's receipts as the page lists them: the server's time (UTC) written out for reading."""
-    return [{**r, "when": _when(r.get("at"))} for r in receipts if isinstance(r, Mapping)]
+    """The evidence's receipts as the page lists them: both clocks written out for reading."""
+    return [{**r, "when": _when(r.get("at")), "local": candidate_clock(r.get("local_time"))}
+            for r in receipts if isinstance(r, Mapping)]
+
+
+def gate_log_rows(lines) -> list[dict] | None:
+    """The lines of receipts.jsonl with the candidate's clock written out; None when the evidence has none."""
+    if not isinstance(lines, list):
+        return None
+    return [{**line, "local": candidate_clock(line.get("local_time"))} for line in lines if isinstance(line, Mapping)]

@@ -197,7 +197,7 @@ def review_page(submission: Submission, reviewer) -> dict:
         "red_log_had_codes": display.had_terminal_codes((raw.get("texts") or {}).get("red.log")),
         "red_receipts": [r for r in receipts if r.get("step") == GateReceipt.Step.RED],
         "receipts": receipts,
-        "gate_log": timeline.get("gate_log"),  # None: graded before the gate's log was read
+        "gate_log": display.gate_log_rows(timeline.get("gate_log")),  # None: graded before the log was read
         "timeline": display.layout_timeline(timeline.get("events") or [], timeline.get("problems") or []),
         "texts": texts,
         "diff_files": display.order_files((data.get("diff") or {}).get("files") or []),

@@ -284,6 +284,9 @@ def check_receipts(
         return "; ".join(f"{line.step}: {_short(line.why or '', 60)}" for lines in offline.values() for line in lines)
 
     # No receipt at all, or a step's artifact with no receipt of that step.
+    if gate and RECEIPTS_LOG not in files:
+        notes.append(f"The server holds {len(gate)} gate receipt{'s' if len(gate) > 1 else ''}, but the zip has no "
+                     "artifacts/receipts.jsonl, the log the gate writes with every step.")
     if not gate:
         if offline:
             notes.append(f"The server witnessed no gate step; artifacts/receipts.jsonl records steps the gate ran "
@@ -334,13 +337,18 @@ def check_receipts(
                             f"receipt {_fmt(green.at)}); under {min_red_to_green.total_seconds():g} s leaves no time "
                             "to ask a model, read the reply and apply a fix")
 
-    # Steps after the deadline.
+    # Steps after the deadline, in one sentence.
     if deadline is not None:
-        for step in GATE_STEPS:
-            late = [r for r in accepted[step] if r.at > deadline]
-            if late:
-                problems.append(f"server receipts: the '{step}' step was witnessed at {_fmt(late[0].at)}, after the "
-                                f"deadline ({_fmt(deadline)})")
+        late = {step: [r for r in accepted[step] if r.at > deadline] for step in GATE_STEPS}
+        late = {step: rs[0] for step, rs in late.items() if rs}
+        if len(late) == 1:
+            (step, r), = late.items()
+            problems.append(f"server receipts: the '{step}' step was witnessed at {_fmt(r.at)}, after the "
+                            f"deadline ({_fmt(deadline)})")
+        elif late:
+            names = [f"'{step}'" for step in late]
+            problems.append(f"server receipts: the {', '.join(names[:-1])} and {names[-1]} steps were witnessed "
+                            f"after the deadline ({_fmt(deadline)}), the first at {_fmt(min(r.at for r in late.values()))}")
 
     # The red receipts' logs and hashes against the zip. Checks are kept per
     # receipt object (receipts hold a dict, so they cannot be keys themselves).

@@ -330,6 +330,21 @@ def test_steps_after_the_deadline_are_named():
     assert not rows["upload"].after_deadline  # an upload in the grace period is allowed
 
 
+def test_several_steps_after_the_deadline_make_one_sentence():
+    report = check(ideal(), deadline=T0)
+    assert report.problems == ("server receipts: the 'red', 'model' and 'green' steps were witnessed after the "
+                               "deadline (2026-11-30 09:00:00+00:00), the first at 2026-11-30 09:01:00+00:00",)
+
+
+def test_receipts_without_the_gates_log_are_noted():
+    folder = ideal()
+    files = {p: d for p, d in folder.upload().items() if p != "artifacts/receipts.jsonl"}
+    report = check_receipts(folder.receipts, files, PRODUCTION)
+    assert report.problems == ()
+    assert report.notes == ("The server holds 3 gate receipts, but the zip has no artifacts/receipts.jsonl, the log "
+                            "the gate writes with every step.",)
+
+
 def test_red_to_green_threshold_is_a_parameter():
     folder = Folder().red(1).model(1.1).fix().green(1.5).finish()
     files = folder.upload()

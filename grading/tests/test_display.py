@@ -84,3 +84,16 @@ def test_refused_receipts_are_drawn_apart_and_flagged_by_their_own_problems():
                                                             {"name": "allowed.at", "at": "2026-01-01T10:01:00"}],
                                                    [stamp])["rows"]}
     assert rows["model_allowed.at"]["flagged"] and not rows["allowed.at"]["flagged"]
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("2026-11-30T10:01:00.100000+01:00", "2026-11-30 10:01:00 +01:00"),
+    ("2026-11-30T04:01:00-05:30", "2026-11-30 04:01:00 -05:30"),
+    ("2026-11-30T10:01:00", "2026-11-30 10:01:00"),
+    ("yesterday <b>", "yesterday <b>"),
+    (None, ""),
+])
+def test_the_candidates_clock_is_written_out(text, shown):
+    from grading.display import candidate_clock
+
+    assert candidate_clock(text) == shown

@@ -257,3 +257,24 @@ def test_a_second_worker_finishing_later_leaves_the_first_evidence(invitation, m
         pipeline.record_evidence(late, other, 1.0)
     assert Evidence.objects.get().data == first
     assert Submission.objects.get().status == "graded"
+
+
+def test_an_offline_candidate_on_windows_is_graded_without_a_problem(invitation, media_root, tmp_path):
+    # Windows PowerShell 5.1's Compress-Archive (backslashes, DOS times) from a candidate whose gate never
+    # reached the server: receipts.jsonl says so, line by line.
+    from grading.tests import zips
+
+    offline = b"".join(b'{"local_time": "2026-11-30T10:0%d:00+01:00", "step": "%s", "why": "--offline", '
+                       b'"witnessed": false}\r\n' % (i, step) for i, step in enumerate((b"red", b"model", b"green")))
+    files = corpus.honest_files(**{"artifacts/receipts.jsonl": offline})
+    archive = zips.powershell_zip(tmp_path / "s.zip", files, corpus.T0.replace(tzinfo=None))
+    submission = submit(invitation, archive, uploaded_at=corpus.T0 + timedelta(minutes=10))
+    assert pipeline.grade_submission(submission.pk) == "graded"
+    evidence = Evidence.objects.get().data
+    assert evidence["archive"]["stripped_prefix"] == "project" and "artifacts/red.log" in evidence["archive"]["kept"]
+    timeline = evidence["timeline"]
+    assert timeline["problems"] == [] and timeline["ok"] is True
+    assert [line["witnessed"] for line in timeline["gate_log"]] == [False, False, False]
+    assert timeline["notes"] == ["The server witnessed no gate step; artifacts/receipts.jsonl records steps the gate "
+                                 "ran without it (red: --offline; model: --offline; green: --offline). The order "
+                                 "rests on the zip's times and the stamp alone."]
