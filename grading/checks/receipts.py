@@ -13,8 +13,9 @@ invitation's deadline) and what the gate wrote on the candidate's side
   default: no time to ask a model, read the reply and apply a fix);
 - a step witnessed after the deadline;
 - ``artifacts/red.log`` that is not the log any red receipt stored;
-- a red run that did not run on the bug: the red receipt's hashes of the
-  packet's production files are not the original files';
+- a red run that did not run on the bug: no red receipt from before the
+  model window opened hashed the packet's production files as the original
+  files (one that did is enough: a candidate may run red again);
 - files changed after the green receipt (the passing run the server saw was
   not of the uploaded files);
 - a receipts.jsonl line that claims a receipt the server does not have.
@@ -365,13 +366,18 @@ def check_receipts(
             problems.append(f"server receipts: artifacts/red.log is not the log the server stored with {which}: "
                             "the red run the server witnessed printed something else")
     if accepted["red"] and production:
-        # The red run the order rests on: the last one before the model window opened.
+        # A red run before the model window opened must have run on the original files; when none
+        # did, the last of them is named (an earlier one on the bug is enough: a candidate may run red again).
         opened = accepted["model"][0].at if accepted["model"] else None
         before = [r for r in accepted["red"] if opened is None or r.at <= opened] or accepted["red"]
+
+        def off(r: Receipt) -> tuple[list[str], list[str]]:
+            return ([p for p in production if p in r.tree_hashes
+                     and r.tree_hashes[p] not in content_hashes(production[p])],
+                    [p for p in production if p not in r.tree_hashes])
+
         red = before[-1]
-        differ = [p for p in production if p in red.tree_hashes
-                  and red.tree_hashes[p] not in content_hashes(production[p])]
-        missing = [p for p in production if p not in red.tree_hashes]
+        differ, missing = ([], []) if any(off(r) == ([], []) for r in before) else off(red)
         if differ:
             problems.append(f"server receipts: the red receipt ({_fmt(red.at)}) hashed {_named(differ)} differently "
                             "from the packet's original: the red run the server witnessed did not run on the bug")

@@ -140,6 +140,15 @@ def red_twice() -> Folder:
     return f.red(2, log=corpus.red_log("pytest9_cand_q.log").decode()).model().fix().green().finish()
 
 
+def red_again_while_exploring() -> Folder:
+    # Red on the bug, then a print added to explore, red again; the print is gone before the fix.
+    f = Folder().red(1)
+    f.write("invoices.py", SPEC.fixture["invoices.py"] + b"print('debug')\n")
+    f.red(2, log=corpus.red_log("pytest9_cand_q.log").decode())
+    f.write("invoices.py", SPEC.fixture["invoices.py"])
+    return f.model().fix().green().finish()
+
+
 def red_refused_then_accepted() -> Folder:
     f = Folder().red(1, log="FAILED\n", accepted=False,
                      refusal="The red log does not look like pytest's own output (closing line).")
@@ -206,6 +215,7 @@ HONEST = [
               .fix().green(offline="server unreachable: timed out").finish(), None),
      ["model_allowed.at has no model receipt", "green.log has no green receipt"]),
     ("red run twice, red.log is the last", lambda: (red_twice(), None), []),
+    ("red on the bug, then red again with a debug print", lambda: (red_again_while_exploring(), None), []),
     ("red refused once, then accepted", lambda: (red_refused_then_accepted(), None), ["refused the 'red' step"]),
     ("model refused for want of prompt.txt, then accepted", lambda: (prompt_refused_then_accepted(), None),
      ["refused the 'model' step"]),
