@@ -452,7 +452,9 @@ def witness_timeline(
     """
     known = receipts is not None
     receipts = list(receipts or ())
-    timeline = build_timeline(times, stamp_text, receipts)
+    reply = files.get(f"{ARTIFACTS_DIR}/model.md")
+    timeline = build_timeline(times, stamp_text, receipts,
+                              reply_written=reply is None or bool(decode_text(reply).strip()))
     if known:
         report = check_receipts(receipts, files, production, deadline=deadline, min_red_to_green=min_red_to_green)
     else:

@@ -31,7 +31,8 @@ is later than the stamp file's or green.log's while receipts show those steps
 in order: then red.log was touched after its run and its time says nothing),
 nor than the stamp's value (only when the zip shows an order), nor than the
 red receipt on the server's clock (only for a UTC zip time, and only when the
-receipts' ``local_time`` gives the candidate's clock offset).
+receipts' ``local_time`` gives the candidate's clock offset). A blank
+model.md is a placeholder, not a reply: it is not compared.
 
 Refused receipts are events too (``receipt: <step> (refused)``), but never
 count as a step: every order check uses accepted receipts only.
@@ -215,12 +216,16 @@ def build_timeline(
     times: Mapping[str, EntryTime],
     stamp_text: str | None,
     receipts: Iterable[Receipt] = (),
+    *,
+    reply_written: bool = True,
 ) -> Timeline:
     """Collect every time we know of the three steps and state what runs backwards.
 
     ``times`` maps artifact names (``red.log`` or ``artifacts/red.log``) to zip
     entry times; ``stamp_text`` is model_allowed.at's text; ``receipts`` are
-    the server's. The comparison rule is in the module docstring.
+    the server's. ``reply_written`` False says model.md is blank (a placeholder
+    made early is no reply): its time is shown but not compared. The
+    comparison rule is in the module docstring.
     """
     entries = {name.rsplit("/", 1)[-1]: t for name, t in times.items()}
     everything = list(receipts)
@@ -289,7 +294,8 @@ def build_timeline(
                 problems.append(f"green.log's zip time ({_fmt(when)}) is older than the stamp's value ({_fmt(stamp)})")
 
     # The model's reply against the red run and the stamp.
-    problems += _reply_problems(entries, stamp, zip_shows_order, first, _candidate_offset(everything))
+    if reply_written:
+        problems += _reply_problems(entries, stamp, zip_shows_order, first, _candidate_offset(everything))
 
     # The stamp's value against model_allowed.at's own zip time: the file was
     # written when the value was taken, and copies only make it newer, so a

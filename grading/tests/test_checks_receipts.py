@@ -433,6 +433,20 @@ def test_the_timeline_carries_the_receipts_the_gate_log_and_the_notes():
     json.dumps(data)  # stored as JSON
 
 
+def test_a_blank_model_md_older_than_red_is_not_a_reply():
+    times = {"artifacts/model.md": corpus_time(0), "artifacts/red.log": corpus_time(6)}
+    for reply, ok in ((b" \r\n", True), (b"", True), (corpus.MODEL, False)):
+        data = witness_timeline(times, None, None, {"artifacts/model.md": reply}, PRODUCTION)
+        assert data["ok"] is ok, (reply, data["problems"])
+
+
+def corpus_time(seconds: float):
+    from grading.checks.timeline import ZipTime
+
+    at = T0 + timedelta(seconds=seconds)
+    return ZipTime(local=at.replace(tzinfo=None), utc=at)
+
+
 def test_without_the_servers_record_nothing_is_held_against_the_receipts():
     files = offline_everything().upload()
     data = witness_timeline({}, None, None, files, PRODUCTION)

@@ -294,3 +294,9 @@ def test_refused_receipts_are_events_but_not_steps():
     late = build_timeline(GIT_ARCHIVE_NEXT_DAY, stamp(5), [receipt("red", 0), refused("green", 1),
                                                            receipt("model", 5)])
     assert late.ok, late.problems
+
+
+def test_a_blank_reply_made_early_is_no_reply():
+    # A candidate who made empty artifact files at the start and never pasted a reply.
+    assert build_timeline(FIX_FIRST, stamp(7 / 60), reply_written=False).ok
+    assert not build_timeline(FIX_FIRST, stamp(7 / 60)).ok
