@@ -348,8 +348,9 @@ def check_receipts(
                             f"deadline ({_fmt(deadline)})")
         elif late:
             names = [f"'{step}'" for step in late]
+            first_late = min(r.at for r in late.values())
             problems.append(f"server receipts: the {', '.join(names[:-1])} and {names[-1]} steps were witnessed "
-                            f"after the deadline ({_fmt(deadline)}), the first at {_fmt(min(r.at for r in late.values()))}")
+                            f"after the deadline ({_fmt(deadline)}), the first at {_fmt(first_late)}")
 
     # The red receipts' logs and hashes against the zip. Checks are kept per
     # receipt object (receipts hold a dict, so they cannot be keys themselves).

@@ -68,7 +68,8 @@ def test_refused_receipts_are_drawn_apart_and_flagged_by_their_own_problems():
               {"name": "receipt: red", "at": "2026-01-01T10:00:00+00:00"},
               {"name": "red.log", "at": "2026-01-01T10:00:00"},
               {"name": "model.md", "at": "2026-01-01T09:59:00"}]
-    refused = "server receipts: the 'green' step was refused once (last at 10:02: still red) and never accepted after it"
+    refused = ("server receipts: the 'green' step was refused once (last at 10:02: still red) "
+               "and never accepted after it")
     rows = {r["name"]: r for r in layout_timeline(events, [refused])["rows"]}
     assert rows["receipt: green (refused)"]["kind"] == "refused" and rows["receipt: green (refused)"]["flagged"]
     assert not rows["receipt: green"]["flagged"] and not rows["receipt: red"]["flagged"]
