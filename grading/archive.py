@@ -27,7 +27,10 @@ larger entry cap (``max_skipped_entries``), so an honest upload with a
 virtualenv inside is not refused; kept files and folders count against
 ``max_entries``.
 
-Other decisions: ``kept`` lists files only (folders are created, not listed);
+Other decisions: a backslash in a name is a folder separator (Windows
+PowerShell 5.1's ``Compress-Archive`` writes ``src\\app.py``), turned into
+``/`` before any safety check, so ``..\\x`` is refused like ``../x``;
+``kept`` lists files only (folders are created, not listed);
 when every kept entry sits under one top-level folder, its contents are
 written straight into ``dest`` (so ``root == dest``) and the folder's name is
 ``stripped_prefix``; case and Unicode-normalisation twins (``A.py``/``a.py``)
@@ -76,9 +79,6 @@ REASONS = {  # every refusal, one sentence each; {name} is escaped and shortened
     "not_utf8": "The archive holds a file name that is not valid UTF-8 ({name}); rename it with plain letters "
     "and digits, or zip with a tool that writes UTF-8 names (7-Zip, `zip`, macOS Compress).",
     "control": "The archive holds a file name with a control character ({name}); rename the file and zip again.",
-    "backslash": "The archive holds a name with backslashes ({name}), so the tool that made it did not follow "
-    "the zip format; zip the folder with Windows Explorer (right-click, Send to, Compressed folder), "
-    "7-Zip or `zip -r` instead.",
     "absolute": f"The archive holds an absolute path ({{name}}); {INSIDE}.",
     "drive": f"The archive holds a path with a drive letter ({{name}}); {INSIDE}.",
     "escape": "The archive holds a path that leaves its folder ({name}); zip the project folder itself.",
@@ -256,22 +256,23 @@ def _check_name(info: zipfile.ZipInfo) -> _Entry:
     # terminal output, bidi controls make a name read other than it is
     if any(unicodedata.category(c) == "Cc" or c in BIDI_CONTROLS for c in name):
         raise refuse("control", name)
-    # why: a backslash is a separator on Windows, so "..\\x" escapes there; the
-    # zip spec requires "/" (Explorer writes it), only odd tools write "\\"
-    if "\\" in name:
-        raise refuse("backslash", name)
-    if name.startswith("/"):  # why: an absolute path is written wherever it points
+    # Windows PowerShell 5.1's Compress-Archive writes "\\" as the separator
+    # (the zip format wants "/"); Info-ZIP and libarchive read it as one.
+    # why before every check below: "..\\x", "\\abs" and "C:\\x" must meet
+    # the same rules as "../x", "/abs" and "C:/x", on every platform the tree reaches
+    path = name.replace("\\", "/")
+    if path.startswith("/"):  # why: an absolute path is written wherever it points
         raise refuse("absolute", name)
-    if re.match(r"[A-Za-z]:", name):  # why: "C:x" is absolute for any Windows tool reusing the tree
+    if re.match(r"[A-Za-z]:", path):  # why: "C:x" is absolute for any Windows tool reusing the tree
         raise refuse("drive", name)
-    parts = name.split("/")
+    parts = path.split("/")
     if ".." in parts:  # why: ".." climbs out of dest (zip slip)
         raise refuse("escape", name)
     parts = [p for p in parts if p not in ("", ".")]
     if any(len(p.encode()) > 255 for p in parts):  # why: would fail halfway through writing
         raise refuse("long", name)
     kind = stat.S_IFMT(info.external_attr >> 16)
-    return _Entry(info, name, "/".join(parts), name.endswith("/") or kind == stat.S_IFDIR)
+    return _Entry(info, name, "/".join(parts), path.endswith("/") or kind == stat.S_IFDIR)
 
 
 def _virtualenvs(entries: list[_Entry]) -> dict[str, bool]:

@@ -15,15 +15,17 @@ import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from .archive import ExtractReport, Limits, UnsafeArchive, safe_extract
 from .checks.artifacts import ARTIFACT_NAMES, check_artifacts, read_artifact
 from .checks.diff import diff_trees
+from .checks.receipts import MIN_RED_TO_GREEN, witness_timeline
 from .checks.redlog import analyse_red_log, collect_test_ids
 from .checks.refusal import check_refusal
-from .checks.timeline import Receipt, build_timeline
+from .checks.timeline import Receipt
 from .integrity import Planted, judge_run, plant_canaries
 from .sandbox import RunResult, Sandbox
 from .spec import ARTIFACTS_DIR, BUNDLE_PATHS, PacketSpec, is_test_path, read_tree
@@ -319,11 +321,17 @@ def grade_tree(
     spec: PacketSpec,
     sandbox: Sandbox,
     *,
-    receipts: Iterable[Receipt] = (),
+    receipts: Iterable[Receipt] | None = None,
+    deadline: datetime | None = None,
+    min_red_to_green_s: float = MIN_RED_TO_GREEN.total_seconds(),
     cache: OriginalRunCache | None = None,
     workers: int | None = None,
 ) -> dict:
-    """Evidence for an unpacked tree. Raises SandboxUnavailable if the sandbox cannot run."""
+    """Evidence for an unpacked tree. Raises SandboxUnavailable if the sandbox cannot run.
+
+    ``receipts`` (every gate receipt up to the upload, refused ones too) and
+    ``deadline`` are the server's record; None when it is not known here.
+    """
     tree = report.root
     bundled = [p for p in BUNDLE_PATHS if p in report.kept and p not in spec.fixture]
     for path in bundled:
@@ -380,7 +388,11 @@ def grade_tree(
         known_test_ids=original_ids | collect_test_ids(tree),
         original_failures=set(original["failing_ids"]),
     )
-    timeline = build_timeline(artifact_times, texts.get("model_allowed.at"), list(receipts))
+    timeline = witness_timeline(
+        artifact_times, texts.get("model_allowed.at"), receipts, candidate,
+        {p: spec.fixture[p] for p in spec.production_paths if p in spec.fixture},
+        deadline=deadline, min_red_to_green=timedelta(seconds=min_red_to_green_s),
+    )
     diff = diff_trees(
         spec.fixture,
         tree,
@@ -407,7 +419,7 @@ def grade_tree(
         },
         "artifacts": check_artifacts(tree),
         "red_log": red.to_dict(),
-        "timeline": timeline.to_dict(),
+        "timeline": timeline,
         "runs": runs,
         "diff": diff.to_dict(),
         "refusal": refusal.to_dict(),
@@ -421,6 +433,7 @@ class GradeOptions:
     limits: Limits = Limits()
     cache_dir: Path | None = None
     workers: int | None = None
+    min_red_to_green_s: float = MIN_RED_TO_GREEN.total_seconds()
 
 
 def grade_archive(
@@ -428,7 +441,8 @@ def grade_archive(
     spec: PacketSpec,
     sandbox: Sandbox,
     *,
-    receipts: Iterable[Receipt] = (),
+    receipts: Iterable[Receipt] | None = None,
+    deadline: datetime | None = None,
     options: GradeOptions = GradeOptions(),
     scratch: Path | None = None,
 ) -> dict:
@@ -442,7 +456,8 @@ def grade_archive(
         except UnsafeArchive as exc:
             return clean_evidence(empty_evidence(exc.reason))
         return clean_evidence(grade_tree(
-            report, spec, sandbox, receipts=receipts, cache=OriginalRunCache(options.cache_dir),
+            report, spec, sandbox, receipts=receipts, deadline=deadline,
+            min_red_to_green_s=options.min_red_to_green_s, cache=OriginalRunCache(options.cache_dir),
             workers=options.workers,
         ))
     finally:

@@ -84,10 +84,13 @@ def _parse(at: str | None) -> datetime | None:
     return value
 
 
+REFUSED = " (refused)"
+
+
 def _kind(event: Mapping) -> str:
     name = str(event.get("name", ""))
     if name.startswith("receipt:"):
-        return "receipt"
+        return "refused" if name.endswith(REFUSED) else "receipt"
     if name == "stamp value":
         return "stamp"
     return "zip"
@@ -97,12 +100,15 @@ def _mentioned(event: Mapping, problem: str) -> bool:
     """Whether a problem sentence of the timeline check is about this event."""
     name = str(event.get("name", ""))
     kind = _kind(event)
-    if kind == "receipt":
-        step = name.split(":", 1)[1].strip()
-        return f"'{step}'" in problem or f"{step} receipt" in problem
+    if kind in ("receipt", "refused"):
+        step = name.split(":", 1)[1].strip().removesuffix(REFUSED)
+        if kind == "refused":
+            return f"'{step}' step was refused" in problem
+        return (f"'{step}'" in problem and "refused" not in problem) or f"{step} receipt" in problem
     if kind == "stamp":
         return "stamp's value" in problem
-    return bool(name) and name in problem and "receipt" not in problem.split(name)[0][-12:]
+    # why a word match: "red.log" must not be found inside another name
+    return bool(name) and re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", problem) is not None
 
 
 def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
@@ -110,7 +116,8 @@ def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
 
     Returns {width, height, axis_left, axis_right, rows, start, end, undated}.
     Each row: {name, source, precision, when, x, y, kind, flagged, label_x,
-    anchor}. Events without a time are listed under ``undated``.
+    anchor}; ``kind`` is receipt, refused (a refused receipt), stamp or zip.
+    Events without a time are listed under ``undated``.
     """
     problems = list(problems)
     dated, undated = [], []
@@ -153,3 +160,34 @@ def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
         "end": end.strftime("%H:%M:%S") if end else None,
         "undated": [str(e.get("name", "")) for e, _ in undated],
     }
+
+
+def _when(at) -> str:
+    value = _parse(at if isinstance(at, str) else None)
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
+
+
+def candidate_clock(text) -> str:
+    """The candidate's clock as the gate sent it (aware ISO), written out for reading; anything else as it is."""
+    if not isinstance(text, str) or not text:
+        return ""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return text
+    if value.tzinfo is None:
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return value.strftime("%Y-%m-%d %H:%M:%S ") + value.strftime("%z")[:3] + ":" + value.strftime("%z")[3:5]
+
+
+def receipt_rows(receipts: Iterable[Mapping]) -> list[dict]:
+    """The evidence's receipts as the page lists them: both clocks written out for reading."""
+    return [{**r, "when": _when(r.get("at")), "local": candidate_clock(r.get("local_time"))}
+            for r in receipts if isinstance(r, Mapping)]
+
+
+def gate_log_rows(lines) -> list[dict] | None:
+    """The lines of receipts.jsonl with the candidate's clock written out; None when the evidence has none."""
+    if not isinstance(lines, list):
+        return None
+    return [{**line, "local": candidate_clock(line.get("local_time"))} for line in lines if isinstance(line, Mapping)]

@@ -178,7 +178,12 @@ def review_page(submission: Submission, reviewer) -> dict:
     texts = data.get("texts") or {}
     timeline = data.get("timeline") or {}
     state = review_state(submission, reviewer)
-    receipts = list(GateReceipt.objects.filter(invitation_id=submission.invitation_id).order_by("received_at", "pk"))
+    if isinstance(timeline.get("receipts"), list):
+        receipts = display.receipt_rows(timeline["receipts"])
+    else:
+        # Evidence from before receipts were part of it: the rows as stored, without comparisons.
+        receipts = display.receipt_rows(_receipt_dicts(
+            GateReceipt.objects.filter(invitation_id=submission.invitation_id).order_by("received_at", "pk")))
     runs = data.get("runs") or {}
     return {
         **state,
@@ -190,8 +195,9 @@ def review_page(submission: Submission, reviewer) -> dict:
         "has_evidence": evidence is not None,
         "red_log_text": display.clean_terminal_text(texts.get("red.log")),
         "red_log_had_codes": display.had_terminal_codes((raw.get("texts") or {}).get("red.log")),
-        "red_receipts": [r for r in receipts if r.step == GateReceipt.Step.RED],
+        "red_receipts": [r for r in receipts if r.get("step") == GateReceipt.Step.RED],
         "receipts": receipts,
+        "gate_log": display.gate_log_rows(timeline.get("gate_log")),  # None: graded before the log was read
         "timeline": display.layout_timeline(timeline.get("events") or [], timeline.get("problems") or []),
         "texts": texts,
         "diff_files": display.order_files((data.get("diff") or {}).get("files") or []),
@@ -199,6 +205,14 @@ def review_page(submission: Submission, reviewer) -> dict:
         "next": next_in_queue(submission, reviewer),
         "cells_before_diff": [c.label for c in CELLS_BEFORE_DIFF],
     }
+
+
+def _receipt_dicts(rows) -> list[dict]:
+    """Stored receipts in the evidence's shape; their text came from the candidate's gate."""
+    return [{"id": r.pk, "step": r.step, "at": r.received_at.isoformat(), "accepted": r.accepted,
+             "refusal": display.clean_terminal_text(r.refusal) or None,
+             "local_time": display.clean_terminal_text(r.local_time) or None, "after_deadline": False,
+             "checks": []} for r in rows]
 
 
 # --- the debrief -------------------------------------------------------------------------

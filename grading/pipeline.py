@@ -44,15 +44,20 @@ def sandbox_from_settings() -> Sandbox:
 
 
 def grade_options() -> GradeOptions:
-    return GradeOptions(cache_dir=settings.VAR_DIR / "cache" / "original-runs")
+    return GradeOptions(cache_dir=settings.VAR_DIR / "cache" / "original-runs",
+                        min_red_to_green_s=settings.GRADING_MIN_RED_TO_GREEN_S)
 
 
 def receipts_for(submission: Submission) -> list[Receipt]:
-    """The server's own witnesses of the gate, up to this upload, as the timeline check wants them."""
+    """Every gate receipt of the invitation up to this upload, refused ones too, as the checks want them."""
     rows = GateReceipt.objects.filter(
-        invitation_id=submission.invitation_id, accepted=True, received_at__lte=submission.uploaded_at
+        invitation_id=submission.invitation_id, received_at__lte=submission.uploaded_at
     ).order_by("received_at", "pk")
-    return [Receipt(step=r.step, at=r.received_at, local_time=r.local_time or None) for r in rows]
+    return [
+        Receipt(step=r.step, at=r.received_at, local_time=r.local_time or None, accepted=r.accepted,
+                refusal=r.refusal, log_text=r.log_text, tree_hashes=dict(r.tree_hashes or {}), id=r.pk)
+        for r in rows
+    ]
 
 
 def grade_submission(submission_id: int) -> str:
@@ -84,6 +89,7 @@ def grade_submission(submission_id: int) -> str:
         spec,
         sandbox_from_settings(),
         receipts=receipts_for(submission),
+        deadline=submission.invitation.deadline,
         options=grade_options(),
         scratch=settings.GRADING_SCRATCH_DIR,
     )

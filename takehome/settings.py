@@ -223,6 +223,9 @@ GRADING_RUN_WALL_S = env.int("TAKEHOME_RUN_WALL_S", default=60)
 GRADING_STALE_RECEIVED_S = env.int("TAKEHOME_STALE_RECEIVED_S", default=30)
 GRADING_STALE_QUEUED_S = env.int("TAKEHOME_STALE_QUEUED_S", default=600)
 GRADING_STALE_GRADING_S = env.int("TAKEHOME_STALE_GRADING_S", default=GRADING_TIME_LIMIT_S + 120)
+# Red to green witnessed faster than this (seconds) is named on the review page:
+# no time to ask a model, read the reply and apply a fix.
+GRADING_MIN_RED_TO_GREEN_S = env.int("TAKEHOME_MIN_RED_TO_GREEN_S", default=20)
 
 # Cache: the per-address limit on link look-ups counts here. The default is
 # per process (fine for one web process); give several processes one count

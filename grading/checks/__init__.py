@@ -4,6 +4,8 @@
 - ``redlog``: is red.log a real pytest failure of this tree (``genuine`` rule
   in its docstring); ``collect_test_ids`` for the ids a tree can fail.
 - ``timeline``: red, stamp and green in order, by receipts and zip times.
+- ``receipts``: what the server's receipts stored, held against the zip, and
+  the gate's own log (``artifacts/receipts.jsonl``).
 - ``diff``: per-file diffs against the original fixture, with flags.
 - ``refusal``: does refuse.md name a concrete harmful alternative.
 

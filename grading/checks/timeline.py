@@ -25,6 +25,18 @@ offset from the server within those five minutes, the stamp is moved by that
 offset before it is compared with receipts (a machine whose clock is hours
 off is honest; scattered local times prove nothing and move nothing).
 
+The model's reply (model.md) is held to the same clocks: it must not be
+older than red.log (zip times, like with like, unless red.log's own zip time
+is later than the stamp file's or green.log's while receipts show those steps
+in order: then red.log was touched after its run and its time says nothing),
+nor than the stamp's value (only when the zip shows an order), nor than the
+red receipt on the server's clock (only for a UTC zip time, and only when the
+receipts' ``local_time`` gives the candidate's clock offset). A blank
+model.md is a placeholder, not a reply: it is not compared.
+
+Refused receipts are events too (``receipt: <step> (refused)``), but never
+count as a step: every order check uses accepted receipts only.
+
 Also: the stamp's value must not be later than model_allowed.at's own zip
 time (the file is written when the value is taken; copies only make it
 newer), with 2 s (or 14 h across clocks) plus five minutes of slack; this
@@ -38,7 +50,7 @@ the autumn clock change and are not held against the candidate.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping, Protocol
 
@@ -66,11 +78,25 @@ class ZipTime:
 
 @dataclass(frozen=True)
 class Receipt:
-    """The server's record of one gate step (or of the upload)."""
+    """The server's record of one gate step (or of the upload), accepted or refused.
+
+    ``log_text`` is what the gate sent with the step (the test run's output for
+    red and green, the prompt for model; the last 200,000 characters), and
+    ``tree_hashes`` the sha256 of every file of the candidate's folder then.
+    """
 
     step: str
     at: datetime
     local_time: str | None = None
+    accepted: bool = True
+    refusal: str = ""
+    log_text: str = ""
+    tree_hashes: Mapping[str, str] = field(default_factory=dict)
+    id: int | None = None
+
+    @property
+    def event_name(self) -> str:
+        return f"receipt: {self.step}" if self.accepted else f"receipt: {self.step} (refused)"
 
 
 @dataclass(frozen=True)
@@ -190,21 +216,27 @@ def build_timeline(
     times: Mapping[str, EntryTime],
     stamp_text: str | None,
     receipts: Iterable[Receipt] = (),
+    *,
+    reply_written: bool = True,
 ) -> Timeline:
     """Collect every time we know of the three steps and state what runs backwards.
 
     ``times`` maps artifact names (``red.log`` or ``artifacts/red.log``) to zip
     entry times; ``stamp_text`` is model_allowed.at's text; ``receipts`` are
-    the server's. The comparison rule is in the module docstring.
+    the server's. ``reply_written`` False says model.md is blank (a placeholder
+    made early is no reply): its time is shown but not compared. The
+    comparison rule is in the module docstring.
     """
     entries = {name.rsplit("/", 1)[-1]: t for name, t in times.items()}
-    receipts = list(receipts)
+    everything = list(receipts)
+    # why: a refused step never happened as far as the order goes; it is shown, not counted
+    receipts = [r for r in everything if r.accepted]
     stamp = parse_stamp(stamp_text)
     events: list[Event] = []
     problems: list[str] = []
 
-    for r in sorted(receipts, key=lambda r: (r.at, STEPS.index(r.step) if r.step in STEPS else 9)):
-        events.append(Event(f"receipt: {r.step}", r.at, "server receipt", "server clock", r.local_time))
+    for r in sorted(everything, key=lambda r: (r.at, STEPS.index(r.step) if r.step in STEPS else 9)):
+        events.append(Event(r.event_name, r.at, "server receipt", "server clock", r.local_time))
     if stamp is not None:
         zone = "UTC" if stamp.tzinfo else "candidate's local time, zone unknown"
         events.append(Event("stamp value", stamp, f"model_allowed.at ({zone})", "sub-second"))
@@ -261,6 +293,10 @@ def build_timeline(
             if name == "green.log" and value > when + slack:
                 problems.append(f"green.log's zip time ({_fmt(when)}) is older than the stamp's value ({_fmt(stamp)})")
 
+    # The model's reply against the red run and the stamp.
+    if reply_written:
+        problems += _reply_problems(entries, stamp, zip_shows_order, first, _candidate_offset(everything))
+
     # The stamp's value against model_allowed.at's own zip time: the file was
     # written when the value was taken, and copies only make it newer, so a
     # value later than the file (a stamp typed by hand, far in the future)
@@ -277,7 +313,7 @@ def build_timeline(
     # The stamp's value against the server's receipts, on the server's clock
     # when the receipts show the candidate's clock was steadily off.
     if stamp is not None:
-        offset = _candidate_offset(receipts) if stamp.tzinfo else None
+        offset = _candidate_offset(everything) if stamp.tzinfo else None
         slack = CLOCK_SKEW if stamp.tzinfo else CLOCK_SKEW + ZONE
         value = stamp - offset if offset is not None else stamp
         value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
@@ -292,3 +328,47 @@ def build_timeline(
                             f"upload ({_fmt(first['upload'].at)})")
 
     return Timeline(ok=not problems, events=tuple(events), problems=tuple(problems))
+
+
+def _reply_problems(entries: Mapping[str, EntryTime], stamp: datetime | None, zip_shows_order: bool,
+                    first: Mapping[str, Receipt], offset: timedelta | None) -> list[str]:
+    """model.md (the model's reply) older than the red run or than the stamp.
+
+    A reply saved before the red run is the "fix with the model first, revert,
+    run red, restore" order. Each comparison keeps the rules above: like with
+    like, 2 s of resolution, equal times prove nothing, and a red.log whose
+    zip time is evidently not its run's (newer than a later step's file while
+    the receipts show that step after red) is not compared.
+    """
+    reply, red = entries.get("model.md"), entries.get("red.log")
+    if reply is None:
+        return []
+    problems = []
+
+    def touched_after(later_name: str, step: str) -> bool:
+        later = entries.get(later_name)
+        pair = _zip_pair(red, later) if later is not None else None
+        return (pair is not None and pair[0] > pair[1] + SAME and "red" in first and step in first
+                and first["red"].at <= first[step].at)
+
+    pair = _zip_pair(red, reply) if red is not None else None
+    if pair is not None and pair[0] > pair[1] + SAME and not _dst_fold(*pair) \
+            and not touched_after("model_allowed.at", "model") and not touched_after("green.log", "green"):
+        problems.append(f"zip times: model.md, the model's reply ({_fmt(pair[1])}), is older than red.log "
+                        f"({_fmt(pair[0])}): the reply was saved before the red run")
+
+    if stamp is not None and zip_shows_order:
+        found = _stamp_slack(stamp, reply)
+        if found is not None and found[0].replace(tzinfo=None) >= NO_DATE:
+            when, slack = found
+            value = stamp.replace(tzinfo=None) if slack > SAME else stamp
+            if when + slack < value:
+                problems.append(f"model.md's zip time ({_fmt(when)}) is older than the stamp's value "
+                                f"({_fmt(stamp)}): the reply was saved before the model window opened")
+
+    # On the server's clock: only a UTC time, moved by a known, steady offset.
+    if "red" in first and offset is not None and reply.utc is not None \
+            and reply.utc.replace(tzinfo=None) >= NO_DATE and reply.utc - offset + CLOCK_SKEW < first["red"].at:
+        problems.append(f"server receipts: model.md's zip time ({_fmt(reply.utc)}) is before the red receipt "
+                        f"({_fmt(first['red'].at)}): the reply was saved before the red run")
+    return problems

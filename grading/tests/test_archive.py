@@ -90,11 +90,20 @@ HOSTILE = [
     ("unc", lambda t: raw(t, RawEntry("//server/share/evil.py", b"x")), "absolute path"),
     ("drive-letter", lambda t: raw(t, RawEntry("C:/evil.py", b"x")), "drive letter (C:/evil.py)"),
     ("drive-relative", lambda t: raw(t, RawEntry("c:evil.py", b"x")), "drive letter"),
-    ("backslash", lambda t: raw(t, RawEntry("src\\app.py", b"x")), "backslashes"),
-    ("backslash-dotdot", lambda t: raw(t, RawEntry("..\\evil.py", b"x")), "backslashes"),
-    ("windows-odd-tool", lambda t: zips.windows_zip(t, {"src/a.py": b"x"}, datetime(2024, 1, 1, tzinfo=timezone.utc),
-                                                    backslashes=True),
-     "Send to, Compressed folder"),
+    # backslashes are separators (PowerShell 5.1), so these escape like their "/" twins
+    ("backslash-dotdot", lambda t: raw(t, RawEntry("..\\evil.py", b"x")), "leaves its folder (..\\evil.py)"),
+    ("backslash-dotdot-deep", lambda t: raw(t, RawEntry("src\\..\\..\\evil.py", b"x")), "leaves its folder"),
+    ("backslash-dotdot-mixed", lambda t: raw(t, RawEntry("src/..\\../evil.py", b"x")), "leaves its folder"),
+    ("backslash-dotdot-junk", lambda t: raw(t, RawEntry("__MACOSX\\..\\..\\evil.py", b"x")), "leaves its folder"),
+    ("backslash-absolute", lambda t: raw(t, RawEntry("\\tmp\\evil.py", b"x")), "absolute path (\\tmp\\evil.py)"),
+    ("backslash-unc", lambda t: raw(t, RawEntry("\\\\server\\share\\evil.py", b"x")), "absolute path"),
+    ("backslash-drive", lambda t: raw(t, RawEntry("C:\\evil.py", b"x")), "drive letter (C:\\evil.py)"),
+    ("backslash-powershell-dotdot", lambda t: zips.powershell_zip(
+        t, {"a.py": b"x", "..\\..\\evil.py": b"x"}, datetime(2024, 1, 1)), "leaves its folder"),
+    ("backslash-duplicate", lambda t: raw(t, RawEntry("a/b.py", b"1"), RawEntry("a\\b.py", b"2")),
+     "same path twice (a/b.py and a\\b.py)"),
+    ("backslash-file-and-folder", lambda t: raw(t, RawEntry("lib", b"x"), RawEntry("lib\\a.py", b"y")),
+     "both a file and a folder named lib"),
     ("long-name", lambda t: raw(t, RawEntry("a" * 300 + ".py", b"x")), "longer than 255 bytes"),
     # links and special files
     ("symlink", lambda t: make_zip(t, APP, symlinks={"passwd": "/etc/passwd"}), "symbolic link (passwd)"),
@@ -391,6 +400,45 @@ def test_windows_explorer_zip_gives_ntfs_times(tmp_path):
     report = safe_extract(zips.windows_zip(tmp_path, {"src/a.py": b"x"}, when), tmp_path / "out")
     assert report.kept == ("a.py",) and report.stripped_prefix == "src"
     assert report.times["a.py"] == EntryTime(utc=when, local=datetime(2024, 2, 29, 23, 59, 58), source="ntfs")
+
+
+SAMPLE_TREE = {"invoices.py": b"def total(path):\r\n    return 0\r\n", "test_invoices.py": b"def test(): pass\r\n",
+               "data/sample.csv": b"id,cents\r\n", "artifacts/red.log": b"F\r\n1 failed in 0.01s\r\n"}
+
+
+def test_a_powershell_5_zip_with_backslashes_unpacks(tmp_path):
+    # Windows PowerShell 5.1's Compress-Archive: backslash separators, a wrapping
+    # folder, MS-DOS attributes, DOS times only, an entry for an empty folder.
+    archive = zips.powershell_zip(tmp_path, SAMPLE_TREE, datetime(2024, 2, 29, 23, 59, 58),
+                                  empty_dirs=("artifacts/old",))
+    with zipfile.ZipFile(archive) as zf:  # the names really hold backslashes
+        assert "project\\artifacts\\red.log" in zf.namelist()
+    report = safe_extract(archive, tmp_path / "out")
+    assert report.stripped_prefix == "project"
+    assert report.kept == tuple(sorted(SAMPLE_TREE))
+    for name, data in SAMPLE_TREE.items():
+        assert (tmp_path / "out" / name).read_bytes() == data
+    assert (tmp_path / "out/artifacts/old").is_dir()
+    assert not any("\\" in p.name for p in (tmp_path / "out").rglob("*"))
+    assert report.times["artifacts/red.log"] == EntryTime(utc=None, local=datetime(2024, 2, 29, 23, 59, 58),
+                                                           source="dos")
+
+
+def test_a_windows_zip_with_backslashes_and_ntfs_times_unpacks(tmp_path):
+    when = datetime(2024, 1, 1, 9, 30, tzinfo=timezone.utc)
+    report = safe_extract(zips.windows_zip(tmp_path, {"src/a.py": b"x", "src/sub/b.py": b"y", "c.py": b"z"}, when,
+                                           backslashes=True), tmp_path / "out")
+    assert report.kept == ("c.py", "src/a.py", "src/sub/b.py") and report.stripped_prefix is None
+    assert report.times["src/sub/b.py"].utc == when
+
+
+def test_backslash_junk_is_still_skipped(tmp_path):
+    archive = write_raw_zip(tmp_path, [RawEntry("project\\app.py", b"x"),
+                                       RawEntry("project\\__pycache__\\app.cpython-311.pyc", b"junk"),
+                                       RawEntry("project\\.venv\\Scripts\\python.exe", b"junk")])
+    report = safe_extract(archive, tmp_path / "out")
+    assert report.kept == ("app.py",) and report.stripped_prefix == "project"
+    assert report.skipped == ("project\\.venv\\Scripts\\python.exe", "project\\__pycache__\\app.cpython-311.pyc")
 
 
 def test_git_archive_gives_every_entry_the_commit_time(tmp_path):

@@ -221,3 +221,82 @@ def test_more_backwards_timelines_are_problems(case, times, stamp_text, receipts
 ])
 def test_parse_stamp_decimal_comma(text, expected):
     assert parse_stamp(text) == expected
+
+
+# The model's reply and refused receipts ---------------------------------------------------
+
+def refused(step: str, minutes: float) -> Receipt:
+    return Receipt(step, T0 + timedelta(minutes=minutes), accepted=False, refusal="Green before model is a skip")
+
+
+# Fix with the model first, revert, run red, restore, green: the reply is older than the red run.
+FIX_FIRST = {"model.md": utc(0), "prompt.txt": utc(0, -30), "red.log": utc(0, 6), "model_allowed.at": utc(0, 7),
+             "green.log": utc(0, 8)}
+REPLY_HONEST = [
+    ("reply in the same 2 s as red.log", {**IDEAL, "model.md": utc(0, 1)}, stamp(0), []),
+    ("git archive: reply and red.log equal", {n: utc(60) for n in FIX_FIRST}, stamp(0), []),
+    ("prompt written before red is fine", {**IDEAL, "prompt.txt": utc(-10)}, stamp(5), []),
+    ("red.log touched after green, receipts in order", {**IDEAL, "red.log": utc(50)}, stamp(5),
+     [receipt("red", 0), receipt("model", 5), receipt("green", 30), receipt("upload", 55)]),
+    ("DOS times across the autumn clock change",
+     {"red.log": wall(2024, 10, 27, 2, 50), "model_allowed.at": wall(2024, 10, 27, 2, 55),
+      "model.md": wall(2024, 10, 27, 2, 5), "green.log": wall(2024, 10, 27, 2, 10)}, "1729990500.1", []),
+    ("DOS times, candidate in UTC-10, reply after the stamp",
+     {"red.log": dos(0, -10), "model_allowed.at": dos(5, -10), "model.md": dos(9, -10), "green.log": dos(30, -10)},
+     stamp(5), []),
+    ("clock 3 h behind, said by the receipts", {n: utc((t.utc - T0).total_seconds() / 60 - 180)
+                                                 for n, t in IDEAL.items()}, stamp(5 - 180),
+     steps(timedelta(hours=-3))),
+    ("reproducible zip, receipts with local times", {n: NO_DATE for n in IDEAL}, stamp(5), steps(timedelta(0))),
+    ("a refused green before the model step counts for nothing", GIT_ARCHIVE_NEXT_DAY, stamp(5),
+     [receipt("red", 0), refused("green", 2), receipt("model", 5), receipt("green", 30)]),
+]
+
+
+@pytest.mark.parametrize("case,times,stamp_text,receipts", REPLY_HONEST, ids=[c[0] for c in REPLY_HONEST])
+def test_honest_replies_are_ok(case, times, stamp_text, receipts):
+    timeline = build_timeline(times, stamp_text, receipts)
+    assert timeline.ok, timeline.problems
+
+
+REPLY_BACKWARDS = [
+    ("fix with the model first, zip times", FIX_FIRST, stamp(7 / 60), [],
+     "zip times: model.md, the model's reply (2024-05-01 10:00:00+00:00), is older than red.log "
+     "(2024-05-01 10:00:06+00:00): the reply was saved before the red run"),
+    ("fix with the model first, DOS times", {n: dos(0, 2, (t.utc - T0).total_seconds()) for n, t in FIX_FIRST.items()},
+     None, [], "zip times: model.md, the model's reply"),
+    ("fix with the model first, receipts in order", FIX_FIRST, stamp(7 / 60),
+     [Receipt("red", T0 + timedelta(seconds=6)), Receipt("model", T0 + timedelta(seconds=7)),
+      Receipt("green", T0 + timedelta(seconds=8))], "zip times: model.md, the model's reply"),
+    ("reply saved before the stamp", {**IDEAL, "model.md": utc(2)}, stamp(5), [],
+     "model.md's zip time (2024-05-01 10:02:00+00:00) is older than the stamp's value"),
+    ("reply before the red receipt, red.log touched later", {**IDEAL, "red.log": utc(50), "model.md": utc(-30)},
+     stamp(5), steps(timedelta(0)),
+     "server receipts: model.md's zip time (2024-05-01 09:30:00+00:00) is before the red receipt"),
+]
+
+
+@pytest.mark.parametrize("case,times,stamp_text,receipts,problem", REPLY_BACKWARDS,
+                         ids=[c[0] for c in REPLY_BACKWARDS])
+def test_a_reply_older_than_the_red_run_is_a_problem(case, times, stamp_text, receipts, problem):
+    timeline = build_timeline(times, stamp_text, receipts)
+    assert not timeline.ok
+    assert any(p.startswith(problem) for p in timeline.problems), timeline.problems
+
+
+def test_refused_receipts_are_events_but_not_steps():
+    timeline = build_timeline(GIT_ARCHIVE_NEXT_DAY, stamp(5), [receipt("red", 0), refused("model", 1),
+                                                               receipt("model", 5), receipt("green", 30)])
+    names = [e.name for e in timeline.events if e.source == "server receipt"]
+    assert names == ["receipt: red", "receipt: model (refused)", "receipt: model", "receipt: green"]
+    assert timeline.ok
+    # A refused green is no green: the stamp is not held against it.
+    late = build_timeline(GIT_ARCHIVE_NEXT_DAY, stamp(5), [receipt("red", 0), refused("green", 1),
+                                                           receipt("model", 5)])
+    assert late.ok, late.problems
+
+
+def test_a_blank_reply_made_early_is_no_reply():
+    # A candidate who made empty artifact files at the start and never pasted a reply.
+    assert build_timeline(FIX_FIRST, stamp(7 / 60), reply_written=False).ok
+    assert not build_timeline(FIX_FIRST, stamp(7 / 60)).ok

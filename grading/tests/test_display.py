@@ -60,3 +60,41 @@ def test_receipt_problems_mark_the_receipts():
               {"name": "receipt: red", "at": "2026-01-01T10:01:00+00:00"}]
     layout = layout_timeline(events, ["server receipts: 'green' (10:00) came before 'red' (10:01)"])
     assert all(r["flagged"] for r in layout["rows"])
+
+
+def test_refused_receipts_are_drawn_apart_and_flagged_by_their_own_problems():
+    events = [{"name": "receipt: green", "at": "2026-01-01T10:09:00+00:00"},
+              {"name": "receipt: green (refused)", "at": "2026-01-01T10:02:00+00:00"},
+              {"name": "receipt: red", "at": "2026-01-01T10:00:00+00:00"},
+              {"name": "red.log", "at": "2026-01-01T10:00:00"},
+              {"name": "model.md", "at": "2026-01-01T09:59:00"}]
+    refused = ("server receipts: the 'green' step was refused once (last at 10:02: still red) "
+               "and never accepted after it")
+    rows = {r["name"]: r for r in layout_timeline(events, [refused])["rows"]}
+    assert rows["receipt: green (refused)"]["kind"] == "refused" and rows["receipt: green (refused)"]["flagged"]
+    assert not rows["receipt: green"]["flagged"] and not rows["receipt: red"]["flagged"]
+    fast = "server receipts: red to green took 2.0 s (red receipt 10:00, green receipt 10:00:02); under 20 s ..."
+    rows = {r["name"]: r for r in layout_timeline(events, [fast])["rows"]}
+    assert rows["receipt: green"]["flagged"] and rows["receipt: red"]["flagged"]
+    assert not rows["receipt: green (refused)"]["flagged"]
+    reply = "zip times: model.md, the model's reply (09:59), is older than red.log (10:00): ..."
+    rows = {r["name"]: r for r in layout_timeline(events, [reply])["rows"]}
+    assert rows["model.md"]["flagged"] and rows["red.log"]["flagged"] and not rows["receipt: red"]["flagged"]
+    stamp = "server receipts: model_allowed.at (the stamp) is in the zip but the server has no model receipt: ..."
+    rows = {r["name"]: r for r in layout_timeline(events + [{"name": "model_allowed.at", "at": "2026-01-01T10:01:00"},
+                                                            {"name": "allowed.at", "at": "2026-01-01T10:01:00"}],
+                                                   [stamp])["rows"]}
+    assert rows["model_allowed.at"]["flagged"] and not rows["allowed.at"]["flagged"]
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("2026-11-30T10:01:00.100000+01:00", "2026-11-30 10:01:00 +01:00"),
+    ("2026-11-30T04:01:00-05:30", "2026-11-30 04:01:00 -05:30"),
+    ("2026-11-30T10:01:00", "2026-11-30 10:01:00"),
+    ("yesterday <b>", "yesterday <b>"),
+    (None, ""),
+])
+def test_the_candidates_clock_is_written_out(text, shown):
+    from grading.display import candidate_clock
+
+    assert candidate_clock(text) == shown

@@ -77,9 +77,80 @@ def test_the_servers_receipts_are_folded_into_the_timeline(invitation, media_roo
     GateReceipt.objects.create(invitation=invitation, step="green", accepted=False, refusal="still red")
     submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
     pipeline.grade_submission(submission.pk)
-    events = Evidence.objects.get().data["timeline"]["events"]
-    receipt_events = [e for e in events if "receipt" in (e["source"] + e["name"]).lower()]
-    assert len(receipt_events) == 3
+    timeline = Evidence.objects.get().data["timeline"]
+    receipt_events = [e["name"] for e in timeline["events"] if e["source"] == "server receipt"]
+    # The refused step is on the timeline too, named as such, and listed with its reason.
+    assert receipt_events == ["receipt: red", "receipt: model", "receipt: green", "receipt: green (refused)"]
+    assert [(r["step"], r["accepted"], r["refusal"]) for r in timeline["receipts"]] == [
+        ("red", True, None), ("model", True, None), ("green", True, None), ("green", False, "still red")]
+
+
+def sha(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_every_receipt_up_to_the_upload_reaches_the_evidence(invitation, media_root, tmp_path, settings):
+    """What gate.py sends (log, hashes, clock) for an honest run, a refusal, and the invitation's deadline."""
+    from grading.spec import sample_spec
+
+    settings.GRADING_MIN_RED_TO_GREEN_S = 60
+    spec = sample_spec()
+    files = corpus.honest_files()
+    t0 = corpus.T0  # the honest zip's own times: red.log at +1 min, the stamp at +3, green.log at +7
+    invitation.started_at, invitation.deadline = t0, t0 + timedelta(minutes=90)
+    invitation.save()
+    at_red = {**spec.fixture, "artifacts/red.log": files["artifacts/red.log"]}
+    steps = [
+        ("red", 1, files["artifacts/red.log"].decode(), at_red, True, ""),
+        ("model", 2, "", at_red, False, "Write artifacts/prompt.txt first."),
+        ("model", 3, files["artifacts/prompt.txt"].decode(), at_red, True, ""),
+        ("green", 7, files["artifacts/green.log"].decode(), files, True, ""),
+    ]
+    for step, minutes, log, tree, accepted, refusal in steps:
+        at = t0 + timedelta(minutes=minutes)
+        GateReceipt.objects.create(invitation=invitation, step=step, received_at=at, accepted=accepted,
+                                   refusal=refusal, log_text=log, local_time=at.isoformat(),
+                                   tree_hashes={p: sha(d) for p, d in tree.items()})
+    later = GateReceipt.objects.create(invitation=invitation, step="red", received_at=t0 + timedelta(minutes=20))
+    files["artifacts/receipts.jsonl"] = b'{"local_time": "x", "step": "red", "why": "--offline", "witnessed": false}\n'
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", files),
+                        uploaded_at=t0 + timedelta(minutes=10))
+    assert pipeline.grade_submission(submission.pk) == "graded"
+    timeline = Evidence.objects.get().data["timeline"]
+    assert timeline["receipts_known"] is True
+    assert timeline["deadline"] == invitation.deadline.isoformat() and timeline["min_red_to_green_s"] == 60
+    rows = timeline["receipts"]
+    assert [(r["step"], r["accepted"]) for r in rows] == [("red", True), ("model", False), ("model", True),
+                                                        ("green", True)]
+    assert later.pk not in [r["id"] for r in rows]  # after the upload: not this upload's story
+    assert {c["text"] for c in rows[0]["checks"]} == {"its log is artifacts/red.log",
+                                                      "it ran on the packet's original invoices.py (the bug)"}
+    assert rows[3]["checks"] == [{"ok": True, "text": "the uploaded files are the ones it hashed"}]
+    assert timeline["problems"] == [] and timeline["ok"] is True
+    assert any("refused the 'model' step once" in n for n in timeline["notes"])
+    assert [(line["step"], line["witnessed"], line["why"]) for line in timeline["gate_log"]] == [
+        ("red", False, "--offline")]
+
+
+def test_three_plain_posts_no_longer_look_like_the_ideal(invitation, media_root, tmp_path):
+    now = timezone.now()
+    invitation.started_at, invitation.deadline = now - timedelta(hours=2), now - timedelta(hours=1)
+    invitation.save()
+    made_up = {"invoices.py": "0" * 64, "test_invoices.py": "1" * 64}
+    red_log = corpus.red_log().decode()
+    for i, (step, log) in enumerate((("red", red_log), ("model", "x"), ("green", "1 passed in 0.01s"))):
+        GateReceipt.objects.create(invitation=invitation, step=step, log_text=log, tree_hashes=made_up,
+                                   received_at=now - timedelta(minutes=10) + timedelta(milliseconds=100 * i))
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()), uploaded_at=now)
+    pipeline.grade_submission(submission.pk)
+    timeline = Evidence.objects.get().data["timeline"]
+    assert timeline["ok"] is False
+    problems = "\n".join(timeline["problems"])
+    for words in ("red to green took 0.2 s", "hashed invoices.py differently from the packet's original",
+                  "files changed after the green receipt", "after the deadline"):
+        assert words in problems
 
 
 def test_infrastructure_failures_are_retried_then_recorded(invitation, media_root, tmp_path, monkeypatch, settings):
@@ -186,3 +257,24 @@ def test_a_second_worker_finishing_later_leaves_the_first_evidence(invitation, m
         pipeline.record_evidence(late, other, 1.0)
     assert Evidence.objects.get().data == first
     assert Submission.objects.get().status == "graded"
+
+
+def test_an_offline_candidate_on_windows_is_graded_without_a_problem(invitation, media_root, tmp_path):
+    # Windows PowerShell 5.1's Compress-Archive (backslashes, DOS times) from a candidate whose gate never
+    # reached the server: receipts.jsonl says so, line by line.
+    from grading.tests import zips
+
+    offline = b"".join(b'{"local_time": "2026-11-30T10:0%d:00+01:00", "step": "%s", "why": "--offline", '
+                       b'"witnessed": false}\r\n' % (i, step) for i, step in enumerate((b"red", b"model", b"green")))
+    files = corpus.honest_files(**{"artifacts/receipts.jsonl": offline})
+    archive = zips.powershell_zip(tmp_path / "s.zip", files, corpus.T0.replace(tzinfo=None))
+    submission = submit(invitation, archive, uploaded_at=corpus.T0 + timedelta(minutes=10))
+    assert pipeline.grade_submission(submission.pk) == "graded"
+    evidence = Evidence.objects.get().data
+    assert evidence["archive"]["stripped_prefix"] == "project" and "artifacts/red.log" in evidence["archive"]["kept"]
+    timeline = evidence["timeline"]
+    assert timeline["problems"] == [] and timeline["ok"] is True
+    assert [line["witnessed"] for line in timeline["gate_log"]] == [False, False, False]
+    assert timeline["notes"] == ["The server witnessed no gate step; artifacts/receipts.jsonl records steps the gate "
+                                 "ran without it (red: --offline; model: --offline; green: --offline). The order "
+                                 "rests on the zip's times and the stamp alone."]

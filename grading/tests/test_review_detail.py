@@ -51,6 +51,103 @@ def test_timeline_problems_are_marked(rob, sample_packet):
     assert "is newer than green.log" in html
 
 
+def stamp_and_red_sections(html: str) -> tuple[str, str]:
+    red = html.split('data-section="red-log"')[1].split('data-section="stamp"')[0]
+    return red, html.split('data-section="stamp"')[1].split('data-section="refusal"')[0]
+
+
+def witnessed_evidence() -> dict:
+    """The ideal evidence with the server's record as the grader stores it: receipts, the gate's log, notes."""
+    from grading.tests.reviewing import ideal_evidence
+
+    evidence = ideal_evidence()
+    check = lambda ok, text: {"ok": ok, "text": text}  # noqa: E731
+    receipt = lambda id, step, at, **kw: {  # noqa: E731
+        "id": id, "step": step, "at": f"2026-11-30T14:{at}+00:00", "accepted": True, "refusal": None,
+        "local_time": f"2026-11-30T15:{at}+01:00", "after_deadline": False, "checks": [], **kw}
+    evidence["timeline"].update({
+        "receipts_known": True,
+        "receipts": [
+            receipt(11, "red", "01:00", checks=[check(False, "its log is not artifacts/red.log"),
+                                                check(True, "it ran on the packet's original invoices.py (the bug)")]),
+            receipt(12, "green", "02:00", accepted=False, refusal="Green before model is a skip, not a pass."),
+            receipt(13, "red", "02:30", accepted=False, refusal="The red log shows no failure."),
+            receipt(14, "model", "03:00", checks=[check(None, "its prompt differs from artifacts/prompt.txt")]),
+            receipt(15, "green", "07:00", after_deadline=True,
+                    checks=[check(False, "files changed after it: invoices.py")]),
+            receipt(16, "upload", "09:00"),
+        ],
+        "gate_log": [
+            {"line": 1, "text": "{}", "step": "red", "local_time": "2026-11-30T15:01:00+01:00", "witnessed": True,
+             "why": None, "receipt": "11", "refused": False, "refusal": None, "known": True},
+            {"line": 2, "text": "{}", "step": "model", "local_time": "2026-11-30T15:01:30+01:00", "witnessed": False,
+             "why": "server unreachable: timed out", "receipt": None, "refused": False, "refusal": None,
+             "known": None},
+            {"line": 3, "text": "{}", "step": "green", "local_time": "2026-11-30T15:06:00+01:00", "witnessed": True,
+             "why": None, "receipt": "999", "refused": False, "refusal": None, "known": False},
+            {"line": 4, "text": "hello there", "step": None, "local_time": None, "witnessed": None, "why": None,
+             "receipt": None, "refused": False, "refusal": None, "known": None},
+        ],
+        "gate_log_cut": 0,
+        "notes": ["The server refused the 'green' step once (last at 2026-11-30 14:02:00+00:00: Green before "
+                  "model is a skip), then accepted it at 2026-11-30 14:07:00+00:00."],
+        "problems": ["server receipts: the 'red' step was refused once (last at 2026-11-30 14:02:30+00:00: The red "
+                     "log shows no failure.) and never accepted after it",
+                     "server receipts: files changed after the green receipt (2026-11-30 14:07:00+00:00): "
+                     "invoices.py (changed); the passing run the server witnessed was not of the uploaded files"],
+        "ok": False,
+    })
+    evidence["timeline"]["events"] += [
+        {"name": "receipt: red", "at": "2026-11-30T14:01:00+00:00", "source": "server receipt",
+         "precision": "server clock", "local_time": None},
+        {"name": "receipt: red (refused)", "at": "2026-11-30T14:02:30+00:00", "source": "server receipt",
+         "precision": "server clock", "local_time": None},
+        {"name": "receipt: green", "at": "2026-11-30T14:07:00+00:00", "source": "server receipt",
+         "precision": "server clock", "local_time": None},
+    ]
+    return evidence
+
+
+def test_every_receipt_the_gates_log_and_the_problems_are_shown(rob, sample_packet):
+    submission = make_submission(sample_packet, evidence=witnessed_evidence())
+    GateReceipt.objects.create(invitation=submission.invitation, step="red", refusal="from the database")
+    red, stamp = stamp_and_red_sections(rob.get(f"/review/{submission.pk}/").content.decode())
+    # The list: every receipt, in order, refused ones with their reason, and what each was held against.
+    rows = re.findall(r'<tr data-step="(\w+)" data-accepted="(\w+)">', stamp)
+    assert rows == [("red", "true"), ("green", "false"), ("red", "false"), ("model", "true"), ("green", "true"),
+                    ("upload", "true")]
+    assert "refused</span>: Green before model is a skip, not a pass." in stamp
+    assert "2026-11-30 14:07:00" in stamp and "after the deadline" in stamp
+    assert '<li class="bad">✗ files changed after it: invoices.py</li>' in stamp
+    assert '<li class="muted">· its prompt differs from artifacts/prompt.txt</li>' in stamp
+    assert "from the database" not in stamp  # the evidence's own record, as graded
+    # The gate's log: the line that was not witnessed is marked as such.
+    assert '<tr data-witnessed="false">' in stamp
+    assert '<strong class="unwitnessed">not witnessed</strong>: server unreachable: timed out' in stamp
+    assert "✗ the server holds no such receipt" in stamp and "✓ the server holds it" in stamp
+    assert "not a line the gate writes:</span> <code>hello there</code>" in stamp
+    # Problems and notes, and the refused receipt drawn and flagged on the timeline.
+    assert "⚠ server receipts: the &#x27;red&#x27; step was refused once" in stamp
+    assert "ℹ The server refused the &#x27;green&#x27; step once" in stamp
+    assert 'class="event kind-refused flagged" data-event="receipt: red (refused)"' in stamp
+    assert 'class="event kind-receipt flagged" data-event="receipt: green"' in stamp
+    assert 'class="event kind-receipt" data-event="receipt: red"' in stamp
+    assert "Nothing runs backwards" not in stamp
+    # The red-log section keeps its red receipts, the refused one too, with the comparisons.
+    assert "red accepted" in red and "red <span class=\"bad\">refused</span>: The red log shows no failure." in red
+    assert "✗ its log is not artifacts/red.log" in red and "green" not in red.split("red receipts")[1]
+
+
+def test_graded_without_the_servers_record_says_so(rob, sample_packet):
+    evidence = witnessed_evidence()
+    evidence["timeline"].update(receipts_known=False, receipts=[], gate_log=[], problems=[], notes=[], ok=True)
+    _, stamp = stamp_and_red_sections(
+        rob.get(f"/review/{make_submission(sample_packet, evidence=evidence).pk}/").content.decode())
+    assert "Graded without the server's receipts" in stamp
+    assert "No <code>artifacts/receipts.jsonl</code> in the zip" in stamp
+    assert "Nothing runs backwards." in stamp
+
+
 def test_the_diff_is_folded_until_the_three_cells_above_are_scored(rob, submission):
     html = rob.get(f"/review/{submission.pk}/").content.decode()
     diff = html.split('data-section="diff"')[1]

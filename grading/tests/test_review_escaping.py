@@ -27,6 +27,23 @@ def hostile_evidence() -> dict:
         event["precision"] = PAYLOAD
     e["timeline"]["events"].append({"name": PAYLOAD, "at": PAYLOAD, "source": PAYLOAD, "precision": PAYLOAD})
     e["timeline"]["problems"] = [PAYLOAD]
+    e["timeline"]["notes"] = [PAYLOAD]
+    e["timeline"]["events"].append({"name": "receipt: " + PAYLOAD + " (refused)", "at": "2026-11-30T14:00:00+00:00",
+                                    "source": PAYLOAD, "precision": PAYLOAD})
+    e["timeline"]["receipts"] = [{"id": PAYLOAD, "step": PAYLOAD, "at": PAYLOAD, "accepted": False, "refusal": PAYLOAD,
+                                  "local_time": PAYLOAD, "after_deadline": True,
+                                  "checks": [{"ok": False, "text": PAYLOAD}, {"ok": None, "text": PAYLOAD}]},
+                                 {"id": 2, "step": "red", "at": "2026-11-30T14:00:00+00:00", "accepted": True,
+                                  "refusal": None, "local_time": PAYLOAD, "after_deadline": False,
+                                  "checks": [{"ok": True, "text": PAYLOAD}]}]
+    e["timeline"]["gate_log"] = [
+        {"line": 1, "text": PAYLOAD, "step": PAYLOAD, "local_time": PAYLOAD, "witnessed": False, "why": PAYLOAD,
+         "receipt": None, "refused": False, "refusal": None, "known": None},
+        {"line": 2, "text": PAYLOAD, "step": PAYLOAD, "local_time": PAYLOAD, "witnessed": True, "why": None,
+         "receipt": PAYLOAD, "refused": True, "refusal": PAYLOAD, "known": False},
+        {"line": 3, "text": PAYLOAD, "step": None, "local_time": None, "witnessed": None, "why": None,
+         "receipt": None, "refused": False, "refusal": None, "known": None},
+    ]
     for run in e["runs"].values():
         run["log"] = PAYLOAD + "\n" + run["log"]
         run["notes"] = [PAYLOAD]
@@ -79,6 +96,20 @@ def test_the_review_page_escapes_everything(client, reviewer, hostile):
     assert_inert(html)
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
     assert html.count('<b id="injected">') == 0
+
+
+def test_stored_receipts_are_escaped_when_the_evidence_has_none(client, reviewer, hostile):
+    # Evidence graded before receipts were part of it: the page lists the stored rows instead.
+    from grading.models import Evidence
+
+    evidence = Evidence.objects.get(submission=hostile)
+    for key in ("receipts", "gate_log", "notes"):
+        evidence.data["timeline"].pop(key)
+    evidence.save()
+    client.force_login(reviewer)
+    html = client.get(f"/review/{hostile.pk}/").content.decode()
+    assert_inert(html)
+    assert html.count("refused</span>: &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;") == 2  # red section and list
 
 
 def test_the_submitted_page_queue_debrief_and_csv_escape_everything(client, reviewer, hostile, sample_packet):

@@ -168,6 +168,23 @@ def windows_zip(path: Path, files: dict[str, bytes], when: datetime, *, backslas
     ])
 
 
+def powershell_zip(path: Path, files: dict[str, bytes], when: datetime, *, folder: str = "project",
+                   empty_dirs: tuple[str, ...] = ()) -> Path:
+    """What Windows PowerShell 5.1's ``Compress-Archive -Path project`` writes.
+
+    .NET Framework's ZipArchive as that cmdlet drives it: the folder's name
+    first, backslashes as separators (PowerShell/Microsoft.PowerShell.Archive#48),
+    "made by" MS-DOS with no attributes, the DOS time only (local, no extra
+    field), and an entry only for empty folders, ending in a backslash.
+    """
+    dt = when.timetuple()[:6]
+    raw = [RawEntry(f"{folder}\\{name}".replace("/", "\\"), data, create_system=MSDOS, external_attr=0,
+                    date_time=dt) for name, data in files.items()]
+    raw += [RawEntry(f"{folder}\\{name}\\".replace("/", "\\"), method=STORED, create_system=MSDOS,
+                     external_attr=0, date_time=dt) for name in empty_dirs]
+    return write_raw_zip(path, raw)
+
+
 def patch(path: Path, old: bytes, new: bytes, count: int = -1) -> Path:
     """Replace ``old`` with ``new`` (same length) in the archive's bytes: names zipfile won't write."""
     assert len(old) == len(new), "patches must keep every offset"
