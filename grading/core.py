@@ -170,7 +170,7 @@ def decoys_to_dict(results: Mapping[str, tuple[RunResult, dict]]) -> dict:
         "outcome": outcome, "caught": caught, "total": len(decoys), "decoys": decoys,
         "passed": sum(d["passed"] for d in decoys), "failed": sum(d["failed"] for d in decoys),
         "errors": sum(d["errors"] for d in decoys), "duration_s": 0.0, "log": "",
-        "notes": [f"the candidate's tests reject {caught} of {len(decoys)} wrong fixes"] if decoys else [],
+        "notes": [f"the candidate's tests reject {caught} of the {len(decoys)} wrong fixes"] if decoys else [],
         "expected": "failed", "as_expected": outcome == "failed",
         "purpose": "The candidate's tests over each of the packet's decoys, plausible wrong fixes: "
                    "a test that catches the bug fails on each one it can see.",

@@ -191,3 +191,24 @@ def gate_log_rows(lines) -> list[dict] | None:
     if not isinstance(lines, list):
         return None
     return [{**line, "local": candidate_clock(line.get("local_time"))} for line in lines if isinstance(line, Mapping)]
+
+
+# --- the reruns ------------------------------------------------------------------------
+
+# The reruns that speak for the test (the cell "Test names the bug") and those that speak for the fix.
+TEST_RUNS = ("tests_vs_original", "tests_vs_solution")
+FIX_RUNS = ("submitted", "reference_vs_submitted")
+
+
+def tampered_runs(runs: Mapping) -> list[dict]:
+    """Every rerun (decoy runs included) whose outcome is ``tampered``, with the reasons found."""
+    found = []
+    for name in (*FIX_RUNS, *TEST_RUNS):
+        run = runs.get(name) or {}
+        if run.get("outcome") == "tampered":
+            found.append({"run": name, "reasons": list((run.get("integrity") or {}).get("tampered") or [])})
+    for decoy in (runs.get("tests_vs_decoys") or {}).get("decoys") or []:
+        if decoy.get("outcome") == "tampered":
+            found.append({"run": f"decoy {decoy.get('name', '')}",
+                          "reasons": list((decoy.get("integrity") or {}).get("tampered") or [])})
+    return found

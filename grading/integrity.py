@@ -40,8 +40,8 @@ from .spec import is_test_path
 
 CANARY_COUNT = 3
 # Words a test name is made of when the tree's own tests give too few.
-FALLBACK_WORDS = ("total", "rows", "value", "empty", "input", "sum", "case", "parse", "returns", "handles",
-                  "negative", "zero", "line", "amount", "result", "order", "single", "many")
+FALLBACK_WORDS = ("rows", "value", "empty", "input", "case", "parse", "returns", "handles", "items",
+                  "negative", "zero", "line", "amount", "result", "order", "single", "many", "records")
 _NAME_RE = re.compile(r"^def (test_\w+)\(", re.M)
 
 

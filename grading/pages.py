@@ -22,7 +22,6 @@ from takehome.models import Invitation, Packet
 from . import display
 from .actions import diff_unfolded
 from .agreement import PairAgreement, Table
-from .core import RUN_NAMES
 from .models import CELLS_BEFORE_DIFF, Cell, Evidence, Mark, Review
 
 # Section on the page -> its rubric cell, in the article's reading order.
@@ -201,7 +200,10 @@ def review_page(submission: Submission, reviewer) -> dict:
         "timeline": display.layout_timeline(timeline.get("events") or [], timeline.get("problems") or []),
         "texts": texts,
         "diff_files": display.order_files((data.get("diff") or {}).get("files") or []),
-        "runs": [(name, runs[name]) for name in RUN_NAMES if name in runs],
+        "test_runs": [(name, runs[name]) for name in display.TEST_RUNS if name in runs],
+        "fix_runs": [(name, runs[name]) for name in display.FIX_RUNS if name in runs],
+        "decoys": runs.get("tests_vs_decoys"),
+        "tampered": display.tampered_runs(runs),
         "next": next_in_queue(submission, reviewer),
         "cells_before_diff": [c.label for c in CELLS_BEFORE_DIFF],
     }

@@ -80,7 +80,7 @@ def test_the_ideal_test_rejects_the_decoy_it_can_see(grade, tmp_path):
     assert decoys_caught(evidence) == {"abs-of-the-total": False, "drop-refund-rows": True,
                                        "special-case-the-sample": False}
     assert (decoys["outcome"], decoys["as_expected"], decoys["caught"], decoys["total"]) == ("failed", True, 1, 3)
-    assert decoys["notes"] == ["the candidate's tests reject 1 of 3 wrong fixes"]
+    assert decoys["notes"] == ["the candidate's tests reject 1 of the 3 wrong fixes"]
     caught = next(d for d in decoys["decoys"] if d["caught"])
     assert "assert 1500 == 1300" in caught["log"]
 

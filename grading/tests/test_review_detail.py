@@ -339,3 +339,50 @@ def test_after_the_last_review_the_page_leads_back_to_the_queue(rob, reviewer, s
     # A late click on a locked cell still answers with the cell (no packet in that context).
     response = mark(rob, submission, "red_log", False)
     assert response.status_code == 200 and b"final" in response.content
+
+
+def section(html: str, name: str) -> str:
+    start = html.index(f'data-section="{name}"')
+    end = html.find('data-section="', start + 20)
+    return html[start:end if end > 0 else len(html)]
+
+
+def tampered_evidence() -> dict:
+    from grading.tests.reviewing import ideal_evidence
+
+    evidence = ideal_evidence()
+    submitted = evidence["runs"]["submitted"]
+    submitted["outcome"], submitted["as_expected"] = "tampered", False
+    submitted["integrity"]["tampered"] = ["1 of the 3 planted canary tests passed (test_invoices.py::test_rows_zero); "
+                                          "a canary cannot pass unless pytest's verdicts were changed"]
+    submitted["notes"] = ["tampered: " + submitted["integrity"]["tampered"][0]]
+    return evidence
+
+
+def test_a_tampered_run_shows_in_red_while_the_diff_is_folded(rob, sample_packet):
+    submission = make_submission(sample_packet, evidence=tampered_evidence())
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    diff, red = section(html, "diff"), section(html, "red-log")
+    assert "Folded until" in diff
+    for part in (diff, red):
+        assert 'class="tampered" role="alert"' in part
+        assert "<code>submitted</code>" in part and "planted canary tests passed" in part
+    assert 'data-run="submitted"' not in diff  # the runs themselves stay folded
+
+
+def test_an_honest_page_has_no_tampered_banner(rob, submission):
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    assert 'class="tampered"' not in html
+
+
+def test_the_unfolded_diff_keeps_the_test_apart_from_the_fix(rob, reviewer, submission):
+    score(submission, reviewer, {k: v for k, v in ALL_PASS.items() if k != "test_names_bug"}, submit=False)
+    diff = section(rob.get(f"/review/{submission.pk}/").content.decode(), "diff")
+    test_part, fix_part = diff.split("The fix: the tree as uploaded")
+    assert 'data-run="tests_vs_original"' in test_part and 'data-run="tests_vs_solution"' in test_part
+    assert 'data-run="submitted"' in fix_part and 'data-run="reference_vs_submitted"' in fix_part
+    assert 'data-decoys-caught="1" data-decoys-total="3"' in test_part
+    assert "reject <strong>1 of the 3</strong> wrong fixes" in test_part
+    assert test_part.count('data-decoy="') == 3
+    assert re.search(r'data-decoy="drop-refund-rows".*?✓ rejected', test_part, re.S)
+    assert re.search(r'data-decoy="abs-of-the-total".*?✗ passed', test_part, re.S)
