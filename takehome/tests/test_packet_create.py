@@ -103,3 +103,52 @@ def test_one_submit_lists_every_problem_and_asks_for_the_zips_again(recruiter_cl
     assert "Forbidden patterns, line 3 (exec): the pattern is not valid" in html
     assert "Nothing was saved." in html and "choose the zips again" in html
     assert "Time limit (minutes)" in html and "Time limit minutes" not in html
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"always-one/calc.py": "def add(a, b):\n    return 1\n", "left/calc.py": "def add(a, b):\n    return a\n"},
+     {"always-one", "left"}),
+    ({"decoys/always-one/calc.py": "def add(a, b):\n    return 1\n"}, {"always-one"}),
+    ({"always-one/calc.py": "def add(a, b):\n    return 1\n"}, {"always-one"}),
+], ids=["two-folders", "wrapped", "one-folder"])
+def test_decoys_come_from_a_zip_with_a_folder_per_decoy(recruiter_client, files, expected):
+    data = form_data(decoys_zip=zip_upload("decoys.zip", files))
+    response = recruiter_client.post(reverse("takehome:packet-create"), data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    spec = Packet.objects.get(slug="adding").latest_version().to_spec()
+    assert set(spec.decoys) == expected
+    assert all(set(files) == {"calc.py"} for files in spec.decoys.values())
+    page = recruiter_client.get(Packet.objects.get(slug="adding").get_absolute_url()).content.decode()
+    assert "Decoy (a plausible wrong fix" in page
+
+
+@pytest.mark.parametrize("files, message", [
+    ({"calc.py": "x = 1\n", "other.py": "y = 2\n"}, "one folder per decoy"),
+    ({"wrong/nothere.py": "x = 1\n", "also/calc.py": "x = 1\n"}, "files that are not in it: nothere.py"),
+], ids=["loose-files", "not-a-fixture-file"])
+def test_a_decoys_zip_that_cannot_be_used_says_why(recruiter_client, files, message):
+    data = form_data(decoys_zip=zip_upload("decoys.zip", files))
+    response = recruiter_client.post(reverse("takehome:packet-create"), data)
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert not Packet.objects.filter(slug="adding").exists()
+
+
+def test_an_edit_without_a_decoys_zip_keeps_the_decoys(recruiter_client):
+    data = form_data(decoys_zip=zip_upload("decoys.zip", {"always-one/calc.py": "def add(a, b):\n    return 1\n"}))
+    recruiter_client.post(reverse("takehome:packet-create"), data)
+    packet = Packet.objects.get(slug="adding")
+    edit = {k: v for k, v in form_data().items() if not k.endswith("_zip") and k not in ("title", "slug")}
+    response = recruiter_client.post(reverse("takehome:packet-edit", args=[packet.slug]), {**edit, "prompt": "New."})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert packet.latest_version().number == 2
+    assert set(packet.latest_version().to_spec().decoys) == {"always-one"}
+
+
+def test_the_sample_packet_ships_three_decoys(db):
+    from takehome.actions import do_load_sample_packet
+
+    packet, _ = do_load_sample_packet()
+    decoys = packet.latest_version().to_spec().decoys
+    assert set(decoys) == {"drop-refund-rows", "abs-of-the-total", "special-case-the-sample"}
+    assert do_load_sample_packet()[1] is False  # loading again writes nothing
