@@ -27,7 +27,7 @@ from .checks.redlog import analyse_red_log, collect_test_ids
 from .checks.refusal import check_refusal
 from .checks.timeline import Receipt
 from .integrity import Planted, judge_run, plant_canaries
-from .sandbox import RunResult, Sandbox
+from .sandbox import RunResult, Sandbox, is_pytest
 from .spec import ARTIFACTS_DIR, BUNDLE_PATHS, PacketSpec, is_test_path, read_tree
 
 GRADER_VERSION = "1"
@@ -343,8 +343,11 @@ def grade_tree(
     original = cache.get(spec)
     trees.update({f"decoy:{name}": files for name, files in decoy_trees(candidate, spec).items()})
     planted: dict[str, Planted] = {}
+    # why pytest only: canaries and the witness are pytest's; another runner's
+    # outcome stays as the sandbox read it (docs/evidence.md).
+    judged = is_pytest(spec.test_command)
     for name in trees:
-        if name in CANDIDATE_TEST_RUNS or name.startswith("decoy:"):
+        if judged and (name in CANDIDATE_TEST_RUNS or name.startswith("decoy:")):
             trees[name], planted[name] = plant_canaries(trees[name])
     jobs: dict[str, Mapping[str, bytes]] = dict(trees)
     jobs["hidden-tests"] = hidden_test_tree(spec)
@@ -400,14 +403,15 @@ def grade_tree(
         forbidden_patterns=spec.forbidden_patterns,
     )
     refusal = check_refusal(texts.get("refuse.md"), spec.refusal_hints)
-    runs = {}
-    for name in RUN_NAMES:
-        result, integrity = judge_run(results[name], planted.get(name, Planted((), ())), sandbox.limits)
-        runs[name] = run_to_dict(name, result, integrity)
+    def judge(name: str) -> tuple[RunResult, dict | None]:
+        if not judged:
+            return results[name], None
+        return judge_run(results[name], planted.get(name, Planted((), ())), sandbox.limits)
+
+    runs = {name: run_to_dict(name, *judge(name)) for name in RUN_NAMES}
     check_reference_run(runs["reference_vs_submitted"], reference_ids)
     runs["tests_vs_decoys"] = decoys_to_dict({
-        name.removeprefix("decoy:"): judge_run(results[name], planted[name], sandbox.limits)
-        for name in sorted(results) if name.startswith("decoy:")})
+        name.removeprefix("decoy:"): judge(name) for name in sorted(results) if name.startswith("decoy:")})
     return {
         "grader_version": GRADER_VERSION,
         "archive": {

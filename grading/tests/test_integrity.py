@@ -296,3 +296,23 @@ def test_a_run_cut_short_by_a_limit_keeps_its_outcome():
     result = RunResult(outcome="timeout", exit_code=None, passed=0, failed=0, errors=0, skipped=0, xfailed=0,
                        xpassed=0, duration_s=30, log="")
     assert judge_run(result, CANARY, SandboxLimits())[0].outcome == "timeout"
+
+
+def test_a_packet_run_by_another_test_runner_is_not_judged_as_pytest(grading_sandbox, tmp_path):
+    from grading.core import GradeOptions, grade_archive
+    from grading.spec import PacketSpec
+
+    from .zips import make_zip
+
+    test = b"import unittest\n\nimport calc\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n" \
+           b"        self.assertEqual(calc.add(2, 2), 4)\n"
+    spec = PacketSpec(slug="adding", version=1, test_command=("python", "-m", "unittest", "-v"),
+                      fixture={"calc.py": b"def add(a, b):\n    return a - b\n", "test_calc.py": test},
+                      solution={"calc.py": b"def add(a, b):\n    return a + b\n"},
+                      reference_tests={"test_hidden.py": test.replace(b"class T", b"class Hidden")})
+    archive = make_zip(tmp_path, {"calc.py": spec.solution["calc.py"], "test_calc.py": test})
+    evidence = grade_archive(archive, spec, grading_sandbox, options=GradeOptions(cache_dir=tmp_path / "c"))
+    runs = evidence["runs"]
+    assert runs["submitted"]["outcome"] == "passed" and "integrity" not in runs["submitted"]
+    assert runs["tests_vs_original"]["outcome"] == "failed"
+    assert runs["reference_vs_submitted"]["outcome"] == "passed", runs["reference_vs_submitted"]["log"]
