@@ -98,6 +98,10 @@ def _time_is_up(invitation: Invitation, now: datetime, step: str | None = None) 
     return SessionRefused(message, "deadline")
 
 
+def _seconds(n: int, one: str = "1 second") -> str:
+    return one if n == 1 else f"{n} seconds"
+
+
 def _too_many_uploads(invitation: Invitation, now: datetime) -> SessionRefused | None:
     """The per-invitation upload limits: one upload per interval, and so many in all.
 
@@ -121,10 +125,10 @@ def _too_many_uploads(invitation: Invitation, now: datetime) -> SessionRefused |
         elapsed = (now - found["last"]).total_seconds()
         if elapsed < interval:
             wait = max(1, math.ceil(interval - elapsed))
+            ago = "just now" if elapsed < 1 else _seconds(int(elapsed)) + " ago"
             return SessionRefused(
-                f"Too soon: this link takes one upload every {interval} seconds, and your last one arrived "
-                f"{max(0, int(elapsed))} seconds ago. Wait {wait} second{'s' if wait != 1 else ''}, then upload "
-                "again. Your earlier uploads are kept.",
+                f"Too soon: this link takes one upload every {_seconds(interval, one='second')}, and your last "
+                f"one arrived {ago}. Wait {_seconds(wait)}, then upload again. Your earlier uploads are kept.",
                 "too_soon",
                 retry_after=wait,
             )
