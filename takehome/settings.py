@@ -127,6 +127,11 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # two runs on one machine never share it (workers are given its path).
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # why IMMEDIATE: select_for_update is a no-op on SQLite, and a transaction that
+    # reads before it writes (an upload checking the limits, a refusal moving the
+    # review flag) fails at once with "database is locked" when another one writes
+    # first. Taking the write lock at BEGIN makes them wait their turn instead.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -147,7 +147,7 @@ def test_after_a_review_the_queue_offers_the_newer_upload(rob, reviewer, sample_
     response = rob.get("/review/")
     assert shown(response) == [newer.pk]
     row = row_of(response, newer)
-    assert "not started" in row and "you reviewed an earlier upload" in row and "1 on an earlier upload" in row
+    assert "not started" in row and "you reviewed an earlier upload" in row and "and 1 of an earlier upload" in row
 
 
 def test_the_queue_shows_whether_each_candidates_deadline_has_passed(rob, sample_packet, settings):

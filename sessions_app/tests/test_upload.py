@@ -286,3 +286,36 @@ def test_zero_turns_the_limits_off(client, started, media_root, settings):
     settings.UPLOAD_MAX_COUNT = 0
     for _ in range(3):
         assert upload_as(client, started, "gate").status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_uploads_at_the_same_moment_cannot_both_pass_the_interval(started, media_root, settings, tmp_path):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    from sessions_app import actions
+    from sessions_app.uploads import IncomingArchive
+
+    settings.UPLOAD_INTERVAL_S = 10
+    barrier = threading.Barrier(2)
+
+    def upload(name: str) -> str:
+        path = tmp_path / name
+        path.write_bytes(honest_zip(prefix=f"{name}/"))
+        incoming = IncomingArchive(path=path, sha256=sha(path.read_bytes()), size=path.stat().st_size,
+                                   original_name=name)
+        barrier.wait()
+        try:
+            actions.do_accept_upload(started, incoming)
+            return "stored"
+        except actions.SessionRefused as exc:
+            return exc.code
+        finally:
+            connection.close()
+
+    with patch("sessions_app.actions.enqueue_grading", return_value=True), ThreadPoolExecutor(2) as pool:
+        results = sorted(pool.map(upload, ["a", "b"]))
+    assert results == ["stored", "too_soon"]
+    assert Submission.objects.count() == 1 and Submission.objects.get().is_latest
