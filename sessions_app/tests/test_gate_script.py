@@ -148,6 +148,8 @@ def test_submit_too_soon_after_the_last_says_how_long_to_wait(tree, settings):
     assert line.startswith("Upload refused: Too soon: this link takes one upload every 60 seconds")
     assert "Wait " in line and " seconds, then upload again. Your earlier uploads are kept." in line
     assert Submission.objects.count() == 1
+    status = run_gate(tree, "status").stdout
+    assert "reviewers see the one marked 'reviewed'" in status and status.count("(reviewed)") == 1
 
 
 def test_submit_past_the_total_limit_says_whom_to_write_to(tree, settings):
