@@ -32,7 +32,11 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="submission",
             name="status",
-            field=models.CharField(choices=[("received", "Received"), ("queued", "Queued"), ("grading", "Grading"), ("graded", "Graded"), ("rejected", "Rejected"), ("error", "Error"), ("superseded", "Superseded")], db_index=True, default="received", max_length=10),
+            field=models.CharField(
+                choices=[("received", "Received"), ("queued", "Queued"), ("grading", "Grading"), ("graded", "Graded"),
+                         ("rejected", "Rejected"), ("error", "Error"), ("superseded", "Superseded")],
+                db_index=True, default="received", max_length=10,
+            ),
         ),
         migrations.RunPython(flag_latest_accepted, migrations.RunPython.noop),
     ]

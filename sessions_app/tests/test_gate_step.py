@@ -117,7 +117,8 @@ def test_steps_after_the_deadline_and_grace_are_refused_like_a_late_upload_and_k
     body = r.json()
     assert body["accepted"] is False and body["step"] == step
     assert body["message"].startswith("Time is up: the deadline was ")
-    assert "the gate closed 5 minutes after it" in body["message"] and f"This {step} step is kept as refused" in body["message"]
+    assert "the gate closed 5 minutes after it" in body["message"]
+    assert f"This {step} step is kept as refused" in body["message"]
     kept = GateReceipt.objects.get(pk=body["receipt"])
     assert (kept.step, kept.accepted) == (step, False) and kept.refusal == body["message"]
     assert kept.log_text == log and kept.local_time == "2025-01-01T10:00:00+01:00"  # what was sent, for the reviewer

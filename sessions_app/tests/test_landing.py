@@ -175,7 +175,8 @@ def test_when_nothing_was_accepted_the_page_says_so(client, started):
 def test_a_superseded_upload_says_it_was_not_graded(client, started):
     old = upload_row(started, 5, "superseded")
     upload_row(started, 1, "graded", is_latest=True)
-    assert "a newer upload arrived before this one was graded, so it was not graded" in row(listing(client, started), old)
+    status = row(listing(client, started), old)
+    assert "a newer upload arrived before this one was graded, so it was not graded" in status
 
 
 def test_the_upload_form_states_the_limits(client, started, settings):
