@@ -216,34 +216,6 @@ def test_a_refused_archive_says_why(rob, sample_packet):
     assert "No <code>artifacts/red.log</code>" in html
 
 
-def test_missing_submission_is_404(rob, db):
-    assert rob.get("/review/999999/").status_code == 404
-
-
-def test_the_page_costs_a_fixed_number_of_queries(rob, reviewer, ann, submission, django_assert_max_num_queries):
-    score(submission, reviewer, ALL_PASS)
-    score(submission, ann, ALL_PASS)
-    with django_assert_max_num_queries(14):
-        assert rob.get(f"/review/{submission.pk}/").status_code == 200
-
-
-def test_the_folded_diff_says_why_in_the_reviewers_words(rob, submission):
-    diff = rob.get(f"/review/{submission.pk}/").content.decode().split('data-section="diff"')[1]
-    assert "Folded until you have scored the three cells above" in diff
-    assert "the diff comes last" in diff and "article" not in diff
-
-
-def test_after_the_last_review_the_page_leads_back_to_the_queue(rob, reviewer, submission):
-    score(submission, reviewer, ALL_PASS)
-    html = rob.get(f"/review/{submission.pk}/").content.decode()
-    bar = html.split('id="review-submit"')[1]
-    assert "Nothing else is waiting for you." in bar and 'href="/review/"' in bar
-    assert f'href="/review/debrief/{submission.invitation.packet.slug}/"' in bar
-    # A late click on a locked cell still answers with the cell (no packet in that context).
-    response = mark(rob, submission, "red_log", False)
-    assert response.status_code == 200 and b"final" in response.content
-
-
 # --- the candidate's other uploads, above the evidence ------------------------------------------
 
 
@@ -307,3 +279,31 @@ def test_a_superseded_upload_says_it_was_not_graded(rob, sample_packet):
     assert "Not graded: a newer upload arrived before grading started" in html
     assert "reloads itself" not in html and 'hx-trigger="every 2s"' not in html
     assert "replaced by a newer upload before grading; not graded" in html
+
+
+def test_missing_submission_is_404(rob, db):
+    assert rob.get("/review/999999/").status_code == 404
+
+
+def test_the_page_costs_a_fixed_number_of_queries(rob, reviewer, ann, submission, django_assert_max_num_queries):
+    score(submission, reviewer, ALL_PASS)
+    score(submission, ann, ALL_PASS)
+    with django_assert_max_num_queries(14):
+        assert rob.get(f"/review/{submission.pk}/").status_code == 200
+
+
+def test_the_folded_diff_says_why_in_the_reviewers_words(rob, submission):
+    diff = rob.get(f"/review/{submission.pk}/").content.decode().split('data-section="diff"')[1]
+    assert "Folded until you have scored the three cells above" in diff
+    assert "the diff comes last" in diff and "article" not in diff
+
+
+def test_after_the_last_review_the_page_leads_back_to_the_queue(rob, reviewer, submission):
+    score(submission, reviewer, ALL_PASS)
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    bar = html.split('id="review-submit"')[1]
+    assert "Nothing else is waiting for you." in bar and 'href="/review/"' in bar
+    assert f'href="/review/debrief/{submission.invitation.packet.slug}/"' in bar
+    # A late click on a locked cell still answers with the cell (no packet in that context).
+    response = mark(rob, submission, "red_log", False)
+    assert response.status_code == 200 and b"final" in response.content
