@@ -44,7 +44,12 @@ def configure(folder: Path) -> None:
 
 
 def fill(n: int, seed: int = 7) -> dict:
-    """n latest submissions over three packets, evidence for the graded ones, two reviewers' reviews."""
+    """n latest submissions over three packets, evidence for the graded ones, two reviewers' reviews.
+
+    As candidates do, one in ten uploaded once before (an older graded upload,
+    reviewed, that keeps its debrief row) and one in twenty-five sent a later
+    upload that was refused (history on the review page).
+    """
     from django.contrib.auth.models import Group, User
     from django.db import transaction
     from django.utils import timezone
@@ -77,8 +82,10 @@ def fill(n: int, seed: int = 7) -> dict:
             [Candidate(name=f"Candidate {i:05d}", email=f"c{i}@example.com") for i in range(n)], batch_size=2000
         )
         invitations = []
-        for c in candidates:
-            inv = Invitation(candidate=c, packet_version=rng.choices(versions, weights)[0], sent_at=now)
+        for i, c in enumerate(candidates):
+            started = now - timezone.timedelta(minutes=i, hours=2)
+            inv = Invitation(candidate=c, packet_version=rng.choices(versions, weights)[0], sent_at=now,
+                             started_at=started, deadline=started + timezone.timedelta(minutes=90))
             inv.issue_token()
             invitations.append(inv)
         invitations = Invitation.objects.bulk_create(invitations, batch_size=2000)
@@ -89,8 +96,22 @@ def fill(n: int, seed: int = 7) -> dict:
              for i, inv in enumerate(invitations)],
             batch_size=2000,
         )
+        earlier = Submission.objects.bulk_create(
+            [Submission(invitation=inv, archive=f"uploads/e{i}.zip", sha256=f"e{i:063x}", size=2048,
+                        uploaded_at=now - timezone.timedelta(minutes=i, hours=1), status="graded", is_latest=False)
+             for i, inv in enumerate(invitations) if i % 10 == 0],
+            batch_size=2000,
+        )
+        refused = Submission.objects.bulk_create(
+            [Submission(invitation=inv, archive=f"uploads/r{i}.zip", sha256=f"r{i:063x}", size=2048,
+                        uploaded_at=now - timezone.timedelta(minutes=i) + timezone.timedelta(seconds=30),
+                        status="rejected", is_latest=False,
+                        reject_reason="The archive holds a symbolic link (project/link); replace it with a copy.")
+             for i, inv in enumerate(invitations) if i % 25 == 0],
+            batch_size=2000,
+        )
         Evidence.objects.bulk_create(
-            [Evidence(submission=s, data=IDEAL, grader_version="1") for s in subs if s.status == "graded"],
+            [Evidence(submission=s, data=IDEAL, grader_version="1") for s in subs + earlier if s.status == "graded"],
             batch_size=1000,
         )
         reviews, truth = [], {}
@@ -101,6 +122,9 @@ def fill(n: int, seed: int = 7) -> dict:
             for user, share in zip(reviewers, (0.6, 0.45, 0.1)):
                 if rng.random() < share:
                     reviews.append(Review(submission=s, reviewer=user, submitted_at=now))
+        for s in earlier:  # reviewed before the candidate uploaded again
+            truth[s.pk] = {cell: rng.random() < 0.6 for cell in Cell.values}
+            reviews += [Review(submission=s, reviewer=user, submitted_at=now) for user in reviewers[:2]]
         reviews = Review.objects.bulk_create(reviews, batch_size=2000)
         marks = []
         for r in reviews:
@@ -108,9 +132,11 @@ def fill(n: int, seed: int = 7) -> dict:
                 # reviewers agree with the "truth" 85% of the time
                 marks.append(Mark(review=r, cell=cell, passed=right if rng.random() < 0.85 else not right))
         Mark.objects.bulk_create(marks, batch_size=5000)
-    per_packet = {p.slug: Submission.objects.filter(invitation__packet_version__packet=p).count() for p in packets}
+    under_review = Submission.objects.latest_per_invitation()
+    per_packet = {p.slug: under_review.filter(invitation__packet_version__packet=p).count() for p in packets}
     return {"reviewer": reviewers[0], "submissions": [s.pk for s in subs if s.status == "graded"],
-            "per_packet": per_packet, "reviews": len(reviews), "marks": len(marks), "slug": sample.slug}
+            "per_packet": per_packet, "reviews": len(reviews), "marks": len(marks), "slug": sample.slug,
+            "earlier": len(earlier), "refused": len(refused)}
 
 
 def measure(client, urls: list[str], requests: int) -> list[float]:
@@ -155,7 +181,8 @@ def main() -> None:
         call_command("collectstatic", interactive=False, verbosity=0)
         started = time.perf_counter()
         data = fill(args.submissions)
-        print(f"{connection.vendor}: {args.submissions} submissions {data['per_packet']}, "
+        print(f"{connection.vendor}: {args.submissions} submissions under review {data['per_packet']} "
+              f"(and {data['earlier']} earlier reviewed uploads, {data['refused']} refused later ones), "
               f"{data['reviews']} reviews, {data['marks']} marks; filled in {time.perf_counter() - started:.1f} s")
 
         client = Client()

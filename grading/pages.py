@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.core.cache import cache
 from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
+from django.utils import timezone
 
+from sessions_app.actions import session_phase, upload_closes_at
 from sessions_app.models import GateReceipt, Submission
 from takehome.models import Invitation, Packet
 
@@ -77,22 +80,45 @@ class QueueRow:
     candidate: str
     mine: str  # "submitted", "draft" or ""
     reviews_submitted: int
+    phase: str  # the candidate's clock: "running", "grace" (uploads still open) or "closed" (final work)
+    closes_at: datetime | None  # when uploads close: the deadline plus grace
+    earlier_reviews: int = 0  # submitted reviews of this candidate's other uploads
+    mine_earlier: bool = False  # the viewer submitted one of those
 
 
 def queue_rows(submissions: list[Submission], reviewer) -> list[QueueRow]:
-    """One page of the queue with the viewer's review state and the count of submitted reviews (one query)."""
+    """One page of the queue: the viewer's review state, the submitted reviews, and the candidate's clock.
+
+    One query for the reviews, whatever the page's length: those of these
+    uploads, and the submitted ones of the same candidates' other uploads (a
+    review stays with the upload it scored; the queue says it exists).
+    """
     mine: dict[int, str] = {}
     submitted: dict[int, int] = defaultdict(int)
-    found = Review.objects.filter(submission__in=[s.pk for s in submissions]).values_list(
-        "submission_id", "reviewer_id", "submitted_at"
-    )
-    for submission_id, reviewer_id, submitted_at in found:
+    earlier: dict[int, int] = defaultdict(int)
+    mine_earlier: set[int] = set()
+    ids = {s.pk for s in submissions}
+    found = Review.objects.filter(
+        submission__invitation_id__in={s.invitation_id for s in submissions}
+    ).values_list("submission_id", "submission__invitation_id", "reviewer_id", "submitted_at")
+    for submission_id, invitation_id, reviewer_id, submitted_at in found:
+        if submission_id not in ids:
+            if submitted_at is not None:
+                earlier[invitation_id] += 1
+                if reviewer_id == reviewer.pk:
+                    mine_earlier.add(invitation_id)
+            continue
         if submitted_at is not None:
             submitted[submission_id] += 1
         if reviewer_id == reviewer.pk:
             mine[submission_id] = "submitted" if submitted_at else "draft"
+    now = timezone.now()
     return [
-        QueueRow(s, candidate_label(s.invitation, s.invitation.packet), mine.get(s.pk, ""), submitted[s.pk])
+        QueueRow(
+            s, candidate_label(s.invitation, s.invitation.packet), mine.get(s.pk, ""), submitted[s.pk],
+            phase=session_phase(s.invitation, now), closes_at=upload_closes_at(s.invitation),
+            earlier_reviews=earlier[s.invitation_id], mine_earlier=s.invitation_id in mine_earlier,
+        )
         for s in submissions
     ]
 
@@ -166,9 +192,25 @@ def review_state(submission: Submission, reviewer) -> dict:
     }
 
 
+def upload_history(submission: Submission) -> list[Submission]:
+    """Every upload of the same candidate, newest first, each with its count of submitted reviews (one query).
+
+    The page lists them above the evidence: the upload under review, the
+    refused ones with their reason, the superseded ones, and the reviews each
+    older upload kept.
+    """
+    return list(
+        Submission.objects.filter(invitation_id=submission.invitation_id)
+        .annotate(reviews_submitted=Count("reviews", filter=Q(reviews__submitted_at__isnull=False)))
+        .defer("error")
+        .order_by("-uploaded_at", "-pk")
+    )
+
+
 def review_page(submission: Submission, reviewer) -> dict:
     """Everything the review page draws, in the fixed order of its sections."""
     packet = submission.invitation.packet
+    uploads = upload_history(submission)
     evidence = Evidence.objects.filter(submission=submission).first()
     raw = evidence.data if evidence else {}
     # why: every string in the evidence came from the candidate's zip; control
@@ -190,6 +232,8 @@ def review_page(submission: Submission, reviewer) -> dict:
         "packet": packet,
         "version": submission.invitation.packet_version,
         "candidate": candidate_label(submission.invitation, packet),
+        "uploads": uploads,
+        "under_review": next((u for u in uploads if u.is_latest), None),
         "evidence": data,
         "has_evidence": evidence is not None,
         "red_log_text": display.clean_terminal_text(texts.get("red.log")),
@@ -221,13 +265,19 @@ def _receipt_dicts(rows) -> list[dict]:
 
 
 def debrief_rows(packet: Packet) -> QuerySet:
-    """One row per candidate: the latest submission of each invitation to the packet."""
+    """Per candidate: the upload under review, and every other upload that holds a submitted review.
+
+    A review stays with the upload it scored: when a candidate uploads again
+    after being reviewed, that review keeps its row (marked as not under
+    review) next to the newer upload's. The upload under review comes first.
+    """
+    reviewed = Review.objects.filter(submission=OuterRef("pk"), submitted_at__isnull=False)
     return (
-        Submission.objects.latest_per_invitation()
-        .filter(invitation__packet_version__packet=packet)
+        Submission.objects.filter(invitation__packet_version__packet=packet)
+        .filter(Q(is_latest=True) | Exists(reviewed))
         .select_related("invitation__candidate")
         .defer("error", "reject_reason", "invitation__candidate__email")
-        .order_by("invitation__candidate__name", "invitation_id")
+        .order_by("invitation__candidate__name", "invitation_id", "-is_latest", "-uploaded_at", "-pk")
     )
 
 
@@ -247,6 +297,12 @@ class DebriefRow:
     visible: bool  # the viewer has submitted their own review of it
     reviews: int
     cells: list = field(default_factory=list)  # [(cell, [(reviewer, MarkView)], disagree)]
+    under_review: Submission | None = None  # set when this row is not the upload under review
+
+    @property
+    def newer_upload_exists(self) -> bool:
+        return self.under_review is not None and (
+            (self.under_review.uploaded_at, self.under_review.pk) > (self.submission.uploaded_at, self.submission.pk))
 
 
 def debrief_page_rows(submissions: list[Submission], packet: Packet, reviewer) -> list[DebriefRow]:
@@ -263,11 +319,19 @@ def debrief_page_rows(submissions: list[Submission], packet: Packet, reviewer) -
     for submission_id, reviewer_id, name, submitted_at, cell, passed, note in found:
         by_submission[submission_id][cell].append((name, MarkView(passed, note, submitted_at)))
         reviewers_of[submission_id].add(reviewer_id)
+    under_review: dict[int, Submission] = {}
+    older = {s.invitation_id for s in submissions if not s.is_latest}
+    if older:
+        under_review = {
+            u.invitation_id: u for u in Submission.objects.latest_per_invitation()
+            .filter(invitation_id__in=older).only("pk", "invitation_id", "uploaded_at", "status")
+        }
     rows = []
     for s in submissions:
         # why: the debrief is no back door around blind review.
         visible = reviewer.pk in reviewers_of[s.pk]
-        row = DebriefRow(s, candidate_label(s.invitation, packet), visible, len(reviewers_of[s.pk]))
+        row = DebriefRow(s, candidate_label(s.invitation, packet), visible, len(reviewers_of[s.pk]),
+                         under_review=None if s.is_latest else under_review.get(s.invitation_id))
         if visible:
             for cell in CELL_ORDER:
                 marks_here = by_submission[s.pk][cell.value]
@@ -301,6 +365,9 @@ def cached_pair_agreements(packet: Packet) -> dict[str, list[PairAgreement]]:
 def pair_agreements(packet: Packet) -> dict[str, list[PairAgreement]]:
     """Per cell, each pair of reviewers' agreement over the packet's submissions both scored.
 
+    Every upload counts, not only those under review: a review stays with the
+    upload it scored, and the debrief shows it.
+
     One grouped self-join in the database, so the cost does not grow with the
     number of marks held in Python: it returns at most pairs x 4 cells x 4 rows.
     """
@@ -316,12 +383,12 @@ def pair_agreements(packet: Packet) -> dict[str, list[PairAgreement]]:
         JOIN {sub} s ON s.id = r1.submission_id
         JOIN {inv} i ON i.id = s.invitation_id
         JOIN {version} v ON v.id = i.packet_version_id
-        WHERE v.packet_id = %s AND s.is_latest = %s
+        WHERE v.packet_id = %s
           AND r1.submitted_at IS NOT NULL AND r2.submitted_at IS NOT NULL
         GROUP BY r1.reviewer_id, r2.reviewer_id, m1.cell, m1.passed, m2.passed
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [packet.pk, True])
+        cursor.execute(sql, [packet.pk])
         found = cursor.fetchall()
     tables: dict[tuple, Table] = defaultdict(Table)
     for a, b, cell, a_passed, b_passed, n in found:
@@ -363,7 +430,7 @@ def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500):
     header = ["submission", "candidate", "uploaded_at", "reviewer", "submitted_at"]
     for key, _ in labels:
         header += [key, f"{key}_note"]
-    header.append("disagreement")
+    header += ["disagreement", "under_review"]
     yield header
     rows = debrief_rows(packet)
     last = 0
@@ -390,5 +457,5 @@ def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500):
                 for key, _ in labels:
                     m = marks.get(key)
                     line += [("pass" if m.passed else "fail") if m else "", m.note if m else ""]
-                line.append(" ".join(disagree))
+                line += [" ".join(disagree), "yes" if row.submission.is_latest else "no"]
                 yield [csv_safe(v) for v in line]

@@ -74,12 +74,14 @@ def grade_submission(submission_id: int) -> str:
     archive = _archive_path(submission)
     if archive is None or not archive.is_file():
         # why: no retry brings a deleted file back; say so once, clearly, for operators
-        submission.mark_error(f"the uploaded archive is missing from storage ({archive or 'no file recorded'}); "
-                              "restore the file and grade again, or ask the candidate to upload again")
+        grade_after_commit(submission.mark_error(
+            f"the uploaded archive is missing from storage ({archive or 'no file recorded'}); "
+            "restore the file and grade again, or ask the candidate to upload again"))
         return submission.status
     if submission.attempts >= MAX_ATTEMPTS:
-        submission.mark_error(f"gave up after {submission.attempts} attempts to grade: each one ended without "
-                              "evidence (the worker died, timed out or our side failed); see the worker's log")
+        grade_after_commit(submission.mark_error(
+            f"gave up after {submission.attempts} attempts to grade: each one ended without "
+            "evidence (the worker died, timed out or our side failed); see the worker's log"))
         return submission.status
     submission.mark_grading()
     spec = submission.invitation.packet_version.to_spec()
@@ -114,7 +116,22 @@ def record_evidence(submission: Submission, evidence: dict, duration_s: float) -
     if evidence["archive"]["accepted"]:
         submission.mark_graded()
     else:
-        submission.mark_rejected(evidence["archive"]["reason"])
+        grade_after_commit(submission.mark_rejected(evidence["archive"]["reason"]))
+
+
+def grade_after_commit(reinstated: Submission | None) -> None:
+    """Send an upload back to grading once the transaction commits.
+
+    A refusal (rejected, error) can hand the review back to an older upload
+    that a newer one had superseded; that upload is received again and must be
+    graded (see Submission.mark_rejected). If this send is lost, the sweep
+    finds it.
+    """
+    if reinstated is None:
+        return
+    from .tasks import enqueue_grading  # why here: grading.tasks imports this module
+
+    transaction.on_commit(lambda: enqueue_grading(reinstated.pk))
 
 
 def _archive_path(submission: Submission) -> Path | None:
@@ -130,7 +147,7 @@ def mark_failed(submission_id: int, exc: BaseException) -> None:
     """Retries are exhausted: keep the traceback for operators, never for candidates."""
     text = "".join(traceback.format_exception(exc))[-20000:]
     try:
-        Submission.objects.get(pk=submission_id).mark_error(text)
+        grade_after_commit(Submission.objects.get(pk=submission_id).mark_error(text))
     except (Submission.DoesNotExist, InvalidTransition):
         log.warning("could not mark submission %s as error", submission_id)
 

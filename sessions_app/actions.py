@@ -7,6 +7,7 @@ transaction. Gate receipts are append-only and written nowhere else.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,13 +16,14 @@ from typing import Mapping
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, Max
 from django.utils import timezone
 
 from grading.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
 from grading.tasks import enqueue_grading
 from takehome.models import Invitation
 
-from .models import GateReceipt, Submission
+from .models import GateReceipt, InvalidTransition, Submission
 from .uploads import IncomingArchive
 
 log = logging.getLogger(__name__)
@@ -31,18 +33,106 @@ LOG_LIMIT = 200_000  # characters of a log kept on a receipt
 
 
 class SessionRefused(Exception):
-    """A candidate's request that the rules refuse; ``message`` says why, in plain words."""
+    """A candidate's request that the rules refuse; ``message`` says why, in plain words.
 
-    def __init__(self, message: str, code: str = "refused"):
+    ``retry_after``: seconds after which the same request would be accepted,
+    when waiting helps. ``receipt``: the refused gate step, kept as a receipt.
+    """
+
+    def __init__(self, message: str, code: str = "refused", retry_after: int | None = None):
         super().__init__(message)
-        self.message, self.code = message, code
+        self.message, self.code, self.retry_after = message, code, retry_after
+        self.receipt: GateReceipt | None = None
 
 
 def upload_closes_at(invitation: Invitation) -> datetime | None:
-    """The deadline plus the grace period: the last moment an upload is accepted."""
+    """The deadline plus the grace period: the last moment an upload (or a gate step) is accepted."""
     if invitation.deadline is None:
         return None
     return invitation.deadline + timedelta(seconds=settings.UPLOAD_GRACE_S)
+
+
+def session_phase(invitation: Invitation, now: datetime | None = None) -> str:
+    """not_started, running, grace (deadline passed, uploads still open) or closed (final)."""
+    if invitation.started_at is None or invitation.deadline is None:
+        return "not_started"
+    now = now or timezone.now()
+    if now <= invitation.deadline:
+        return "running"
+    return "grace" if now <= upload_closes_at(invitation) else "closed"
+
+
+def grace_words() -> str:
+    """The grace period as a person says it: '5 minutes', '1 minute', '30 seconds'."""
+    seconds = settings.UPLOAD_GRACE_S
+    if seconds % 60:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    return f"{seconds // 60} minute{'s' if seconds != 60 else ''}"
+
+
+def upload_limits_words() -> str:
+    """The upload limits as a person says them: 'at most once every 10 seconds and 30 times in all'."""
+    interval, most = settings.UPLOAD_INTERVAL_S, settings.UPLOAD_MAX_COUNT
+    parts = []
+    if interval > 0:
+        parts.append(f"once every {interval} second{'s' if interval != 1 else ''}")
+    if most > 0:
+        parts.append(f"{most} time{'s' if most != 1 else ''} in all")
+    return "at most " + " and ".join(parts) if parts else "as often as you like"
+
+
+def _time_is_up(invitation: Invitation, now: datetime, step: str | None = None) -> SessionRefused | None:
+    """Refused after the deadline plus grace: an upload, or (``step``) a gate step, in the same words."""
+    closes = upload_closes_at(invitation)
+    if closes is None or now <= closes:
+        return None
+    deadline = f"{invitation.deadline:%Y-%m-%d %H:%M} UTC"
+    if step is None:
+        message = (f"Time is up: the deadline was {deadline}, and uploads closed {grace_words()} after it. "
+                   "Your earlier uploads, if any, are kept. If something went wrong, write to the person "
+                   "who invited you.")
+    else:
+        message = (f"Time is up: the deadline was {deadline}, and the gate closed {grace_words()} after it. "
+                   f"This {step} step is kept as refused; your uploads, if any, are kept. If something went "
+                   "wrong, write to the person who invited you.")
+    return SessionRefused(message, "deadline")
+
+
+def _seconds(n: int, one: str = "1 second") -> str:
+    return one if n == 1 else f"{n} seconds"
+
+
+def _too_many_uploads(invitation: Invitation, now: datetime) -> SessionRefused | None:
+    """The per-invitation upload limits: one upload per interval, and so many in all.
+
+    why: every upload costs four sandbox runs; one candidate once sent 12
+    zips in under 3 seconds. Only stored uploads count, so a refused file
+    (not a zip, too large) never uses up the allowance.
+    """
+    interval, most = settings.UPLOAD_INTERVAL_S, settings.UPLOAD_MAX_COUNT
+    if interval <= 0 and most <= 0:
+        return None
+    found = Submission.objects.filter(invitation_id=invitation.pk).aggregate(n=Count("pk"), last=Max("uploaded_at"))
+    if most > 0 and found["n"] >= most:
+        taken = f"{found['n']} upload{'s' if found['n'] != 1 else ''}"
+        return SessionRefused(
+            f"This link has taken {taken}, the most it accepts, so this one was not stored. Your uploads are "
+            "kept, and the latest accepted one is reviewed. If you need to upload again, write to the person "
+            "who invited you.",
+            "too_many_uploads",
+        )
+    if interval > 0 and found["last"] is not None:
+        elapsed = (now - found["last"]).total_seconds()
+        if elapsed < interval:
+            wait = max(1, math.ceil(interval - elapsed))
+            ago = "just now" if elapsed < 1 else _seconds(int(elapsed)) + " ago"
+            return SessionRefused(
+                f"Too soon: this link takes one upload every {_seconds(interval, one='second')}, and your last "
+                f"one arrived {ago}. Wait {_seconds(wait)}, then upload again. Your earlier uploads are kept.",
+                "too_soon",
+                retry_after=wait,
+            )
+    return None
 
 
 def check_upload_allowed(invitation: Invitation, now: datetime | None = None) -> None:
@@ -50,14 +140,9 @@ def check_upload_allowed(invitation: Invitation, now: datetime | None = None) ->
     now = now or timezone.now()
     if invitation.started_at is None:
         raise SessionRefused("Your clock has not started yet. Press Start on your page first.", "not_started")
-    closes = upload_closes_at(invitation)
-    if closes is not None and now > closes:
-        raise SessionRefused(
-            f"Time is up: the deadline was {invitation.deadline:%Y-%m-%d %H:%M} UTC, and uploads closed "
-            f"{settings.UPLOAD_GRACE_S // 60} minutes after it. Your earlier uploads, if any, are kept. "
-            "If something went wrong, write to the person who invited you.",
-            "deadline",
-        )
+    refusal = _time_is_up(invitation, now) or _too_many_uploads(invitation, now)
+    if refusal is not None:
+        raise refusal
 
 
 def do_open_invitation(invitation: Invitation) -> None:
@@ -136,28 +221,36 @@ def refusal_for(invitation: Invitation, step: str, report: GateReport) -> str | 
     return f"Unknown step {step!r}."
 
 
-@transaction.atomic
 def do_record_gate_step(invitation: Invitation, step: str, report: GateReport) -> GateReceipt:
     """Witness one gate step: store a receipt with the server's time, accepted or refused.
 
     Refused steps are kept too (accepted=False, with the reason): a gate that
     says no is part of the story a reviewer reads. They never count as a step.
-    Raises SessionRefused, storing nothing, before the clock has started.
+    Raises SessionRefused, storing nothing, before the clock has started; and
+    after the deadline plus grace, once the step is kept as a refused receipt
+    (on the exception's ``receipt``), as a late upload is refused.
     """
-    # why lock: two receipts at once must see each other when checking the order.
-    invitation = Invitation.objects.select_for_update().select_related("packet_version").get(pk=invitation.pk)
-    if invitation.started_at is None:
-        raise SessionRefused("Your clock has not started yet. Press Start on your page first.", "not_started")
-    refusal = refusal_for(invitation, step, report)
-    return GateReceipt.objects.create(
-        invitation=invitation,
-        step=step,
-        accepted=refusal is None,
-        refusal=(refusal or "")[:300],
-        local_time=report.local_time[:64],
-        log_text=report.log_text[-LOG_LIMIT:],
-        tree_hashes=dict(report.tree_hashes),
-    )
+    with transaction.atomic():
+        # why lock: two receipts at once must see each other when checking the order.
+        invitation = (Invitation.objects.select_for_update().select_related("packet_version")
+                      .get(pk=invitation.pk))
+        if invitation.started_at is None:
+            raise SessionRefused("Your clock has not started yet. Press Start on your page first.", "not_started")
+        late = _time_is_up(invitation, timezone.now(), step=step)
+        refusal = late.message if late is not None else refusal_for(invitation, step, report)
+        receipt = GateReceipt.objects.create(
+            invitation=invitation,
+            step=step,
+            accepted=refusal is None,
+            refusal=(refusal or "")[:300],
+            local_time=report.local_time[:64],
+            log_text=report.log_text[-LOG_LIMIT:],
+            tree_hashes=dict(report.tree_hashes),
+        )
+    if late is not None:
+        late.receipt = receipt
+        raise late
+    return receipt
 
 
 def stored_name(sha256: str) -> str:
@@ -184,13 +277,27 @@ class UploadResult:
     queued: bool | None = None  # None until the commit; False: the broker was down
 
 
+def _supersede_waiting(invitation: Invitation) -> None:
+    """Older uploads whose grading has not started are replaced by the new one: they are not graded."""
+    waiting = Submission.objects.filter(
+        invitation=invitation, status__in=(Submission.Status.RECEIVED, Submission.Status.QUEUED))
+    for older in waiting:
+        try:
+            older.mark_superseded()
+        except InvalidTransition:
+            pass  # a worker claimed it a moment ago: its grading goes on and its evidence is kept
+
+
 def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str = "browser") -> UploadResult:
     """Keep an upload: file by hash, Submission and an upload receipt in one transaction, then grade.
 
-    The submission becomes the invitation's latest. Grading is enqueued after
-    the commit; if the broker is down it waits for the sweep, and the upload
-    still succeeds. Raises SessionRefused (storing nothing, deleting the
-    received file) after the deadline plus grace.
+    The submission is the invitation's newest, so it goes under review
+    (``is_latest``) until it is graded, or refused (then the flag falls back to
+    the latest accepted upload). Older uploads not yet being graded are
+    superseded. Grading is enqueued after the commit; if the broker is down it
+    waits for the sweep, and the upload still succeeds. Raises SessionRefused
+    (storing nothing, deleting the received file) after the deadline plus
+    grace, and past the per-invitation upload limits.
     """
     created_file = None
     try:
@@ -199,10 +306,13 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
             if locked.revoked_at is not None:
                 raise SessionRefused("This link is not valid.", "invalid")
-            check_upload_allowed(locked)
+            now = timezone.now()
+            # why again, under the lock: two uploads racing past the view's check must
+            # not both fit into the last place of the limit.
+            check_upload_allowed(locked, now)
             name, created = _store(incoming)
             created_file = Path(settings.MEDIA_ROOT) / name if created else None
-            now = timezone.now()
+            _supersede_waiting(locked)
             Submission.objects.filter(invitation=locked, is_latest=True).update(is_latest=False)
             submission = Submission.objects.create(
                 invitation=locked, archive=name, sha256=incoming.sha256, size=incoming.size,

@@ -15,6 +15,7 @@ from django.urls import reverse
 from grading.spec import BUNDLE_PATHS
 from takehome.models import Invitation, PacketFile
 
+from .actions import grace_words, upload_limits_words
 from .uploads import human_size
 
 GATE_DIR = Path(__file__).resolve().parent / "gate"
@@ -52,7 +53,8 @@ def readme_text(invitation: Invitation, token: str) -> str:
         "name": invitation.candidate.name,
         "started": invitation.started_at.astimezone(timezone.utc).strftime(fmt),
         "deadline": invitation.deadline.astimezone(timezone.utc).strftime(fmt),
-        "grace_minutes": str(settings.UPLOAD_GRACE_S // 60),
+        "grace": grace_words(),
+        "upload_limits": upload_limits_words(),
         "link": settings.SITE_URL + reverse("sessions_app:landing", args=[token]),
         "max_size": human_size(settings.UPLOAD_MAX_BYTES),
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 
 from takehome.models import ImmutableRowError, Invitation
@@ -54,16 +54,48 @@ class GateReceipt(models.Model):
 
 class SubmissionQuerySet(models.QuerySet):
     def latest_per_invitation(self):
+        """The upload under review of each invitation: its latest accepted one (see Submission.is_latest)."""
         return self.filter(is_latest=True)
+
+    def settle_latest(self, invitation_id: int) -> Submission | None:
+        """Put ``is_latest`` on the invitation's latest accepted upload; returns that upload.
+
+        Accepted means not refused: neither rejected nor error. Received, queued
+        and grading uploads count, since nothing is known against them yet, and
+        so does a superseded one (the caller grades it again). When every upload
+        was refused, the newest of all carries the flag, so a candidate never
+        vanishes from the queue. Call it inside a transaction that holds the
+        invitation's row lock, as every change of status that can move the flag does.
+        """
+        rows = list(
+            self.filter(invitation_id=invitation_id).order_by("-uploaded_at", "-pk").only("pk", "status", "is_latest")
+        )
+        if not rows:
+            return None
+        chosen = next((s for s in rows if s.status not in Submission.REFUSED), rows[0])
+        self.filter(invitation_id=invitation_id, is_latest=True).exclude(pk=chosen.pk).update(is_latest=False)
+        if not chosen.is_latest:
+            self.filter(pk=chosen.pk).update(is_latest=True)
+            chosen.is_latest = True
+        return chosen
 
 
 class Submission(models.Model):
-    """One uploaded zip. Every upload is kept; the latest one is reviewed.
+    """One uploaded zip. Every upload is kept; the latest accepted one is reviewed.
 
     received -> queued -> grading -> graded      (evidence saved, whatever the code did)
                                   -> rejected    (the archive was refused, with the reason)
                                   -> error       (our side failed for good; traceback kept)
     grading -> queued                            (retry after an infrastructure error or a lost worker)
+    received/queued -> superseded                (a newer upload arrived before grading started: not graded)
+    superseded -> received                       (the newer upload was rejected or failed: this one is
+                                                  the latest accepted work again, and is graded after all)
+
+    ``is_latest`` marks the upload under review: the invitation's newest upload
+    that is not rejected or error (the newest of all when every one was), kept
+    on exactly one row per invitation, in the same transaction as the upload or
+    the status change that moves it. A superseded upload never keeps the flag:
+    when it falls back to one, that one goes back to grading.
     """
 
     class Status(models.TextChoices):
@@ -73,8 +105,11 @@ class Submission(models.Model):
         GRADED = "graded"
         REJECTED = "rejected"
         ERROR = "error"
+        SUPERSEDED = "superseded"
 
-    FINISHED = (Status.GRADED, Status.REJECTED, Status.ERROR)
+    FINISHED = (Status.GRADED, Status.REJECTED, Status.ERROR, Status.SUPERSEDED)
+    # Known not to be accepted work: never under review while an accepted upload exists.
+    REFUSED = (Status.REJECTED, Status.ERROR)
 
     invitation = models.ForeignKey(Invitation, on_delete=models.CASCADE, related_name="submissions")
     archive = models.FileField(upload_to="uploads/", max_length=300)
@@ -131,10 +166,47 @@ class Submission(models.Model):
     def mark_graded(self) -> None:
         self._move(self.Status.GRADED, (self.Status.GRADING,), reject_reason="", error="")
 
-    def mark_rejected(self, reason: str) -> None:
-        self._move(self.Status.REJECTED, (self.Status.GRADING,), reject_reason=reason, error="")
+    def mark_rejected(self, reason: str) -> Submission | None:
+        """Refused on unpacking. Returns an older upload sent back to grading, if the flag fell to one."""
+        with transaction.atomic():
+            self._lock_invitation()
+            self._move(self.Status.REJECTED, (self.Status.GRADING,), reject_reason=reason, error="")
+            return self._hand_over_latest()
 
-    def mark_error(self, error: str) -> None:
-        self._move(
-            self.Status.ERROR, (self.Status.RECEIVED, self.Status.QUEUED, self.Status.GRADING), error=error
-        )
+    def mark_error(self, error: str) -> Submission | None:
+        """Our side failed for good. Returns an older upload sent back to grading, if the flag fell to one."""
+        with transaction.atomic():
+            self._lock_invitation()
+            self._move(
+                self.Status.ERROR, (self.Status.RECEIVED, self.Status.QUEUED, self.Status.GRADING), error=error
+            )
+            return self._hand_over_latest()
+
+    def mark_superseded(self) -> None:
+        """A newer upload arrived before this one's grading started: it is not graded."""
+        self._move(self.Status.SUPERSEDED, (self.Status.RECEIVED, self.Status.QUEUED))
+
+    def mark_reinstated(self) -> None:
+        """Superseded, but the uploads that replaced it were refused: grade it after all.
+
+        The caller sends it for grading after the commit; if that send is lost,
+        the sweep finds it as a received upload.
+        """
+        self._move(self.Status.RECEIVED, (self.Status.SUPERSEDED,))
+
+    def _lock_invitation(self) -> None:
+        # why: the flag must move under the same lock an upload takes, or a refusal
+        # and an upload at the same moment could leave two rows (or none) under review.
+        Invitation.objects.select_for_update().filter(pk=self.invitation_id).only("pk").first()
+
+    def _hand_over_latest(self) -> Submission | None:
+        """After a refusal: move the flag to the latest accepted upload; grade it if it was superseded."""
+        chosen = Submission.objects.settle_latest(self.invitation_id)
+        self.is_latest = chosen is not None and chosen.pk == self.pk
+        if chosen is None or chosen.status != self.Status.SUPERSEDED:
+            return None
+        # why: accepted work must never sit ungraded under review; grading it is
+        # the rule that keeps the candidate's last good upload reachable.
+        reinstated = Submission.objects.get(pk=chosen.pk)
+        reinstated.mark_reinstated()
+        return reinstated

@@ -8,6 +8,7 @@ authenticate by the token in the URL and answer JSON.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import wraps
 
 from django.conf import settings
@@ -110,12 +111,27 @@ def seconds_left(invitation: Invitation) -> int | None:
 
 def phase(invitation: Invitation) -> str:
     """not_started, running, grace (deadline passed, uploads still open) or closed."""
-    if invitation.started_at is None:
-        return "not_started"
-    now = timezone.now()
-    if now <= invitation.deadline:
-        return "running"
-    return "grace" if now <= actions.upload_closes_at(invitation) else "closed"
+    return actions.session_phase(invitation)
+
+
+@dataclass(frozen=True)
+class ReviewedUpload:
+    """Which upload reviewers will see, as the candidate's page says it."""
+
+    upload: Submission | None  # the one under review (is_latest)
+    refused_since: tuple[Submission, ...] = ()  # newer uploads refused, which did not replace it
+    none_accepted: bool = False  # every upload so far was refused: reviewers see only that
+
+
+def reviewed_upload(submissions: list[Submission]) -> ReviewedUpload:
+    """From the invitation's uploads, newest first: the one under review and what did not replace it."""
+    upload = next((s for s in submissions if s.is_latest), None)
+    if upload is None:
+        return ReviewedUpload(None)
+    if upload.status in Submission.REFUSED:
+        return ReviewedUpload(upload, none_accepted=True)
+    newer = [s for s in submissions if (s.uploaded_at, s.pk) > (upload.uploaded_at, upload.pk)]
+    return ReviewedUpload(upload, tuple(s for s in newer if s.status in Submission.REFUSED))
 
 
 def session_context(invitation: Invitation, token: str, form: UploadForm | None = None) -> dict:
@@ -127,11 +143,13 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
         "phase": phase(invitation),
         "seconds_left": seconds_left(invitation),
         "upload_closes_at": actions.upload_closes_at(invitation),
-        "grace_minutes": settings.UPLOAD_GRACE_S // 60,
+        "grace": actions.grace_words(),
+        "upload_limits": actions.upload_limits_words(),
         "max_bytes": settings.UPLOAD_MAX_BYTES,
         "max_size": human_size(settings.UPLOAD_MAX_BYTES),
         "form": form or UploadForm(),
         "submissions": submissions,
+        "reviewed": reviewed_upload(submissions),
         "grading_pending": any(not s.is_finished for s in submissions),
         "receipts": list(invitation.receipts.exclude(step=GateReceipt.Step.UPLOAD).order_by("received_at", "pk")),
     }
@@ -213,15 +231,21 @@ def gate_step(request: HttpRequest, invitation: Invitation, token: str, step: st
     try:
         receipt = actions.do_record_gate_step(invitation, step, form.report())
     except actions.SessionRefused as exc:
-        return JsonResponse({"accepted": False, "message": exc.message}, status=409)
-    body = {
+        if exc.receipt is None:
+            return JsonResponse({"accepted": False, "message": exc.message}, status=409)
+        # Kept as a refused receipt, and answered as a late upload is.
+        return JsonResponse(_receipt_body(exc.receipt), status=refusal_status(exc.code))
+    return JsonResponse(_receipt_body(receipt), status=201 if receipt.accepted else 409)
+
+
+def _receipt_body(receipt: GateReceipt) -> dict:
+    return {
         "accepted": receipt.accepted,
         "receipt": receipt.pk,
         "step": receipt.step,
         "received_at": receipt.received_at.isoformat(),
         "message": receipt.refusal or f"{receipt.step} witnessed.",
     }
-    return JsonResponse(body, status=201 if receipt.accepted else 409)
 
 
 @require_GET
@@ -245,22 +269,44 @@ def status(request: HttpRequest, invitation: Invitation, token: str) -> JsonResp
         ],
         "submissions": [
             {"id": s.pk, "sha256": s.sha256, "size": s.size, "uploaded_at": iso(s.uploaded_at),
-             "status": s.status, "is_latest": s.is_latest, "via": s.via}
+             "status": s.status, "reviewed": s.is_latest, "is_latest": s.is_latest, "via": s.via,
+             "refusal": s.reject_reason if s.status == Submission.Status.REJECTED else ""}
             for s in invitation.submissions.order_by("-uploaded_at", "-pk")
         ],
     })
 
 
-def _upload_refused(request, invitation, token, code: str, message: str, status: int) -> HttpResponse:
-    """A refused upload: JSON for the gate; for a browser, the form again (200, so htmx swaps it)."""
+def refusal_status(code: str) -> int:
+    """The HTTP status of an upload (or late gate step) the rules refuse: 429 for the upload limits."""
+    return 429 if code in ("too_soon", "too_many_uploads") else 403
+
+
+def _upload_refused(request, invitation, token, code: str, message: str, status: int,
+                    retry_after: int | None = None) -> HttpResponse:
+    """A refused upload: JSON for the gate; for a browser, the form again with the reason.
+
+    A browser gets 200 (htmx 2 swaps only 2xx by default), except for the
+    upload limits: those answer 429 whoever asks, with Retry-After when waiting
+    helps, and the page's script lets htmx swap that one in.
+    """
     if wants_json(request):
-        return JsonResponse({"code": code, "message": message}, status=status)
-    form = UploadForm(data={}, refusal=(code, message))
-    form.is_valid()
-    template = "sessions_app/session_detail.html"
-    if request.htmx:
-        template += "#upload-form"
-    return render(request, template, session_context(invitation, token, form))
+        response = JsonResponse({"code": code, "message": message}, status=status)
+    else:
+        form = UploadForm(data={}, refusal=(code, message))
+        form.is_valid()
+        template = "sessions_app/session_detail.html"
+        if request.htmx:
+            template += "#upload-form"
+        response = render(request, template, session_context(invitation, token, form),
+                          status=429 if status == 429 else 200)
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
+    return response
+
+
+def _rules_refused(request, invitation, token, exc: actions.SessionRefused) -> HttpResponse:
+    return _upload_refused(request, invitation, token, exc.code, exc.message, refusal_status(exc.code),
+                           exc.retry_after)
 
 
 @csrf_exempt  # why: the gate posts here by token; browsers are checked in _receive_browser
@@ -271,7 +317,7 @@ def upload(request: HttpRequest, invitation: Invitation, token: str) -> HttpResp
     try:
         actions.check_upload_allowed(invitation)
     except actions.SessionRefused as exc:
-        return _upload_refused(request, invitation, token, exc.code, exc.message, 403)
+        return _rules_refused(request, invitation, token, exc)
     handler = HashingUploadHandler(request, max_bytes=settings.UPLOAD_MAX_BYTES, media_root=settings.MEDIA_ROOT)
     form_messages = UploadForm(max_bytes=settings.UPLOAD_MAX_BYTES).messages
     try:
@@ -302,7 +348,7 @@ def _receive(request, invitation: Invitation, token: str, handler: HashingUpload
     try:
         result = actions.do_accept_upload(invitation, form.cleaned_data["archive"], via=via)
     except actions.SessionRefused as exc:
-        return _upload_refused(request, invitation, token, exc.code, exc.message, 403)
+        return _rules_refused(request, invitation, token, exc)
     submission = result.submission
     message = (f"Upload received and stored (sha256 {submission.sha256[:12]}…, {human_size(submission.size)}). "
                "It will be graded shortly.")
@@ -339,5 +385,6 @@ def submission_detail(request: HttpRequest, invitation: Invitation, token: str, 
     template = "sessions_app/submission_detail.html"
     if request.htmx:
         template += "#submission-status"
+    reviewed = None if submission.is_latest else invitation.submissions.filter(is_latest=True).first()
     return render(request, template, {"invitation": invitation, "token": token, "submission": submission,
-                                      "receipt": receipt})
+                                      "receipt": receipt, "reviewed": reviewed})

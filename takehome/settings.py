@@ -127,6 +127,11 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # two runs on one machine never share it (workers are given its path).
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # why IMMEDIATE: select_for_update is a no-op on SQLite, and a transaction that
+    # reads before it writes (an upload checking the limits, a refusal moving the
+    # review flag) fails at once with "database is locked" when another one writes
+    # first. Taking the write lock at BEGIN makes them wait their turn instead.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -239,8 +244,12 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 TOKEN_LOOKUPS_PER_MINUTE = env.int("TAKEHOME_TOKEN_LOOKUPS_PER_MINUTE", default=240)
 # Largest upload accepted, in bytes, checked from Content-Length and again while streaming.
 UPLOAD_MAX_BYTES = env.int("TAKEHOME_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024)
-# Uploads are still accepted this many seconds after the deadline (a slow network, a last save).
+# Uploads (and gate steps) are still accepted this many seconds after the deadline (a slow network, a last save).
 UPLOAD_GRACE_S = env.int("TAKEHOME_UPLOAD_GRACE_S", default=300)
+# Per invitation: at most one upload every so many seconds, and so many in all;
+# past either, 429 with a message the candidate can act on. 0 turns a limit off.
+UPLOAD_INTERVAL_S = env.int("TAKEHOME_UPLOAD_INTERVAL_S", default=10)
+UPLOAD_MAX_COUNT = env.int("TAKEHOME_UPLOAD_MAX_COUNT", default=30)
 # Form fields other than files (and a gate receipt's JSON body) may hold this much.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = 5

@@ -42,6 +42,22 @@ def make_submission(packet, name="Ada Lovelace", evidence=None, status=Submissio
     return submission
 
 
+def upload_again(submission, status=Submission.Status.GRADED, evidence=None, uploaded_at=None, reason=""):
+    """A newer upload by the same candidate, flagged as the upload action and the worker would leave it."""
+    invitation_id = submission.invitation_id
+    n = Submission.objects.count()
+    Submission.objects.filter(invitation_id=invitation_id).update(is_latest=False)
+    newer = Submission.objects.create(
+        invitation_id=invitation_id, archive=f"uploads/again-{n}.zip", sha256=f"{n:064x}", size=100,
+        status=status, uploaded_at=uploaded_at or timezone.now(), reject_reason=reason,
+    )
+    if status in (Submission.Status.GRADED, Submission.Status.REJECTED):
+        Evidence.objects.create(submission=newer, data=evidence or ideal_evidence(), grader_version="1")
+    Submission.objects.settle_latest(invitation_id)  # a refused upload hands the review back
+    newer.refresh_from_db()
+    return newer
+
+
 def score(submission, reviewer, marks: dict[str, bool], submit=True, notes: dict[str, str] | None = None):
     """Record a reviewer's marks in the page's order (the diff cell last), then submit."""
     notes = notes or {}

@@ -141,3 +141,45 @@ def test_unknown_packet_is_404(client, reviewer):
     client.force_login(reviewer)
     assert client.get("/review/debrief/nope/").status_code == 404
     assert client.get("/review/debrief/nope.csv").status_code == 404
+
+
+def test_reviews_of_an_older_upload_stay_marked_a_newer_upload_exists(client, reviewer, ann, sample_packet):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from grading.tests.reviewing import upload_again
+
+    first = make_submission(sample_packet, "Ada", uploaded_at=timezone.now() - timedelta(hours=1))
+    score(first, ann, marks(True), notes={"red_log": "ann on the first upload"})
+    score(first, reviewer, marks(False))
+    newer = upload_again(first)
+    client.force_login(reviewer)
+    html = client.get(f"/review/debrief/{sample_packet.slug}/").content.decode()
+    old_row = html.split(f'data-submission="{first.pk}"')[1].split("</tr>")[0]
+    new_row = html.split(f'data-submission="{newer.pk}"')[1].split("</tr>")[0]
+    assert html.index(f'data-submission="{newer.pk}"') < html.index(f'data-submission="{first.pk}"')
+    assert "a newer upload exists" in old_row and f'href="/review/{newer.pk}/"' in old_row
+    assert "ann on the first upload" in old_row and 'class="debrief-cell disagree"' in old_row
+    assert "Not reviewed yet." in new_row and "a newer upload exists" not in new_row
+    # The two reviewers' figures still count the upload they both scored.
+    assert "over 1" in agreement(html, "red_log") and ">0%<" in agreement(html, "red_log")
+
+    rows = list(csv.DictReader(io.StringIO(
+        b"".join(client.get(f"/review/debrief/{sample_packet.slug}.csv").streaming_content).decode())))
+    assert {(r["submission"], r["reviewer"], r["under_review"]) for r in rows} == {
+        (str(first.pk), "ann", "no"), (str(first.pk), "rob", "no")}
+
+
+def test_an_unreviewed_older_upload_adds_no_row(client, reviewer, sample_packet):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from grading.tests.reviewing import upload_again
+
+    first = make_submission(sample_packet, "Ada", uploaded_at=timezone.now() - timedelta(hours=1))
+    newer = upload_again(first)
+    client.force_login(reviewer)
+    html = client.get(f"/review/debrief/{sample_packet.slug}/").content.decode()
+    assert f'data-submission="{newer.pk}"' in html and f'data-submission="{first.pk}"' not in html

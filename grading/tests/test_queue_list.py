@@ -93,3 +93,75 @@ def test_packet_page_toggles_hidden_names(client, recruiter, sample_packet):
 def test_only_recruiters_toggle_names(client, reviewer, sample_packet):
     client.force_login(reviewer)
     assert client.post(f"/packets/{sample_packet.slug}/candidate-names", {"hide": "on"}).status_code == 403
+
+
+def row_of(response, submission) -> str:
+    return response.content.decode().split(f'data-submission="{submission.pk}"')[1].split("</tr>")[0]
+
+
+def test_a_refused_upload_never_hides_the_graded_one_at_any_moment(rob, invitation, media_root, tmp_path, settings):
+    """Real multipart uploads; the worker's steps taken by hand, so each moment can be looked at."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+
+    from grading.tests.zips import make_zip
+    from sessions_app.actions import do_start_session
+    from sessions_app.tests.helpers import honest_zip
+
+    settings.UPLOAD_INTERVAL_S = 0
+    do_start_session(invitation)
+    candidate = Client()
+
+    def upload(data: bytes) -> Submission:
+        r = candidate.post(f"/t/{invitation.raw_token}/upload", {"archive": SimpleUploadedFile("w.zip", data)},
+                           headers={"X-Takehome-Client": "gate"})
+        assert r.status_code == 201, r.content
+        return Submission.objects.get(pk=r.json()["submission"])
+
+    good = upload(honest_zip())
+    assert shown(rob.get("/review/?show=all")) == [good.pk]  # 1. uploaded: under review, grading to come
+    good.mark_grading()
+    good.mark_graded()
+    assert shown(rob.get("/review/?show=all")) == [good.pk]  # 2. graded
+
+    symlink = make_zip(tmp_path / "bad.zip", {"refund-sum/invoices.py": b"x = 1\n"},
+                       symlinks={"refund-sum/link": "/etc/passwd"}).read_bytes()
+    bad = upload(symlink)
+    # 3. Not unpacked yet, so not known to be refused: the newer upload is the one under review.
+    assert shown(rob.get("/review/?show=all")) == [bad.pk]
+    bad.mark_grading()
+    bad.mark_rejected("The archive holds a symbolic link (refund-sum/link).")
+    # 4. Refused: the graded upload is under review again, graded once and not again.
+    response = rob.get("/review/?show=all")
+    assert shown(response) == [good.pk] and "Graded" in row_of(response, good)
+    assert Submission.objects.get(pk=good.pk).attempts == 1
+
+
+def test_after_a_review_the_queue_offers_the_newer_upload(rob, reviewer, sample_packet):
+    from grading.tests.reviewing import upload_again
+
+    first = make_submission(sample_packet, "Ada", uploaded_at=timezone.now() - timedelta(hours=1))
+    score(first, reviewer, ALL_PASS)
+    assert shown(rob.get("/review/")) == []
+    newer = upload_again(first)
+    response = rob.get("/review/")
+    assert shown(response) == [newer.pk]
+    row = row_of(response, newer)
+    assert "not started" in row and "you reviewed an earlier upload" in row and "and 1 of an earlier upload" in row
+
+
+def test_the_queue_shows_whether_each_candidates_deadline_has_passed(rob, sample_packet, settings):
+    from takehome.models import Invitation
+
+    settings.UPLOAD_GRACE_S = 300
+    now = timezone.now()
+    running, grace, closed = (make_submission(sample_packet, name) for name in ("Ada", "Grace", "Alan"))
+    for submission, deadline in ((running, now + timedelta(minutes=30)), (grace, now - timedelta(minutes=2)),
+                                 (closed, now - timedelta(hours=1))):
+        Invitation.objects.filter(pk=submission.invitation_id).update(started_at=now - timedelta(hours=2),
+                                                                      deadline=deadline)
+    response = rob.get("/review/")
+    assert 'data-phase="running"' in row_of(response, running) and "may upload again until" in row_of(response, running)
+    assert 'data-phase="grace"' in row_of(response, grace) and "may still upload until" in row_of(response, grace)
+    assert 'data-phase="closed"' in row_of(response, closed) and "passed · final" in row_of(response, closed)
+    assert "<th>Candidate's deadline</th>" in response.content.decode()

@@ -313,6 +313,71 @@ def test_a_refused_archive_says_why(rob, sample_packet):
     assert "No <code>artifacts/red.log</code>" in html
 
 
+# --- the candidate's other uploads, above the evidence ------------------------------------------
+
+
+def test_refused_uploads_are_listed_with_their_reason_above_the_four_sections(rob, sample_packet):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from grading.core import empty_evidence
+    from grading.tests.reviewing import upload_again
+
+    good = make_submission(sample_packet, uploaded_at=timezone.now() - timedelta(minutes=10))
+    reason = "The archive holds a symbolic link (refund-sum/<link>); replace it with a copy of the file."
+    bad = upload_again(good, status=Submission.Status.REJECTED, evidence=empty_evidence(reason), reason=reason)
+    assert Submission.objects.get(pk=good.pk).is_latest and not bad.is_latest
+
+    html = rob.get(f"/review/{good.pk}/").content.decode()
+    history = html.split('id="upload-history"')[1].split("</section>")[0]
+    assert html.index('id="upload-history"') < html.index('data-section="red-log"')
+    refused = history.split(f'data-upload="{bad.pk}"')[1].split("</tr>")[0]
+    assert "refused: The archive holds a symbolic link (refund-sum/&lt;link&gt;)" in refused
+    assert f'href="/review/{bad.pk}/"' in refused
+    current = history.split(f'data-upload="{good.pk}"')[1].split("</tr>")[0]
+    assert "(this page)" in current and "under review" in current
+    assert 'id="not-under-review"' not in html and "The archive was refused" not in html
+
+
+def test_an_older_upload_says_a_newer_one_exists_and_keeps_its_reviews(rob, reviewer, sample_packet):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from grading.tests.reviewing import upload_again
+
+    first = make_submission(sample_packet, uploaded_at=timezone.now() - timedelta(minutes=10))
+    score(first, reviewer, ALL_PASS)
+    newer = upload_again(first)
+    html = rob.get(f"/review/{first.pk}/").content.decode()
+    banner = html.split('id="not-under-review"')[1].split("</section>")[0]
+    assert "A newer upload exists." in banner and f'href="/review/{newer.pk}/"' in banner
+    assert html.index('id="not-under-review"') < html.index('data-section="red-log"')
+    assert "Your review is submitted" in html  # the review stays with the upload it scored
+    history = html.split('id="upload-history"')[1].split("</section>")[0]
+    assert history.split(f'data-upload="{first.pk}"')[1].split("</tr>")[0].rstrip().endswith("<td>1</td>")
+    # The newer upload's page carries no banner; its history shows the older one's review.
+    assert 'id="not-under-review"' not in rob.get(f"/review/{newer.pk}/").content.decode()
+
+
+def test_a_superseded_upload_says_it_was_not_graded(rob, sample_packet):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from grading.tests.reviewing import upload_again
+
+    old = make_submission(sample_packet, status=Submission.Status.QUEUED,
+                          uploaded_at=timezone.now() - timedelta(minutes=1))
+    old.mark_superseded()
+    upload_again(old, status=Submission.Status.QUEUED)
+    html = rob.get(f"/review/{old.pk}/").content.decode()
+    assert "Not graded: a newer upload arrived before grading started" in html
+    assert "reloads itself" not in html and 'hx-trigger="every 2s"' not in html
+    assert "replaced by a newer upload before grading; not graded" in html
+
+
 def test_missing_submission_is_404(rob, db):
     assert rob.get("/review/999999/").status_code == 404
 

@@ -108,15 +108,24 @@ def request(method, path, body=None, headers=None):
     req.add_header("X-Takehome-Client", "gate")
     for name, value in (headers or {}).items():
         req.add_header(name, value)
+    retry_after = None
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as response:
             status, raw = response.status, response.read()
     except urllib.error.HTTPError as exc:
         status, raw = exc.code, exc.read()
+        retry_after = exc.headers.get("Retry-After") if exc.headers else None
     try:
-        return status, json.loads(raw.decode("utf-8"))
+        reply = json.loads(raw.decode("utf-8"))
+        if isinstance(reply, dict):
+            return status, reply
     except ValueError:
-        return status, {"message": "The server answered HTTP %s without a readable reply." % status}
+        pass
+    if status == 429:
+        wait = "%s seconds" % retry_after if retry_after and retry_after.isdigit() else "a minute"
+        return status, {"message": "The server is taking too many requests (HTTP 429). Wait %s, then try "
+                                   "again." % wait}
+    return status, {"message": "The server answered HTTP %s without a readable reply." % status}
 
 
 def record(entry):
@@ -273,10 +282,12 @@ def cmd_status(offline):
         print("  %-6s %s  receipt %s  %s" % (r.get("step"), when(r.get("received_at")), r.get("id"), state))
     uploads = reply.get("submissions", [])
     if uploads:
-        print("Uploads (the latest is the one reviewed):")
+        print("Uploads (reviewers see the one marked 'reviewed': your latest accepted upload):")
     for s in uploads:
         print("  %s  sha256 %s  %s%s" % (when(s.get("uploaded_at")), s.get("sha256", "")[:12], s.get("status"),
-                                        "  (latest)" if s.get("is_latest") else ""))
+                                        "  (reviewed)" if s.get("reviewed") else ""))
+        if s.get("refusal"):
+            print("      not accepted: " + s["refusal"])
 
 
 COMMANDS = {"red": cmd_red, "model": cmd_model, "green": cmd_green, "submit": cmd_submit, "status": cmd_status}

@@ -221,3 +221,80 @@ def test_an_upload_while_the_broker_is_down_is_graded_once_it_is_back(ready, cli
             "server receipts: the server witnessed no gate step (no red, model or green receipt)",))
     finally:
         worker.stop()
+
+
+def symlink_zip(tmp_path: Path) -> bytes:
+    """Honest work, plus a symbolic link: the worker refuses it when unpacking."""
+    from grading.tests.zips import make_zip
+
+    with zipfile.ZipFile(io.BytesIO(honest_zip())) as zf:
+        files = {info.filename: zf.read(info) for info in zf.infolist()}
+    return make_zip(tmp_path / "with-link.zip", files, symlinks={"refund-sum/link": "/etc/passwd"}).read_bytes()
+
+
+def post_zip(client, invitation, data: bytes, name: str = "w.zip") -> int:
+    r = client.post(url("upload", invitation), {"archive": SimpleUploadedFile(name, data)},
+                    headers={"X-Takehome-Client": "gate"})
+    assert r.status_code == 201, r.content
+    return r.json()["submission"]
+
+
+def queue_ids(reviewer_client) -> list[int]:
+    import re
+
+    html = reviewer_client.get("/review/?show=all").content.decode()
+    return [int(x) for x in re.findall(r'data-submission="(\d+)"', html)]
+
+
+def test_a_refused_upload_after_a_graded_one_leaves_the_graded_one_under_review(
+        ready, client, reviewer, sample_packet, celery_worker_proc, tmp_path, settings):
+    from django.test import Client
+
+    settings.UPLOAD_INTERVAL_S = 0
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    do_start_session(invitation)
+    desk = Client()
+    desk.force_login(reviewer)
+
+    good = wait_graded(post_zip(client, invitation, honest_zip()), celery_worker_proc)
+    assert good.status == "graded" and queue_ids(desk) == [good.pk]
+    bad = wait_graded(post_zip(client, invitation, symlink_zip(tmp_path)), celery_worker_proc)
+    assert bad.status == "rejected" and "symbolic link" in bad.reject_reason
+
+    assert queue_ids(desk) == [good.pk]
+    page = desk.get(f"/review/{good.pk}/").content.decode()
+    history = page.split('id="upload-history"')[1].split("</section>")[0]
+    assert page.index('id="upload-history"') < page.index('data-section="red-log"')
+    assert "refused: The archive holds a symbolic link (refund-sum/link)" in history
+    assert "The archive was refused" not in page and 'data-section="diff"' in page
+    good.refresh_from_db()
+    assert good.attempts == 1 and good.is_latest  # graded once, under review again
+    landing = client.get(url("landing", invitation)).content.decode()
+    assert f"Reviewers will see your upload received at {good.uploaded_at:%H:%M:%S}" in landing
+    assert "was not accepted, so it does not replace it" in landing
+
+
+def test_superseded_uploads_are_not_graded_unless_the_newer_one_is_refused(
+        ready, client, worker_env, sample_packet, tmp_path, settings):
+    settings.UPLOAD_INTERVAL_S = 0
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    do_start_session(invitation)
+    # Three uploads in a row before any worker runs: the first two are superseded at once.
+    first = post_zip(client, invitation, honest_zip(), "first.zip")
+    second = post_zip(client, invitation, honest_zip("second/"), "second.zip")
+    refused = post_zip(client, invitation, symlink_zip(tmp_path), "third.zip")
+    assert dict(Submission.objects.values_list("pk", "status")) == {
+        first: "superseded", second: "superseded", refused: "queued"}
+
+    worker = Worker(worker_env, tmp_path / "worker.log")
+    worker.start()
+    try:
+        # The third is refused, so the second is the latest accepted work: the worker grades it after all.
+        assert wait_graded(refused, worker).status == "rejected"
+        assert wait_graded(second, worker).status == "graded"
+    finally:
+        worker.stop()
+    kept = Submission.objects.get(pk=first)
+    assert kept.status == "superseded" and kept.attempts == 0  # never reached the sandbox
+    assert not Evidence.objects.filter(submission_id=first).exists()
+    assert list(Submission.objects.latest_per_invitation().values_list("pk", flat=True)) == [second]

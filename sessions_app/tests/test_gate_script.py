@@ -4,7 +4,7 @@ import pytest
 
 from conftest import require
 from sessions_app.actions import do_start_session
-from sessions_app.models import GateReceipt
+from sessions_app.models import GateReceipt, Submission
 from takehome.tests.factories import InvitationFactory
 
 from .helpers import (apply_fix, do_honest_work, download_tree, receipts_jsonl, run_gate, runner_python,
@@ -129,3 +129,81 @@ def test_status_reads_in_plain_times_and_usage_is_an_error(tree):
     assert "Witnessed by the server:" in r.stdout
     r = run_gate(tree, "rde")
     assert r.returncode == 2 and "python gate.py red" in r.stdout
+
+
+def point_gate_at(tree, server: str) -> None:
+    gate = tree / "gate.py"
+    source = gate.read_text()
+    start = source.index('SERVER = "') + len('SERVER = "')
+    gate.write_text(source[:start] + server + source[source.index('"', start):])
+
+
+def test_submit_too_soon_after_the_last_says_how_long_to_wait(tree, settings):
+    settings.UPLOAD_INTERVAL_S = 60
+    first = run_gate(tree, "submit")
+    assert first.returncode == 0, first.stdout + first.stderr
+    r = run_gate(tree, "submit")
+    assert r.returncode == 1
+    (line,) = r.stderr.strip().splitlines()  # one plain sentence: no traceback, no JSON
+    assert line.startswith("Upload refused: Too soon: this link takes one upload every 60 seconds")
+    assert "Wait " in line and " seconds, then upload again. Your earlier uploads are kept." in line
+    assert Submission.objects.count() == 1
+    status = run_gate(tree, "status").stdout
+    assert "reviewers see the one marked 'reviewed'" in status and status.count("(reviewed)") == 1
+
+
+def test_submit_past_the_total_limit_says_whom_to_write_to(tree, settings):
+    settings.UPLOAD_INTERVAL_S = 0
+    settings.UPLOAD_MAX_COUNT = 1
+    assert run_gate(tree, "submit").returncode == 0
+    r = run_gate(tree, "submit")
+    assert r.returncode == 1
+    assert r.stderr.strip() == ("Upload refused: This link has taken 1 upload, the most it accepts, so this one was "
+                                "not stored. Your uploads are kept, and the latest accepted one is reviewed. If you "
+                                "need to upload again, write to the person who invited you.")
+
+
+def test_a_429_without_a_readable_body_still_reads_as_a_sentence(tree):
+    # A proxy in front of the server may answer 429 in HTML: the gate says what to do, not "HTTP 429".
+    import http.server
+    import threading
+
+    class Busy(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.send_response(429)
+            self.send_header("Retry-After", "30")
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html><body><h1>429 Too Many Requests</h1></body></html>")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        point_gate_at(tree, f"http://127.0.0.1:{server.server_port}")
+        r = run_gate(tree, "submit")
+    finally:
+        server.shutdown()
+    assert r.returncode == 1
+    assert r.stderr.strip() == ("Upload refused: The server is taking too many requests (HTTP 429). "
+                                "Wait 30 seconds, then try again.")
+
+
+def test_a_step_after_the_deadline_is_refused_and_its_receipt_noted(tree, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from takehome.models import Invitation
+
+    Invitation.objects.update(deadline=timezone.now() - timedelta(seconds=settings.UPLOAD_GRACE_S + 60))
+    r = run_gate(tree, "red")
+    assert r.returncode == 1
+    assert "The server refused this step: Time is up: the deadline was " in r.stdout
+    assert "This red step is kept as refused" in r.stdout
+    (entry,) = receipts_jsonl(tree)
+    kept = GateReceipt.objects.get()
+    assert (entry["witnessed"], entry["accepted"], entry["receipt"]) == (True, False, kept.pk)
+    assert kept.accepted is False and kept.refusal.startswith("Time is up")

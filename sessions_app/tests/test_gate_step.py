@@ -1,9 +1,13 @@
 """POST /t/<token>/gate/<step>: the server witnesses red, model and green, in that order."""
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from sessions_app.models import GateReceipt
+from takehome.models import Invitation
 from takehome.tests.factories import InvitationFactory
 
 from .conftest import url
@@ -101,3 +105,41 @@ def test_steps_before_start_are_refused(client, invitation):
     r = post(client, invitation, "red", receipt(RED_LOG))
     assert r.status_code == 409 and "Press Start" in r.json()["message"]
     assert not GateReceipt.objects.exists()
+
+
+@pytest.mark.parametrize("step, log", [("red", RED_LOG), ("model", "my prompt"), ("green", GREEN_LOG)])
+def test_steps_after_the_deadline_and_grace_are_refused_like_a_late_upload_and_kept(client, started, settings,
+                                                                                 step, log):
+    settings.UPLOAD_GRACE_S = 300
+    Invitation.objects.filter(pk=started.pk).update(deadline=timezone.now() - timedelta(seconds=301))
+    r = post(client, started, step, receipt(log))
+    assert r.status_code == 403  # as a late upload is answered
+    body = r.json()
+    assert body["accepted"] is False and body["step"] == step
+    assert body["message"].startswith("Time is up: the deadline was ")
+    assert "the gate closed 5 minutes after it" in body["message"]
+    assert f"This {step} step is kept as refused" in body["message"]
+    kept = GateReceipt.objects.get(pk=body["receipt"])
+    assert (kept.step, kept.accepted) == (step, False) and kept.refusal == body["message"]
+    assert kept.log_text == log and kept.local_time == "2025-01-01T10:00:00+01:00"  # what was sent, for the reviewer
+
+
+def test_steps_within_the_grace_period_are_still_witnessed(client, started, settings):
+    settings.UPLOAD_GRACE_S = 300
+    Invitation.objects.filter(pk=started.pk).update(deadline=timezone.now() - timedelta(seconds=200))
+    r = post(client, started, "red", receipt(RED_LOG))
+    assert r.status_code == 201 and r.json()["accepted"] is True
+
+
+def test_a_late_step_and_a_late_upload_say_it_in_the_same_words(client, started, settings, media_root):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from .helpers import honest_zip
+
+    Invitation.objects.filter(pk=started.pk).update(deadline=timezone.now() - timedelta(hours=1))
+    step = post(client, started, "red", receipt(RED_LOG)).json()["message"]
+    upload = client.post(url("upload", started), {"archive": SimpleUploadedFile("w.zip", honest_zip())},
+                         headers={"X-Takehome-Client": "gate"})
+    assert upload.status_code == 403
+    deadline = upload.json()["message"].split(", and ")[0]
+    assert step.split(", and ")[0] == deadline and deadline.startswith("Time is up: the deadline was ")

@@ -125,3 +125,62 @@ def test_the_clock_knows_when_uploads_close_and_the_uploads_table_scrolls_on_a_p
     assert 'data-closes-at="' in html and "The deadline has passed. Upload your zip now" in html
     listing = html.split('id="upload-list"')[1]
     assert listing.index('class="table-scroll"') < listing.index("<table")
+
+
+def upload_row(invitation, minutes_ago: int, status: str, is_latest: bool = False, reason: str = "") -> Submission:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return Submission.objects.create(
+        invitation=invitation, archive=f"uploads/{minutes_ago}.zip", sha256=f"{minutes_ago:064d}", size=10,
+        original_name=f"{minutes_ago}.zip", uploaded_at=timezone.now() - timedelta(minutes=minutes_ago),
+        status=status, is_latest=is_latest, reject_reason=reason)
+
+
+def listing(client, invitation) -> str:
+    return client.get(url("landing", invitation)).content.decode().split('id="upload-list"')[1]
+
+
+def row(html: str, submission: Submission) -> str:
+    return html.split(f'data-submission="{submission.pk}"')[1].split("</tr>")[0]
+
+
+def test_the_page_says_which_upload_reviewers_see_when_a_later_one_was_refused(client, started):
+    good = upload_row(started, 10, "graded", is_latest=True)
+    bad = upload_row(started, 2, "rejected", reason="The archive holds a symbolic link (link); replace it")
+    html = listing(client, started)
+    note = html.split('id="reviewed-note"')[1].split("</p>")[0]
+    assert f"Reviewers will see your upload received at {good.uploaded_at:%H:%M:%S}" in note
+    assert f"Your later upload of {bad.uploaded_at:%H:%M:%S} was not accepted, so it does not replace it." in note
+    assert "reviewed</span>" in row(html, good) and "reviewed</span>" not in row(html, bad)
+    assert "not accepted" in row(html, bad) and "symbolic link" in row(html, bad)
+
+
+def test_a_pending_upload_is_the_one_reviewed_once_graded(client, started):
+    upload_row(started, 10, "graded")
+    pending = upload_row(started, 1, "queued", is_latest=True)
+    note = listing(client, started).split('id="reviewed-note"')[1].split("</p>")[0]
+    assert f"Reviewers will see your upload received at {pending.uploaded_at:%H:%M:%S}" in note
+    assert "once it is graded" in note and "not accepted" not in note
+
+
+def test_when_nothing_was_accepted_the_page_says_so(client, started):
+    upload_row(started, 5, "rejected", reason="The archive holds a symbolic link")
+    upload_row(started, 1, "rejected", is_latest=True, reason="The archive holds a symbolic link")
+    note = listing(client, started).split('id="reviewed-note"')[1].split("</p>")[0]
+    assert "None of your uploads has been accepted" in note and "upload again" in note
+
+
+def test_a_superseded_upload_says_it_was_not_graded(client, started):
+    old = upload_row(started, 5, "superseded")
+    upload_row(started, 1, "graded", is_latest=True)
+    status = row(listing(client, started), old)
+    assert "a newer upload arrived before this one was graded, so it was not graded" in status
+
+
+def test_the_upload_form_states_the_limits(client, started, settings):
+    settings.UPLOAD_INTERVAL_S, settings.UPLOAD_MAX_COUNT = 10, 30
+    form = client.get(url("landing", started)).content.decode().split('id="upload-form"')[1]
+    assert "at most once every 10 seconds and 30 times in all" in form
+    assert "latest <em>accepted</em> upload is the one reviewed" in form

@@ -31,3 +31,17 @@ def test_status_lists_receipts_uploads_and_time_left(client, started):
 def test_status_with_a_bad_token(client):
     r = client.get("/t/nope/status")
     assert r.status_code == 404 and r.json()["message"] == "This link is not valid."
+
+
+def test_status_marks_the_upload_reviewers_see_and_why_one_was_refused(client, started):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    good = Submission.objects.create(invitation=started, archive="uploads/g.zip", sha256="a" * 64, size=3,
+                                     status="graded", uploaded_at=timezone.now() - timedelta(minutes=5))
+    Submission.objects.create(invitation=started, archive="uploads/b.zip", sha256="b" * 64, size=3, is_latest=False,
+                              status="rejected", reject_reason="The archive holds a symbolic link (x).")
+    newest, oldest = client.get(url("status", started)).json()["submissions"]
+    assert (newest["reviewed"], newest["refusal"]) == (False, "The archive holds a symbolic link (x).")
+    assert (oldest["id"], oldest["reviewed"], oldest["refusal"]) == (good.pk, True, "")

@@ -46,3 +46,22 @@ def test_an_error_is_never_shown_to_the_candidate(client, started, submission):
     Submission.objects.filter(pk=submission.pk).update(status="error", error="Traceback: /srv/secret")
     html = client.get(url("submission-detail", started, pk=submission.pk)).content.decode()
     assert "/srv/secret" not in html and "problem on our side" in html
+
+
+def test_a_refused_upload_says_which_upload_reviewers_see_instead(client, started, submission):
+    Submission.objects.filter(pk=submission.pk).update(status="graded")
+    refused = Submission.objects.create(invitation=started, archive="uploads/b.zip", sha256="b" * 64, size=3,
+                                        is_latest=False, status="rejected", reject_reason="symbolic link")
+    note = client.get(url("submission-detail", started, pk=refused.pk)).content.decode()
+    note = note.split('id="review-note"')[1].split("Check the hash")[0]
+    assert "This upload was not accepted, so it does not replace your upload of" in note
+    assert submission.uploaded_at.strftime("%Y-%m-%d %H:%M:%S") in note
+    html = client.get(url("submission-detail", started, pk=submission.pk)).content.decode()
+    assert "This is your latest accepted upload: it is the one reviewed." in html
+
+
+def test_a_superseded_upload_says_it_was_not_graded(client, started, submission):
+    Submission.objects.filter(pk=submission.pk).update(status="superseded", is_latest=False)
+    html = client.get(url("submission-detail", started, pk=submission.pk)).content.decode()
+    assert "A newer upload arrived before this one was graded, so it was not graded" in html
+    assert "replaced" in html and "hx-trigger" not in html  # finished: no polling

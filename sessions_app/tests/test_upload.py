@@ -57,7 +57,8 @@ def test_an_upload_is_stored_by_hash_with_a_receipt_and_queued_after_commit(
     assert leftovers(media_root) == []
 
 
-def test_the_same_bytes_twice_reuse_the_file_and_the_newest_is_latest(client, started, media_root):
+def test_the_same_bytes_twice_reuse_the_file_and_the_newest_is_latest(client, started, media_root, settings):
+    settings.UPLOAD_INTERVAL_S = 0  # two uploads in a row; the limits are tested below
     data = honest_zip()
     client.post(url("upload", started), {"archive": archive(data)})
     client.post(url("upload", started), {"archive": archive(data, "again.zip")})
@@ -180,3 +181,141 @@ def test_a_hostile_file_name_is_never_shown_back_unescaped(client, started, medi
     for page in (url("landing", started), url("submission-detail", started, pk=submission.pk)):
         html = client.get(page).content.decode()
         assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;.zip" in html
+
+
+# --- a newer upload supersedes the ones still waiting --------------------------------------
+
+
+def test_a_newer_upload_supersedes_older_ones_whose_grading_has_not_started(client, started, media_root, settings):
+    settings.UPLOAD_INTERVAL_S = 0
+    for name in ("one.zip", "two.zip"):
+        client.post(url("upload", started), {"archive": archive(honest_zip(), name)}, headers=GATE)
+    Submission.objects.filter(original_name="two.zip").update(status=Submission.Status.GRADING)
+    client.post(url("upload", started), {"archive": archive(honest_zip(), "three.zip")}, headers=GATE)
+    found = dict(Submission.objects.values_list("original_name", "status"))
+    # "two" was already being graded: it finishes; "one" never started, so it is not graded.
+    assert found == {"one.zip": "superseded", "two.zip": "grading", "three.zip": "received"}
+    assert list(Submission.objects.latest_per_invitation().values_list("original_name", flat=True)) == ["three.zip"]
+
+
+# --- per-invitation upload limits: 429 with a message a person can act on -------------------
+
+
+def upload_as(client, invitation, how: str, data: bytes | None = None):
+    """Post one upload as the browser form (plain or htmx) or as the gate."""
+    headers = {"browser": {}, "htmx": {"HX-Request": "true"}, "gate": GATE}[how]
+    return client.post(url("upload", invitation), {"archive": archive(data or honest_zip())}, headers=headers)
+
+
+def message_of(response) -> str:
+    if response["Content-Type"].startswith("application/json"):
+        return response.json()["message"]
+    return response.content.decode()
+
+
+@pytest.mark.parametrize("how", ["browser", "htmx", "gate"])
+def test_a_second_upload_within_the_interval_is_refused_with_429_and_retry_after(client, started, media_root,
+                                                                                  settings, how):
+    settings.UPLOAD_INTERVAL_S = 10
+    assert upload_as(client, started, "gate").status_code == 201
+    r = upload_as(client, started, how)
+    assert r.status_code == 429
+    assert 1 <= int(r["Retry-After"]) <= 10
+    text = message_of(r)
+    assert "one upload every 10 seconds" in text and f"Wait {r['Retry-After']} second" in text
+    assert "Your earlier uploads are kept" in text
+    assert Submission.objects.count() == 1 and GateReceipt.objects.filter(step="upload").count() == 1
+    assert leftovers(media_root) == []
+    if how == "gate":
+        assert r.json()["code"] == "too_soon"
+    elif how == "htmx":
+        assert "<html" not in text and text.strip().startswith('<section class="card" id="upload-form"')
+        assert 'class="errors" role="alert"' in text
+    else:
+        assert "<html" in text and 'class="errors" role="alert"' in text
+
+    # Once the interval has passed, the next upload is taken.
+    Submission.objects.update(uploaded_at=timezone.now() - timedelta(seconds=11))
+    assert upload_as(client, started, how).status_code in (201, 302, 200)
+    assert Submission.objects.count() == 2
+
+
+@pytest.mark.parametrize("how", ["browser", "htmx", "gate"])
+def test_past_the_total_limit_uploads_are_refused_with_429_and_no_retry_after(client, started, media_root,
+                                                                               settings, how):
+    settings.UPLOAD_INTERVAL_S = 0
+    settings.UPLOAD_MAX_COUNT = 2
+    for _ in range(2):
+        assert upload_as(client, started, "gate").status_code == 201
+    r = upload_as(client, started, how)
+    assert r.status_code == 429 and "Retry-After" not in r
+    text = message_of(r)
+    assert "This link has taken 2 uploads, the most it accepts" in text
+    assert "write to the person who invited you" in text
+    assert Submission.objects.count() == 2 and leftovers(media_root) == []
+
+
+def test_refused_files_do_not_count_against_the_limits(client, started, media_root, settings):
+    settings.UPLOAD_MAX_COUNT = 1
+    assert "This file is not a zip" in upload_as(client, started, "browser", b"not a zip").content.decode()
+    assert upload_as(client, started, "gate").status_code == 201
+
+
+def test_limits_are_checked_again_under_the_lock(started, media_root, settings, tmp_path):
+    # Two uploads that both passed the view's early check: the second must still be refused.
+    from sessions_app import actions
+    from sessions_app.uploads import IncomingArchive
+
+    settings.UPLOAD_INTERVAL_S = 10
+
+    def incoming(name: str) -> IncomingArchive:
+        path = tmp_path / name
+        path.write_bytes(honest_zip())
+        return IncomingArchive(path=path, sha256=sha(honest_zip()), size=path.stat().st_size, original_name=name)
+
+    actions.do_accept_upload(started, incoming("a.zip"))
+    second = incoming("b.zip")
+    with pytest.raises(actions.SessionRefused) as refused:
+        actions.do_accept_upload(started, second)
+    assert refused.value.code == "too_soon" and refused.value.retry_after is not None
+    assert not second.path.exists() and Submission.objects.count() == 1
+
+
+def test_zero_turns_the_limits_off(client, started, media_root, settings):
+    settings.UPLOAD_INTERVAL_S = 0
+    settings.UPLOAD_MAX_COUNT = 0
+    for _ in range(3):
+        assert upload_as(client, started, "gate").status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_uploads_at_the_same_moment_cannot_both_pass_the_interval(started, media_root, settings, tmp_path):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    from sessions_app import actions
+    from sessions_app.uploads import IncomingArchive
+
+    settings.UPLOAD_INTERVAL_S = 10
+    barrier = threading.Barrier(2)
+
+    def upload(name: str) -> str:
+        path = tmp_path / name
+        path.write_bytes(honest_zip(prefix=f"{name}/"))
+        incoming = IncomingArchive(path=path, sha256=sha(path.read_bytes()), size=path.stat().st_size,
+                                   original_name=name)
+        barrier.wait()
+        try:
+            actions.do_accept_upload(started, incoming)
+            return "stored"
+        except actions.SessionRefused as exc:
+            return exc.code
+        finally:
+            connection.close()
+
+    with patch("sessions_app.actions.enqueue_grading", return_value=True), ThreadPoolExecutor(2) as pool:
+        results = sorted(pool.map(upload, ["a", "b"]))
+    assert results == ["stored", "too_soon"]
+    assert Submission.objects.count() == 1 and Submission.objects.get().is_latest

@@ -1,0 +1,145 @@
+"""Which upload is under review, and superseded uploads: the rules, through the real sandbox.
+
+A refused upload (rejected, error) hands the review back to the latest
+accepted one; an upload replaced before its grading starts is superseded and
+never graded, unless the uploads that replaced it are all refused.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from unittest.mock import patch
+
+import pytest
+from django.utils import timezone
+
+from grading import pipeline, tasks
+from grading.models import Evidence
+from sessions_app.models import Submission
+
+from . import corpus
+from .test_pipeline import submit
+from .zips import make_zip
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def use_test_sandbox(settings, runner_dir, scratch_dir):
+    settings.GRADING_RUNNER_DIR = runner_dir
+    settings.GRADING_SCRATCH_DIR = scratch_dir
+    settings.GRADING_RUN_WALL_S = 30
+
+
+def symlink_zip(path: Path) -> Path:
+    """An honest tree plus one symbolic link: refused when unpacked."""
+    return make_zip(path, corpus.honest_files(), symlinks={"notes-link": "/etc/passwd"})
+
+
+def no_sandbox(*args, **kwargs):
+    raise AssertionError("a superseded upload must not reach the sandbox")
+
+
+def test_a_superseded_upload_is_not_graded(invitation, media_root, tmp_path, monkeypatch):
+    older = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()),
+                   status=Submission.Status.QUEUED, is_latest=False)
+    older.mark_superseded()
+    monkeypatch.setattr(pipeline, "grade_archive", no_sandbox)
+    assert pipeline.grade_submission(older.pk) == "superseded"
+    assert tasks.grade_submission.apply(args=(older.pk,)).get() == "superseded"
+    older.refresh_from_db()
+    assert older.status == "superseded" and older.attempts == 0
+    assert not Evidence.objects.exists()
+
+
+def test_an_upload_being_graded_cannot_be_superseded(invitation, media_root, tmp_path):
+    from sessions_app.models import InvalidTransition
+
+    grading = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()),
+                     status=Submission.Status.GRADING)
+    with pytest.raises(InvalidTransition):
+        grading.mark_superseded()
+    # A stale copy of the row (read before a worker claimed it) loses the race too.
+    stale = Submission.objects.get(pk=grading.pk)
+    stale.status = Submission.Status.QUEUED
+    with pytest.raises(InvalidTransition):
+        stale.mark_superseded()
+    assert Submission.objects.get(pk=grading.pk).status == "grading"
+
+
+def test_when_the_newer_upload_is_refused_the_superseded_one_is_graded_after_all(
+        invitation, media_root, tmp_path, django_capture_on_commit_callbacks):
+    good = submit(invitation, corpus.zip_with_times(tmp_path / "good.zip", corpus.honest_files()),
+                  status=Submission.Status.QUEUED, is_latest=False,
+                  uploaded_at=timezone.now() - timedelta(seconds=30))
+    good.mark_superseded()
+    bad = submit(invitation, symlink_zip(tmp_path / "bad.zip"), status=Submission.Status.QUEUED)
+
+    with patch("grading.tasks.enqueue_grading", return_value=True) as enqueue, \
+            django_capture_on_commit_callbacks(execute=True):
+        assert pipeline.grade_submission(bad.pk) == "rejected"
+    enqueue.assert_called_once_with(good.pk)  # sent once the refusal was committed
+    good.refresh_from_db()
+    bad.refresh_from_db()
+    assert (good.status, good.is_latest) == ("received", True)
+    assert (bad.status, bad.is_latest) == ("rejected", False) and "symbolic link" in bad.reject_reason
+
+    assert pipeline.grade_submission(good.pk) == "graded"
+    assert Evidence.objects.get(submission=good).data["archive"]["accepted"] is True
+    assert list(Submission.objects.latest_per_invitation().values_list("pk", flat=True)) == [good.pk]
+
+
+def test_when_the_newer_upload_fails_on_our_side_the_superseded_one_is_graded_after_all(
+        invitation, media_root, tmp_path, django_capture_on_commit_callbacks):
+    path = corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files())
+    good = submit(invitation, path, status=Submission.Status.QUEUED, is_latest=False,
+                  uploaded_at=timezone.now() - timedelta(seconds=30))
+    good.mark_superseded()
+    failing = submit(invitation, path, status=Submission.Status.GRADING)
+    with patch("grading.tasks.enqueue_grading", return_value=True) as enqueue, \
+            django_capture_on_commit_callbacks(execute=True):
+        pipeline.mark_failed(failing.pk, RuntimeError("disk full"))
+    enqueue.assert_called_once_with(good.pk)
+    good.refresh_from_db()
+    assert (good.status, good.is_latest) == ("received", True)
+    assert Submission.objects.get(pk=failing.pk).is_latest is False
+
+
+def test_only_the_newest_superseded_upload_goes_back_and_a_lost_send_is_swept(invitation, media_root, tmp_path):
+    path = corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files())
+    now = timezone.now()
+    first, second = (submit(invitation, path, status=Submission.Status.QUEUED, is_latest=False,
+                            uploaded_at=now - timedelta(seconds=s)) for s in (60, 30))
+    first.mark_superseded()
+    second.mark_superseded()
+    bad = submit(invitation, symlink_zip(tmp_path / "bad.zip"), status=Submission.Status.GRADING)
+    # The caller sends the returned upload after the commit; here that send never happens.
+    assert bad.mark_rejected("The archive holds a symbolic link").pk == second.pk
+    assert Submission.objects.get(pk=first.pk).status == "superseded"
+    reinstated = Submission.objects.get(pk=second.pk)
+    assert (reinstated.status, reinstated.is_latest) == ("received", True)
+    # The sweep sends a received upload once it is older than its threshold: nothing is left ungraded.
+    Submission.objects.filter(pk=second.pk).update(status_changed_at=now - timedelta(hours=1))
+    assert set(pipeline.stale_submissions().values_list("pk", flat=True)) == {second.pk}
+
+
+def test_a_refused_upload_after_a_graded_one_leaves_the_graded_one_under_review(invitation, media_root, tmp_path):
+    good = submit(invitation, corpus.zip_with_times(tmp_path / "good.zip", corpus.honest_files()),
+                  uploaded_at=timezone.now() - timedelta(minutes=5), is_latest=False)
+    assert pipeline.grade_submission(good.pk) == "graded"
+    bad = submit(invitation, symlink_zip(tmp_path / "bad.zip"))
+    # Until it is unpacked, nothing is known against the newer upload: it is the one under review.
+    assert list(Submission.objects.latest_per_invitation()) == [bad]
+    assert pipeline.grade_submission(bad.pk) == "rejected"
+    assert list(Submission.objects.latest_per_invitation()) == [good]
+    assert Submission.objects.get(pk=good.pk).status == "graded"  # graded once, not again
+
+
+def test_when_every_upload_is_refused_the_newest_stays_under_review(invitation, media_root, tmp_path):
+    older = submit(invitation, symlink_zip(tmp_path / "a.zip"), uploaded_at=timezone.now() - timedelta(minutes=1),
+                   is_latest=False)
+    newer = submit(invitation, symlink_zip(tmp_path / "b.zip"))
+    assert pipeline.grade_submission(older.pk) == "rejected"
+    assert pipeline.grade_submission(newer.pk) == "rejected"
+    assert list(Submission.objects.latest_per_invitation()) == [newer]
