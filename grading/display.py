@@ -200,6 +200,11 @@ TEST_RUNS = ("tests_vs_original", "tests_vs_solution")
 FIX_RUNS = ("submitted", "reference_vs_submitted")
 
 
+def is_tampered(evidence: Mapping) -> bool:
+    """Whether any rerun of this evidence (decoy runs included) was tampered with."""
+    return bool(tampered_runs(evidence.get("runs") or {}))
+
+
 def tampered_runs(runs: Mapping) -> list[dict]:
     """Every rerun (decoy runs included) whose outcome is ``tampered``, with the reasons found."""
     found = []

@@ -20,6 +20,8 @@ class Evidence(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     grader_version = models.CharField(max_length=20)
     duration_s = models.FloatField(default=0)
+    # Copied out of ``data`` when it is saved, so the queue can say it without reading the evidence.
+    tampered = models.BooleanField(default=False, help_text="A rerun's verdicts were changed from inside.")
 
     def __str__(self) -> str:
         return f"evidence for {self.submission_id}"

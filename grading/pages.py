@@ -68,10 +68,18 @@ def queue(reviewer, packet_slug: str = "", todo: bool = True) -> QuerySet:
 
 def load_queue_page(ids: list[int]) -> list[Submission]:
     """The submissions behind one page of queue ids, in the queue's order."""
+    # why the evidence joined with its data deferred: the queue shows only its tampered flag.
     found = Submission.objects.select_related(
-        "invitation__candidate", "invitation__packet_version__packet"
-    ).defer("error", "reject_reason", "invitation__candidate__email").in_bulk(ids)
+        "invitation__candidate", "invitation__packet_version__packet", "evidence"
+    ).defer("error", "reject_reason", "invitation__candidate__email", "evidence__data").in_bulk(ids)
     return [found[pk] for pk in ids if pk in found]
+
+
+def _tampered(submission: Submission) -> bool:
+    try:
+        return submission.evidence.tampered
+    except Evidence.DoesNotExist:
+        return False
 
 
 @dataclass
@@ -84,6 +92,7 @@ class QueueRow:
     closes_at: datetime | None  # when uploads close: the deadline plus grace
     earlier_reviews: int = 0  # submitted reviews of this candidate's other uploads
     mine_earlier: bool = False  # the viewer submitted one of those
+    tampered: bool = False  # a rerun's verdicts were changed from inside
 
 
 def queue_rows(submissions: list[Submission], reviewer) -> list[QueueRow]:
@@ -118,6 +127,7 @@ def queue_rows(submissions: list[Submission], reviewer) -> list[QueueRow]:
             s, candidate_label(s.invitation, s.invitation.packet), mine.get(s.pk, ""), submitted[s.pk],
             phase=session_phase(s.invitation, now), closes_at=upload_closes_at(s.invitation),
             earlier_reviews=earlier[s.invitation_id], mine_earlier=s.invitation_id in mine_earlier,
+            tampered=_tampered(s),
         )
         for s in submissions
     ]

@@ -21,6 +21,7 @@ from sessions_app.models import GateReceipt, InvalidTransition, Submission
 
 from .checks.timeline import Receipt
 from .core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
+from .display import is_tampered
 from .models import Evidence
 from .sandbox import Sandbox, SandboxLimits
 
@@ -111,6 +112,7 @@ def record_evidence(submission: Submission, evidence: dict, duration_s: float) -
     Evidence.objects.update_or_create(
         submission=submission,
         defaults={"data": evidence, "grader_version": GRADER_VERSION, "duration_s": round(duration_s, 3),
+                  "tampered": is_tampered(evidence),
                   "created_at": timezone.now()},
     )
     if evidence["archive"]["accepted"]:

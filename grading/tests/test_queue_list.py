@@ -165,3 +165,15 @@ def test_the_queue_shows_whether_each_candidates_deadline_has_passed(rob, sample
     assert 'data-phase="grace"' in row_of(response, grace) and "may still upload until" in row_of(response, grace)
     assert 'data-phase="closed"' in row_of(response, closed) and "passed · final" in row_of(response, closed)
     assert "<th>Candidate's deadline</th>" in response.content.decode()
+
+
+def test_a_tampered_submission_is_marked_in_the_queue(rob, sample_packet):
+    from grading.pipeline import record_evidence
+    from grading.tests.test_review_detail import tampered_evidence
+
+    honest = make_submission(sample_packet, name="Honest Hal")
+    cheat = make_submission(sample_packet, name="Cheat Chen", status=Submission.Status.GRADING)
+    record_evidence(cheat, tampered_evidence(), 1.0)
+    html = rob.get("/review/?show=all").content.decode()
+    rows = {pk: html.split(f'data-submission="{pk}"')[1].split("</tr>")[0] for pk in (honest.pk, cheat.pk)}
+    assert "tampered-tag" in rows[cheat.pk] and "tampered-tag" not in rows[honest.pk]
