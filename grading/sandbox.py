@@ -10,12 +10,18 @@ Layout of one run (host side, all under ``scratch_dir``, mode 0711)::
 
     runs/<uid>-<random>/src   a copy of the tree, bound read-only at /src
 
+    mounts/run-<owner>-<random>/  the run's tmpfs mounts (see grading/cgroups.py)
+
 and ``/run/lock/takehome-sandbox/uid-<N>.lock``, flocked for the whole run.
+Each run is also capped as a whole (memory and processes by a cgroup of its
+own, tmpfs inodes by mounts of its own, or rlimits where neither can be had):
+see :mod:`grading.cgroups`.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
 import selectors
@@ -26,9 +32,13 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Sequence
+
+from .cgroups import Caps, CapsUnavailable, RunBudget, RunCaps, clean_stale, detect
+
+logger = logging.getLogger(__name__)
 
 BWRAP, SETPRIV, PRLIMIT, ENV = "/usr/bin/bwrap", "/usr/bin/setpriv", "/usr/bin/prlimit", "/usr/bin/env"
 JUNIT_IN_SANDBOX = "/tmp/.takehome/junit.xml"
@@ -53,6 +63,12 @@ class SandboxLimits:
     nofile: int = 256
     tmpfs_bytes: int = 256 << 20
     output_bytes: int = 256 << 10
+    # The run as a whole (grading/cgroups.py): all its processes together, and
+    # files per tmpfs. ``nproc`` above is the run's process cap.
+    memory_bytes: int = 1 << 30
+    tmpfs_inodes: int = 16384
+    # Without a cgroup: processes per run, each with memory_bytes // this of address space.
+    fallback_processes: int = 8
 
 
 @dataclass(frozen=True)
@@ -299,6 +315,8 @@ class Sandbox:
     uid_base: int = 62000
     slots: int = 8
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    caps: str = "auto"  # auto | cgroup2 | cgroup1 | rlimit (see grading/cgroups.py)
+    tmpfs: str = "auto"  # auto | mount | bwrap
 
     def __post_init__(self) -> None:
         # why: uid 0 or a system uid would hand candidate code real privileges.
@@ -325,6 +343,26 @@ class Sandbox:
                 raise SandboxUnavailable(f"the sandbox uid cannot reach {path}: {', '.join(map(str, blocked))} "
                                          "must be traversable by others (chmod o+x)")
         return runner, scratch
+
+    def caps_in_force(self) -> Caps:
+        """The run-wide caps this machine enforces (detected once per process)."""
+        try:
+            return detect(self.caps, self.tmpfs, Path(self.scratch_dir).resolve() / "mounts")
+        except CapsUnavailable as exc:
+            raise SandboxUnavailable(f"sandbox caps {self.caps}/{self.tmpfs}: {exc}") from None
+
+    def budget(self) -> RunBudget:
+        lim = self.limits
+        return RunBudget(memory_bytes=lim.memory_bytes, processes=lim.nproc, tmpfs_inodes=lim.tmpfs_inodes,
+                         fallback_processes=lim.fallback_processes, address_space_bytes=lim.address_space_bytes)
+
+    def describe_caps(self) -> str:
+        """Which caps are in force, in one sentence (the worker's log, the packets page)."""
+        return self.caps_in_force().describe(self.budget())
+
+    def clean_stale(self) -> list[str]:
+        """Remove cgroups and mounts left by runs whose worker died (call it at worker start)."""
+        return clean_stale(self.caps_in_force())
 
     def check(self) -> None:
         """Raise SandboxUnavailable unless a trivial command runs in the sandbox."""
@@ -359,14 +397,18 @@ class Sandbox:
                 raise SandboxUnavailable(f"all {self.slots} sandbox uids stayed busy for {SLOT_WAIT_S:g} s")
             time.sleep(0.05)
 
-    def _argv(self, uid: int, runner: Path, src: Path, command: Sequence[str], status_fd: int, junit_fd: int) -> list[str]:
+    def _argv(self, uid: int, runner: Path, src: Path, command: Sequence[str], status_fd: int, junit_fd: int,
+              caps: RunCaps) -> list[str]:
         lim = self.limits
-        return [
+        address_space, nproc = caps.rlimits()
+        # why caps.wrap: the process joins the run's cgroup (memory and process
+        # caps for the run as a whole) before anything of the candidate's runs.
+        return caps.wrap([
             # why: env -i, not bwrap --clearenv: bwrap's own pid 1 would otherwise
             # keep the worker's environment (SECRET_KEY...) in /proc/1/environ.
             ENV, "-i",
             # why: rlimits are set before dropping root; core=0 so a crash dumps nothing.
-            PRLIMIT, f"--as={lim.address_space_bytes}", f"--cpu={lim.cpu_s}", f"--nproc={lim.nproc}",
+            PRLIMIT, f"--as={address_space}", f"--cpu={lim.cpu_s}", f"--nproc={nproc}",
             f"--fsize={lim.file_size_bytes}", f"--nofile={lim.nofile}", "--core=0",
             # why: launched by root, bwrap ignores RLIMIT_NPROC entirely (400/400 forks);
             # an unprivileged uid with no caps and no_new_privs makes it hold.
@@ -394,13 +436,14 @@ class Sandbox:
             "--proc", "/proc", "--dev", "/dev",
             # why: bwrap's /dev and /dev/shm are writable tmpfs with no size cap
             # (RAM); cap shm for multiprocessing and make /dev itself read-only.
-            "--size", str(min(lim.tmpfs_bytes, 64 << 20)), "--tmpfs", "/dev/shm",
+            *caps.tmpfs("/dev/shm", min(lim.tmpfs_bytes, 64 << 20), uid),
             "--remount-ro", "/dev",
             # why: a writable host folder has no disk cap (600 MiB went through);
-            # size-capped tmpfs for /tmp and for the working copy instead.
-            "--size", str(lim.tmpfs_bytes), "--tmpfs", "/tmp",
+            # size-capped tmpfs for /tmp and for the working copy instead, and
+            # inode-capped where the worker may mount (300,000 files went in).
+            *caps.tmpfs("/tmp", lim.tmpfs_bytes, uid),
             "--ro-bind", str(src), "/src",
-            "--size", str(lim.tmpfs_bytes), "--tmpfs", "/tree",
+            *caps.tmpfs("/tree", lim.tmpfs_bytes, uid),
             # why: without this the root tmpfs stays writable.
             "--remount-ro", "/",
             "--chdir", "/tree",
@@ -421,7 +464,7 @@ class Sandbox:
             'cp -R -p /src/. /tree/ || exit 125; "$@"; rc=$?; '
             f'cat {JUNIT_IN_SANDBOX} >/proc/self/fd/{junit_fd} 2>/dev/null; exit $rc',
             "sh", *command,
-        ]
+        ])
 
     # -- the run -----------------------------------------------------------
 
@@ -435,12 +478,15 @@ class Sandbox:
                 _copy_tree(Path(tree), run_dir / "src")
                 # why: only the slot's uid (and root) may enter this run's folder.
                 os.chown(run_dir, uid, uid)
-                return self._execute(uid, runner, run_dir / "src", command)
+                with RunCaps(self.caps_in_force(), self.budget()) as caps:
+                    return self._execute(uid, runner, run_dir / "src", command, caps)
+            except CapsUnavailable as exc:
+                raise SandboxUnavailable(str(exc)) from None
             finally:
                 _kill_uid(uid)
                 shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _execute(self, uid: int, runner: Path, src: Path, command: Sequence[str]) -> RunResult:
+    def _execute(self, uid: int, runner: Path, src: Path, command: Sequence[str], caps: RunCaps) -> RunResult:
         lim = self.limits
         status_r, status_w = os.pipe()
         junit_r, junit_w = os.pipe()
@@ -451,7 +497,7 @@ class Sandbox:
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
-                self._argv(uid, runner, src, command, status_w, junit_w),
+                self._argv(uid, runner, src, command, status_w, junit_w, caps),
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 pass_fds=(status_w, junit_w),
                 start_new_session=True,  # why: one group to kill, whatever the code spawns
@@ -507,10 +553,11 @@ class Sandbox:
             # bwrap reports the child's pid once the sandbox is set up; without
             # it, bwrap itself failed (our side), and the log says why.
             raise SandboxUnavailable(f"bwrap could not start the sandbox (exit {exit_code}): {log.text()[-2000:]}")
-        return self._result(exit_code, bytes(junit), junit_too_big, timed_out, duration, log, command)
+        return self._result(exit_code, bytes(junit), junit_too_big, timed_out, duration, log, command, caps)
 
-    def _result(self, exit_code, junit, junit_too_big, timed_out, duration, log, command) -> RunResult:
+    def _result(self, exit_code, junit, junit_too_big, timed_out, duration, log, command, caps) -> RunResult:
         text = log.text()
+        capped = caps.report()  # while the run's cgroup and mounts still exist
         notes: list[str] = []
         tests: list[TestCase] = []
         report_ok = False
@@ -539,12 +586,22 @@ class Sandbox:
             if extra > 0:
                 counts["passed"] -= extra
                 counts["xpassed"] += extra
-        outcome, why = _decide(exit_code, counts, bool(tests), timed_out, duration, self.limits, text,
+        address_space, nproc = caps.rlimits()
+        in_force = replace(self.limits, address_space_bytes=address_space, nproc=nproc)
+        outcome, why = _decide(exit_code, counts, bool(tests), timed_out, duration, in_force, text,
                                pytest_run=is_pytest(command), report_ok=report_ok)
+        cap_notes = capped.notes(caps.budget)
+        if capped.killed and not timed_out:
+            # why: a process the memory cap ended did not finish; whatever
+            # pytest said of the rest is not a result (and a SIGKILL is not the CPU limit)
+            outcome, why = "killed", [n for n in why if not n.startswith("killed by")]
+        if cap_notes:
+            logger.warning("a sandboxed run hit its caps: %s", "; ".join(cap_notes))
+            text += "".join(f"\n[sandbox: {n}]" for n in cap_notes)
         if log.dropped:
             why.append(f"output truncated: kept the first and last parts of {self.limits.output_bytes} bytes")
         return RunResult(
             outcome=outcome, exit_code=exit_code, duration_s=round(duration, 3), log=text,
-            tests=tuple(tests), notes=tuple(notes + why), **counts,
+            tests=tuple(tests), notes=tuple(cap_notes + notes + why), **counts,
         )
 
