@@ -22,7 +22,7 @@ from sessions_app.models import GateReceipt, InvalidTransition, Submission
 from .checks.timeline import Receipt
 from .core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
 from .models import Evidence
-from .sandbox import Sandbox, SandboxLimits
+from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +39,24 @@ def sandbox_from_settings() -> Sandbox:
         scratch_dir=settings.GRADING_SCRATCH_DIR,
         uid_base=settings.GRADING_UID_BASE,
         slots=settings.GRADING_SANDBOX_SLOTS,
-        limits=SandboxLimits(wall_s=settings.GRADING_RUN_WALL_S),
+        limits=SandboxLimits(
+            wall_s=settings.GRADING_RUN_WALL_S,
+            memory_bytes=settings.GRADING_SANDBOX_MEMORY_MB << 20,
+            nproc=settings.GRADING_SANDBOX_PROCESSES,
+            tmpfs_inodes=settings.GRADING_SANDBOX_TMPFS_INODES,
+            fallback_processes=settings.GRADING_SANDBOX_FALLBACK_PROCESSES,
+        ),
+        caps=settings.GRADING_SANDBOX_CAPS,
+        tmpfs=settings.GRADING_SANDBOX_TMPFS,
     )
+
+
+def sandbox_caps() -> str:
+    """Which run-wide caps this process's sandbox enforces, in one sentence (for the heartbeat)."""
+    try:
+        return sandbox_from_settings().describe_caps()
+    except SandboxUnavailable as exc:
+        return f"unavailable: {exc}"
 
 
 def grade_options() -> GradeOptions:

@@ -16,6 +16,7 @@ from . import pipeline
 from takehome.tasks import record_heartbeat
 
 from .runner import RunnerUnavailable, ensure_runner
+from .sandbox import SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +77,21 @@ def sweep_submissions() -> int:
 
 @worker_ready.connect
 def prepare_worker(sender=None, **kwargs) -> None:
-    """A worker that starts builds the runner virtualenv if it is missing, then
-    looks for work left behind by one that died."""
+    """A worker that starts builds the runner virtualenv if it is missing, says
+    which caps its sandbox enforces, removes cgroups and mounts left by a worker
+    that died, then looks for work left behind."""
     try:
         ensure_runner(settings.GRADING_RUNNER_DIR)
     except RunnerUnavailable as exc:
         # Grading will fail with SandboxUnavailable and be retried; say why now.
         log.error("the sandbox's runner virtualenv cannot be built: %s", exc)
+    sandbox = pipeline.sandbox_from_settings()
+    try:
+        log.info("sandbox caps in force: %s", sandbox.describe_caps())
+        for leftover in sandbox.clean_stale():
+            log.warning("removed a cgroup or mount left by a sandbox run whose worker died: %s", leftover)
+    except SandboxUnavailable as exc:
+        log.error("the sandbox's caps cannot be set up (grading will be retried): %s", exc)
     # Pages show whether a worker is alive; say so now rather than at beat's first tick.
     record_heartbeat.delay()
     sweep_submissions.delay()
