@@ -51,6 +51,22 @@ def sandbox_from_settings() -> Sandbox:
     )
 
 
+def clean_stale_runs() -> list[str]:
+    """Remove cgroups and tmpfs mounts of sandbox runs whose worker process died.
+
+    A hard time limit or an OOM kill ends a pool process mid-run, and its
+    run's mounts would hold their memory until someone unmounts them.
+    """
+    try:
+        removed = sandbox_from_settings().clean_stale()
+    except SandboxUnavailable as exc:
+        log.error("the sandbox's caps cannot be set up (grading will be retried): %s", exc)
+        return []
+    for leftover in removed:
+        log.warning("removed a cgroup or mount left by a sandbox run whose worker died: %s", leftover)
+    return removed
+
+
 def sandbox_caps() -> str:
     """Which run-wide caps this process's sandbox enforces, in one sentence (for the heartbeat)."""
     try:

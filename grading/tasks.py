@@ -16,7 +16,6 @@ from . import pipeline
 from takehome.tasks import record_heartbeat
 
 from .runner import RunnerUnavailable, ensure_runner
-from .sandbox import SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +64,9 @@ def enqueue_grading(submission_id: int) -> bool:
 
 @shared_task(ignore_result=True)
 def sweep_submissions() -> int:
-    """Send grading again for submissions stuck too long: lost message, dead worker, broker outage."""
+    """Send grading again for submissions stuck too long: lost message, dead worker, broker outage;
+    and remove what sandbox runs of a dead worker process left behind."""
+    pipeline.clean_stale_runs()
     sent = 0
     for submission in pipeline.stale_submissions():
         if enqueue_grading(submission.pk):
@@ -85,13 +86,8 @@ def prepare_worker(sender=None, **kwargs) -> None:
     except RunnerUnavailable as exc:
         # Grading will fail with SandboxUnavailable and be retried; say why now.
         log.error("the sandbox's runner virtualenv cannot be built: %s", exc)
-    sandbox = pipeline.sandbox_from_settings()
-    try:
-        log.info("sandbox caps in force: %s", sandbox.describe_caps())
-        for leftover in sandbox.clean_stale():
-            log.warning("removed a cgroup or mount left by a sandbox run whose worker died: %s", leftover)
-    except SandboxUnavailable as exc:
-        log.error("the sandbox's caps cannot be set up (grading will be retried): %s", exc)
+    log.info("sandbox caps in force: %s", pipeline.sandbox_caps())
+    pipeline.clean_stale_runs()
     # Pages show whether a worker is alive; say so now rather than at beat's first tick.
     record_heartbeat.delay()
     sweep_submissions.delay()
