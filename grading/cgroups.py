@@ -241,6 +241,8 @@ def _owner_gone(name: str) -> bool:
 
 
 def _mount_tmpfs(path: Path, size: int, inodes: int, uid: int) -> None:
+    # why mode 0700 and the run's uid: the sandbox writes there, and no other
+    # run's uid (nor any other user of the host) may look in.
     opts = f"size={size},nr_inodes={inodes},mode=0700,uid={uid},gid={uid}".encode()
     # why nosuid, nodev: nothing the candidate writes there may act as a device or gain privileges
     if _libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, opts) != 0:
@@ -538,7 +540,10 @@ class RunCaps:
 
         Under a cgroup the run's total is the cgroup's, and RLIMIT_NPROC stays a
         backstop just above its process cap. Without one, both shrink until
-        their product fits the run's memory budget (RunBudget.fallback_rlimits).
+        their product fits the run's memory budget (RunBudget.fallback_rlimits);
+        RLIMIT_NPROC counts per uid, so that bound holds per uid: a run whose
+        processes run under two uids may take twice the budget in rlimit mode
+        (give that run a budget of half).
         """
         if self.caps.mode != "rlimit":
             return self.budget.address_space_bytes, self.budget.processes + NPROC_MARGIN
@@ -553,16 +558,20 @@ class RunCaps:
         """
         if self.caps.tmpfs != "mount":
             return ["--size", str(size_bytes), "--tmpfs", where]
-        if self._mount_root is None:
-            root = Path(self.caps.mount_dir) / self.name
-            root.mkdir(mode=0o711, parents=False)
-            self._mount_root = root
-        host = self._mount_root / f"{len(self._mounts)}{re.sub(r'[^a-z0-9]+', '-', where.lower())}"
-        host.mkdir(mode=0o700)
         try:
-            _mount_tmpfs(host, size_bytes, self.budget.tmpfs_inodes, uid)
+            if self._mount_root is None:
+                Path(self.caps.mount_dir).mkdir(mode=0o711, parents=True, exist_ok=True)
+                # why 0711 (root's): the sandbox's uid passes through to its own mount, lists nothing
+                (root := Path(self.caps.mount_dir) / self.name).mkdir(mode=0o711)
+                self._mount_root = root
+            host = self._mount_root / f"{len(self._mounts)}{re.sub(r'[^a-z0-9]+', '-', where.lower())}"
+            host.mkdir(mode=0o700)
+            try:
+                _mount_tmpfs(host, size_bytes, self.budget.tmpfs_inodes, uid)
+            except OSError:
+                host.rmdir()
+                raise
         except OSError as exc:
-            host.rmdir()
             raise CapsUnavailable(f"cannot mount the run's tmpfs for {where}: {exc}") from None
         self._mounts.append((where, host))
         return ["--bind", str(host), where]

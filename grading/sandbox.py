@@ -356,6 +356,16 @@ class Sandbox:
         return RunBudget(memory_bytes=lim.memory_bytes, processes=lim.nproc, tmpfs_inodes=lim.tmpfs_inodes,
                          fallback_processes=lim.fallback_processes, address_space_bytes=lim.address_space_bytes)
 
+    def run_caps(self) -> RunCaps:
+        """The caps of one run, as a context manager: its own cgroup and tmpfs mounts.
+
+        Every process the run launches takes ``caps.rlimits()`` for prlimit and
+        ``caps.tmpfs(...)`` for its writable mounts, and goes through
+        ``caps.wrap(argv)``; read ``caps.report()`` after the processes end,
+        before the block does (see grading/cgroups.py).
+        """
+        return RunCaps(self.caps_in_force(), self.budget())
+
     def describe_caps(self) -> str:
         """Which caps are in force, in one sentence (the worker's log, the packets page)."""
         return self.caps_in_force().describe(self.budget())
@@ -478,7 +488,7 @@ class Sandbox:
                 _copy_tree(Path(tree), run_dir / "src")
                 # why: only the slot's uid (and root) may enter this run's folder.
                 os.chown(run_dir, uid, uid)
-                with RunCaps(self.caps_in_force(), self.budget()) as caps:
+                with self.run_caps() as caps:
                     return self._execute(uid, runner, run_dir / "src", command, caps)
             except CapsUnavailable as exc:
                 raise SandboxUnavailable(str(exc)) from None
