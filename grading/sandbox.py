@@ -10,7 +10,10 @@ Layout of one run (host side, all under ``scratch_dir``, mode 0711)::
 
     runs/<uid>-<random>/src   a copy of the tree, bound read-only at /src
 
-    mounts/run-<owner>-<random>/  the run's tmpfs mounts (see grading/cgroups.py)
+and, in /dev/shm/takehome-mounts-<hash of scratch_dir>/ (or ``scratch_dir/mounts``
+where /dev/shm is no tmpfs)::
+
+    run-<owner>-<random>/N-tmp    the run's tmpfs mounts (see grading/cgroups.py)
 
 and ``/run/lock/takehome-sandbox/uid-<N>.lock``, flocked for the whole run.
 Each run is also capped as a whole (memory and processes by a cgroup of its
@@ -36,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from .cgroups import Caps, CapsUnavailable, RunBudget, RunCaps, clean_stale, detect
+from .cgroups import Caps, CapsUnavailable, RunBudget, RunCaps, clean_stale, detect, mount_dir_for
 
 logger = logging.getLogger(__name__)
 
@@ -347,7 +350,7 @@ class Sandbox:
     def caps_in_force(self) -> Caps:
         """The run-wide caps this machine enforces (detected once per process)."""
         try:
-            return detect(self.caps, self.tmpfs, Path(self.scratch_dir).resolve() / "mounts")
+            return detect(self.caps, self.tmpfs, mount_dir_for(Path(self.scratch_dir)))
         except CapsUnavailable as exc:
             raise SandboxUnavailable(f"sandbox caps {self.caps}/{self.tmpfs}: {exc}") from None
 

@@ -60,7 +60,7 @@ def no_leftovers(runner_dir, scratch_dir):
     caps = sandbox(runner_dir, scratch_dir).caps_in_force()
     left = [p for parent in caps.parents for p in parent.iterdir() if p.is_dir() and ours(p.name)]
     assert left == [], "a run's cgroup was not removed"
-    mounts = scratch_dir / "mounts"
+    mounts = caps.mount_dir
     assert not mounts.exists() or [p for p in mounts.iterdir() if ours(p.name)] == [], "a run's mounts remain"
     assert not [m for m, _, _ in _mounts() if m.startswith(f"{mounts}/") and ours(Path(m).relative_to(mounts).parts[0])], \
         "a run's tmpfs is still mounted"
