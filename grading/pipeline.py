@@ -23,7 +23,7 @@ from .checks.timeline import Receipt
 from .core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
 from .display import is_tampered
 from .models import Evidence
-from .sandbox import Sandbox, SandboxLimits
+from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,40 @@ def sandbox_from_settings() -> Sandbox:
         scratch_dir=settings.GRADING_SCRATCH_DIR,
         uid_base=settings.GRADING_UID_BASE,
         slots=settings.GRADING_SANDBOX_SLOTS,
-        limits=SandboxLimits(wall_s=settings.GRADING_RUN_WALL_S),
+        limits=SandboxLimits(
+            wall_s=settings.GRADING_RUN_WALL_S,
+            memory_bytes=settings.GRADING_SANDBOX_MEMORY_MB << 20,
+            nproc=settings.GRADING_SANDBOX_PROCESSES,
+            tmpfs_inodes=settings.GRADING_SANDBOX_TMPFS_INODES,
+            fallback_processes=settings.GRADING_SANDBOX_FALLBACK_PROCESSES,
+        ),
+        caps=settings.GRADING_SANDBOX_CAPS,
+        tmpfs=settings.GRADING_SANDBOX_TMPFS,
     )
+
+
+def clean_stale_runs() -> list[str]:
+    """Remove cgroups and tmpfs mounts of sandbox runs whose worker process died.
+
+    A hard time limit or an OOM kill ends a pool process mid-run, and its
+    run's mounts would hold their memory until someone unmounts them.
+    """
+    try:
+        removed = sandbox_from_settings().clean_stale()
+    except SandboxUnavailable as exc:
+        log.error("the sandbox's caps cannot be set up (grading will be retried): %s", exc)
+        return []
+    for leftover in removed:
+        log.warning("removed a cgroup or mount left by a sandbox run whose worker died: %s", leftover)
+    return removed
+
+
+def sandbox_caps() -> str:
+    """Which run-wide caps this process's sandbox enforces, in one sentence (for the heartbeat)."""
+    try:
+        return sandbox_from_settings().describe_caps()
+    except SandboxUnavailable as exc:
+        return f"unavailable: {exc}"
 
 
 def grade_options() -> GradeOptions:

@@ -10,12 +10,21 @@ Layout of one run (host side, all under ``scratch_dir``, mode 0711)::
 
     runs/<uid>-<random>/src   a copy of the tree, bound read-only at /src
 
+and, in /dev/shm/takehome-mounts-<hash of scratch_dir>/ (or ``scratch_dir/mounts``
+where /dev/shm is no tmpfs)::
+
+    run-<owner>-<random>/N-tmp    the run's tmpfs mounts (see grading/cgroups.py)
+
 and ``/run/lock/takehome-sandbox/uid-<N>.lock``, flocked for the whole run.
+Each run is also capped as a whole (memory and processes by a cgroup of its
+own, tmpfs inodes by mounts of its own, or rlimits where neither can be had):
+see :mod:`grading.cgroups`.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
 import selectors
@@ -25,10 +34,14 @@ import subprocess
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
+
+from .cgroups import Caps, CapsUnavailable, RunBudget, RunCaps, clean_stale, detect, mount_dir_for
+
+logger = logging.getLogger(__name__)
 
 BWRAP, SETPRIV, PRLIMIT, ENV = "/usr/bin/bwrap", "/usr/bin/setpriv", "/usr/bin/prlimit", "/usr/bin/env"
 JUNIT_IN_SANDBOX = "/tmp/.takehome/junit.xml"
@@ -60,6 +73,12 @@ class SandboxLimits:
     nofile: int = 256
     tmpfs_bytes: int = 256 << 20
     output_bytes: int = 256 << 10
+    # The run as a whole (grading/cgroups.py): all its processes together, and
+    # files per tmpfs. ``nproc`` above is the run's process cap.
+    memory_bytes: int = 1 << 30
+    tmpfs_inodes: int = 16384
+    # Without a cgroup: processes per run, each with memory_bytes // this of address space.
+    fallback_processes: int = 8
 
 
 @dataclass(frozen=True)
@@ -412,6 +431,8 @@ class Sandbox:
     uid_base: int = 62000
     slots: int = 8
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    caps: str = "auto"  # auto | cgroup2 | cgroup1 | rlimit (see grading/cgroups.py)
+    tmpfs: str = "auto"  # auto | mount | bwrap
 
     def __post_init__(self) -> None:
         # why: uid 0 or a system uid would hand candidate code real privileges.
@@ -438,6 +459,36 @@ class Sandbox:
                 raise SandboxUnavailable(f"the sandbox uid cannot reach {path}: {', '.join(map(str, blocked))} "
                                          "must be traversable by others (chmod o+x)")
         return runner, scratch
+
+    def caps_in_force(self) -> Caps:
+        """The run-wide caps this machine enforces (detected once per process)."""
+        try:
+            return detect(self.caps, self.tmpfs, mount_dir_for(Path(self.scratch_dir)))
+        except CapsUnavailable as exc:
+            raise SandboxUnavailable(f"sandbox caps {self.caps}/{self.tmpfs}: {exc}") from None
+
+    def budget(self) -> RunBudget:
+        lim = self.limits
+        return RunBudget(memory_bytes=lim.memory_bytes, processes=lim.nproc, tmpfs_inodes=lim.tmpfs_inodes,
+                         fallback_processes=lim.fallback_processes, address_space_bytes=lim.address_space_bytes)
+
+    def run_caps(self) -> RunCaps:
+        """The caps of one run, as a context manager: its own cgroup and tmpfs mounts.
+
+        Every process the run launches takes ``caps.rlimits()`` for prlimit and
+        ``caps.tmpfs(...)`` for its writable mounts, and goes through
+        ``caps.wrap(argv)``; read ``caps.report()`` after the processes end,
+        before the block does (see grading/cgroups.py).
+        """
+        return RunCaps(self.caps_in_force(), self.budget())
+
+    def describe_caps(self) -> str:
+        """Which caps are in force, in one sentence (the worker's log, the packets page)."""
+        return self.caps_in_force().describe(self.budget())
+
+    def clean_stale(self) -> list[str]:
+        """Remove cgroups and mounts left by runs whose worker died (call it at worker start)."""
+        return clean_stale(self.caps_in_force())
 
     def check(self) -> None:
         """Raise SandboxUnavailable unless a trivial command runs in the sandbox."""
@@ -485,17 +536,20 @@ class Sandbox:
             time.sleep(0.05)
 
     def _argv(self, uid: int, runner: Path, src: Path, command: Sequence[str], fds: "_Fds",
-              env: Mapping[str, str]) -> list[str]:
+              env: Mapping[str, str], caps: RunCaps) -> list[str]:
         lim = self.limits
         status_fd, junit_fd = fds.status_w, fds.junit_w
         extra_env = [arg for name, value in {"TAKEHOME_WITNESS_FD": str(fds.witness_w), **env}.items()
                      for arg in ("--setenv", name, value)]
-        return [
+        address_space, nproc = caps.rlimits()
+        # why caps.wrap: the process joins the run's cgroup (memory and process
+        # caps for the run as a whole) before anything of the candidate's runs.
+        return caps.wrap([
             # why: env -i, not bwrap --clearenv: bwrap's own pid 1 would otherwise
             # keep the worker's environment (SECRET_KEY...) in /proc/1/environ.
             ENV, "-i",
             # why: rlimits are set before dropping root; core=0 so a crash dumps nothing.
-            PRLIMIT, f"--as={lim.address_space_bytes}", f"--cpu={lim.cpu_s}", f"--nproc={lim.nproc}",
+            PRLIMIT, f"--as={address_space}", f"--cpu={lim.cpu_s}", f"--nproc={nproc}",
             f"--fsize={lim.file_size_bytes}", f"--nofile={lim.nofile}", "--core=0",
             # why: launched by root, bwrap ignores RLIMIT_NPROC entirely (400/400 forks);
             # an unprivileged uid with no caps and no_new_privs makes it hold.
@@ -524,13 +578,14 @@ class Sandbox:
             "--proc", "/proc", "--dev", "/dev",
             # why: bwrap's /dev and /dev/shm are writable tmpfs with no size cap
             # (RAM); cap shm for multiprocessing and make /dev itself read-only.
-            "--size", str(min(lim.tmpfs_bytes, 64 << 20)), "--tmpfs", "/dev/shm",
+            *caps.tmpfs("/dev/shm", min(lim.tmpfs_bytes, 64 << 20), uid),
             "--remount-ro", "/dev",
             # why: a writable host folder has no disk cap (600 MiB went through);
-            # size-capped tmpfs for /tmp and for the working copy instead.
-            "--size", str(lim.tmpfs_bytes), "--tmpfs", "/tmp",
+            # size-capped tmpfs for /tmp and for the working copy instead, and
+            # inode-capped where the worker may mount (300,000 files went in).
+            *caps.tmpfs("/tmp", lim.tmpfs_bytes, uid),
             "--ro-bind", str(src), "/src",
-            "--size", str(lim.tmpfs_bytes), "--tmpfs", "/tree",
+            *caps.tmpfs("/tree", lim.tmpfs_bytes, uid),
             # why: without this the root tmpfs stays writable.
             "--remount-ro", "/",
             "--chdir", "/tree",
@@ -555,7 +610,7 @@ class Sandbox:
             'cp -R -p /src/. /tree/ || exit 125; "$@"; rc=$?; '
             f'cat {JUNIT_IN_SANDBOX} >/proc/self/fd/{junit_fd} 2>/dev/null; exit $rc',
             "sh", *command,
-        ]
+        ])
 
     # -- the run -----------------------------------------------------------
 
@@ -605,14 +660,21 @@ class Sandbox:
                     _copy_tree(launch.tree, run_dirs[-1] / "src")
                     # why: only the slot's uid (and root) may enter this run's folder.
                     os.chown(run_dirs[-1], uid, uid)
-                return self._execute(uids, runner, [d / "src" for d in run_dirs], launches)
+                # why caps per sandbox: each gets the whole budget under its own uid, so the
+                # candidate's side of the boundary cannot starve the hidden tests' side.
+                with ExitStack() as stack:
+                    caps = [stack.enter_context(self.run_caps()) for _ in launches]
+                    return self._execute(uids, runner, [d / "src" for d in run_dirs], launches, caps)
+            except CapsUnavailable as exc:
+                raise SandboxUnavailable(str(exc)) from None
             finally:
                 for uid in uids:
                     _kill_uid(uid)
                 for run_dir in run_dirs:
                     shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _execute(self, uids: list[int], runner: Path, srcs: list[Path], launches: list["_Launch"]) -> list[RunResult]:
+    def _execute(self, uids: list[int], runner: Path, srcs: list[Path], launches: list["_Launch"],
+                 caps: list[RunCaps]) -> list[RunResult]:
         lim = self.limits
         watched: list[_Watched] = []
         timed_out = False
@@ -621,9 +683,9 @@ class Sandbox:
         try:
             for uid, launch in zip(uids, launches):
                 watched.append(_Watched(launch, _Fds.open(uid), log=_CappedBuffer(lim.output_bytes)))
-            for w, uid, src in zip(watched, uids, srcs):
+            for w, uid, src, run_caps in zip(watched, uids, srcs, caps):
                 w.proc = subprocess.Popen(
-                    self._argv(uid, runner, src, w.launch.command, w.fds, w.launch.env),
+                    self._argv(uid, runner, src, w.launch.command, w.fds, w.launch.env, run_caps),
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     pass_fds=(*w.fds.child_ends(), *w.launch.pass_fds),
                     start_new_session=True,  # why: one group to kill, whatever the code spawns
@@ -687,12 +749,13 @@ class Sandbox:
                 raise SandboxUnavailable(f"bwrap could not start the sandbox (exit {exit_code}): "
                                          f"{w.log.text()[-2000:]}")
             results.append(self._result(exit_code, bytes(w.junit), w.junit_too_big, timed_out and i == 0,
-                                        duration, w.log, w.launch.command, bytes(w.witness)))
+                                        duration, w.log, w.launch.command, caps[i], bytes(w.witness)))
         return results
 
-    def _result(self, exit_code, junit, junit_too_big, timed_out, duration, log, command,
+    def _result(self, exit_code, junit, junit_too_big, timed_out, duration, log, command, caps: RunCaps,
                 witness: bytes = b"") -> RunResult:
         text = log.text()
+        capped = caps.report()  # while the run's cgroup and mounts still exist
         notes: list[str] = []
         tests: list[TestCase] = []
         report_ok = False
@@ -721,13 +784,23 @@ class Sandbox:
             if extra > 0:
                 counts["passed"] -= extra
                 counts["xpassed"] += extra
-        outcome, why = _decide(exit_code, counts, bool(tests), timed_out, duration, self.limits, text,
+        address_space, nproc = caps.rlimits()
+        in_force = replace(self.limits, address_space_bytes=address_space, nproc=nproc)
+        outcome, why = _decide(exit_code, counts, bool(tests), timed_out, duration, in_force, text,
                                pytest_run=is_pytest(command), report_ok=report_ok)
+        cap_notes = capped.notes(caps.budget)
+        if capped.killed and not timed_out:
+            # why: a process the memory cap ended did not finish; whatever
+            # pytest said of the rest is not a result (and a SIGKILL is not the CPU limit)
+            outcome, why = "killed", [n for n in why if not n.startswith("killed by")]
+        if cap_notes:
+            logger.warning("a sandboxed run hit its caps: %s", "; ".join(cap_notes))
+            text += "".join(f"\n[sandbox: {n}]" for n in cap_notes)
         if log.dropped:
             why.append(f"output truncated: kept the first and last parts of {self.limits.output_bytes} bytes")
         return RunResult(
             outcome=outcome, exit_code=exit_code, duration_s=round(duration, 3), log=text,
-            tests=tuple(tests), notes=tuple(notes + why), decided_by=tuple(why),
+            tests=tuple(tests), notes=tuple(cap_notes + notes + why), decided_by=tuple(why),
             witness=witness.decode("utf-8", "replace"), **counts,
         )
 

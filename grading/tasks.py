@@ -64,7 +64,9 @@ def enqueue_grading(submission_id: int) -> bool:
 
 @shared_task(ignore_result=True)
 def sweep_submissions() -> int:
-    """Send grading again for submissions stuck too long: lost message, dead worker, broker outage."""
+    """Send grading again for submissions stuck too long: lost message, dead worker, broker outage;
+    and remove what sandbox runs of a dead worker process left behind."""
+    pipeline.clean_stale_runs()
     sent = 0
     for submission in pipeline.stale_submissions():
         if enqueue_grading(submission.pk):
@@ -76,13 +78,16 @@ def sweep_submissions() -> int:
 
 @worker_ready.connect
 def prepare_worker(sender=None, **kwargs) -> None:
-    """A worker that starts builds the runner virtualenv if it is missing, then
-    looks for work left behind by one that died."""
+    """A worker that starts builds the runner virtualenv if it is missing, says
+    which caps its sandbox enforces, removes cgroups and mounts left by a worker
+    that died, then looks for work left behind."""
     try:
         ensure_runner(settings.GRADING_RUNNER_DIR)
     except RunnerUnavailable as exc:
         # Grading will fail with SandboxUnavailable and be retried; say why now.
         log.error("the sandbox's runner virtualenv cannot be built: %s", exc)
+    log.info("sandbox caps in force: %s", pipeline.sandbox_caps())
+    pipeline.clean_stale_runs()
     # Pages show whether a worker is alive; say so now rather than at beat's first tick.
     record_heartbeat.delay()
     sweep_submissions.delay()

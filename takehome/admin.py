@@ -54,4 +54,4 @@ class InvitationAdmin(admin.ModelAdmin):
 
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
-    list_display = ("hostname", "seen_at")
+    list_display = ("hostname", "seen_at", "caps")

@@ -279,6 +279,8 @@ class WorkerHeartbeat(models.Model):
 
     hostname = models.CharField(max_length=200, unique=True)
     seen_at = models.DateTimeField()
+    # Which run-wide caps the worker's sandbox enforces (grading/cgroups.py).
+    caps = models.CharField(max_length=500, blank=True, default="")
 
     def __str__(self) -> str:
         return f"{self.hostname} at {self.seen_at:%Y-%m-%d %H:%M:%S}"

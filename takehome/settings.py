@@ -11,6 +11,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from grading.cgroups import MODES as SANDBOX_CAP_MODES
+from grading.cgroups import TMPFS_MODES as SANDBOX_TMPFS_MODES
 from grading.runner import sandbox_home
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -224,6 +226,29 @@ GRADING_SCRATCH_DIR = Path(env.str("TAKEHOME_SCRATCH_DIR", default=str(SANDBOX_H
 GRADING_UID_BASE = env.int("TAKEHOME_SANDBOX_UID_BASE", default=62000)
 GRADING_SANDBOX_SLOTS = env.int("TAKEHOME_SANDBOX_SLOTS", default=8)
 GRADING_RUN_WALL_S = env.int("TAKEHOME_RUN_WALL_S", default=60)
+# Caps on each sandboxed run as a whole (grading/cgroups.py): the memory of all
+# its processes together, its processes, and files per tmpfs (/tree, /tmp,
+# /dev/shm). TAKEHOME_SANDBOX_CAPS picks how: auto (the strongest that works
+# here), cgroup2, cgroup1, or rlimit (per-process limits, at most
+# FALLBACK_PROCESSES processes sharing MEMORY_MB); TAKEHOME_SANDBOX_TMPFS: auto,
+# mount (per-run tmpfs mounts with an inode cap; needs root) or bwrap (no inode cap).
+GRADING_SANDBOX_MEMORY_MB = env.int("TAKEHOME_SANDBOX_MEMORY_MB", default=1024)
+GRADING_SANDBOX_PROCESSES = env.int("TAKEHOME_SANDBOX_PROCESSES", default=64)
+GRADING_SANDBOX_TMPFS_INODES = env.int("TAKEHOME_SANDBOX_TMPFS_INODES", default=16384)
+GRADING_SANDBOX_FALLBACK_PROCESSES = env.int("TAKEHOME_SANDBOX_FALLBACK_PROCESSES", default=8)
+GRADING_SANDBOX_CAPS = env.str("TAKEHOME_SANDBOX_CAPS", default="auto")
+GRADING_SANDBOX_TMPFS = env.str("TAKEHOME_SANDBOX_TMPFS", default="auto")
+for _name, _value, _choices in (("TAKEHOME_SANDBOX_CAPS", GRADING_SANDBOX_CAPS, SANDBOX_CAP_MODES),
+                                ("TAKEHOME_SANDBOX_TMPFS", GRADING_SANDBOX_TMPFS, SANDBOX_TMPFS_MODES)):
+    if _value not in _choices:
+        raise ImproperlyConfigured(f"{_name}={_value!r} is not one of {', '.join(_choices)}.")
+# why at least 3: bubblewrap, its shell and pytest are three processes of the run's uid.
+for _name, _value, _least in (("TAKEHOME_SANDBOX_MEMORY_MB", GRADING_SANDBOX_MEMORY_MB, 64),
+                              ("TAKEHOME_SANDBOX_PROCESSES", GRADING_SANDBOX_PROCESSES, 3),
+                              ("TAKEHOME_SANDBOX_TMPFS_INODES", GRADING_SANDBOX_TMPFS_INODES, 64),
+                              ("TAKEHOME_SANDBOX_FALLBACK_PROCESSES", GRADING_SANDBOX_FALLBACK_PROCESSES, 3)):
+    if _value < _least:
+        raise ImproperlyConfigured(f"{_name}={_value} is too small: at least {_least}.")
 # The sweep re-sends grading for submissions stuck longer than these (seconds).
 GRADING_STALE_RECEIVED_S = env.int("TAKEHOME_STALE_RECEIVED_S", default=30)
 GRADING_STALE_QUEUED_S = env.int("TAKEHOME_STALE_QUEUED_S", default=600)

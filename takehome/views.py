@@ -31,12 +31,12 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def worker_status() -> dict:
-    """How long since a worker last reported in (None: never)."""
+    """How long since a worker last reported in (None: never), and its sandbox's caps."""
     beat = WorkerHeartbeat.objects.order_by("-seen_at").first()
     if beat is None:
-        return {"seen": None, "alive": False}
+        return {"seen": None, "alive": False, "caps": ""}
     age = timezone.now() - beat.seen_at
-    return {"seen": beat.seen_at, "alive": age < timedelta(minutes=2)}
+    return {"seen": beat.seen_at, "alive": age < timedelta(minutes=2), "caps": beat.caps}
 
 
 @require_GET

@@ -63,6 +63,18 @@ def test_a_bad_boolean_stops_the_process(value):
     assert "is not a boolean" in result.stderr
 
 
+@pytest.mark.parametrize("name, value", [
+    ("TAKEHOME_SANDBOX_CAPS", "cgroup3"),
+    ("TAKEHOME_SANDBOX_TMPFS", "none"),
+    ("TAKEHOME_SANDBOX_FALLBACK_PROCESSES", "2"),
+    ("TAKEHOME_SANDBOX_MEMORY_MB", "0"),
+])
+def test_a_bad_sandbox_cap_setting_stops_the_process(name, value):
+    result = manage("check", DEBUG="true", **{name: value})
+    assert result.returncode != 0
+    assert name in result.stderr
+
+
 def test_celery_is_configured_for_late_acks_and_json(settings):
     assert settings.CELERY_TASK_ACKS_LATE is True
     assert settings.CELERY_WORKER_PREFETCH_MULTIPLIER == 1

@@ -23,6 +23,9 @@ def test_a_task_goes_through_redis_to_a_real_worker_and_writes_the_database(cele
 def test_a_worker_reports_in_as_soon_as_it_starts(celery_worker_proc):
     # No task is sent and no beat runs: the heartbeat comes from the worker's start.
     try:
-        _wait_for(lambda: WorkerHeartbeat.objects.exists(), 60, "the worker's first heartbeat")
+        beat = _wait_for(lambda: WorkerHeartbeat.objects.first(), 60, "the worker's first heartbeat")
     except AssertionError:
         raise AssertionError("worker log:\n" + celery_worker_proc.output()[-4000:])
+    # ...and says which caps its sandbox enforces, in its log and on the heartbeat the packets page shows
+    assert beat.caps.startswith(("cgroup v1:", "cgroup v2:", "per-process rlimits only:")), beat.caps
+    assert f"sandbox caps in force: {beat.caps}" in celery_worker_proc.output()

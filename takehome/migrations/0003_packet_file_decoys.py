@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('takehome', '0001_initial'),
+        ('takehome', '0002_workerheartbeat_caps'),
     ]
 
     operations = [

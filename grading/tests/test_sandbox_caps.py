@@ -1,0 +1,327 @@
+"""Caps on a sandboxed run as a whole, against real bubblewrap and real cgroups.
+
+No mocks: hostile trees run in bwrap and the assertions read what the kernel
+did (processes killed, forks refused, files created). Tests that need a
+writable cgroup and per-run tmpfs mounts skip on a developer's machine without
+them and fail under CI=true, so a green CI run means they ran.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from conftest import require
+from grading.cgroups import RunBudget, RunCaps, _mounts, detect
+from grading.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, _uid_processes
+from grading.tests.test_sandbox import make_tree
+
+SAMPLE = Path(__file__).resolve().parents[2] / "takehome" / "sample_packet"
+PYTEST = ("python", "-m", "pytest", "-q", "-s")
+# A pool of our own, apart from test_sandbox.py's (62100) and a worker's (62000).
+UID_BASE = 62120
+LIMITS = SandboxLimits(wall_s=20, cpu_s=10, address_space_bytes=512 << 20, nproc=32,
+                       tmpfs_bytes=32 << 20, memory_bytes=256 << 20)
+
+
+def sandbox(runner_dir, scratch_dir, caps="auto", tmpfs="auto", **limits) -> Sandbox:
+    return Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, limits=replace(LIMITS, **limits),
+                   caps=caps, tmpfs=tmpfs)
+
+
+@pytest.fixture
+def capped(runner_dir, scratch_dir) -> Sandbox:
+    """The sandbox with the caps this machine detects; they must be a cgroup and per-run mounts."""
+    sb = sandbox(runner_dir, scratch_dir)
+    caps = sb.caps_in_force()
+    require(caps.mode in ("cgroup1", "cgroup2"), f"no writable cgroup here: {'; '.join(caps.why)}")
+    require(caps.tmpfs == "mount", f"cannot mount a tmpfs per run here: {'; '.join(caps.why)}")
+    return sb
+
+
+def ours(name: str) -> bool:
+    """A cgroup or mount folder made by this test process."""
+    return re.match(rf"^(run|probe)-\d+-{os.getpid()}-", name) is not None
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(runner_dir, scratch_dir):
+    yield
+    assert [p for u in range(UID_BASE, UID_BASE + 8) for p in _uid_processes(u)] == [], "a process outlived its run"
+    caps = sandbox(runner_dir, scratch_dir).caps_in_force()
+    left = [p for parent in caps.parents for p in parent.iterdir() if p.is_dir() and ours(p.name)]
+    assert left == [], "a run's cgroup was not removed"
+    mounts = caps.mount_dir
+    assert not mounts.exists() or [p for p in mounts.iterdir() if ours(p.name)] == [], "a run's mounts remain"
+    assert not [m for m, _, _ in _mounts() if m.startswith(f"{mounts}/") and ours(Path(m).relative_to(mounts).parts[0])], \
+        "a run's tmpfs is still mounted"
+
+
+# -- memory ------------------------------------------------------------------------
+
+
+def holders(children: int, mib: int) -> dict[str, str]:
+    """A test whose children each try to hold ``mib`` MiB at the same time, then say so and wait."""
+    return {"test_hold.py": f"""
+        import os, time
+        def test_hold_at_once():
+            kids = []
+            for i in range({children}):
+                pid = os.fork()
+                if pid == 0:
+                    hog = bytearray({mib} << 20)
+                    for j in range(0, len(hog), 4096):
+                        hog[j] = 1          # touch every page: resident, not just mapped
+                    print("HELD", i, flush=True)
+                    time.sleep(3)
+                    os._exit(0)
+                kids.append(pid)
+            codes = [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in kids]
+            print("CODES", codes, flush=True)
+            assert codes == [0] * {children}
+    """}
+
+
+def test_four_children_cannot_together_hold_more_than_the_runs_memory_cap(capped, tmp_path):
+    # Each child stays far below its own address-space limit (512 MiB); only the
+    # run's cap (256 MiB for all) can stop them.
+    r = capped.run(make_tree(tmp_path, holders(4, 100)), PYTEST)
+    codes = [int(c) for c in re.search(r"CODES \[([-\d, ]+)\]", r.log).group(1).split(",")]
+    assert codes.count(-signal.SIGKILL) >= 2 and codes.count(0) <= 2, r.log
+    assert r.outcome == "killed", r
+    note = next(n for n in r.notes if "memory cap" in n)
+    assert "256 MiB across all its processes" in note, r.notes
+    peak = int(re.search(r"peak (\d+) MiB", note).group(1))
+    assert peak <= 256, note
+    assert f"[sandbox: {note}]" in r.log  # the run's log says it too
+
+
+def test_the_same_children_pass_under_a_cap_that_holds_them_all(runner_dir, scratch_dir, capped, tmp_path):
+    roomy = sandbox(runner_dir, scratch_dir, memory_bytes=768 << 20)
+    r = roomy.run(make_tree(tmp_path, holders(4, 100)), PYTEST)
+    assert (r.outcome, r.log.count("HELD")) == ("passed", 4), r.log
+    assert not any("cap" in n for n in r.notes), r.notes
+
+
+def test_two_runs_at_once_each_get_their_own_cap(capped, tmp_path):
+    # Two runs of two 80 MiB children fit 256 MiB each, not one 256 MiB together.
+    tree = make_tree(tmp_path, holders(2, 80))
+    results = [None, None]
+
+    def go(i):
+        results[i] = capped.run(tree, PYTEST)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.outcome for r in results] == ["passed", "passed"], [r.log for r in results]
+
+
+# -- processes ----------------------------------------------------------------------
+
+FORK_BOMB = {"test_bomb.py": """
+    import os, time
+    def test_bomb():
+        children = 0
+        while children < 10000:
+            try:
+                pid = os.fork()
+            except OSError:
+                break
+            if pid == 0:
+                time.sleep(60)
+                os._exit(0)
+            children += 1
+        print("FORKED", children, flush=True)
+"""}
+
+
+def test_a_fork_bomb_stops_at_the_runs_process_cap(capped, tmp_path):
+    start = time.monotonic()
+    r = capped.run(make_tree(tmp_path, FORK_BOMB), PYTEST)
+    forked = int(r.log.split("FORKED ")[1].split()[0])
+    # bwrap, its shell and pytest count too: the children stop just short of the cap
+    assert LIMITS.nproc - 6 <= forked < LIMITS.nproc, r.log
+    assert any(n.startswith(f"reached the run's process cap ({LIMITS.nproc} processes)") for n in r.notes), r.notes
+    assert time.monotonic() - start < 10
+
+
+# -- tmpfs inodes -----------------------------------------------------------------
+
+FILE_FLOOD = {"test_flood.py": """
+    import errno, os
+    def flood(folder):
+        n = 0
+        try:
+            while n < 300000:
+                open(os.path.join(folder, "f%d" % n), "w").close()
+                n += 1
+        except OSError as exc:
+            return n, errno.errorcode[exc.errno]
+        return n, "none"
+    def test_flood():
+        results = {d: flood(d) for d in ("/tmp", "/tree", "/dev/shm")}
+        for name in os.listdir("/tmp"):      # make room, so pytest can write its report
+            if name.startswith("f"):
+                os.unlink(os.path.join("/tmp", name))
+        print("FLOOD", results, flush=True)
+"""}
+
+
+def test_300000_files_hit_the_inode_cap_of_each_tmpfs(capped, tmp_path):
+    r = capped.run(make_tree(tmp_path, FILE_FLOOD), PYTEST)
+    results = ast.literal_eval(r.log.split("FLOOD ", 1)[1].split("\n", 1)[0])
+    for folder, (count, error) in results.items():
+        assert error == "ENOSPC" and count < LIMITS.tmpfs_inodes, (folder, count, error)
+    assert r.outcome == "passed", r.log[-3000:]
+    # /tmp was emptied again; the others are still full when the run ends, and the notes say so
+    full = [n for n in r.notes if "ran out of inodes" in n]
+    assert any(n.startswith("/tree ran out of inodes") for n in full), r.notes
+    assert any(n.startswith("/dev/shm ran out of inodes") for n in full), r.notes
+    assert not any(n.startswith("/tmp") for n in full), r.notes
+
+
+# -- the fallback ------------------------------------------------------------------
+
+LIMITS_PROBE = {"test_zz_limits.py": """
+    def test_limits_in_force():
+        limits = {}
+        for line in open("/proc/self/limits"):
+            if line.startswith(("Max address space", "Max processes")):
+                name, soft = line[:26].strip(), line[26:].split()[0]
+                limits[name] = int(soft)
+        print("LIMITS", limits["Max address space"], limits["Max processes"], flush=True)
+"""}
+
+
+def sample_tree(root: Path, solved: bool) -> Path:
+    """The sample packet's fixture with its own test, or its solution with the hidden
+    reference tests; plus a test that prints the limits in force."""
+    files = {p.name: p.read_text() for p in (SAMPLE / "fixture").iterdir()}
+    if solved:
+        del files["test_invoices.py"]
+        files["invoices.py"] = (SAMPLE / "solution" / "invoices.py").read_text()
+        files.update({p.name: p.read_text() for p in (SAMPLE / "reference_tests").iterdir()})
+    return make_tree(root, {**files, **LIMITS_PROBE})
+
+
+def test_the_rlimit_fallback_fits_the_budget_and_still_runs_the_sample_packet(runner_dir, scratch_dir, tmp_path):
+    sb = sandbox(runner_dir, scratch_dir, caps="rlimit", tmpfs="bwrap", memory_bytes=1 << 30,
+                 address_space_bytes=1 << 30, nproc=64)
+    assert sb.describe_caps().startswith("per-process rlimits only: at most 8 processes x 128 MiB")
+    original = sb.run(sample_tree(tmp_path / "original", solved=False), PYTEST)
+    solved = sb.run(sample_tree(tmp_path / "solved", solved=True), PYTEST)
+    # the sample's bug still shows, and its fix still passes, under the fallback's limits
+    assert (original.outcome, original.failed) == ("failed", 1), original.log
+    assert "test_invoices.py::test_charges_only" in {t.nodeid for t in original.tests if t.outcome == "failed"}
+    assert (solved.outcome, solved.passed) == ("passed", 3), solved.log
+    address_space, processes = map(int, solved.log.split("LIMITS ")[1].split()[:2])
+    assert (address_space, processes) == (128 << 20, 8)
+    assert address_space * processes <= 1 << 30
+
+
+def test_a_memory_bomb_under_the_fallback_stops_at_its_share(runner_dir, scratch_dir, tmp_path):
+    sb = sandbox(runner_dir, scratch_dir, caps="rlimit", tmpfs="bwrap", memory_bytes=1 << 30,
+                 address_space_bytes=1 << 30, nproc=64)
+    tree = make_tree(tmp_path, {"test_mem.py": """
+        def test_mem():
+            hog = []
+            while True:
+                hog.append(bytearray(16 << 20))
+    """})
+    r = sb.run(tree, PYTEST)
+    assert r.outcome == "killed" and "hit the memory limit (128 MiB): MemoryError" in r.notes, r
+
+
+# -- modes and leftovers ----------------------------------------------------------
+
+
+def test_a_forced_mode_this_machine_lacks_is_refused_with_the_reason(runner_dir, scratch_dir, capped, tmp_path):
+    lacking = {"cgroup1": "cgroup2", "cgroup2": "cgroup1"}[capped.caps_in_force().mode]
+    with pytest.raises(SandboxUnavailable, match=f"sandbox caps {lacking}/auto: "):
+        sandbox(runner_dir, scratch_dir, caps=lacking).run(tmp_path, ("true",))
+
+
+def test_stale_cgroups_and_mounts_of_a_dead_worker_are_removed(capped, tmp_path):
+    caps = capped.caps_in_force()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a "worker" that starts a run, then dies without cleaning up
+        try:
+            os.close(r)
+            run = RunCaps(caps, capped.budget()).__enter__()
+            run.tmpfs("/tmp", 1 << 20, UID_BASE)
+            sleeper = subprocess.Popen(run.wrap(["sleep", "600"]), start_new_session=True)
+            while str(sleeper.pid) not in (run.cgroups[0] / "cgroup.procs").read_text().split():
+                time.sleep(0.01)  # the prefix has not written its pid yet
+            os.write(w, run.name.encode())
+            time.sleep(600)
+        finally:
+            os._exit(1)
+    os.close(w)
+    name = os.read(r, 200).decode()
+    os.close(r)
+    with RunCaps(caps, capped.budget()) as live:  # a run of a live process, left alone
+        live.tmpfs("/tmp", 1 << 20, UID_BASE)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        stale = [parent / name for parent in caps.parents]
+        sleeper = [int(p) for p in (stale[0] / "cgroup.procs").read_text().split()]
+        assert len(sleeper) == 1 and all(p.is_dir() for p in stale)
+        assert any(m.startswith(str(caps.mount_dir / name)) for m, _, _ in _mounts())
+
+        removed = capped.clean_stale()
+
+        # (other test runs on this machine may have left stale runs too: a subset)
+        assert {*map(str, stale), str(caps.mount_dir / name)} <= set(removed)
+        assert not any(p.exists() for p in stale) and not (caps.mount_dir / name).exists()
+        assert not any(m.startswith(str(caps.mount_dir / name)) for m, _, _ in _mounts())
+        assert process_state(sleeper[0]) in (None, "Z")  # killed (a zombie until its new parent reaps it)
+        assert all((parent / live.name).is_dir() for parent in caps.parents)
+
+
+def process_state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return next(line.split()[1] for line in fh if line.startswith("State:"))
+    except FileNotFoundError:
+        return None
+
+
+def test_detection_is_cached_and_says_which_caps_are_in_force(capped):
+    caps = capped.caps_in_force()
+    assert detect("auto", "auto", caps.mount_dir) is caps
+    text = capped.describe_caps()
+    assert text.startswith(f"cgroup v{caps.mode[-1]}: 256 MiB memory and 32 processes per run")
+    assert "tmpfs capped at 16384 inodes by per-run mounts" in text
+
+
+def test_the_budget_refuses_nonsense():
+    with pytest.raises(ValueError):
+        RunBudget(memory_bytes=0)
+
+
+def test_the_worker_builds_its_sandbox_from_the_cap_settings(settings):
+    from grading.pipeline import sandbox_from_settings
+
+    settings.GRADING_SANDBOX_MEMORY_MB = 512
+    settings.GRADING_SANDBOX_PROCESSES = 40
+    settings.GRADING_SANDBOX_TMPFS_INODES = 5000
+    settings.GRADING_SANDBOX_FALLBACK_PROCESSES = 5
+    settings.GRADING_SANDBOX_CAPS, settings.GRADING_SANDBOX_TMPFS = "rlimit", "bwrap"
+    sb = sandbox_from_settings()
+    assert sb.budget() == RunBudget(memory_bytes=512 << 20, processes=40, tmpfs_inodes=5000,
+                                    fallback_processes=5, address_space_bytes=1 << 30)
+    assert (sb.caps, sb.tmpfs) == ("rlimit", "bwrap")
+    assert sb.describe_caps().startswith("per-process rlimits only: at most 5 processes x 102 MiB")
