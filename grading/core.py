@@ -23,7 +23,7 @@ from .archive import ExtractReport, Limits, UnsafeArchive, safe_extract
 from .checks.artifacts import ARTIFACT_NAMES, check_artifacts, read_artifact
 from .checks.diff import diff_trees
 from .checks.receipts import MIN_RED_TO_GREEN, witness_timeline
-from .checks.redlog import analyse_red_log, collect_test_ids
+from .checks.redlog import Reproduction, analyse_red_log, collect_test_ids
 from .checks.refusal import check_refusal
 from .checks.timeline import Receipt
 from .integrity import Planted, judge_run, plant_canaries
@@ -258,7 +258,13 @@ def run_to_dict(name: str, result: RunResult | None, integrity: dict | None = No
 
 
 class OriginalRunCache:
-    """The original tree's own run, once per packet version (it is the same for everyone)."""
+    """The original tree's own run, once per packet version (it is the same for everyone).
+
+    The cached run holds its log, which the red-log check compares with; files
+    of an older format (no log) are not read: the format is in the file name.
+    """
+
+    FORMAT = "2"
 
     def __init__(self, folder: Path | None):
         self.folder = folder
@@ -270,16 +276,17 @@ class OriginalRunCache:
         for path in sorted(spec.fixture):
             digest.update(path.encode() + b"\0" + spec.fixture[path] + b"\0")
         digest.update(" ".join(spec.test_command).encode())
-        return self.folder / f"{spec.cache_key()}-{digest.hexdigest()[:16]}.json"
+        return self.folder / f"{spec.cache_key()}-{digest.hexdigest()[:16]}-f{self.FORMAT}.json"
 
     def get(self, spec: PacketSpec) -> dict | None:
         path = self._path(spec)
         if path is None or not path.exists():
             return None
         try:
-            return json.loads(path.read_text())
+            run = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
+        return run if isinstance(run, dict) and "log" in run else None
 
     def put(self, spec: PacketSpec, run: dict) -> None:
         path = self._path(spec)
@@ -296,6 +303,7 @@ def _original_run_dict(result: RunResult) -> dict:
         "outcome": result.outcome,
         "failing_ids": sorted(t.nodeid for t in result.tests if t.outcome in ("failed", "error")),
         "duration_s": round(result.duration_s, 3),
+        "log": result.log,  # kept in the cache for the red-log check, left out of the evidence
     }
 
 
@@ -386,10 +394,14 @@ def grade_tree(
     }
     red_text = read_artifact(tree, "red.log")
     texts = {name: read_artifact(tree, name, limit=TEXT_LIMIT) for name in TEXT_ARTIFACTS}
+    original_log = original.pop("log", "")  # compared with red.log; the evidence keeps no log of it
     red = analyse_red_log(
         red_text,
         known_test_ids=original_ids | collect_test_ids(tree),
         original_failures=set(original["failing_ids"]),
+        # The real runs the red log is compared with, line by line.
+        reproductions=[Reproduction("original", original_log, tuple(spec.fixture)),
+                       Reproduction("tests_vs_original", results["tests_vs_original"].log, spec.production_paths)],
     )
     timeline = witness_timeline(
         artifact_times, texts.get("model_allowed.at"), receipts, candidate,

@@ -61,6 +61,10 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Iterable
+
+from .pytestlog import read_failures, separator_findings
+from .reproduction import Reproduction, compare_with_reproductions, summary_findings
 
 # CSI (colours, cursor moves), OSC (window titles, links: ESC ] ... BEL or ST), other ESC pairs.
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
@@ -259,13 +263,19 @@ def analyse_red_log(
     *,
     known_test_ids: set[str] | None,
     original_failures: set[str] | None,
+    reproductions: Iterable[Reproduction | tuple] | None = None,
 ) -> RedLogReport:
     """Read a red log and say what of pytest's own output it shows, and why.
 
     ``known_test_ids``: ids this submission can fail (original tree and the
     candidate's tests, as from ``collect_test_ids``); None skips that check.
     ``original_failures``: ids failing in the original tree's own run; None
-    skips the comparison. The rule for ``genuine`` is in the module docstring.
+    skips the comparison. ``reproductions``: real sandboxed runs of this tree
+    (``Reproduction`` or ``(label, log)``); with them (even none) the log's
+    separators and its summary are checked and each failure is compared with
+    the same test's failure in those runs (point 6); None (the gate's own
+    check, before any rerun) skips all of point 6. The rule for ``genuine`` is
+    in the module docstring.
     """
     if text is None or not text.strip():
         what = "red.log" if text is None else "any text in red.log"
@@ -320,6 +330,13 @@ def analyse_red_log(
         if s_at >= 0 and f_at > s_at:
             conflicts.append("pytest's order: the FAILURES section comes before the short test summary")
         conflicts += _count_conflicts(run, _counts(lines[last]), summary_idx, previous + 1)
+    if reproductions is not None:
+        conflicts += separator_findings(lines, CLOSING_RE, coloured="\x1b[" in text)
+        conflicts += summary_findings(lines, read_failures(lines), summary_idx)
+        compared = compare_with_reproductions(lines, reproductions, clean=clean_log)
+        conflicts += compared.verdicts
+        signals.extend(compared.signals)
+        missing.extend(compared.notes)
     missing.extend(conflicts)
 
     ids, full = _failing_ids(lines)

@@ -1,0 +1,389 @@
+"""Does red.log print what a real pytest run of this tree prints?
+
+``analyse_red_log`` calls :func:`compare_with_reproductions` with the logs of
+real runs made in the sandbox (the original tree's own run, and the
+candidate's tests over the original production code). Only the tests the red
+log names are compared: a real run may hold more failures (tests the
+candidate deleted, or tests the grader planted), and those are ignored.
+
+What varies in honest logs is normalised away before comparing: memory
+addresses (``0x7f...``), absolute paths (the candidate's folder, ``/tree`` in
+the sandbox, Windows drives and backslashes: a path keeps its last part),
+``PosixPath``/``WindowsPath``, whitespace runs, Python 3.11's ``^^^^`` position
+lines, frames inside libraries (pytest, pluggy, the standard library: their
+line numbers change with every version), the optional ``AssertionError: ``
+before pytest's ``assert ...`` line, the diff lines under it (their wording
+changes between pytest 7, 8 and 9 and with ``-v``), blank ``E`` lines, the
+traceback style (``--tb=long``, ``short``, ``auto``, ``native``: each failure
+is read as frames ``file:line`` with their failing statement, then the error
+lines), ``-l`` locals, captured output, headers, durations and counts.
+
+Findings are of two kinds (see ``Comparison``):
+
+- *verdicts*, which make the log not genuine: what no real pytest run of this
+  tree prints. Separators of one run centred to different terminal widths, or
+  not centred; ``+ where`` lines that a real run prints under the same failing
+  statement and red.log lacks (or the reverse); an assertion line that does not
+  show its own literal or the value its ``+ where`` line gives; a short-summary
+  message that is not the first line of the same test's error; a line number
+  of the packet's own, unchanged code that no real run prints.
+- *notes*, which are reported but decide nothing, because an honest candidate
+  can cause them: a failing statement no real run shows (the test was edited
+  after the red run), other values (code that depends on the clock, the
+  machine or chance), another line number for the candidate's own test (lines
+  added above it later), a plain ``AssertionError`` (``--assert=plain``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, NamedTuple
+
+from .pytestlog import (ASSERTION_PREFIX, SUMMARY_FAILED_RE, WHERE_RE, Failure, Frame, basename, excerpt,
+                        read_failures, section_title, unprefixed)
+
+ADDRESS_RE = re.compile(r"\b0x[0-9a-fA-F]{4,}\b")
+PATHCLASS_RE = re.compile(r"\b(?:Posix|Windows|PurePosix|PureWindows)Path\(")
+ABSPATH_RE = re.compile(r"(?<![\w.])(?:[A-Za-z]:)?(?:/[^\s'\"/():,\[\]]+)+")
+TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+SHORT_LITERAL = 25
+
+
+class Reproduction(NamedTuple):
+    """One real run of this tree: its name in sentences, its log, and the files
+    of that run that are the packet's own (``path`` as pytest prints it, from
+    the tree's root), whose line numbers a candidate's red run shares."""
+
+    label: str
+    log: str
+    packet_paths: tuple[str, ...] = ()
+
+
+@dataclass
+class Comparison:
+    """What the comparison found: verdicts make the log not genuine, notes and signals inform."""
+
+    verdicts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    signals: list[str] = field(default_factory=list)
+
+
+def normalise_text(text: str) -> str:
+    """One line with what differs between honest machines taken out (addresses, paths, spacing)."""
+    text = text.replace("\\\\", "/").replace("\\", "/")
+    text = ADDRESS_RE.sub("0x…", text)
+    text = PATHCLASS_RE.sub("Path(", text)
+    text = ABSPATH_RE.sub(lambda m: m.group(0).rsplit("/", 1)[-1], text)
+    return " ".join(unprefixed(text.strip()).split())
+
+
+def _same_tokens(a: str, b: str) -> bool:
+    """Equal up to order (a set's order changes with the hash seed)."""
+    return sorted(TOKEN_RE.findall(a)) == sorted(TOKEN_RE.findall(b))
+
+
+# --- what one failure must show by itself ----------------------------------------------
+
+
+def _has_where_parts(node: ast.AST) -> bool:
+    """Whether pytest's assertion rewriting prints a ``+ where`` line for this expression.
+
+    Calls and attribute reads get one; binary and unary operators pass their
+    operands' on; names, literals, subscripts and comprehensions get none.
+    """
+    if isinstance(node, ast.Call):
+        return True
+    if isinstance(node, ast.Attribute):
+        return isinstance(node.ctx, ast.Load)
+    if isinstance(node, ast.BinOp):
+        return _has_where_parts(node.left) or _has_where_parts(node.right)
+    if isinstance(node, ast.UnaryOp):
+        return _has_where_parts(node.operand)
+    return False
+
+
+def _literal(node: ast.AST) -> str | None:
+    """The repr pytest shows for a short literal operand, else None."""
+    sign = ""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        sign, node = "-", node.operand
+    if not isinstance(node, ast.Constant) or (sign and not isinstance(node.value, (int, float))):
+        return None
+    text = sign + repr(node.value)
+    return text if len(text) <= SHORT_LITERAL and "\n" not in text else None
+
+
+def _contains(text: str, part: str) -> bool:
+    """``part`` is in ``text``, whitespace aside (a terminal may have wrapped a copied line anywhere)."""
+    return "".join(part.split()) in "".join(text.split())
+
+
+def _assert_test(statement: str) -> ast.expr | None:
+    """The tested expression when ``statement`` is one ``assert``, else None."""
+    try:
+        module = ast.parse(statement)
+    except (SyntaxError, ValueError):
+        return None
+    if len(module.body) != 1 or not isinstance(module.body[0], ast.Assert):
+        return None
+    return module.body[0].test
+
+
+def own_findings(failure: Failure, name: str, where_rule: bool = True) -> list[str]:
+    """What this failure's own lines contradict (verdicts), without any real run.
+
+    Only for pytest's rewritten ``assert`` explanation: each ``+ where V = ...``
+    line's value V appears in the line above it; a short literal of the failing
+    ``assert`` appears in the error lines; and an assertion on a call or an
+    attribute with no diff under it has at least one ``+ where`` line.
+    """
+    if not failure.explained:
+        return []
+    findings: list[str] = []
+    head_i, head = failure.head[-1]
+    seen = " ".join(unprefixed(t) for _, t in failure.head)
+    for i, _, text in failure.wheres:
+        value = WHERE_RE.match(text)["rest"].split(" = ", 1)[0].strip()
+        if value and not _contains(seen, value):
+            findings.append(f"the assertion's own lines: for {name}, red.log's line {i + 1} `E {excerpt(text)}` "
+                            f"gives the value {excerpt(value, 40)}, which its line {head_i + 1} `E {excerpt(head)}` "
+                            "does not show; pytest prints the same value in both")
+            break
+        seen += " " + text
+    test = _assert_test(failure.statement)
+    if test is None:
+        return findings
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        operands = [test.left, *test.comparators]
+        for literal in filter(None, map(_literal, operands)):
+            if not _contains(failure.error_text, literal):
+                findings.append(f"the assertion's own lines: for {name}, the failing line `> {excerpt(failure.statement)}` "
+                                f"compares with {literal}, but red.log's line {head_i + 1} `E {excerpt(head)}` "
+                                "does not show it; pytest prints the literal as written")
+                break
+        needs = any(map(_has_where_parts, operands))
+    else:
+        needs = _has_where_parts(test)
+    if where_rule and needs and not failure.wheres and not failure.details and not failure.truncated:
+        findings.append(f"lines a real run prints: for {name}, the failing line `> {excerpt(failure.statement)}` "
+                        "calls a function or reads an attribute, and pytest then prints `+ where ...` lines "
+                        f"under red.log's line {head_i + 1} `E {excerpt(head)}`; red.log has none")
+    return findings
+
+
+# --- comparing with the real runs ----------------------------------------------------------
+
+
+def _frames_key(failure: Failure) -> tuple:
+    """(file name, line, failing line) per frame: the parts every traceback style prints."""
+    return tuple((basename(f.path), f.line, normalise_text(f.statement)) for f in failure.frames)
+
+
+def _error_key(failure: Failure) -> tuple:
+    """The head and the ``+ where`` lines (with their levels), normalised; diff lines are left out."""
+    return (tuple(normalise_text(t) for _, t in failure.head),
+            tuple((level, normalise_text(t)) for _, level, t in failure.wheres))
+
+
+def _same(red: Failure, real: Failure) -> bool:
+    """The same frames (file, line, failing line) and the same error lines, once normalised."""
+    if _frames_key(red) != _frames_key(real):
+        return False
+    (rh, rw), (oh, ow) = _error_key(red), _error_key(real)
+    return len(rh) == len(oh) and _shape(red) == _shape(real) and all(
+        _same_tokens(a, b) for a, b in zip((*rh, *(t for _, t in rw)), (*oh, *(t for _, t in ow))))
+
+
+def _shape(failure: Failure) -> tuple[int, ...]:
+    """The nesting levels of the ``+ where`` lines: what the failing statement alone decides."""
+    return tuple(level for _, level, _ in failure.wheres)
+
+
+def _listing(frame: Frame) -> tuple[str, ...]:
+    """A --tb=long frame's source lines, normalised."""
+    return tuple(normalise_text(line) for line in frame.listing)
+
+
+def _compare_one(red: Failure, reals: list[tuple[Reproduction, Failure]], name: str, out: Comparison) -> None:
+    """One failure of red.log against the same test's failures in the real runs, into ``out``."""
+    matched = [rep.label for rep, real in reals if _same(red, real)]
+    if matched:
+        out.signals.append(f"the failure of {name} matches the {' and '.join(dict.fromkeys(matched))} run")
+        return
+    last = red.last
+    stmt = normalise_text(last.statement) if last and last.statement else ""
+    same_stmt = [(rep, real) for rep, real in reals
+                 if stmt and real.last and normalise_text(real.last.statement) == stmt]
+    # Where a real run shows the same failing line, it says which "+ where" lines pytest prints.
+    out.verdicts.extend(own_findings(red, name, where_rule=not same_stmt))
+    if not reals:
+        out.notes.append(f"a real run failing {name} (no real run of this tree fails it, so its lines "
+                         "cannot be compared; fine when the test was changed after the red run)")
+        return
+    if not same_stmt:
+        shown = f"`> {excerpt(last.statement)}` (red.log's line {last.at + 1})" if stmt else "its frames"
+        theirs = sorted({f"`> {excerpt(real.last.statement)}` ({rep.label})" for rep, real in reals
+                         if real.last and real.last.statement})
+        out.notes.append(f"the failing line of {name} in a real run: red.log shows {shown}, the real runs "
+                         f"{', '.join(theirs) or 'show no failing line'} (fine when the test was edited after "
+                         "the red run)")
+        return
+    before = len(out.verdicts) + len(out.notes)
+    _compare_error(red, same_stmt, name, out)
+    _compare_lines(red, reals, name, out)
+    if len(out.verdicts) + len(out.notes) == before:
+        labels = " and ".join(dict.fromkeys(rep.label for rep, _ in same_stmt))
+        out.signals.append(f"the failure of {name} agrees with the {labels} run in its failing line "
+                           "and its error")
+
+
+def _compare_error(red: Failure, same_stmt: list[tuple[Reproduction, Failure]], name: str, out: Comparison) -> None:
+    """The error lines under the same failing statement: ``+ where`` lines decide, values inform.
+
+    ``+ where`` lines are compared only where both sides show pytest's plain
+    explanation: a diff under the assertion (pytest's own comparison of
+    strings, lists, or of numbers under pytest 6's ``-v``) replaces them.
+    """
+    explained = [(rep, real) for rep, real in same_stmt if real.explained and not real.truncated]
+    if explained and not red.explained and red.head:
+        rep, real = explained[0]
+        out.notes.append(f"pytest's explanation of {name}'s assertion: red.log's line {red.head[0][0] + 1} "
+                         f"`E {excerpt(red.head[0][1])}` where the {rep.label} run prints "
+                         f"`E {excerpt(real.head[-1][1])}` (fine when run with --assert=plain)")
+        return
+    plain = [(rep, real) for rep, real in explained if not real.details]
+    if (red.explained and not red.details and not red.truncated and plain
+            and all(_shape(real) != _shape(red) for _, real in plain)):
+        rep, real = plain[0]
+        head_i = red.head[-1][0]
+        if len(real.wheres) > len(red.wheres) and _shape(red) == _shape(real)[:len(red.wheres)]:
+            extra = [t for _, _, t in real.wheres[len(red.wheres):]]
+            lines = " and ".join(f"`E {excerpt(t, 70)}`" for t in extra[:2])
+            out.verdicts.append(f"lines a real run prints: under the same failing line `> {excerpt(real.last.statement)}` "
+                                f"the {rep.label} run prints {lines}{' and more' if len(extra) > 2 else ''} for "
+                                f"{name}; red.log's error (line {head_i + 1} `E {excerpt(red.head[-1][1])}`) "
+                                f"has {len(red.wheres) or 'no'} `+ where` line{'s' if len(red.wheres) != 1 else ''}")
+        else:
+            k = next((k for k, (a, b) in enumerate(zip(_shape(red), _shape(real))) if a != b), len(real.wheres))
+            i, _, text = red.wheres[min(k, len(red.wheres) - 1)]
+            out.verdicts.append(f"lines a real run prints: red.log's line {i + 1} `E {excerpt(text, 70)}` for {name} "
+                                f"is not among the {len(real.wheres)} `+ where` lines the {rep.label} run prints "
+                                f"under the same failing line `> {excerpt(real.last.statement)}`")
+        return
+    if not any(_same_values(red, real) for _, real in same_stmt):
+        rep, real = same_stmt[0]
+        mine, theirs = _first_difference(red, real)
+        shown = f"line {mine[0] + 1} `E {excerpt(mine[1])}`" if mine else "no such line"
+        out.notes.append(f"the values of a real run for {name}: red.log's {shown}, the {rep.label} run "
+                         f"`E {excerpt(theirs)}` (fine when the code's values depend on the machine, the "
+                         "clock or chance)")
+
+
+def _error_lines(failure: Failure) -> list[tuple[int, str]]:
+    """The head and ``+ where`` lines with their indices."""
+    return [*failure.head, *((i, t) for i, _, t in failure.wheres)]
+
+
+def _first_difference(red: Failure, real: Failure) -> tuple[tuple[int, str] | None, str]:
+    """The first of red.log's error lines that differs from the real run's, and the real run's line."""
+    mine, theirs = _error_lines(red), [t for _, t in _error_lines(real)]
+    for k, (i, text) in enumerate(mine):
+        other = theirs[k] if k < len(theirs) else "no such line"
+        if not _same_tokens(normalise_text(text), normalise_text(other)):
+            return (i, text), other
+    return None, theirs[len(mine)] if len(theirs) > len(mine) else "no such line"
+
+
+def _same_values(red: Failure, real: Failure) -> bool:
+    """The same error text up to order; ``+ where`` lines count only when both print them alike."""
+    (rh, rw), (oh, ow) = _error_key(red), _error_key(real)
+    mine, theirs = list(rh), list(oh)
+    if _shape(red) == _shape(real):
+        mine += [t for _, t in rw]
+        theirs += [t for _, t in ow]
+    return _same_tokens(" ".join(mine), " ".join(theirs))
+
+
+def _compare_lines(red: Failure, reals: list[tuple[Reproduction, Failure]], name: str, out: Comparison) -> None:
+    """Line numbers: a verdict only for code a packet-only run printed with the very same listing."""
+    for frame in red.frames:
+        if not frame.statement:
+            continue
+        key = (basename(frame.path), normalise_text(frame.statement))
+        twins = [(rep, f) for rep, real in reals for f in real.frames
+                 if (basename(f.path), normalise_text(f.statement)) == key]
+        if not twins or frame.line in {f.line for _, f in twins}:
+            continue
+        lines = sorted({f.line for _, f in twins})
+        packet = [(rep, f) for rep, f in twins if f.path.replace("\\", "/") in rep.packet_paths
+                  and frame.listing and f.listing and _listing(f) == _listing(frame)]
+        where = f"red.log's line {frame.at + 1} `{excerpt(frame.path)}:{frame.line}` for `{excerpt(frame.statement, 60)}`"
+        real_lines = " or ".join(map(str, lines))
+        if packet:
+            out.verdicts.append(f"line numbers: {where} in {name}; the packet's own code, unchanged (the same "
+                                f"function as printed by the {packet[0][0].label} run), is at line {real_lines} "
+                                "in every real run")
+        else:
+            out.notes.append(f"line numbers of a real run: {where} in {name}, line {real_lines} in the real "
+                             "runs (fine when lines above it were edited after the red run)")
+        return
+
+
+def summary_findings(lines: list[str], failures: list[Failure], summary_idx: set[int]) -> list[str]:
+    """Each ``FAILED <id> - <message>`` line repeats the first error line of that test's section.
+
+    pytest writes both from the same exception; a message cut with ``...`` to
+    fit the terminal is compared on the part shown. Only assertion errors are
+    compared, for tests whose section is found by its title.
+    """
+    by_title: dict[str, list[Failure]] = {}
+    for failure in failures:
+        by_title.setdefault(failure.title, []).append(failure)
+    findings: list[str] = []
+    for i in sorted(summary_idx):
+        m = SUMMARY_FAILED_RE.match(lines[i])
+        if not m or not m["msg"]:
+            continue
+        title = section_title(m["id"])
+        candidates = [f for f in by_title.get(title, ()) if f.head and f.head[0][1].startswith(("assert", "Assert"))]
+        if not candidates:
+            continue
+        msg = " ".join(m["msg"].split())
+        cut = msg.endswith("...")
+        msg = msg[:-3] if cut else msg
+
+        def agrees(failure: Failure) -> bool:
+            first = " ".join(failure.head[0][1].split())
+            return any(first.startswith(x) or (not cut and x.startswith(first))
+                       for x in (msg, unprefixed(msg))) or first.startswith(ASSERTION_PREFIX + msg)
+
+        if not any(agrees(f) for f in candidates):
+            f = candidates[0]
+            findings.append(f"summary and traceback: red.log's line {i + 1} `{excerpt(lines[i])}` does not repeat "
+                            f"line {f.head[0][0] + 1} `E {excerpt(f.head[0][1])}` of the same test's error; "
+                            "pytest writes both from one exception")
+    return findings
+
+
+def compare_with_reproductions(lines: list[str], reproductions: Iterable[tuple], *,
+                               clean: Callable[[str], str]) -> Comparison:
+    """Compare each failure red.log shows with the same test's failure in the real runs.
+
+    ``lines``: red.log's cleaned lines. ``reproductions``: ``Reproduction`` or
+    ``(label, log)`` / ``(label, log, packet_paths)`` tuples of real sandboxed
+    runs; ``clean`` turns a raw log into text (the red log's own cleaning).
+    """
+    out = Comparison()
+    runs = [Reproduction(*r) for r in reproductions if r and r[1]]
+    real_failures = [(rep, failure) for rep in runs
+                     for failure in read_failures([l.rstrip() for l in clean(rep.log).split("\n")])]
+    for failure in read_failures(lines):
+        if not failure.frames and not failure.head:
+            continue
+        reals = [(rep, real) for rep, real in real_failures if real.title == failure.title]
+        _compare_one(failure, reals, failure.title, out)
+    out.notes = list(dict.fromkeys(out.notes))
+    out.verdicts = list(dict.fromkeys(out.verdicts))
+    return out
