@@ -36,6 +36,7 @@ LOCATION_RE = re.compile(r"^(?P<path>\S.*?\.py):(?P<line>\d+):(?: (?P<rest>.*))?
 NATIVE_FRAME_RE = re.compile(r'^\s+File "(?P<path>.+?)", line (?P<line>\d+)(?:, in (?P<func>.+))?$')
 CARET_RE = re.compile(r"^\s*[\^~]+\s*$")
 E_RE = re.compile(r"^E(?: |$)")
+DEF_RE = re.compile(r"^[> ]\s*(?:async\s+)?def\s+(?P<name>\w+)\s*\(")
 WHERE_RE = re.compile(r"^\+(?P<pad>\s+)(?:where|and)\b\s*(?P<rest>.*)$")
 CHAINED = ("The above exception was the direct cause of the following exception:",
            "During handling of the above exception, another exception occurred:")
@@ -55,6 +56,8 @@ class Frame:
     statement: str           # the failing line's code, stripped ('' when not printed)
     listing: tuple[str, ...]  # --tb=long: the function's source as printed; () in other styles
     at: int                   # index of the frame's location line
+    statement_at: int = -1    # index of the failing line of code, -1 when not printed
+    function: str = ""        # the frame's function, when the style shows it
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,8 @@ def _native(body: list[tuple[int, str]]) -> tuple[list[Frame], list[tuple[int, s
         m = NATIVE_FRAME_RE.match(line)
         if m:
             nxt = next((l for _, l in body[k + 1:k + 2] if l.startswith("    ")), "")
-            frames.append(Frame(m["path"], int(m["line"]), nxt.strip(), (), i))
+            frames.append(Frame(m["path"], int(m["line"]), nxt.strip(), (), i, i + 1 if nxt else -1,
+                                (m["func"] or "").strip()))
             last = k + (2 if nxt else 1)
     error = [(i, "E " + line) for i, line in body[last:]
              if line.strip() and not CARET_RE.match(line) and not line.startswith("    ")
@@ -158,6 +162,7 @@ def _pytest_frames(body: list[tuple[int, str]]) -> tuple[list[Frame], list[tuple
     errors: list[tuple[int, str]] = []
     listing: list[str] = []
     statement: list[str] = []
+    statement_at = -1
     in_statement = False
     short_pending = False
     for i, line in body:
@@ -171,15 +176,18 @@ def _pytest_frames(body: list[tuple[int, str]]) -> tuple[list[Frame], list[tuple
         if loc:
             rest = loc["rest"] or ""
             if rest.startswith("in "):  # short style: the failing line follows
-                frames.append(Frame(loc["path"], int(loc["line"]), "", (), i))
+                frames.append(Frame(loc["path"], int(loc["line"]), "", (), i, -1, rest[3:].strip()))
                 short_pending = True
             else:
                 stmt = statement[0].strip() if statement else ""
-                frames.append(Frame(loc["path"], int(loc["line"]), stmt, tuple(listing), i))
+                defined = next((d["name"] for d in map(DEF_RE.match, listing) if d), "")
+                frames.append(Frame(loc["path"], int(loc["line"]), stmt, tuple(listing), i,
+                                    statement_at if statement else -1, defined))
             listing, in_statement = [], False
             continue
         if short_pending and line.startswith("    "):
-            frames[-1] = Frame(frames[-1].path, frames[-1].line, line.strip(), (), frames[-1].at)
+            frames[-1] = Frame(frames[-1].path, frames[-1].line, line.strip(), (), frames[-1].at, i,
+                               frames[-1].function)
             statement = [line[4:]]
             short_pending = False
             continue
@@ -188,7 +196,7 @@ def _pytest_frames(body: list[tuple[int, str]]) -> tuple[list[Frame], list[tuple
             listing, statement, in_statement = [], [], False
         elif line.startswith(">"):
             listing.append(line.rstrip())
-            statement, in_statement = [" " + line[1:]], True
+            statement, statement_at, in_statement = [" " + line[1:]], i, True
         elif line.startswith("    "):
             listing.append(line.rstrip())
             if in_statement:
@@ -199,6 +207,22 @@ def _pytest_frames(body: list[tuple[int, str]]) -> tuple[list[Frame], list[tuple
     return [f for f in frames if not _is_library(f.path)], errors, full
 
 
+def _rejoined(errors: list[tuple[int, str]], body: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The ``E`` lines without their ``E``; a line between two of them that is not one is the
+    rest of the line above, cut where a terminal or an editor wrapped it."""
+    if not errors:
+        return []
+    given = dict(errors)
+    first, end = errors[0][0], errors[-1][0]
+    texts: list[list] = []
+    for i, line in body:
+        if i in given:
+            texts.append([i, given[i][1:]])
+        elif texts and first < i < end and line and not CARET_RE.match(line):
+            texts[-1][1] += line
+    return [(i, text) for i, text in texts if text.strip()]
+
+
 def read_failure(title: str, at: int, body: list[tuple[int, str]]) -> Failure:
     """A section's frames and error lines, in any traceback style."""
     chunk = _last_chunk(body)
@@ -207,7 +231,7 @@ def read_failure(title: str, at: int, body: list[tuple[int, str]]) -> Failure:
         statement = frames[-1].statement if frames else ""
     else:
         frames, errors, statement = _pytest_frames(chunk)
-    texts = [(i, line[1:]) for i, line in errors if line[1:].strip()]
+    texts = _rejoined(errors, body)
     if not texts:
         return Failure(title, at, tuple(frames), statement)
     indent = len(texts[0][1]) - len(texts[0][1].lstrip())
@@ -225,18 +249,14 @@ def read_failure(title: str, at: int, body: list[tuple[int, str]]) -> Failure:
             head.append((i, body_text))
         else:
             details = True
-    # Lines between the error lines that are not error lines: a terminal that
-    # wrapped a long line when it was copied. Their text counts for containment.
-    first, end = texts[0][0], texts[-1][0]
-    stray = [line for i, line in body if first <= i <= end and not E_RE.match(line)]
-    error_text = " ".join(" ".join([t for _, t in texts] + stray).split())
+    error_text = " ".join(" ".join(t for _, t in texts).split())
     return Failure(title, at, tuple(frames), statement, tuple(head), tuple(wheres), error_text,
                    details, truncated)
 
 
 def read_failures(lines: list[str]) -> list[Failure]:
     """Every failure and error section of a log, read."""
-    return [read_failure(title, at, body) for title, at, body in failure_sections(lines)]
+    return [read_failure(title, at, body) for title, at, body in failure_sections(unwrapped(lines))]
 
 
 def _runs(lines: list[str], closing_re: re.Pattern) -> list[tuple[int, int]]:
@@ -256,6 +276,27 @@ def _runs(lines: list[str], closing_re: re.Pattern) -> list[tuple[int, int]]:
     return runs
 
 
+def _balanced(m: re.Match | None) -> bool:
+    return bool(m) and len(m["right"]) - len(m["left"]) in (0, 1)
+
+
+def unwrapped(lines: list[str]) -> list[str]:
+    """``lines`` with each separator that a terminal or an editor wrapped onto two lines made whole.
+
+    The joined line takes the first line's place and the second is left empty,
+    so line numbers stay those of the file.
+    """
+    out = list(lines)
+    for i in range(len(out) - 1):
+        line = out[i]
+        if line[:3] in ("===", "___", "---", "!!!") and not _balanced(SEP_RE.match(line)) and out[i + 1]:
+            joined = line + out[i + 1]
+            m = SEP_RE.match(joined)
+            if _balanced(m) and m.group(2) == line[0]:
+                out[i], out[i + 1] = joined, ""
+    return out
+
+
 def separator_findings(lines: list[str], closing_re: re.Pattern, coloured: bool) -> list[str]:
     """What in pytest's own separator lines no terminal width gives (verdicts).
 
@@ -264,11 +305,14 @@ def separator_findings(lines: list[str], closing_re: re.Pattern, coloured: bool)
     whole exactly W long; W is the same for every separator of a run and never
     below 40 (39 on Windows). A title too long for the width (fill of one) says
     nothing about W. With colour the closing line's length is not checked.
+    Only pytest's own titles count (a plugin's table or a test's output may
+    frame anything), and a separator wrapped onto two lines is read whole.
     """
+    lines = unwrapped(lines)
     findings: list[str] = []
     for start, end in _runs(lines, closing_re):
         in_block = False
-        widths: list[tuple[int, int]] = []
+        seps: list[tuple[int, str]] = []
         for i in range(start, end):
             line = lines[i]
             m = SEP_RE.match(line)
@@ -287,26 +331,25 @@ def separator_findings(lines: list[str], closing_re: re.Pattern, coloured: bool)
             if not ours:
                 continue
             left, right = len(m["left"]), len(m["right"])
-            if right - left not in (0, 1):
+            if not _balanced(m):
                 findings.append(f"separator widths: red.log's line {i + 1} `{excerpt(line, 60)}` has {left} "
                                 f"'{char}' on the left and {right} on the right; pytest centres its "
                                 "separators, with at most one more on the right")
-                continue
-            if left > 1:
-                widths.append((i, len(line)))
-        if not widths:
+            elif left > 1:
+                seps.append((i, line))
+        if not seps:
             continue
-        first_i, first_w = widths[0]
-        for i, width in widths[1:]:
-            if width != first_w:
-                findings.append(f"separator widths: red.log's line {i + 1} `{excerpt(lines[i], 60)}` is {width} "
-                                f"columns wide where line {first_i + 1} `{excerpt(lines[first_i], 60)}` is "
-                                f"{first_w}; pytest centres every separator of a run to the same terminal width")
+        first_i, first = seps[0]
+        for i, line in seps[1:]:
+            if len(line) != len(first):
+                findings.append(f"separator widths: red.log's line {i + 1} `{excerpt(line, 60)}` is {len(line)} "
+                                f"columns wide where line {first_i + 1} `{excerpt(first, 60)}` is "
+                                f"{len(first)}; pytest centres every separator of a run to the same terminal width")
                 break
-        narrow = [(i, w) for i, w in widths if w < MIN_WIDTH]
+        narrow = [(i, line) for i, line in seps if len(line) < MIN_WIDTH]
         if narrow:
-            i, width = narrow[0]
-            findings.append(f"separator widths: red.log's line {i + 1} `{excerpt(lines[i], 60)}` is {width} "
+            i, line = narrow[0]
+            findings.append(f"separator widths: red.log's line {i + 1} `{excerpt(line, 60)}` is {len(line)} "
                             f"columns wide; pytest never prints separators narrower than {MIN_WIDTH} "
                             "(it uses 80 columns for a narrower terminal)")
     return findings

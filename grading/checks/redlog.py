@@ -33,12 +33,22 @@ The rule for ``genuine`` (all must hold):
      usual words) show exactly ``N failed`` F and as many tests as passed,
      failed, skipped, xfailed and xpassed together.
 
+6. with ``reproductions`` (the grader's real runs of this tree; the gate's
+   own check has none and skips this point), the log prints what a real run
+   prints: each failure section is compared with the same test's sections in
+   those runs, tests the log does not show being ignored, and its separators
+   and summary lines are held to what pytest writes. The rule, the
+   normalisations and the sentences are in ``reproduction`` and
+   ``pytestlog``; what no real run of this tree prints is listed in
+   ``missing`` and decides, what an edit after the red run or the machine can
+   explain is a note.
+
 Signals versus verdicts: a point above decides ``genuine`` only when no
 honest run of pytest can produce its absence. What an honest candidate can
 produce stays a signal or a note in ``missing``: a missing session header
 (``-q``), a missing FAILURES section (``--tb=no``) or summary (``-rN``),
 failing differently from the original tree (a test edited or added first),
-durations of ``0.00s``, odd assertion messages.
+durations of ``0.00s``, other values in an assertion.
 
 Agreement with the original tree's own run (``original_failures``) is
 reported as a signal, or as a note in ``missing``, but does not decide
@@ -63,7 +73,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
-from .pytestlog import read_failures, separator_findings
+from .pytestlog import read_failures, separator_findings, unwrapped
 from .reproduction import Reproduction, compare_with_reproductions, summary_findings
 
 # CSI (colours, cursor moves), OSC (window titles, links: ESC ] ... BEL or ST), other ESC pairs.
@@ -281,6 +291,8 @@ def analyse_red_log(
         what = "red.log" if text is None else "any text in red.log"
         return RedLogReport(present=False, failed=False, genuine=False, missing=(what,))
     lines = [line.rstrip() for line in clean_log(text).split("\n")]
+    if reproductions is not None:
+        lines = unwrapped(lines)  # separators an editor or a terminal wrapped onto two lines, whole
     signals: list[str] = []
     missing: list[str] = []
 

@@ -131,11 +131,31 @@ def _assert_test(statement: str) -> ast.expr | None:
     return module.body[0].test
 
 
+def first_frame_findings(failure: Failure, name: str) -> list[str]:
+    """A test's traceback starts in the test itself: a first frame in another test is a verdict.
+
+    pytest cuts every failure's traceback at the test function (library frames
+    aside), so the section of ``TestC.test_a[1]`` starts in ``test_a``. A first
+    frame in a function whose name is another test's is a traceback copied from
+    that test; any other name (a helper marked ``__tracebackhide__``) is left alone.
+    """
+    if not failure.frames or failure.title.startswith(("ERROR ", "[doctest]")):
+        return []
+    first = failure.frames[0]
+    test = failure.title.split("[", 1)[0].split(" ", 1)[0].rsplit(".", 1)[-1]
+    if not first.function.startswith("test") or first.function == test:
+        return []
+    shown = (f"line {first.statement_at + 1} `> {excerpt(first.statement)}`" if first.statement_at >= 0
+             else f"line {first.at + 1} `{excerpt(first.path)}:{first.line}`")
+    return [f"the traceback's own lines: the section of {name} starts in `{first.function}` (red.log's {shown}); "
+            f"pytest starts a test's traceback in the test itself, `{test}`"]
+
+
 def own_findings(failure: Failure, name: str, where_rule: bool = True) -> list[str]:
     """What this failure's own lines contradict (verdicts), without any real run.
 
     Only for pytest's rewritten ``assert`` explanation: each ``+ where V = ...``
-    line's value V appears in the line above it; a short literal of the failing
+    line's value V appears in another error line (the one above it); a short literal of the failing
     ``assert`` appears in the error lines; and an assertion on a call or an
     attribute with no diff under it has at least one ``+ where`` line.
     """
@@ -143,15 +163,14 @@ def own_findings(failure: Failure, name: str, where_rule: bool = True) -> list[s
         return []
     findings: list[str] = []
     head_i, head = failure.head[-1]
-    seen = " ".join(unprefixed(t) for _, t in failure.head)
     for i, _, text in failure.wheres:
         value = WHERE_RE.match(text)["rest"].split(" = ", 1)[0].strip()
-        if value and not _contains(seen, value):
+        others = failure.error_text.replace(" ".join(text.split()), "", 1)
+        if value and not _contains(others, value):
             findings.append(f"the assertion's own lines: for {name}, red.log's line {i + 1} `E {excerpt(text)}` "
                             f"gives the value {excerpt(value, 40)}, which its line {head_i + 1} `E {excerpt(head)}` "
                             "does not show; pytest prints the same value in both")
             break
-        seen += " " + text
     test = _assert_test(failure.statement)
     if test is None:
         return findings
@@ -217,13 +236,13 @@ def _compare_one(red: Failure, reals: list[tuple[Reproduction, Failure]], name: 
     same_stmt = [(rep, real) for rep, real in reals
                  if stmt and real.last and normalise_text(real.last.statement) == stmt]
     # Where a real run shows the same failing line, it says which "+ where" lines pytest prints.
-    out.verdicts.extend(own_findings(red, name, where_rule=not same_stmt))
+    out.verdicts.extend(first_frame_findings(red, name) + own_findings(red, name, where_rule=not same_stmt))
     if not reals:
-        out.notes.append(f"a real run failing {name} (no real run of this tree fails it, so its lines "
-                         "cannot be compared; fine when the test was changed after the red run)")
+        out.notes.append(f"a real run that fails {name}: no real run of this tree fails it, so its lines are "
+                         "not compared (fine when the test was changed after the red run)")
         return
     if not same_stmt:
-        shown = f"`> {excerpt(last.statement)}` (red.log's line {last.at + 1})" if stmt else "its frames"
+        shown = f"`> {excerpt(last.statement)}` (red.log's line {last.statement_at + 1})" if stmt else "its frames"
         theirs = sorted({f"`> {excerpt(real.last.statement)}` ({rep.label})" for rep, real in reals
                          if real.last and real.last.statement})
         out.notes.append(f"the failing line of {name} in a real run: red.log shows {shown}, the real runs "

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from grading.checks.artifacts import decode_text
+from grading.checks.pytestlog import section_title
 from grading.checks.redlog import analyse_red_log, clean_log, collect_test_ids, normalise_id
+from grading.checks.reproduction import Reproduction, normalise_text
 from grading.spec import sample_spec
 
 LOGS = Path(__file__).parent / "logs"
@@ -86,10 +88,18 @@ def utf16_powershell(text: str) -> str:
     return decode_text(b"\xff\xfe" + text.replace("\n", "\r\n").encode("utf-16-le"))
 
 
+def centred(title: str, char: str = "=", width: int = 80) -> str:
+    """A separator as pytest's terminal writer centres it (``TerminalWriter.sep``)."""
+    fill = char * max((width - len(title) - 2) // 2, 1)
+    line = f"{fill} {title} {fill}"
+    return line + char if len(line) + 1 <= width else line
+
+
 def pytest5(text: str) -> str:
-    """pytest < 6: no short summary by default, 'in 0.02 seconds'."""
+    """pytest < 6: no short summary by default, 'in 0.02 seconds' (the closing line centred anew)."""
     text = re.sub(r"=+ short test summary info =+\n(FAILED .*\n)+", "", text)
-    return re.sub(r" in (\d+\.\d+)s", r" in \1 seconds", text)
+    text = re.sub(r"^=+ (.+ in \d+\.\d+)s =+$", lambda m: centred(f"{m[1]} seconds"), text, flags=re.M)
+    return re.sub(r" in (\d+\.\d+)s$", r" in \1 seconds", text, flags=re.M)
 
 
 def long_run(text: str) -> str:
@@ -413,3 +423,168 @@ def test_pytest9_subtests_log_is_genuine(tmp_path):
                              original_failures=None)
     assert report.genuine, report.missing
     assert report.failing_ids == ("test_sub.py::test_a",)
+
+
+# Matched to a reproduction ------------------------------------------------------
+#
+# The grader compares the red log with its own real runs of the tree. Here the
+# real runs are the sandbox's captures in logs/ (see its README); the many-
+# versions corpus and the end-to-end case are in test_redlog_corpus.py and
+# test_grade_corpus.py.
+
+SANDBOX_ORIGINAL = Reproduction("original", real("sandbox_orig_q.log"), tuple(sample_spec().fixture))
+SANDBOX_CANDIDATE = Reproduction("tests_vs_original", real("sandbox_cand_q.log"), sample_spec().production_paths)
+VERDICTS = ("separator widths:", "lines a real run prints:", "the assertion's own lines:",
+            "summary and traceback:", "line numbers:")
+
+
+def verdicts(report) -> list[str]:
+    return [m for m in report.missing if m.startswith(VERDICTS)]
+
+
+@pytest.mark.parametrize("name,variant", HONEST_ORIGINAL, ids=[f"{n}-{f.__name__}" for n, f in HONEST_ORIGINAL])
+def test_honest_red_log_of_original_tree_matches_the_original_run(original_tree, name, variant):
+    report = analyse_red_log(variant(real(name)), known_test_ids=collect_test_ids(original_tree),
+                             original_failures=ORIGINAL_FAILURES, reproductions=[SANDBOX_ORIGINAL])
+    assert report.genuine, report.missing
+    assert not verdicts(report)
+    if "FAILURES" in report.signals and variant is not xdist_verbose:
+        assert "the failure of test_charges_only matches the original run" in report.signals, report.signals
+
+
+@pytest.mark.parametrize("name,variant", HONEST_CANDIDATE, ids=[f"{n}-{f.__name__}" for n, f in HONEST_CANDIDATE])
+def test_candidate_who_wrote_the_failing_test_first_matches_their_tests_run(candidate_tree, name, variant):
+    """The "cand" logs were captured one line higher than the tree now has the tests: notes, not verdicts."""
+    report = analyse_red_log(variant(real(name)), known_test_ids=collect_test_ids(candidate_tree),
+                             original_failures=ORIGINAL_FAILURES,
+                             reproductions=[SANDBOX_ORIGINAL, SANDBOX_CANDIDATE])
+    assert report.genuine, report.missing
+    assert not verdicts(report)
+    if "FAILURES" in report.signals:
+        assert ("the failure of test_charges_only matches the original and tests_vs_original run"
+                in report.signals), report.signals
+        moved = [m for m in report.missing if m.startswith("line numbers of a real run:")]
+        assert [m.split("`")[1] for m in moved] == ["tests/test_refunds.py:13", "tests/test_refunds.py:19"], moved
+        assert all("line 14" in m or "line 20" in m for m in moved)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in LOGS.glob("pytest*.log")))
+def test_every_committed_real_log_passes_the_checks_that_need_no_real_run(name):
+    """Separators, summary lines and each assertion's own lines hold in every real log."""
+    report = analyse_red_log(real(name), known_test_ids=None, original_failures=None, reproductions=[])
+    assert not verdicts(report), report.missing
+
+
+ORIG9 = real("pytest9_orig_default.log")
+ORIG9_Q = real("pytest9_orig_q.log")
+HAND_TYPED = """F                                                                        [100%]
+=================================== FAILURES ===================================
+____________ TestRefunds.test_refund_negative_cents_reduce_total ______________
+
+    def test_refund_negative_cents_reduce_total(self):
+        warnings.warn("demo warning", UserWarning)
+>       assert invoices.total(FIXTURE) == 1300
+E       AssertionError: assert 1700 == 1300
+
+tests/test_refunds.py:14: AssertionError
+=========================== short test summary info ============================
+FAILED tests/test_refunds.py::TestRefunds::test_refund_negative_cents_reduce_total - assert 1700 == 1300
+1 failed in 0.03s
+"""
+HAND_TYPED_SHORT = """============================= test session starts ==============================
+collected 1 item
+
+test_invoices.py F                                                       [100%]
+
+=================================== FAILURES ===================================
+______________________________ test_charges_only _______________________________
+test_invoices.py:9: in test_charges_only
+    assert invoices.total(FIXTURE) == 1500
+E   AssertionError: assert 1700 == 1500
+=========================== short test summary info ============================
+FAILED test_invoices.py::test_charges_only - AssertionError: assert 1700 == 1500
+============================== 1 failed in 0.02s ===============================
+"""
+WHERE_1700 = "E        +  where 1700 = "
+COUNTERFEITS = [
+    # (case, text, what the first finding starts with, the red.log line it names)
+    ("hand-typed, no + where lines", HAND_TYPED,
+     "lines a real run prints: under the same failing line `> assert invoices.total(FIXTURE) == 1300` "
+     "the tests_vs_original run prints `E + where 1700 =", "line 8"),
+    ("hand-typed --tb=short, no + where lines", HAND_TYPED_SHORT,
+     "lines a real run prints: under the same failing line `> assert invoices.total(FIXTURE) == 1500` "
+     "the original run prints `E + where 1700 =", "line 10"),
+    ("copied, the computed value changed", ORIG9_Q.replace("assert 1700 == 1500", "assert 1300 == 1500"),
+     "the assertion's own lines: for test_charges_only, red.log's line 8 `E + where 1700 =", "line 7"),
+    ("copied, the literal changed in the error line",
+     ORIG9_Q.replace("E       AssertionError: assert 1700 == 1500", "E       AssertionError: assert 1700 == 1300"),
+     "summary and traceback: red.log's line 13 `FAILED test_invoices.py::test_charges_only", "line 7"),
+    ("copied, a + where value changed", ORIG9_Q.replace(WHERE_1700, "E        +  where 1300 = "),
+     "the assertion's own lines: for test_charges_only, red.log's line 8 `E + where 1300 =", "line 7"),
+    ("copied, the line number changed", ORIG9.replace("test_invoices.py:9:", "test_invoices.py:12:"),
+     "line numbers: red.log's line 18 `test_invoices.py:12` for `assert invoices.total(FIXTURE) == 1500`",
+     "at line 9 in every real run"),
+    ("copied, another test's name put in", ORIG9_Q.replace("test_charges_only", "test_refund_negative_cents"),
+     "separator widths: red.log's line 3 `______________________________ test_refund_negative_cents",
+     "is 89 columns wide where line 2"),
+    ("separators typed short", ORIG9_Q.replace("=" * 35 + " FAILURES " + "=" * 35, "=" * 10 + " FAILURES " + "=" * 10),
+     "separator widths: red.log's line 3 `____", "where line 2 `========== FAILURES ==========` is 30"),
+    ("a header not centred", ORIG9_Q.replace("_" * 30 + " test_charges_only " + "_" * 31,
+                                             "_" * 10 + " test_charges_only " + "_" * 51),
+     "separator widths: red.log's line 3", "has 10 '_' on the left and 51 on the right"),
+    ("every separator 30 wide", re.sub(r"^(=+|_+) (.+?) (=+|_+)$", lambda m: m[1][:6] + f" {m[2]} " + m[3][:6],
+                                       ORIG9, flags=re.M),
+     "separator widths: red.log's line 1", "narrower than 39"),
+]
+
+
+@pytest.mark.parametrize("case,text,finding,names", COUNTERFEITS, ids=[c[0] for c in COUNTERFEITS])
+def test_counterfeit_red_log_is_not_genuine_and_says_which_lines_differ(candidate_tree, case, text, finding, names):
+    report = analyse_red_log(text, known_test_ids=collect_test_ids(candidate_tree), original_failures=ORIGINAL_FAILURES,
+                             reproductions=[SANDBOX_ORIGINAL, SANDBOX_CANDIDATE])
+    assert not report.genuine
+    found = [m for m in report.missing if m.startswith(finding)]
+    assert found and names in found[0], report.missing
+
+
+def test_the_gate_check_without_real_runs_is_unchanged(original_tree):
+    """`refusal_for` passes no reproductions: the checks that need real runs are not made."""
+    uncentred = ORIG9_Q.replace("_" * 30 + " test_charges_only " + "_" * 31, "_" * 10 + " test_charges_only " + "_" * 51)
+    at_gate = analyse_red_log(uncentred, known_test_ids=None, original_failures=None)
+    assert at_gate.genuine and not verdicts(at_gate)
+    graded = analyse_red_log(uncentred, known_test_ids=None, original_failures=None, reproductions=[])
+    assert not graded.genuine and verdicts(graded)
+
+
+def test_a_log_the_real_runs_do_not_reproduce_is_a_note_when_a_person_can_explain_it(candidate_tree):
+    """An expectation corrected after the red run: its failing line is in no real run; a note, not a verdict."""
+    text = real("pytest9_cand_q.log").replace("== 1300\nE       AssertionError: assert 1700 == 1300",
+                                              "== 1200\nE       AssertionError: assert 1700 == 1200")
+    report = analyse_red_log(text, known_test_ids=collect_test_ids(candidate_tree), original_failures=None,
+                             reproductions=[SANDBOX_ORIGINAL, SANDBOX_CANDIDATE])
+    assert report.genuine, report.missing
+    note = next(m for m in report.missing if m.startswith("the failing line of TestRefunds.test_refund_negative"))
+    assert "`> assert invoices.total(FIXTURE) == 1200` (red.log's line 18)" in note
+    assert "`> assert invoices.total(FIXTURE) == 1300` (tests_vs_original)" in note
+    assert "fine when the test was edited after the red run" in note
+
+
+@pytest.mark.parametrize("raw,expected", [
+    ("E  +  where 1700 = <function total at 0x7f5974ada020>(PosixPath('/tmp/logsrc/orig/sample.csv'))",
+     "E + where 1700 = <function total at 0x…>(Path('sample.csv'))"),
+    ("+  where 1700 = <function total at 0x000001F2A3B4C5D0>(WindowsPath('C:/Users/ana/takehome/sample.csv'))",
+     "+ where 1700 = <function total at 0x…>(Path('sample.csv'))"),
+    ("AssertionError: assert 'C:\\\\Users\\\\ana\\\\x.csv' == '/tree/x.csv'", "assert 'x.csv' == 'x.csv'"),
+    ("assert 1 / 2 == 0.5", "assert 1 / 2 == 0.5"),
+])
+def test_normalise_text_keeps_what_pytest_decides_and_drops_what_the_machine_does(raw, expected):
+    assert normalise_text(raw) == expected
+
+
+@pytest.mark.parametrize("node_id,title", [
+    ("test_invoices.py::test_charges_only", "test_charges_only"),
+    ("tests/test_refunds.py::TestRefunds::test_rows[-5\\n--5]", "TestRefunds.test_rows[-5\\n--5]"),
+    ("tests\\test_more.py::test_refund_labels[x::y-1300]", "test_refund_labels[x::y-1300]"),
+])
+def test_section_title_is_the_header_pytest_prints(node_id, title):
+    assert section_title(node_id) == title
