@@ -39,6 +39,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Iterable, NamedTuple
 
 from .pytestlog import (ASSERTION_PREFIX, SUMMARY_FAILED_RE, WHERE_RE, Failure, Frame, basename, excerpt,
@@ -49,6 +50,10 @@ PATHCLASS_RE = re.compile(r"\b(?:Posix|Windows|PurePosix|PureWindows)Path\(")
 ABSPATH_RE = re.compile(r"(?<![\w.])(?:[A-Za-z]:)?(?:/[^\s'\"/():,\[\]]+)+")
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 SHORT_LITERAL = 25
+# A real run holds a few failures per test name; a tree made to hold thousands
+# under one name must not make the comparison quadratic.
+MAX_REAL_PER_TEST = 20
+MAX_FINDINGS = 20  # per kind, then one sentence counts the rest
 
 
 class Reproduction(NamedTuple):
@@ -70,6 +75,7 @@ class Comparison:
     signals: list[str] = field(default_factory=list)
 
 
+@lru_cache(maxsize=1 << 15)
 def normalise_text(text: str) -> str:
     """One line with what differs between honest machines taken out (addresses, paths, spacing)."""
     text = text.replace("\\\\", "/").replace("\\", "/")
@@ -131,19 +137,26 @@ def _assert_test(statement: str) -> ast.expr | None:
     return module.body[0].test
 
 
-def first_frame_findings(failure: Failure, name: str) -> list[str]:
-    """A test's traceback starts in the test itself: a first frame in another test is a verdict.
+def _function_of(title: str) -> str:
+    """``TestC.test_a[1]`` -> ``test_a``; ``test_a (i=1)`` (a subtest) -> ``test_a``."""
+    return title.split("[", 1)[0].split(" ", 1)[0].rsplit(".", 1)[-1]
+
+
+def first_frame_findings(failure: Failure, name: str, tests: set[str]) -> list[str]:
+    """A test's traceback starts in the test itself: a first frame in another shown test is a verdict.
 
     pytest cuts every failure's traceback at the test function (library frames
     aside), so the section of ``TestC.test_a[1]`` starts in ``test_a``. A first
-    frame in a function whose name is another test's is a traceback copied from
-    that test; any other name (a helper marked ``__tracebackhide__``) is left alone.
+    frame in ``test_b``, another test the log shows, is ``test_b``'s traceback
+    copied under ``test_a``'s header. Any other first function is left alone
+    (a helper marked ``__tracebackhide__``, a test made by a factory function).
+    ``tests``: the functions of every section the log shows.
     """
     if not failure.frames or failure.title.startswith(("ERROR ", "[doctest]")):
         return []
     first = failure.frames[0]
-    test = failure.title.split("[", 1)[0].split(" ", 1)[0].rsplit(".", 1)[-1]
-    if not first.function.startswith("test") or first.function == test:
+    test = _function_of(failure.title)
+    if first.function == test or first.function not in tests:
         return []
     shown = (f"line {first.statement_at + 1} `> {excerpt(first.statement)}`" if first.statement_at >= 0
              else f"line {first.at + 1} `{excerpt(first.path)}:{first.line}`")
@@ -195,11 +208,13 @@ def own_findings(failure: Failure, name: str, where_rule: bool = True) -> list[s
 # --- comparing with the real runs ----------------------------------------------------------
 
 
+@lru_cache(maxsize=1 << 12)
 def _frames_key(failure: Failure) -> tuple:
     """(file name, line, failing line) per frame: the parts every traceback style prints."""
     return tuple((basename(f.path), f.line, normalise_text(f.statement)) for f in failure.frames)
 
 
+@lru_cache(maxsize=1 << 12)
 def _error_key(failure: Failure) -> tuple:
     """The head and the ``+ where`` lines (with their levels), normalised; diff lines are left out."""
     return (tuple(normalise_text(t) for _, t in failure.head),
@@ -220,12 +235,14 @@ def _shape(failure: Failure) -> tuple[int, ...]:
     return tuple(level for _, level, _ in failure.wheres)
 
 
+@lru_cache(maxsize=1 << 12)
 def _listing(frame: Frame) -> tuple[str, ...]:
     """A --tb=long frame's source lines, normalised."""
     return tuple(normalise_text(line) for line in frame.listing)
 
 
-def _compare_one(red: Failure, reals: list[tuple[Reproduction, Failure]], name: str, out: Comparison) -> None:
+def _compare_one(red: Failure, reals: list[tuple[Reproduction, Failure]], name: str, out: Comparison,
+                 tests: set[str]) -> None:
     """One failure of red.log against the same test's failures in the real runs, into ``out``."""
     matched = [rep.label for rep, real in reals if _same(red, real)]
     if matched:
@@ -236,7 +253,7 @@ def _compare_one(red: Failure, reals: list[tuple[Reproduction, Failure]], name: 
     same_stmt = [(rep, real) for rep, real in reals
                  if stmt and real.last and normalise_text(real.last.statement) == stmt]
     # Where a real run shows the same failing line, it says which "+ where" lines pytest prints.
-    out.verdicts.extend(first_frame_findings(red, name) + own_findings(red, name, where_rule=not same_stmt))
+    out.verdicts.extend(first_frame_findings(red, name, tests) + own_findings(red, name, where_rule=not same_stmt))
     if not reals:
         out.notes.append(f"a real run that fails {name}: no real run of this tree fails it, so its lines are "
                          "not compared (fine when the test was changed after the red run)")
@@ -357,17 +374,17 @@ def summary_findings(lines: list[str], failures: list[Failure], summary_idx: set
     fit the terminal is compared on the part shown. Only assertion errors are
     compared, for tests whose section is found by its title.
     """
-    by_title: dict[str, list[Failure]] = {}
+    by_title: dict[str, dict[str, Failure]] = {}
     for failure in failures:
-        by_title.setdefault(failure.title, []).append(failure)
+        if failure.head and failure.head[0][1].startswith(("assert", "Assert")):
+            by_title.setdefault(failure.title, {}).setdefault(" ".join(failure.head[0][1].split()), failure)
     findings: list[str] = []
     for i in sorted(summary_idx):
         m = SUMMARY_FAILED_RE.match(lines[i])
         if not m or not m["msg"]:
             continue
-        title = section_title(m["id"])
-        candidates = [f for f in by_title.get(title, ()) if f.head and f.head[0][1].startswith(("assert", "Assert"))]
-        if not candidates:
+        candidates = list(by_title.get(section_title(m["id"]), {}).values())
+        if not candidates or len(candidates) > MAX_REAL_PER_TEST:
             continue
         msg = " ".join(m["msg"].split())
         cut = msg.endswith("...")
@@ -395,14 +412,29 @@ def compare_with_reproductions(lines: list[str], reproductions: Iterable[tuple],
     runs; ``clean`` turns a raw log into text (the red log's own cleaning).
     """
     out = Comparison()
-    runs = [Reproduction(*r) for r in reproductions if r and r[1]]
-    real_failures = [(rep, failure) for rep in runs
-                     for failure in read_failures([l.rstrip() for l in clean(rep.log).split("\n")])]
-    for failure in read_failures(lines):
-        if not failure.frames and not failure.head:
+    by_title: dict[str, dict[tuple, tuple[Reproduction, Failure]]] = {}
+    for r in reproductions:
+        rep = Reproduction(*r)
+        if not rep.log:
             continue
-        reals = [(rep, real) for rep, real in real_failures if real.title == failure.title]
-        _compare_one(failure, reals, failure.title, out)
-    out.notes = list(dict.fromkeys(out.notes))
-    out.verdicts = list(dict.fromkeys(out.verdicts))
+        for real in read_failures([line.rstrip() for line in clean(rep.log).split("\n")]):
+            same_content = (rep.label, _frames_key(real), _error_key(real), real.explained, real.details,
+                            real.truncated, tuple(map(_listing, real.frames)))
+            by_title.setdefault(real.title, {}).setdefault(same_content, (rep, real))
+    failures = read_failures(lines)
+    tests = {_function_of(f.title) for f in failures}
+    for failure in failures:
+        if failure.frames or failure.head:
+            reals = list(by_title.get(failure.title, {}).values())[:MAX_REAL_PER_TEST]
+            _compare_one(failure, reals, failure.title, out, tests)
+    out.notes = _capped(list(dict.fromkeys(out.notes)), "notes")
+    out.verdicts = _capped(list(dict.fromkeys(out.verdicts)), "findings")
+    out.signals = _capped(list(dict.fromkeys(out.signals)), "signals")
     return out
+
+
+def _capped(items: list[str], kind: str) -> list[str]:
+    if len(items) <= MAX_FINDINGS:
+        return items
+    return items[:MAX_FINDINGS] + [f"{items[MAX_FINDINGS].split(':', 1)[0]}: and {len(items) - MAX_FINDINGS} "
+                                   f"more {kind} of the red log's failures"]

@@ -55,6 +55,7 @@ MODES: dict[str, tuple[str, ...]] = {
     "x": ("-q", "-x"),
     "columns120": ("-q",),
     "ci": ("-q",),
+    "assert_plain": ("-q", "--assert=plain"),
     "tty": (),
 }
 MODE_ENV = {"columns120": {"COLUMNS": "120"}, "ci": {"CI": "true"}}
@@ -71,7 +72,7 @@ EVERY_VERSION = {
 }
 SPREAD = {
     "orig": ("vv", "rA", "tb_long", "tb_line", "tb_no", "showlocals", "x", "columns120", "ci"),
-    "cand": ("default", "rA", "color"),
+    "cand": ("default", "rA", "color", "assert_plain"),
     "deep": ("vv", "v", "showlocals"),
     "cand_first_guess": ("tb_short",),
 }

@@ -126,6 +126,10 @@ def test_a_real_pytest_log_is_genuine_and_matches_the_real_runs(real_logs, real_
         if tree == "cand_first_guess" and title == "TestRefunds.test_refund_lowers_the_total":
             # Red before the expectation was corrected: a note says so, nothing more.
             assert any(m.startswith(f"the failing line of {title} in a real run") for m in report.missing)
+        elif mode == "assert_plain":
+            # No assertion rewriting: a plain AssertionError, noted; the where lines are not asked for.
+            assert any(m.startswith(f"pytest's explanation of {title}'s assertion") for m in report.missing), \
+                report.missing
         else:
             assert any(s.startswith(f"the failure of {title} matches the ") for s in report.signals), \
                 (title, report.signals, report.missing)
