@@ -25,8 +25,9 @@ Findings are of two kinds (see ``Comparison``):
   not centred; ``+ where`` lines that a real run prints under the same failing
   statement and red.log lacks (or the reverse); an assertion line that does not
   show its own literal or the value its ``+ where`` line gives; a short-summary
-  message that is not the first line of the same test's error; a line number
-  of the packet's own, unchanged code that no real run prints.
+  message that is not the first line of the same test's error; a test's
+  section that starts in another test the log shows (a copied traceback); a
+  line number of the packet's own, unchanged code that no real run prints.
 - *notes*, which are reported but decide nothing, because an honest candidate
   can cause them: a failing statement no real run shows (the test was edited
   after the red run), other values (code that depends on the clock, the
@@ -343,7 +344,13 @@ def _same_values(red: Failure, real: Failure) -> bool:
 
 
 def _compare_lines(red: Failure, reals: list[tuple[Reproduction, Failure]], name: str, out: Comparison) -> None:
-    """Line numbers: a verdict only for code a packet-only run printed with the very same listing."""
+    """Line numbers of each frame whose failing line a real run shows too.
+
+    A verdict only for the packet's own code printed with the very same
+    function (a --tb=long listing) by a real run, at a line no real run
+    prints; any other moved line is a note. At most one of each per failure.
+    """
+    verdict = note = None
     for frame in red.frames:
         if not frame.statement:
             continue
@@ -352,19 +359,20 @@ def _compare_lines(red: Failure, reals: list[tuple[Reproduction, Failure]], name
                  if (basename(f.path), normalise_text(f.statement)) == key]
         if not twins or frame.line in {f.line for _, f in twins}:
             continue
-        lines = sorted({f.line for _, f in twins})
+        real_lines = " or ".join(map(str, sorted({f.line for _, f in twins})))
         packet = [(rep, f) for rep, f in twins if f.path.replace("\\", "/") in rep.packet_paths
                   and frame.listing and f.listing and _listing(f) == _listing(frame)]
         where = f"red.log's line {frame.at + 1} `{excerpt(frame.path)}:{frame.line}` for `{excerpt(frame.statement, 60)}`"
-        real_lines = " or ".join(map(str, lines))
-        if packet:
-            out.verdicts.append(f"line numbers: {where} in {name}; the packet's own code, unchanged (the same "
-                                f"function as printed by the {packet[0][0].label} run), is at line {real_lines} "
-                                "in every real run")
-        else:
-            out.notes.append(f"line numbers of a real run: {where} in {name}, line {real_lines} in the real "
-                             "runs (fine when lines above it were edited after the red run)")
-        return
+        if packet and verdict is None:
+            verdict = (f"line numbers: {where} in {name}; the packet's own code, unchanged (the same function "
+                       f"as printed by the {packet[0][0].label} run), is at line {real_lines} in every real run")
+        elif not packet and note is None:
+            note = (f"line numbers of a real run: {where} in {name}, line {real_lines} in the real runs (fine "
+                    "when lines above it were edited after the red run)")
+    if verdict:
+        out.verdicts.append(verdict)
+    if note:
+        out.notes.append(note)
 
 
 def summary_findings(lines: list[str], failures: list[Failure], summary_idx: set[int]) -> list[str]:
