@@ -192,7 +192,8 @@ def own_findings(failure: Failure, name: str, where_rule: bool = True) -> list[s
         operands = [test.left, *test.comparators]
         for literal in filter(None, map(_literal, operands)):
             if not _contains(failure.error_text, literal):
-                findings.append(f"the assertion's own lines: for {name}, the failing line `> {excerpt(failure.statement)}` "
+                findings.append(f"the assertion's own lines: for {name}, the failing line "
+                                f"`> {excerpt(failure.statement)}` "
                                 f"compares with {literal}, but red.log's line {head_i + 1} `E {excerpt(head)}` "
                                 "does not show it; pytest prints the literal as written")
                 break
@@ -298,7 +299,8 @@ def _compare_error(red: Failure, same_stmt: list[tuple[Reproduction, Failure]], 
         if len(real.wheres) > len(red.wheres) and _shape(red) == _shape(real)[:len(red.wheres)]:
             extra = [t for _, _, t in real.wheres[len(red.wheres):]]
             lines = " and ".join(f"`E {excerpt(t, 70)}`" for t in extra[:2])
-            out.verdicts.append(f"lines a real run prints: under the same failing line `> {excerpt(real.last.statement)}` "
+            out.verdicts.append(f"lines a real run prints: under the same failing line "
+                                f"`> {excerpt(real.last.statement)}` "
                                 f"the {rep.label} run prints {lines}{' and more' if len(extra) > 2 else ''} for "
                                 f"{name}; red.log's error (line {head_i + 1} `E {excerpt(red.head[-1][1])}`) "
                                 f"has {len(red.wheres) or 'no'} `+ where` line{'s' if len(red.wheres) != 1 else ''}")
@@ -362,7 +364,8 @@ def _compare_lines(red: Failure, reals: list[tuple[Reproduction, Failure]], name
         real_lines = " or ".join(map(str, sorted({f.line for _, f in twins})))
         packet = [(rep, f) for rep, f in twins if f.path.replace("\\", "/") in rep.packet_paths
                   and frame.listing and f.listing and _listing(f) == _listing(frame)]
-        where = f"red.log's line {frame.at + 1} `{excerpt(frame.path)}:{frame.line}` for `{excerpt(frame.statement, 60)}`"
+        where = (f"red.log's line {frame.at + 1} `{excerpt(frame.path)}:{frame.line}` for "
+                 f"`{excerpt(frame.statement, 60)}`")
         if packet and verdict is None:
             verdict = (f"line numbers: {where} in {name}; the packet's own code, unchanged (the same function "
                        f"as printed by the {packet[0][0].label} run), is at line {real_lines} in every real run")

@@ -549,7 +549,8 @@ def test_counterfeit_red_log_is_not_genuine_and_says_which_lines_differ(candidat
 
 def test_the_gate_check_without_real_runs_is_unchanged(original_tree):
     """`refusal_for` passes no reproductions: the checks that need real runs are not made."""
-    uncentred = ORIG9_Q.replace("_" * 30 + " test_charges_only " + "_" * 31, "_" * 10 + " test_charges_only " + "_" * 51)
+    uncentred = ORIG9_Q.replace("_" * 30 + " test_charges_only " + "_" * 31,
+                                "_" * 10 + " test_charges_only " + "_" * 51)
     at_gate = analyse_red_log(uncentred, known_test_ids=None, original_failures=None)
     assert at_gate.genuine and not verdicts(at_gate)
     graded = analyse_red_log(uncentred, known_test_ids=None, original_failures=None, reproductions=[])
