@@ -69,7 +69,7 @@ def test_reviewer_scores_in_order_with_the_keyboard_then_sees_the_debrief(live_s
     page.keyboard.press("f")
     page.locator("#cell-refusal_specific[data-passed=false]").wait_for()
     # The diff unfolds once the three cells above are scored: test files first, the four reruns.
-    page.locator("[data-section=diff] table.runs").wait_for()
+    page.locator("[data-section=diff] table.runs").first.wait_for()
     assert page.locator("[data-section=diff] details.file summary code").first.inner_text() == "test_invoices.py"
     assert page.locator("[data-section=diff] [data-run]").count() == 4
     page.keyboard.press("n")
