@@ -44,6 +44,14 @@ def grading_sandbox(runner_dir, scratch_dir) -> Sandbox:
 
 
 @pytest.fixture
+def use_test_sandbox(settings, runner_dir, scratch_dir):
+    """The worker's settings pointed at the tests' sandbox folders, with a shorter wall clock."""
+    settings.GRADING_RUNNER_DIR = runner_dir
+    settings.GRADING_SCRATCH_DIR = scratch_dir
+    settings.GRADING_RUN_WALL_S = 30
+
+
+@pytest.fixture
 def submission(sample_packet):
     """A graded submission of the sample packet, with ideal evidence."""
     from grading.tests.reviewing import make_submission

@@ -16,14 +16,8 @@ from sessions_app.models import GateReceipt, Submission
 
 from . import corpus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("use_test_sandbox")]
 
-
-@pytest.fixture(autouse=True)
-def use_test_sandbox(settings, runner_dir, scratch_dir):
-    settings.GRADING_RUNNER_DIR = runner_dir
-    settings.GRADING_SCRATCH_DIR = scratch_dir
-    settings.GRADING_RUN_WALL_S = 30
 
 
 def submit(invitation, path: Path, **fields) -> Submission:

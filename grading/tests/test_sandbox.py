@@ -247,23 +247,26 @@ def test_worker_environment_does_not_leak(sandbox, tmp_path, monkeypatch):
     assert secret not in r.log and "TAKEHOME_TEST_SECRET" not in r.log
 
 
+FORK_BOMB = {"test_bomb.py": """
+    import os, time
+    def test_bomb():
+        children = 0
+        while children < 10000:
+            try:
+                pid = os.fork()
+            except OSError:
+                break
+            if pid == 0:
+                time.sleep(60)
+                os._exit(0)
+            children += 1
+        print("FORKED", children, flush=True)
+        assert children >= 10000
+"""}
+
+
 def test_fork_bomb_is_contained(sandbox, tmp_path):
-    tree = make_tree(tmp_path, {"test_bomb.py": """
-        import os, time
-        def test_bomb():
-            children = 0
-            while children < 10000:
-                try:
-                    pid = os.fork()
-                except OSError:
-                    break
-                if pid == 0:
-                    time.sleep(60)
-                    os._exit(0)
-                children += 1
-            print("FORKED", children)
-            assert children >= 10000
-    """})
+    tree = make_tree(tmp_path, FORK_BOMB)
     start = time.monotonic()
     r = sandbox.run(tree, (*PYTEST, "-s"))
     assert r.outcome == "failed" and time.monotonic() - start < 10, r.log

@@ -23,7 +23,7 @@ import pytest
 from conftest import require
 from grading.cgroups import RunBudget, RunCaps, _mounts, detect
 from grading.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, _uid_processes
-from grading.tests.test_sandbox import make_tree
+from grading.tests.test_sandbox import FORK_BOMB, make_tree
 
 SAMPLE = Path(__file__).resolve().parents[2] / "takehome" / "sample_packet"
 PYTEST = ("python", "-m", "pytest", "-q", "-s")
@@ -129,23 +129,6 @@ def test_two_runs_at_once_each_get_their_own_cap(capped, tmp_path):
 
 
 # -- processes ----------------------------------------------------------------------
-
-FORK_BOMB = {"test_bomb.py": """
-    import os, time
-    def test_bomb():
-        children = 0
-        while children < 10000:
-            try:
-                pid = os.fork()
-            except OSError:
-                break
-            if pid == 0:
-                time.sleep(60)
-                os._exit(0)
-            children += 1
-        print("FORKED", children, flush=True)
-"""}
-
 
 def test_a_fork_bomb_stops_at_the_runs_process_cap(capped, tmp_path):
     start = time.monotonic()
