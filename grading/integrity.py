@@ -166,7 +166,9 @@ def _witness_findings(records: list[dict], result: RunResult) -> tuple[list[str]
         tampered.append(f"{r['id']} ({r.get('when')}): the test {_raw_words(r.get('raw'))}, but pytest "
                         f"logged it as {r.get('final')}")
     if len(rewritten) > 3:
-        tampered.append(f"and {len(rewritten) - 3} more reports that differ from what the tests did")
+        more = len(rewritten) - 3
+        tampered.append(f"and {more} more report{'s' if more > 1 else ''} that differ{'' if more > 1 else 's'} "
+                        "from what the tests did")
     statuses = [r["exitstatus"] for r in records if isinstance(r.get("exitstatus"), int)]
     if statuses and result.exit_code is not None and 0 <= result.exit_code < 128 and statuses[-1] != result.exit_code:
         tampered.append(f"pytest decided exit status {statuses[-1]}, but the process exited {result.exit_code}")

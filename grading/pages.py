@@ -134,14 +134,16 @@ def queue_rows(submissions: list[Submission], reviewer) -> list[QueueRow]:
 
 
 def next_in_queue(submission: Submission, reviewer) -> int | None:
-    """The id of the next submission (older than this one) the reviewer has not yet submitted a review for."""
-    return (
-        queue(reviewer, todo=True)
-        .filter(Q(uploaded_at__lt=submission.uploaded_at)
-                | Q(uploaded_at=submission.uploaded_at, pk__lt=submission.pk))
-        .exclude(pk=submission.pk)
-        .first()
-    )
+    """The id of the next submission the reviewer has not yet submitted a review for.
+
+    The next older one in the queue's order; when none is older, the newest
+    one left (an upload that arrived while this one was read), so that
+    "nothing else is waiting" is only said when it is true.
+    """
+    todo = queue(reviewer, todo=True).exclude(pk=submission.pk)
+    older = todo.filter(Q(uploaded_at__lt=submission.uploaded_at)
+                        | Q(uploaded_at=submission.uploaded_at, pk__lt=submission.pk)).first()
+    return older if older is not None else todo.first()
 
 
 # --- the review page ---------------------------------------------------------------------

@@ -451,4 +451,31 @@ def test_the_unfolded_diff_keeps_the_test_apart_from_the_fix(rob, reviewer, subm
     assert "reject <strong>1 of the 3</strong> wrong fixes" in test_part
     assert test_part.count('data-decoy="') == 3
     assert re.search(r'data-decoy="drop-refund-rows".*?✓ rejected', test_part, re.S)
-    assert re.search(r'data-decoy="abs-of-the-total".*?✗ passed', test_part, re.S)
+    assert re.search(r'data-decoy="abs-of-the-total".*?✗ got through', test_part, re.S)
+
+
+def test_next_in_queue_also_offers_a_newer_upload_when_none_is_older(rob, reviewer, sample_packet):
+    older = make_submission(sample_packet, name="First Fay")
+    newer = make_submission(sample_packet, name="Second Sam")
+    score(older, reviewer, ALL_PASS)
+    html = rob.get(f"/review/{older.pk}/").content.decode()
+    assert f'href="/review/{newer.pk}/" id="next-in-queue"' in html
+    assert "Nothing else is waiting" not in html
+    score(newer, reviewer, ALL_PASS)
+    assert "Nothing else is waiting" in rob.get(f"/review/{newer.pk}/").content.decode()
+
+
+def test_tampered_decoy_runs_claim_nothing_about_the_test(rob, reviewer, sample_packet):
+    from grading.tests.reviewing import ideal_evidence
+
+    evidence = ideal_evidence()
+    decoys = evidence["runs"]["tests_vs_decoys"]
+    decoys["outcome"] = "tampered"
+    for d in decoys["decoys"]:
+        d["outcome"], d["caught"] = "tampered", False
+    submission = make_submission(sample_packet, evidence=evidence)
+    score(submission, reviewer, {k: v for k, v in ALL_PASS.items() if k != "test_names_bug"}, submit=False)
+    diff = section(rob.get(f"/review/{submission.pk}/").content.decode(), "diff")
+    assert "tampered with: they say nothing about the test" in diff
+    assert "wrong fixes." not in diff.split("tampered with")[0]
+    assert diff.count("✗ tampered") == 3

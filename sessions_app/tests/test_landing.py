@@ -153,7 +153,7 @@ def test_the_page_says_which_upload_reviewers_see_when_a_later_one_was_refused(c
     note = html.split('id="reviewed-note"')[1].split("</p>")[0]
     assert f"Reviewers will see your upload received at {good.uploaded_at:%H:%M:%S}" in note
     assert f"Your later upload of {bad.uploaded_at:%H:%M:%S} was not accepted, so it does not replace it." in note
-    assert "reviewed</span>" in row(html, good) and "reviewed</span>" not in row(html, bad)
+    assert "for review</span>" in row(html, good) and "for review</span>" not in row(html, bad)
     assert "not accepted" in row(html, bad) and "symbolic link" in row(html, bad)
 
 
