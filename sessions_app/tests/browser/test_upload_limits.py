@@ -41,7 +41,7 @@ def test_an_upload_too_soon_after_the_last_shows_how_long_to_wait(live_server, p
     assert page.url == landing  # swapped into the page, not a new page
     # The form is ready for another try: the file input and the button are back, wired again.
     assert page.locator("#upload-button").is_enabled() and page.locator("form.upload[data-wired]").count() == 1
-    assert "reviewed" in page.locator("#upload-list").inner_text()
+    assert "for review" in page.locator("#upload-list").inner_text()
     page.locator("#upload-form").scroll_into_view_if_needed()
     screenshot(page, "candidate-upload-too-soon")
     assert list(Submission.objects.values_list("original_name", flat=True)) == ["first.zip"]
