@@ -35,7 +35,7 @@ import secrets
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from .sandbox import RunResult, SandboxLimits, _counts_from_text, _decide
+from .sandbox import RunResult, SandboxLimits, counts_from_text, decide_outcome
 from .spec import is_test_path
 
 CANARY_COUNT = 3
@@ -225,7 +225,7 @@ def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits) -> tup
 
     junit_failed = sum(t.outcome == "failed" for t in result.tests)
     if report_ok:
-        text = _counts_from_text(result.log)
+        text = counts_from_text(result.log)
         if any(text.values()):
             junit_passed = sum(t.outcome in ("passed", "xpassed") for t in result.tests)
             text_passed = text["passed"] + text["xpassed"]
@@ -248,8 +248,8 @@ def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits) -> tup
         exit_code = 1 if counts["failed"] or counts["errors"] else (0 if real else 5)
     else:
         exit_code = result.exit_code
-    outcome, why = _decide(exit_code, counts, bool(real), False, result.duration_s, limits, result.log,
-                           pytest_run=True, report_ok=report_ok)
+    outcome, why = decide_outcome(exit_code, counts, bool(real), False, result.duration_s, limits, result.log,
+                                  pytest_run=True, report_ok=report_ok)
     notes = [n for n in result.notes if n not in result.decided_by] + why
     if record["canaries_failed"]:
         notes.append(f"{record['canaries_failed']} planted canary tests failed, as they must (they are the "

@@ -276,7 +276,8 @@ _XPASS_RE = re.compile(r"^XPASS (\S+)", re.M)
 _MEMORY_RE = re.compile(r"^E\s+MemoryError\b|^MemoryError\b", re.M)  # a traceback's last line, not any mention
 
 
-def _counts_from_text(log: str) -> dict[str, int]:
+def counts_from_text(log: str) -> dict[str, int]:
+    """pytest's counts as its closing summary line prints them (zeros where it has none)."""
     counts = dict.fromkeys(("passed", "failed", "errors", "skipped", "xfailed", "xpassed"), 0)
     found = _SUMMARY_RE.findall(log)
     if found:
@@ -285,8 +286,9 @@ def _counts_from_text(log: str) -> dict[str, int]:
     return counts
 
 
-def _decide(exit_code, counts, tests_known, timed_out, duration, limits, log,
-            pytest_run: bool = False, report_ok: bool = True) -> tuple[str, list[str]]:
+def decide_outcome(exit_code, counts, tests_known, timed_out, duration, limits, log,
+                   pytest_run: bool = False, report_ok: bool = True) -> tuple[str, list[str]]:
+    """A run's outcome and the notes that explain it (docs/evidence.md, "How the outcome is decided")."""
     notes: list[str] = []
     if timed_out:
         return "timeout", [f"stopped at the wall-clock limit ({limits.wall_s:g} s)"]
@@ -771,7 +773,7 @@ class Sandbox:
         except ValueError as exc:
             if is_pytest(command):
                 notes.append(f"{exc}: counts unknown, read from pytest's text summary where it had one")
-            counts = _counts_from_text(text)
+            counts = counts_from_text(text)
         else:
             xpass = set(_XPASS_RE.findall(text))
             tests = [TestCase(t.nodeid, "xpassed") if t.outcome == "passed" and t.nodeid in xpass else t for t in tests]
@@ -780,13 +782,13 @@ class Sandbox:
                       for k in ("passed", "failed", "error", "skipped", "xfailed", "xpassed")}
             # Non-strict XPASS is a plain pass in JUnit XML; without our -rX lines
             # (the command chose its own -r) only the text summary counts them.
-            extra = min(_counts_from_text(text)["xpassed"] - counts["xpassed"], counts["passed"])
+            extra = min(counts_from_text(text)["xpassed"] - counts["xpassed"], counts["passed"])
             if extra > 0:
                 counts["passed"] -= extra
                 counts["xpassed"] += extra
         address_space, nproc = caps.rlimits()
         in_force = replace(self.limits, address_space_bytes=address_space, nproc=nproc)
-        outcome, why = _decide(exit_code, counts, bool(tests), timed_out, duration, in_force, text,
+        outcome, why = decide_outcome(exit_code, counts, bool(tests), timed_out, duration, in_force, text,
                                pytest_run=is_pytest(command), report_ok=report_ok)
         cap_notes = capped.notes(caps.budget)
         if capped.killed and not timed_out:
