@@ -139,6 +139,19 @@ class PrivateRedis:
             self.proc.terminate()
             self.proc.wait(10)
 
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def pause(self) -> None:
+        """Stall it as a hung broker does: connections are accepted, nothing is answered."""
+        self.paused_pid = self.pid()
+        os.kill(self.paused_pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if getattr(self, "paused_pid", None):
+            os.kill(self.paused_pid, signal.SIGCONT)
+            self.paused_pid = None
+
 
 _SESSION_REDIS: PrivateRedis | None = None  # the private broker of this test run, if any
 
@@ -191,10 +204,19 @@ class MachineRedis:
                                 capture_output=True, text=True, timeout=10)
         return result.stdout.strip() == "PONG"
 
+    def pid(self) -> int:
+        result = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "info", "server"],
+                                capture_output=True, text=True, timeout=10)
+        return int(next(line.split(":")[1] for line in result.stdout.splitlines()
+                        if line.startswith("process_id:")))
+
+    pause = PrivateRedis.pause
+    resume = PrivateRedis.resume
+
 
 @pytest.fixture
 def stoppable_broker(broker_url):
-    """The broker this test run uses, stoppable for an outage test; always running again afterwards.
+    """The broker this test run uses, stoppable (or pausable) for an outage test; always running again afterwards.
 
     The private redis-server keeps its queue on disk (appendonly), so messages
     sent before a stop are still there after the start.
@@ -214,6 +236,7 @@ def stoppable_broker(broker_url):
     try:
         yield server
     finally:
+        server.resume()
         if not running():
             server.start()
 

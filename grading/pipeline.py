@@ -132,7 +132,6 @@ def grade_submission(submission_id: int) -> str:
     return submission.status
 
 
-@transaction.atomic
 def record_evidence(submission: Submission, evidence: dict, duration_s: float) -> None:
     """Save the evidence and move the submission to graded (or rejected) together.
 
@@ -140,17 +139,20 @@ def record_evidence(submission: Submission, evidence: dict, duration_s: float) -
     PostgreSQL's jsonb refuses them, and a candidate's output must never make
     storing fail.
     """
+    # why outside the transaction: both walk the whole evidence, and on SQLite
+    # every upload waits while a transaction holds the write lock.
     evidence = clean_evidence(evidence)
-    Evidence.objects.update_or_create(
-        submission=submission,
-        defaults={"data": evidence, "grader_version": GRADER_VERSION, "duration_s": round(duration_s, 3),
-                  "tampered": is_tampered(evidence),
-                  "created_at": timezone.now()},
-    )
-    if evidence["archive"]["accepted"]:
-        submission.mark_graded()
-    else:
-        grade_after_commit(submission.mark_rejected(evidence["archive"]["reason"]))
+    tampered = is_tampered(evidence)
+    with transaction.atomic():
+        Evidence.objects.update_or_create(
+            submission=submission,
+            defaults={"data": evidence, "grader_version": GRADER_VERSION, "duration_s": round(duration_s, 3),
+                      "tampered": tampered, "created_at": timezone.now()},
+        )
+        if evidence["archive"]["accepted"]:
+            submission.mark_graded()
+        else:
+            grade_after_commit(submission.mark_rejected(evidence["archive"]["reason"]))
 
 
 def grade_after_commit(reinstated: Submission | None) -> None:

@@ -8,11 +8,10 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_ready
 from django.conf import settings
-from kombu.exceptions import OperationalError
 
 from sessions_app.models import InvalidTransition, Submission
 
-from . import pipeline
+from . import pipeline, publish
 from takehome.tasks import record_heartbeat
 
 from .runner import RunnerUnavailable, ensure_runner
@@ -51,10 +50,8 @@ def enqueue_grading(submission_id: int) -> bool:
     Call it from transaction.on_commit, so the worker never looks for a row
     that is not committed yet.
     """
-    try:
-        grade_submission.apply_async((submission_id,), retry=False)
-    except OperationalError as exc:
-        log.warning("broker unavailable, submission %s waits for the sweep: %s", submission_id, exc)
+    if not publish.send(grade_submission, (submission_id,)):
+        log.warning("broker unavailable, submission %s waits for the sweep", submission_id)
         return False
     Submission.objects.filter(pk=submission_id, status=Submission.Status.RECEIVED).update(
         status=Submission.Status.QUEUED

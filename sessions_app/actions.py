@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
@@ -193,11 +193,8 @@ def _green_shows_a_pass(text: str) -> bool:
     return False
 
 
-def refusal_for(invitation: Invitation, step: str, report: GateReport) -> str | None:
-    """Why the server refuses this step now (None: accepted). The same order as the gate's own."""
-    accepted = set(
-        GateReceipt.objects.filter(invitation=invitation, accepted=True).values_list("step", flat=True)
-    )
+def log_refusal(step: str, report: GateReport) -> str | None:
+    """What the step's own log says against it (None: nothing). Pure, so it runs before any lock is taken."""
     if step == Step.RED:
         red = analyse_red_log(report.log_text, known_test_ids=None, original_failures=None)
         if not red.failed:
@@ -205,20 +202,29 @@ def refusal_for(invitation: Invitation, step: str, report: GateReport) -> str | 
         if not red.genuine:
             return ("The red log does not look like pytest's own output (" + "; ".join(red.missing[:3])
                     + "). Run `python gate.py red` and let it capture the run.")
-        return None
+    if step == Step.GREEN and not _green_shows_a_pass(report.log_text):
+        return "still red: the green log does not end with pytest's passing summary."
+    return None
+
+
+def refusal_for(invitation: Invitation, step: str, report: GateReport, logged: str | None) -> str | None:
+    """Why the server refuses this step now (None: accepted). The same order as the gate's own.
+
+    ``logged`` is ``log_refusal(step, report)``, worked out beforehand.
+    """
+    if step not in (Step.RED, Step.MODEL, Step.GREEN):
+        return f"Unknown step {step!r}."
+    accepted = set(
+        GateReceipt.objects.filter(invitation=invitation, accepted=True).values_list("step", flat=True)
+    )
     if step == Step.MODEL:
         if Step.RED not in accepted:
             return "No red run has been witnessed yet. The model waits: run `python gate.py red` first."
         if PROMPT_FILE not in report.tree_hashes:
             return "Write artifacts/prompt.txt first."
-        return None
-    if step == Step.GREEN:
-        if Step.MODEL not in accepted:
-            return "Green before model is a skip, not a pass: run `python gate.py model` first."
-        if not _green_shows_a_pass(report.log_text):
-            return "still red: the green log does not end with pytest's passing summary."
-        return None
-    return f"Unknown step {step!r}."
+    if step == Step.GREEN and Step.MODEL not in accepted:
+        return "Green before model is a skip, not a pass: run `python gate.py model` first."
+    return logged
 
 
 def do_record_gate_step(invitation: Invitation, step: str, report: GateReport) -> GateReceipt:
@@ -230,6 +236,9 @@ def do_record_gate_step(invitation: Invitation, step: str, report: GateReport) -
     after the deadline plus grace, once the step is kept as a refused receipt
     (on the exception's ``receipt``), as a late upload is refused.
     """
+    # why before the transaction: reading a log of up to 200,000 characters takes a while,
+    # and on SQLite every other write waits while a transaction holds the lock.
+    logged = log_refusal(step, report)
     with transaction.atomic():
         # why lock: two receipts at once must see each other when checking the order.
         invitation = (Invitation.objects.select_for_update().select_related("packet_version")
@@ -237,7 +246,7 @@ def do_record_gate_step(invitation: Invitation, step: str, report: GateReport) -
         if invitation.started_at is None:
             raise SessionRefused("Your clock has not started yet. Press Start on your page first.", "not_started")
         late = _time_is_up(invitation, timezone.now(), step=step)
-        refusal = late.message if late is not None else refusal_for(invitation, step, report)
+        refusal = late.message if late is not None else refusal_for(invitation, step, report, logged)
         receipt = GateReceipt.objects.create(
             invitation=invitation,
             step=step,
@@ -258,16 +267,41 @@ def stored_name(sha256: str) -> str:
     return f"uploads/{sha256[:2]}/{sha256}.zip"
 
 
-def _store(incoming: IncomingArchive) -> tuple[str, bool]:
-    """Move the received file to its place by hash; returns (name, whether this call created it)."""
-    name = stored_name(incoming.sha256)
-    final = Path(settings.MEDIA_ROOT) / name
+def _store(incoming: IncomingArchive) -> Path | None:
+    """Move the received file to its place by hash; returns that path when this call created it."""
+    final = Path(settings.MEDIA_ROOT) / stored_name(incoming.sha256)
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():
         incoming.discard()
-        return name, False
+        return None
     os.replace(incoming.path, final)
-    return name, True
+    return final
+
+
+def _lock_content(sha256: str) -> None:
+    """Make uploads of the same bytes (and their clean-up) take turns until the transaction ends.
+
+    why: the same bytes are stored once, so the clean-up of an upload whose
+    commit failed must not remove a file that another upload of those bytes
+    has just committed a row for. On SQLite the IMMEDIATE transaction already
+    makes every write take turns; PostgreSQL locks rows only, so this takes a
+    transaction-scoped advisory lock on the hash.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int(sha256[:15], 16)])
+
+
+def _remove_unless_used(path: Path, sha256: str) -> None:
+    """After a failed commit: remove the file this upload created, unless a committed upload uses it."""
+    try:
+        with transaction.atomic():
+            _lock_content(sha256)
+            if not Submission.objects.filter(archive=stored_name(sha256)).exists():
+                path.unlink(missing_ok=True)
+    except DatabaseError:
+        # why keep it: a file nobody uses costs disk; one removed under a committed upload loses work.
+        log.warning("kept %s: the database could not say whether a stored upload uses it", path)
 
 
 @dataclass
@@ -299,7 +333,7 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
     (storing nothing, deleting the received file) after the deadline plus
     grace, and past the per-invitation upload limits.
     """
-    created_file = None
+    created = None
     try:
         with transaction.atomic():
             # why lock: "latest" must be one row even when two uploads race.
@@ -310,13 +344,12 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             # why again, under the lock: two uploads racing past the view's check must
             # not both fit into the last place of the limit.
             check_upload_allowed(locked, now)
-            name, created = _store(incoming)
-            created_file = Path(settings.MEDIA_ROOT) / name if created else None
             _supersede_waiting(locked)
             Submission.objects.filter(invitation=locked, is_latest=True).update(is_latest=False)
             submission = Submission.objects.create(
-                invitation=locked, archive=name, sha256=incoming.sha256, size=incoming.size,
-                original_name=incoming.original_name, via=via, uploaded_at=now, status_changed_at=now,
+                invitation=locked, archive=stored_name(incoming.sha256), sha256=incoming.sha256,
+                size=incoming.size, original_name=incoming.original_name, via=via, uploaded_at=now,
+                status_changed_at=now,
             )
             receipt = GateReceipt.objects.create(
                 invitation=locked, step=Step.UPLOAD, received_at=now, sha256=incoming.sha256
@@ -336,10 +369,13 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
                     result.queued = False
 
             transaction.on_commit(send)
+            # why last: moving the file is the one step a rollback cannot undo, so it
+            # comes after every write that could be refused (a busy or read-only database).
+            _lock_content(incoming.sha256)
+            created = _store(incoming)
     except BaseException:
         incoming.discard()
-        if created_file is not None:
-            # why: a file this call created belongs to no row once the transaction is gone.
-            created_file.unlink(missing_ok=True)
+        if created is not None:
+            _remove_unless_used(created, incoming.sha256)
         raise
     return result

@@ -9,6 +9,7 @@ before anything else, and stops reading once the limit is passed.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
@@ -24,6 +25,8 @@ FIELD = "archive"
 ZIP_MAGIC = b"PK\x03\x04"
 EMPTY_ZIP_MAGIC = b"PK\x05\x06"  # a zip with no entries starts with its end record
 INCOMING = "uploads/.incoming"
+# The disk (or the user's quota) is full: the upload is refused as "no_space".
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
 def human_size(n: int) -> str:
@@ -74,7 +77,9 @@ class HashingUploadHandler(FileUploadHandler):
     """Stream the ``archive`` field to disk, hashing it and enforcing the zip magic and the size limit.
 
     ``error`` holds the key of a refusal (see ``messages_for``) once one is
-    found; the view reads it. Every other file field is skipped unread.
+    found; the view reads it. Every other file field is skipped unread. A full
+    disk is "no_space": the part-file is removed and the rest of the body is
+    read and dropped, so the client still gets the answer (503, see the view).
     """
 
     def __init__(self, request, *, max_bytes: int, media_root: Path):
@@ -98,9 +103,24 @@ class HashingUploadHandler(FileUploadHandler):
 
     def _drop(self) -> None:
         if self._out is not None:
-            self._out.close()
+            try:
+                self._out.close()
+            except OSError:
+                pass  # its buffer could not be written out (a full disk): the file goes anyway
             self._path.unlink(missing_ok=True)
             self._out = None
+
+    def _no_space(self, exc: OSError) -> None:
+        if exc.errno not in NO_SPACE_ERRNOS:
+            raise exc
+        self.error = "no_space"
+        self._drop()
+
+    def discard(self) -> None:
+        """Remove what this request left on disk: a part-file cut short, or a received file not stored."""
+        self._drop()
+        if self.received is not None:
+            self.received.discard()
 
     def new_file(self, field_name, file_name, content_type, content_length, charset=None, content_type_extra=None):
         super().new_file(field_name, file_name, content_type, content_length, charset, content_type_extra)
@@ -108,9 +128,12 @@ class HashingUploadHandler(FileUploadHandler):
             raise SkipFile()
         if self.received is not None or self._out is not None:
             raise self._refuse("several")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        # why beside the final place: storing is then an atomic rename on one filesystem.
-        fd, name = tempfile.mkstemp(prefix="in-", suffix=".zip", dir=self.folder)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            # why beside the final place: storing is then an atomic rename on one filesystem.
+            fd, name = tempfile.mkstemp(prefix="in-", suffix=".zip", dir=self.folder)
+        except OSError as exc:
+            return self._no_space(exc)
         self._out, self._path = os.fdopen(fd, "w+b"), Path(name)
         self._hash = hashlib.sha256()
         self._head, self._size = b"", 0
@@ -128,7 +151,10 @@ class HashingUploadHandler(FileUploadHandler):
         if self._size > self.max_bytes:
             raise self._refuse("too_large", connection_reset=True)
         self._hash.update(raw_data)
-        self._out.write(raw_data)
+        try:
+            self._out.write(raw_data)
+        except OSError as exc:
+            self._no_space(exc)
         return None
 
     def file_complete(self, file_size):
@@ -142,7 +168,13 @@ class HashingUploadHandler(FileUploadHandler):
             self._drop()
             self.error = "not_zip"
             return None
-        self._out.flush()
+        try:
+            self._out.flush()
+            # why: the upload is answered "stored" once its row commits, which
+            # survives a power cut (synchronous=FULL); its bytes must too.
+            os.fsync(self._out.fileno())
+        except OSError as exc:
+            return self._no_space(exc)
         self._out.seek(0)
         self.received = IncomingArchive(
             path=self._path,

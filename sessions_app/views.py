@@ -22,8 +22,9 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from takehome.http import htmx_redirect
+from takehome.http import from_gate, htmx_redirect, wants_json
 from takehome.models import Invitation
+from takehome.unavailable import NO_SPACE, Unavailable
 
 from . import actions
 from .bundle import build_bundle
@@ -33,7 +34,8 @@ from .models import GateReceipt, Submission
 from .uploads import HashingUploadHandler, human_size
 
 INVALID = "This link is not valid."
-TOO_MANY = "Too many requests from your address. Wait a minute, then try again."
+TOO_MANY = ("Too many requests: too many links that do not work were tried from your address in the last minute. "
+            "Wait a minute, then try again.")
 GATE_STEPS = (GateReceipt.Step.RED, GateReceipt.Step.MODEL, GateReceipt.Step.GREEN)
 # Multipart framing around the file: boundaries and part headers are small.
 MULTIPART_SLACK = 64 * 1024
@@ -42,31 +44,25 @@ MULTIPART_SLACK = 64 * 1024
 class LinkProblem(Exception):
     """The token found no live invitation, or this address asked too often."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, retry_after: int | None = None):
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.retry_after = status, message, retry_after
+
+    def response(self) -> JsonResponse:
+        return with_retry_after(JsonResponse({"message": self.message}, status=self.status), self.retry_after)
 
 
-def from_gate(request: HttpRequest) -> bool:
-    """True for requests sent by gate.py (or any script asking for JSON).
-
-    why this can skip CSRF: a page on another site cannot add a custom header
-    to a cross-site request without a CORS preflight, which we never grant;
-    and the token in the URL is itself a secret the attacker lacks.
-    """
-    return request.headers.get("X-Takehome-Client") == "gate"
-
-
-def wants_json(request: HttpRequest) -> bool:
-    accept = request.headers.get("Accept", "")
-    return from_gate(request) or ("application/json" in accept and "text/html" not in accept)
+def with_retry_after(response: HttpResponse, seconds: int | None) -> HttpResponse:
+    if seconds is not None:
+        response["Retry-After"] = str(seconds)
+    return response
 
 
 def _lookup(request: HttpRequest, token: str) -> Invitation:
     try:
         invitation = invitation_for(request, token)
-    except TooManyLookups:
-        raise LinkProblem(429, TOO_MANY)
+    except TooManyLookups as exc:
+        raise LinkProblem(429, TOO_MANY, retry_after=exc.retry_after)
     if invitation is None:
         raise LinkProblem(404, INVALID)
     return invitation
@@ -74,9 +70,9 @@ def _lookup(request: HttpRequest, token: str) -> Invitation:
 
 def _problem_page(request: HttpRequest, problem: LinkProblem) -> HttpResponse:
     if wants_json(request):
-        return JsonResponse({"message": problem.message}, status=problem.status)
+        return problem.response()
     if problem.status == 429:
-        return render(request, "sessions_app/too_many.html", status=429)
+        return with_retry_after(render(request, "sessions_app/too_many.html", status=429), problem.retry_after)
     return render(request, "sessions_app/invalid_link.html", status=404)
 
 
@@ -93,9 +89,7 @@ def with_invitation(view=None, *, json_only: bool = False):
             try:
                 invitation = _lookup(request, token)
             except LinkProblem as problem:
-                if json_only:
-                    return JsonResponse({"message": problem.message}, status=problem.status)
-                return _problem_page(request, problem)
+                return problem.response() if json_only else _problem_page(request, problem)
             return view(request, invitation, token, *args, **kwargs)
 
         return wrapped
@@ -299,9 +293,7 @@ def _upload_refused(request, invitation, token, code: str, message: str, status:
             template += "#upload-form"
         response = render(request, template, session_context(invitation, token, form),
                           status=429 if status == 429 else 200)
-    if retry_after is not None:
-        response["Retry-After"] = str(retry_after)
-    return response
+    return with_retry_after(response, retry_after)
 
 
 def _rules_refused(request, invitation, token, exc: actions.SessionRefused) -> HttpResponse:
@@ -333,13 +325,15 @@ def upload(request: HttpRequest, invitation: Invitation, token: str) -> HttpResp
             return _receive(request, invitation, token, handler, via="gate")
         return _receive_browser(request, invitation, token, handler, via="browser")
     finally:
-        # why: a file refused late (CSRF, deadline) must not stay behind; a stored one has moved already.
-        if handler.received is not None:
-            handler.received.discard()
+        # why: a file refused late (CSRF, deadline, a busy database) or cut short must not stay
+        # behind; a stored one has moved already.
+        handler.discard()
 
 
 def _receive(request, invitation: Invitation, token: str, handler: HashingUploadHandler, via: str) -> HttpResponse:
     form = UploadForm(request.POST, request.FILES, max_bytes=settings.UPLOAD_MAX_BYTES)
+    if handler.error == "no_space":
+        raise Unavailable(NO_SPACE)  # answered 503 with Retry-After by takehome.unavailable
     form.upload_error = handler.error
     if not form.is_valid():
         code, message = form.first_error()
@@ -352,6 +346,8 @@ def _receive(request, invitation: Invitation, token: str, handler: HashingUpload
     submission = result.submission
     message = (f"Upload received and stored (sha256 {submission.sha256[:12]}…, {human_size(submission.size)}). "
                "It will be graded shortly.")
+    # why no database read from here on: the upload is committed, and an answer that failed now
+    # (503: "not stored") would tell the candidate the opposite of the truth.
     if wants_json(request):
         return JsonResponse({
             "message": message,
@@ -360,7 +356,7 @@ def _receive(request, invitation: Invitation, token: str, handler: HashingUpload
             "sha256": submission.sha256,
             "size": submission.size,
             "received_at": submission.uploaded_at.isoformat(),
-            "status": Submission.objects.get(pk=submission.pk).status,
+            "status": Submission.Status.QUEUED if result.queued else Submission.Status.RECEIVED,
         }, status=201)
     messages.success(request, message)
     return htmx_redirect(request, "sessions_app:submission-detail", token=token, pk=submission.pk)

@@ -100,6 +100,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A write that cannot be done now (busy database, full disk) answers 503 with Retry-After.
+    "takehome.unavailable.UnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "takehome.urls"
@@ -123,17 +125,39 @@ TEMPLATES = [
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
 }
+# How long a write waits for another request's lock before it gives up; the
+# request then answers 503 with Retry-After (takehome/unavailable.py), never a 500.
+# why well under gate.py's 30 s: the candidate must get that answer, not a timeout.
+DB_BUSY_TIMEOUT_S = env.float("TAKEHOME_DB_BUSY_TIMEOUT_S", default=10.0)
+if DB_BUSY_TIMEOUT_S <= 0:
+    raise ImproperlyConfigured(f"TAKEHOME_DB_BUSY_TIMEOUT_S={DB_BUSY_TIMEOUT_S} must be more than 0 seconds.")
+_db_options = DATABASES["default"].setdefault("OPTIONS", {})
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A worker process in the integration tests must see the test database,
     # so it is a file, never SQLite's in-memory default; one per test run, so
     # two runs on one machine never share it (workers are given its path).
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    _db_options["timeout"] = DB_BUSY_TIMEOUT_S
+    # why WAL: readers never wait for the writer (nor it for them), so pages keep
+    # serving while an upload or a grading commits. why synchronous=FULL: a commit
+    # answered "stored" survives a power cut too; in WAL it costs one fsync of the
+    # log per commit (about 0.5 ms here), and uploads are few.
+    _db_options["init_command"] = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL"
     # why IMMEDIATE: select_for_update is a no-op on SQLite, and a transaction that
     # reads before it writes (an upload checking the limits, a refusal moving the
     # review flag) fails at once with "database is locked" when another one writes
     # first. Taking the write lock at BEGIN makes them wait their turn instead.
-    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+    _db_options["transaction_mode"] = "IMMEDIATE"
+elif DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # The same promise on PostgreSQL: a row lock (select_for_update) waited for
+    # longer than this fails with lock_not_available, answered as 503.
+    _lock_timeout = f"-c lock_timeout={int(DB_BUSY_TIMEOUT_S * 1000)}"
+    _db_options["options"] = f"{_db_options.get('options', '')} {_lock_timeout}".strip()
+# Seconds a client is told to wait (Retry-After) when a write could not be done:
+# BUSY when another write held the lock; FAULT when the disk is full or the
+# database refuses writes or cannot be reached (an operator has to act).
+RETRY_AFTER_BUSY_S = env.int("TAKEHOME_RETRY_AFTER_BUSY_S", default=5)
+RETRY_AFTER_FAULT_S = env.int("TAKEHOME_RETRY_AFTER_FAULT_S", default=60)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -199,6 +223,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Grading's hard time limit; the visibility timeout must stay above it, or a
 # slow task is delivered a second time while the first still runs.
 GRADING_TIME_LIMIT_S = env.int("TAKEHOME_GRADING_TIME_LIMIT_S", default=600)
+# Sending a grading message from a request gives up after this many seconds
+# (connect, and each reply), without retrying, when the broker is down or
+# stalls: the upload is already stored, and the sweep sends the message later.
+# The worker's own connection keeps the defaults (grading/publish.py says why).
+BROKER_SEND_TIMEOUT_S = env.float("TAKEHOME_BROKER_SEND_TIMEOUT_S", default=1.0)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": max(3600, 2 * (GRADING_TIME_LIMIT_S + 60)),
 }
@@ -263,8 +292,10 @@ GRADING_MIN_RED_TO_GREEN_S = env.int("TAKEHOME_MIN_RED_TO_GREEN_S", default=20)
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 
 # The candidate's side.
-# Link look-ups per client address per minute (page views, gate receipts,
-# uploads and status polls all count); past it, 429 for the rest of the minute.
+# Look-ups of unknown or revoked links per client address per minute; past it,
+# every link look-up from that address gets 429 for the rest of the minute.
+# Requests on a valid link never count (they have per-invitation limits), so
+# forty candidates behind one office address are never refused.
 # why: tokens are unguessable, but nobody gets to try millions of them either.
 TOKEN_LOOKUPS_PER_MINUTE = env.int("TAKEHOME_TOKEN_LOOKUPS_PER_MINUTE", default=240)
 # Largest upload accepted, in bytes, checked from Content-Length and again while streaming.

@@ -6,6 +6,8 @@ from django.urls import include, path
 
 from . import views
 
+# An outage met outside a view (see takehome/unavailable.py) is a 503 too; anything else, Django's 500.
+handler500 = "takehome.unavailable.server_error"
 
 recruiter_patterns = [
     path("", views.packet_list, name="packet-list"),

@@ -548,7 +548,7 @@ def test_counterfeit_red_log_is_not_genuine_and_says_which_lines_differ(candidat
 
 
 def test_the_gate_check_without_real_runs_is_unchanged(original_tree):
-    """`refusal_for` passes no reproductions: the checks that need real runs are not made."""
+    """`log_refusal` passes no reproductions: the checks that need real runs are not made."""
     uncentred = ORIG9_Q.replace("_" * 30 + " test_charges_only " + "_" * 31,
                                 "_" * 10 + " test_charges_only " + "_" * 51)
     at_gate = analyse_red_log(uncentred, known_test_ids=None, original_failures=None)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from django.core.cache import cache
 from django.urls import reverse
+
+from conftest import require
 
 
 
@@ -26,3 +30,12 @@ def started(invitation):
 
 def url(name: str, invitation, **kwargs) -> str:
     return reverse(f"sessions_app:{name}", kwargs={"token": invitation.raw_token, **kwargs})
+
+
+@pytest.fixture
+def ready(media_root, settings):
+    """What grading by a real worker needs besides Redis: bubblewrap and the runner virtualenv."""
+    from .helpers import runner_python
+
+    require(shutil.which("bwrap") is not None, "bubblewrap is not installed (apt-get install bubblewrap)")
+    require(runner_python().exists(), f"{runner_python()} is missing: run `make runner`")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import io
-import shutil
 import time
 import zipfile
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from conftest import Worker, _wait_for, require, screenshot
+from conftest import Worker, _wait_for, screenshot
 from grading.models import Evidence
 from grading.tasks import sweep_submissions
 from sessions_app.actions import do_start_session
@@ -28,17 +27,10 @@ from takehome.tests.factories import InvitationFactory
 
 from .conftest import url
 from .helpers import (apply_fix, do_honest_work, download_tree, honest_zip, receipts_jsonl, run_gate,
-                      runner_python, write_refusal)
+                      write_refusal)
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 GRADING_WAIT_S = 90
-
-
-@pytest.fixture
-def ready(media_root, settings):
-    """What every test here needs besides Redis: bubblewrap and the runner virtualenv."""
-    require(shutil.which("bwrap") is not None, "bubblewrap is not installed (apt-get install bubblewrap)")
-    require(runner_python().exists(), f"{runner_python()} is missing: run `make runner`")
 
 
 @pytest.fixture
@@ -207,7 +199,7 @@ def test_an_upload_while_the_broker_is_down_is_graded_once_it_is_back(ready, cli
         started = time.monotonic()
         r = client.post(url("upload", invitation), {"archive": SimpleUploadedFile("w.zip", honest_zip())},
                         headers={"X-Takehome-Client": "gate"})
-        assert time.monotonic() - started < 15, "the upload must not hang on a dead broker"
+        assert time.monotonic() - started < 5, "the upload must not hang on a dead broker"
         assert r.status_code == 201 and "It will be graded shortly" in r.json()["message"]
         submission_id = r.json()["submission"]
         assert Submission.objects.get(pk=submission_id).status == "received"

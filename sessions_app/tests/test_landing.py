@@ -60,11 +60,32 @@ def test_lookups_are_rate_limited_per_address(client, invitation, settings):
     settings.TOKEN_LOOKUPS_PER_MINUTE = 3
     for _ in range(3):
         assert client.get("/t/guess/").status_code == 404
-    r = client.get(url("landing", invitation))  # even the right token waits
+    r = client.get(url("landing", invitation))  # even the right token waits: no oracle for a guesser
     assert r.status_code == 429
     assert "Too many requests" in r.content.decode()
+    assert 1 <= int(r["Retry-After"]) <= 60
+    gate = client.get(url("status", invitation), headers={"X-Takehome-Client": "gate"})
+    assert gate.status_code == 429 and 1 <= int(gate["Retry-After"]) <= 60
     other = client.get(url("landing", invitation), REMOTE_ADDR="10.0.0.9")
     assert other.status_code == 200
+
+
+def test_requests_on_valid_links_never_count_against_the_address(client, sample_packet, settings):
+    """Forty candidates behind one office address: their own links are never refused."""
+    settings.TOKEN_LOOKUPS_PER_MINUTE = 3
+    invitations = [InvitationFactory(packet_version=sample_packet.latest_version()) for _ in range(4)]
+    for invitation in invitations * 3:
+        assert client.get(url("landing", invitation)).status_code == 200
+        assert client.get(url("status", invitation), headers={"X-Takehome-Client": "gate"}).status_code == 200
+    assert client.get("/t/guess/").status_code == 404  # and guessing still counts from zero
+
+
+def test_revoked_links_count_as_misses(client, sample_packet, settings):
+    settings.TOKEN_LOOKUPS_PER_MINUTE = 2
+    revoked, live = (InvitationFactory(packet_version=sample_packet.latest_version()) for _ in range(2))
+    do_revoke_invitation(revoked)
+    assert [client.get(url("landing", revoked)).status_code for _ in range(2)] == [404, 404]
+    assert client.get(url("landing", live)).status_code == 429
 
 
 def test_after_start_it_shows_the_countdown_next_steps_and_upload_form(client, started, settings):

@@ -64,6 +64,7 @@ def test_a_bad_boolean_stops_the_process(value):
 
 
 @pytest.mark.parametrize("name, value", [
+    ("TAKEHOME_DB_BUSY_TIMEOUT_S", "0"),
     ("TAKEHOME_SANDBOX_CAPS", "cgroup3"),
     ("TAKEHOME_SANDBOX_TMPFS", "none"),
     ("TAKEHOME_SANDBOX_FALLBACK_PROCESSES", "2"),
@@ -89,3 +90,20 @@ def test_a_new_var_folder_is_created_so_sqlite_can_start(tmp_path):
     result = manage("migrate", "-v0", drop_env=("DATABASE_URL",), DEBUG="true", TAKEHOME_VAR_DIR=str(var))
     assert result.returncode == 0, result.stderr
     assert (var / "db.sqlite3").exists()
+
+
+@pytest.mark.django_db
+def test_the_database_waits_for_a_lock_before_it_answers_busy(settings):
+    """SQLite: WAL (readers never wait), FULL sync, the busy timeout; PostgreSQL: the same wait as lock_timeout."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            assert cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert cursor.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+            assert cursor.execute("PRAGMA busy_timeout").fetchone()[0] == settings.DB_BUSY_TIMEOUT_S * 1000
+            assert connection.transaction_mode == "IMMEDIATE"
+        else:
+            cursor.execute("SHOW lock_timeout")
+            assert cursor.fetchone()[0] == f"{int(settings.DB_BUSY_TIMEOUT_S)}s"
+    assert not connection.settings_dict["ATOMIC_REQUESTS"], "a read-only page must not open a transaction"
