@@ -19,6 +19,7 @@ import datetime
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,12 @@ SKIP_DIRS = {".venv", "venv", "env", ".git", ".hg", "__pycache__", ".pytest_cach
 # Ours, not your work: left out of the upload (gate.py also holds your link).
 NOT_SUBMITTED = {"gate.py", "README.txt"}
 TIMEOUT_S = 30
+# A busy server (HTTP 503 with Retry-After) stored nothing: wait as it asks and send
+# again, this many times, waiting at most LONGEST_WAIT_S each time. A 429 is about
+# your own pace (one upload every so often): it is said, not waited out, so a submit
+# run twice by mistake never stores two uploads.
+RETRIES = 4
+LONGEST_WAIT_S = 60
 LOG_LIMIT = 200000
 
 
@@ -101,37 +108,66 @@ def tail(output, lines=15):
     return "\n".join(output.rstrip().splitlines()[-lines:])
 
 
-def request(method, path, body=None, headers=None):
-    """Call the server; returns (status, parsed JSON). Raises OSError when it cannot be reached."""
+def send(method, path, body=None, headers=None):
+    """One call to the server: (status, raw body, Retry-After or None). Raises OSError when it cannot be reached."""
     req = urllib.request.Request(SERVER + "/t/" + TOKEN + path, data=body, method=method)
     req.add_header("Accept", "application/json")
     req.add_header("X-Takehome-Client", "gate")
     for name, value in (headers or {}).items():
         req.add_header(name, value)
-    retry_after = None
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as response:
-            status, raw = response.status, response.read()
+            return response.status, response.read(), None
     except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read()
-        retry_after = exc.headers.get("Retry-After") if exc.headers else None
+        return exc.code, exc.read(), exc.headers.get("Retry-After") if exc.headers else None
+
+
+def parse(status, raw, retry_after):
     try:
         reply = json.loads(raw.decode("utf-8"))
         if isinstance(reply, dict):
-            return status, reply
+            return reply
     except ValueError:
         pass
+    wait = "%s seconds" % retry_after if retry_after and retry_after.isdigit() else "a minute"
     if status == 429:
-        wait = "%s seconds" % retry_after if retry_after and retry_after.isdigit() else "a minute"
-        return status, {"message": "The server is taking too many requests (HTTP 429). Wait %s, then try "
-                                   "again." % wait}
-    return status, {"message": "The server answered HTTP %s without a readable reply." % status}
+        return {"message": "The server is taking too many requests (HTTP 429). Wait %s, then try again." % wait}
+    if status == 503:
+        return {"message": "The server is busy (HTTP 503). Wait %s, then try again." % wait}
+    return {"message": "The server answered HTTP %s without a readable reply." % status}
+
+
+def request(method, path, body=None, headers=None):
+    """Call the server; returns (status, parsed JSON). Raises OSError when it cannot be reached.
+
+    A busy server's answer (503 with Retry-After) means nothing was stored:
+    wait as long as it asks and send the same request again, a few times,
+    saying so.
+    """
+    for attempt in range(1, RETRIES + 2):
+        status, raw, retry_after = send(method, path, body, headers)
+        reply = parse(status, raw, retry_after)
+        if status != 503 or not (retry_after or "").isdigit() or attempt > RETRIES:
+            return status, reply
+        wait = min(int(retry_after), LONGEST_WAIT_S)
+        print("%s\nWaiting %d s, then sending again (try %d of %d)..." % (reply.get("message", "The server is busy."),
+                                                                      wait, attempt + 1, RETRIES + 1), flush=True)
+        time.sleep(wait)
+    return status, reply
 
 
 def record(entry):
     ART.mkdir(exist_ok=True)
     with RECEIPTS.open("a", encoding="utf-8") as f:
         f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def not_witnessed(entry, why, said):
+    """The step goes on without the server's receipt; receipts.jsonl says why."""
+    record(dict(entry, witnessed=False, why=why))
+    print("Not witnessed: %s. The step still counts here;" % said)
+    print("the line in artifacts/receipts.jsonl says it was not witnessed.")
+    return True
 
 
 def witness(step, log_text, offline):
@@ -148,11 +184,10 @@ def witness(step, log_text, offline):
         status, reply = request("POST", "/gate/" + step, body, {"Content-Type": "application/json"})
     except OSError as exc:
         reason = getattr(exc, "reason", exc)
-        record(dict(entry, witnessed=False, why="server unreachable: %s" % reason))
-        print("Not witnessed: the server could not be reached (%s). The step still counts here;" % reason)
-        print("the line in artifacts/receipts.jsonl says it was not witnessed.")
-        return True
+        return not_witnessed(entry, "server unreachable: %s" % reason, "the server could not be reached (%s)" % reason)
     message = reply.get("message", "")
+    if status == 503:
+        return not_witnessed(entry, "server busy: %s" % message, "the server stayed busy (%s)" % message)
     if status in (200, 201) and reply.get("accepted"):
         record(dict(entry, witnessed=True, receipt=reply.get("receipt"), server_time=reply.get("received_at")))
         print("Witnessed by the server: receipt %s at %s." % (reply.get("receipt"), when(reply.get("received_at"))))
@@ -233,16 +268,47 @@ def cmd_submit(offline):
         sys.exit("The zip is %.1f MB, over the limit of %.0f MB. Remove large files (data, builds) from\n"
                  "this folder and try again." % (len(data) / 1048576, MAX_UPLOAD_BYTES / 1048576))
     body, content_type = multipart("archive", ROOT.name + ".zip", data)
+    digest = hashlib.sha256(data).hexdigest()
     try:
         status, reply = request("POST", "/upload", body, {"Content-Type": content_type})
     except OSError as exc:
-        sys.exit("The server could not be reached (%s). Try again, or upload the zip from your page."
-                 % getattr(exc, "reason", exc))
+        return after_no_answer(exc, digest)
+    if status == 503:
+        sys.exit("The upload was not stored: the server stayed busy through %d tries. %s\n"
+                 "Run python gate.py submit again in a few minutes, or upload the zip from your page."
+                 % (RETRIES + 1, reply.get("message", "")))
     if status not in (200, 201):
         sys.exit("Upload refused: " + reply.get("message", "HTTP %s" % status))
     print(reply.get("message", "Uploaded."))
-    print("sha256 %s (here: %s)" % (reply.get("sha256"), hashlib.sha256(data).hexdigest()))
+    print("sha256 %s (here: %s)" % (reply.get("sha256"), digest))
     print("received at %s (server time)" % when(reply.get("received_at")))
+
+
+def after_no_answer(exc, digest):
+    """An upload got no answer: say whether it was sent, stored, or maybe stored; never "failed"."""
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, (ConnectionRefusedError, socket.gaierror)):
+        sys.exit("The server could not be reached (%s), so nothing was sent. Try again, or upload the zip "
+                 "from your page." % reason)
+    stored = stored_upload(digest)
+    if stored is None:
+        sys.exit("The server did not answer in time (%s). Your upload may have arrived all the same: look at "
+                 "your page, or run python gate.py status in a minute, before sending it again (sha256 %s)."
+                 % (reason, digest))
+    print("The server did not answer in time (%s), but it has stored an upload with exactly these bytes "
+          "(sha256 %s, received at %s server time): your work arrived." % (reason, digest,
+                                                                         when(stored.get("uploaded_at"))))
+
+
+def stored_upload(digest):
+    """The server's record of an upload with this sha256, or None (none, or the server cannot say)."""
+    try:
+        status, reply = request("GET", "/status")
+    except OSError:
+        return None
+    if status != 200:
+        return None
+    return next((s for s in reply.get("submissions", []) if s.get("sha256") == digest), None)
 
 
 def when(iso):

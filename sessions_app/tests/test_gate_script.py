@@ -191,6 +191,56 @@ def test_a_429_without_a_readable_body_still_reads_as_a_sentence(tree):
                                 "Wait 30 seconds, then try again.")
 
 
+@pytest.mark.parametrize("stored", [True, False])
+def test_an_upload_without_an_answer_in_time_is_never_called_failed(tree, stored):
+    """The server takes the upload but answers too late: gate.py asks the status whether it arrived."""
+    import hashlib
+    import http.server
+    import json
+    import threading
+    import time
+
+    uploads = []
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            zip_start = body.index(b"PK\x03\x04")
+            uploads.append(hashlib.sha256(body[zip_start:body.rindex(b"\r\n--")]).hexdigest())
+            time.sleep(3)  # longer than the gate waits
+
+        def do_GET(self):
+            found = [{"sha256": digest, "uploaded_at": "2025-01-01T10:00:00+00:00"} for digest in uploads if stored]
+            reply = json.dumps({"submissions": found}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        point_gate_at(tree, f"http://127.0.0.1:{server.server_port}")
+        gate = tree / "gate.py"
+        gate.write_text(gate.read_text().replace("TIMEOUT_S = 30", "TIMEOUT_S = 1"))
+        r = run_gate(tree, "submit")
+    finally:
+        server.shutdown()
+    said = r.stdout + r.stderr
+    assert said.startswith("The server did not answer in time (") and "failed" not in said
+    if stored:
+        assert r.returncode == 0
+        assert f"it has stored an upload with exactly these bytes (sha256 {uploads[0]}" in said
+        assert "your work arrived" in said
+    else:
+        assert r.returncode == 1
+        assert "Your upload may have arrived all the same: look at your page" in said
+
+
 def test_a_step_after_the_deadline_is_refused_and_its_receipt_noted(tree, settings):
     from datetime import timedelta
 

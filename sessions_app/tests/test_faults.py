@@ -1,0 +1,356 @@
+"""Uploads under faults, through a live server and real multipart requests.
+
+A database that is busy past its timeout or refuses writes, and a disk that
+is full, answer 503 with Retry-After in the form the client reads, and leave
+nothing half-stored: no submission, no receipt, no file. A broker that stalls
+never holds the answer. Forty candidates uploading at once while a real worker
+grades are all stored, the busy answers retried as a client would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+from django.db import connection, connections
+
+from conftest import Worker, _wait_for
+from grading.models import Evidence
+from grading.tasks import sweep_submissions
+from sessions_app.actions import do_open_invitation, do_start_session, stored_name
+from sessions_app.models import GateReceipt, Submission
+from takehome.models import Invitation
+from takehome.tests.factories import InvitationFactory
+
+from .conftest import url
+from .helpers import honest_zip, sha, zip_bytes
+
+pytestmark = pytest.mark.django_db(transaction=True)
+GRADING_WAIT_S = 120
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict
+    text: str
+
+    def json(self) -> dict:
+        return json.loads(self.text)
+
+
+def post_upload(base_url: str, invitation, data: bytes, timeout: float = 60) -> Answer:
+    """POST a zip to the upload endpoint as gate.py does: multipart, the gate's header, JSON back."""
+    boundary = "----faults-" + uuid.uuid4().hex
+    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="archive"; filename="work.zip"\r\n'
+            "Content-Type: application/zip\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    request = urllib.request.Request(base_url + url("upload", invitation), data=body, method="POST", headers={
+        "Content-Type": f"multipart/form-data; boundary={boundary}", "X-Takehome-Client": "gate",
+        "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return Answer(response.status, dict(response.headers), response.read().decode())
+    except urllib.error.HTTPError as exc:
+        return Answer(exc.code, dict(exc.headers), exc.read().decode())
+
+
+def started_invitation(sample_packet) -> Invitation:
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    do_start_session(invitation)
+    do_open_invitation(invitation)  # the page's first view writes; these tests look at uploads
+    return invitation
+
+
+def assert_nothing_stored(media_root: Path) -> None:
+    assert not Submission.objects.exists()
+    assert not GateReceipt.objects.filter(step=GateReceipt.Step.UPLOAD).exists()
+    assert [p for p in media_root.rglob("*") if p.is_file()] == []
+
+
+# --- making the database refuse the live server's writes ------------------------------
+
+
+@contextmanager
+def server_db_options(**changes):
+    """Change the options every new connection opens with: the live server opens one per request."""
+    options = connection.settings_dict["OPTIONS"]
+    saved = dict(options)
+    options.update(changes)
+    try:
+        yield
+    finally:
+        options.clear()
+        options.update(saved)
+
+
+def short_busy_timeout(seconds: float = 0.5):
+    """The busy timeout (TAKEHOME_DB_BUSY_TIMEOUT_S) as settings.py sets it, shorter."""
+    if connection.vendor == "sqlite":
+        return server_db_options(timeout=seconds)
+    options = connection.settings_dict["OPTIONS"].get("options", "")
+    return server_db_options(options=f"{options} -c lock_timeout={int(seconds * 1000)}")
+
+
+def writes_refused():
+    """A database that refuses every write: SQLite's query_only, PostgreSQL's read-only transactions."""
+    options = connection.settings_dict["OPTIONS"]
+    if connection.vendor == "sqlite":
+        return server_db_options(init_command=options.get("init_command", "") + "; PRAGMA query_only=1")
+    return server_db_options(options=f"{options.get('options', '')} -c default_transaction_read_only=on")
+
+
+@contextmanager
+def write_lock_held():
+    """Another connection holds the lock an upload needs: SQLite's write lock, or the invitations' rows."""
+    other = connections.create_connection("default")
+    other.ensure_connection()
+    raw = other.connection
+    try:
+        if other.vendor == "sqlite":
+            raw.execute("BEGIN IMMEDIATE")
+        else:
+            raw.execute("BEGIN")
+            raw.execute(f"SELECT id FROM {Invitation._meta.db_table} FOR UPDATE")
+        yield
+    finally:
+        raw.execute("ROLLBACK")
+        other.close()
+
+
+@contextmanager
+def slow_writer(hold_s: float = 1.5, pause_s: float = 0.5):
+    """Another connection's long write transactions, over and over, as a heavy commit elsewhere would."""
+    stop = threading.Event()
+
+    def write_slowly() -> None:
+        while not stop.is_set():
+            with write_lock_held():
+                stop.wait(hold_s)
+            stop.wait(pause_s)
+
+    thread = threading.Thread(target=write_slowly)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+# --- a database that cannot take the write ----------------------------------------------
+
+
+def test_a_busy_database_answers_503_with_retry_after_and_stores_nothing(live_server, sample_packet, media_root,
+                                                                         settings):
+    settings.RETRY_AFTER_BUSY_S = 7
+    invitation = started_invitation(sample_packet)
+    with short_busy_timeout(), write_lock_held():
+        answer = post_upload(live_server.url, invitation, honest_zip())
+        # Reading goes on meanwhile: no page takes the write lock.
+        assert requests.get(live_server.url + url("landing", invitation), timeout=30).status_code == 200
+        assert requests.get(live_server.url + url("status", invitation), timeout=30).status_code == 200
+    assert answer.status == 503, answer.text
+    assert answer.headers["Retry-After"] == "7"
+    body = answer.json()
+    assert body["code"] == "busy" and body["stored"] is False and body["retry_after"] == 7
+    assert body["message"] == ("The server is busy right now, so your upload was not stored. "
+                               "Try again in 7 seconds.")
+    assert_nothing_stored(media_root)
+
+    # The same upload, sent again once the lock is gone, is stored.
+    again = post_upload(live_server.url, invitation, honest_zip())
+    assert again.status == 201, again.text
+    assert Submission.objects.get().sha256 == sha(honest_zip())
+
+
+def test_a_database_that_refuses_writes_answers_503_and_stores_nothing(live_server, sample_packet, media_root,
+                                                                       settings):
+    settings.RETRY_AFTER_FAULT_S = 90
+    invitation = started_invitation(sample_packet)
+    with writes_refused():
+        answer = post_upload(live_server.url, invitation, honest_zip())
+    assert answer.status == 503, answer.text
+    assert answer.headers["Retry-After"] == "90"
+    assert answer.json()["code"] == "unavailable"
+    assert "The server cannot save anything right now, so your upload was not stored" in answer.json()["message"]
+    assert_nothing_stored(media_root)
+
+
+def test_a_browser_gets_a_page_and_htmx_a_notice_when_the_database_is_busy(live_server, sample_packet, media_root,
+                                                                           settings):
+    settings.RETRY_AFTER_BUSY_S = 3
+    invitation = started_invitation(sample_packet)
+    browser = requests.Session()
+    landing = live_server.url + url("landing", invitation)
+    assert browser.get(landing, timeout=30).status_code == 200  # sets the CSRF cookie, as a visit does
+    token = browser.cookies["csrftoken"]
+    files = {"archive": ("work.zip", honest_zip(), "application/zip")}
+    with short_busy_timeout(), write_lock_held():
+        page = browser.post(live_server.url + url("upload", invitation), files=files,
+                            data={"csrfmiddlewaretoken": token}, timeout=30)
+        notice = browser.post(live_server.url + url("upload", invitation), files=files,
+                              headers={"HX-Request": "true", "X-CSRFToken": token}, timeout=30)
+    assert page.status_code == 503 and page.headers["Retry-After"] == "3"
+    assert "<html" in page.text and "your upload was not stored. Try again in 3 seconds." in page.text
+    assert notice.status_code == 503 and notice.headers["Retry-After"] == "3"
+    assert "<html" not in notice.text and "your upload was not stored" in notice.text
+    # base.html's #server-busy takes the notice; the upload form stays as it was.
+    assert notice.headers["HX-Retarget"] == "#server-busy" and notice.headers["HX-Reswap"] == "innerHTML"
+    assert 'id="server-busy"' in browser.get(landing, timeout=30).text
+    assert_nothing_stored(media_root)
+
+
+def test_gate_py_waits_out_a_busy_server_and_then_stores_the_upload(live_server, sample_packet, media_root,
+                                                                    settings, tmp_path):
+    """gate.py submit meets 503s while another write holds the lock; it waits as told, says so, and succeeds."""
+    from .helpers import download_tree, run_gate
+
+    settings.SITE_URL = live_server.url
+    settings.RETRY_AFTER_BUSY_S = 1
+    invitation = started_invitation(sample_packet)
+    tree = download_tree(live_server.url, invitation.raw_token, tmp_path)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "NO_PROXY": "*"}
+    with short_busy_timeout(), ExitStack() as lock:
+        lock.enter_context(write_lock_held())
+        gate = subprocess.Popen(["python3", "gate.py", "submit"], cwd=tree, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        first_line = gate.stdout.readline()  # gate.py prints nothing before the server's first answer
+        lock.close()
+        output = first_line + gate.stdout.read()  # to the end: gate.py gives up within its own timeouts
+        gate.wait(30)
+    assert gate.returncode == 0, output
+    assert first_line.startswith("The server is busy right now, so your upload was not stored."), output
+    assert "Waiting 1 s, then sending again (try 2 of 5)" in output
+    assert "Upload received and stored" in output
+    assert Submission.objects.count() == 1
+
+
+# --- a full disk ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(media_root):
+    """MEDIA_ROOT on a 256 KB tmpfs: uploads are received and stored there."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs for a full disk needs root")
+    media_root.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(media_root)], check=True)
+    try:
+        yield media_root
+    finally:
+        subprocess.run(["umount", "-l", str(media_root)], check=True)
+
+
+def test_a_full_disk_answers_503_removes_the_part_file_and_keeps_what_was_stored(live_server, sample_packet,
+                                                                                 small_disk, settings):
+    settings.RETRY_AFTER_FAULT_S = 120
+    invitation = started_invitation(sample_packet)
+    first = post_upload(live_server.url, invitation, honest_zip())
+    assert first.status == 201, first.text
+    earlier = Submission.objects.get()
+    settings.UPLOAD_INTERVAL_S = 0
+    too_big = zip_bytes({"refund-sum/data.bin": os.urandom(400 * 1024)})  # random: deflate cannot shrink it
+
+    answer = post_upload(live_server.url, invitation, too_big)
+
+    assert answer.status == 503, answer.text
+    assert answer.headers["Retry-After"] == "120"
+    assert answer.json()["code"] == "no_space"
+    assert answer.json()["message"].startswith("The server has no room left to store files, so your upload was "
+                                               "not stored. Try again in 120 seconds;")
+    # Nothing half-stored, nothing earlier lost.
+    assert list(Submission.objects.values_list("pk", flat=True)) == [earlier.pk]
+    assert GateReceipt.objects.filter(step=GateReceipt.Step.UPLOAD).count() == 1
+    assert [p.name for p in small_disk.rglob("*") if p.is_file()] == [Path(stored_name(earlier.sha256)).name]
+    assert sha((small_disk / earlier.archive.name).read_bytes()) == earlier.sha256
+
+
+# --- a broker that stalls --------------------------------------------------------------------
+
+
+@pytest.mark.worker
+def test_an_upload_while_the_broker_is_paused_is_answered_at_once_and_graded_once_it_is_back(
+        ready, live_server, worker_env, tmp_path, sample_packet, stoppable_broker):
+    invitation = started_invitation(sample_packet)
+    worker = Worker({**worker_env, "TAKEHOME_STALE_RECEIVED_S": "1", "TAKEHOME_MIN_RED_TO_GREEN_S": "0"},
+                    tmp_path / "worker.log")
+    worker.start()
+    try:
+        stoppable_broker.pause()  # SIGSTOP: connections are accepted, nothing is answered
+        try:
+            began = time.monotonic()
+            answer = post_upload(live_server.url, invitation, honest_zip(), timeout=30)
+            took = time.monotonic() - began
+        finally:
+            stoppable_broker.resume()
+        assert answer.status == 201, answer.text
+        assert took < 5, f"the upload waited {took:.1f} s on a paused broker"
+        assert answer.json()["status"] == "received" and "It will be graded shortly" in answer.json()["message"]
+
+        time.sleep(1.2)  # older than TAKEHOME_STALE_RECEIVED_S
+        sweep_submissions.delay()  # what beat sends every minute
+        try:
+            graded = _wait_for(lambda: Submission.objects.filter(status=Submission.Status.GRADED).first(),
+                               GRADING_WAIT_S, "the upload to be graded", interval=0.25)
+        except AssertionError:
+            raise AssertionError("worker log:\n" + worker.output()[-6000:])
+        assert Evidence.objects.filter(submission=graded).count() == 1
+        assert graded.attempts == 1, "graded once, however many messages arrived"
+    finally:
+        worker.stop()
+
+
+# --- many candidates at once -------------------------------------------------------------------
+
+
+def upload_until_stored(base_url: str, invitation, data: bytes) -> list[Answer]:
+    """Send the upload as a patient client does: on 503 or 429 with Retry-After, wait and send it again."""
+    answers = []
+    for _ in range(30):
+        answer = post_upload(base_url, invitation, data)
+        answers.append(answer)
+        if answer.status not in (429, 503) or "Retry-After" not in answer.headers:
+            break
+        time.sleep(int(answer.headers["Retry-After"]))
+    return answers
+
+
+@pytest.mark.worker
+def test_forty_candidates_uploading_at_once_while_the_database_is_busy_are_all_stored(
+        ready, live_server, celery_worker_proc, sample_packet, settings):
+    settings.RETRY_AFTER_BUSY_S = 1
+    invitations = [started_invitation(sample_packet) for _ in range(40)]
+    # Half send the same bytes (stored once), half their own.
+    zips = [honest_zip() if i % 2 else zip_bytes({"refund-sum/mine.txt": str(i).encode(), "refund-sum/x.py": b"x"})
+            for i in range(40)]
+    # The worker is grading (and writing) while the others arrive.
+    first = upload_until_stored(live_server.url, invitations[0], zips[0])
+    assert first[-1].status == 201
+    _wait_for(lambda: Submission.objects.exclude(status__in=("received", "queued")).exists(), GRADING_WAIT_S,
+              "the worker to start grading", interval=0.1)
+
+    # A busy timeout shorter than the slow writer's transactions: some uploads are answered 503 and sent again.
+    with short_busy_timeout(1.0), slow_writer(hold_s=1.5), ThreadPoolExecutor(12) as pool:
+        runs = list(pool.map(lambda i: upload_until_stored(live_server.url, invitations[i], zips[i]), range(1, 40)))
+
+    answers = [a for run in [first, *runs] for a in run]
+    unexpected = [(a.status, a.text[:200]) for a in answers
+                  if a.status != 201 and not (a.status in (429, 503) and "Retry-After" in a.headers)]
+    assert unexpected == []
+    assert [run[-1].status for run in runs] == [201] * 39
+    assert Submission.objects.count() == 40
+    assert sorted(Submission.objects.values_list("invitation_id", flat=True)) == sorted(i.pk for i in invitations)
+    for submission in Submission.objects.all():
+        assert Path(submission.archive.path).is_file()
