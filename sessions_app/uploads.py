@@ -9,7 +9,6 @@ before anything else, and stops reading once the limit is passed.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import tempfile
@@ -19,14 +18,14 @@ from pathlib import Path
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile, StopUpload
 
+from takehome.unavailable import NO_SPACE_ERRNOS
+
 FIELD = "archive"
 # A zip that holds at least one file starts with a local file header. An empty
 # zip (only the end record, PK\x05\x06) has nothing to grade.
 ZIP_MAGIC = b"PK\x03\x04"
 EMPTY_ZIP_MAGIC = b"PK\x05\x06"  # a zip with no entries starts with its end record
 INCOMING = "uploads/.incoming"
-# The disk (or the user's quota) is full: the upload is refused as "no_space".
-NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
 def human_size(n: int) -> str:

@@ -14,6 +14,7 @@ retryable. The JSON ``code`` still tells a script which it was.
 
 from __future__ import annotations
 
+import errno
 import logging
 import sqlite3
 import sys
@@ -31,7 +32,8 @@ from .http import wants_json
 log = logging.getLogger(__name__)
 
 BUSY, NO_SPACE, DOWN = "busy", "no_space", "unavailable"
-NO_SPACE_ERRNOS = (28, 122)  # ENOSPC, EDQUOT
+# The disk (or the user's quota) is full.
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 # SQLite's primary result codes (the name before any extended suffix).
 SQLITE_KINDS = {
@@ -117,8 +119,8 @@ def message(request: HttpRequest, outage: Outage) -> str:
         problem = "The server has no room left to store files"
     else:
         problem = "The server cannot save anything right now"
-    return (f"{problem}, so {_not_done(request)}. {wait}; if it keeps happening, tell the person you "
-            "deal with here (the operators have it in their log).")
+    return (f"{problem}, so {_not_done(request)}. {wait}; if it keeps happening, tell the people who run "
+            "this site (the problem is in their log).")
 
 
 def unavailable_response(request: HttpRequest, outage: Outage) -> HttpResponse:

@@ -156,8 +156,9 @@ def test_a_busy_database_answers_503_with_retry_after_and_stores_nothing(live_se
                                                                          settings):
     settings.RETRY_AFTER_BUSY_S = 7
     invitation = started_invitation(sample_packet)
+    work = honest_zip()
     with short_busy_timeout(), write_lock_held():
-        answer = post_upload(live_server.url, invitation, honest_zip())
+        answer = post_upload(live_server.url, invitation, work)
         # Reading goes on meanwhile: no page takes the write lock.
         assert requests.get(live_server.url + url("landing", invitation), timeout=30).status_code == 200
         assert requests.get(live_server.url + url("status", invitation), timeout=30).status_code == 200
@@ -170,9 +171,9 @@ def test_a_busy_database_answers_503_with_retry_after_and_stores_nothing(live_se
     assert_nothing_stored(media_root)
 
     # The same upload, sent again once the lock is gone, is stored.
-    again = post_upload(live_server.url, invitation, honest_zip())
+    again = post_upload(live_server.url, invitation, work)
     assert again.status == 201, again.text
-    assert Submission.objects.get().sha256 == sha(honest_zip())
+    assert Submission.objects.get().sha256 == sha(work)
 
 
 def test_a_database_that_refuses_writes_answers_503_and_stores_nothing(live_server, sample_packet, media_root,

@@ -1,5 +1,8 @@
 """The downloaded gate.py, run as a candidate runs it, against a live server (no worker needed)."""
 
+import http.server
+import threading
+
 import pytest
 
 from conftest import require
@@ -138,6 +141,22 @@ def point_gate_at(tree, server: str) -> None:
     gate.write_text(source[:start] + server + source[source.index('"', start):])
 
 
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def submit_to(tree, handler):
+    """Run `gate.py submit` against a stand-in server (a proxy, a slow server) answering with ``handler``."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        point_gate_at(tree, f"http://127.0.0.1:{server.server_port}")
+        return run_gate(tree, "submit")
+    finally:
+        server.shutdown()
+
+
 def test_submit_too_soon_after_the_last_says_how_long_to_wait(tree, settings):
     settings.UPLOAD_INTERVAL_S = 60
     first = run_gate(tree, "submit")
@@ -165,10 +184,7 @@ def test_submit_past_the_total_limit_says_whom_to_write_to(tree, settings):
 
 def test_a_429_without_a_readable_body_still_reads_as_a_sentence(tree):
     # A proxy in front of the server may answer 429 in HTML: the gate says what to do, not "HTTP 429".
-    import http.server
-    import threading
-
-    class Busy(http.server.BaseHTTPRequestHandler):
+    class Busy(QuietHandler):
         def do_POST(self):
             self.send_response(429)
             self.send_header("Retry-After", "30")
@@ -176,16 +192,7 @@ def test_a_429_without_a_readable_body_still_reads_as_a_sentence(tree):
             self.end_headers()
             self.wfile.write(b"<html><body><h1>429 Too Many Requests</h1></body></html>")
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Busy)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        point_gate_at(tree, f"http://127.0.0.1:{server.server_port}")
-        r = run_gate(tree, "submit")
-    finally:
-        server.shutdown()
+    r = submit_to(tree, Busy)
     assert r.returncode == 1
     assert r.stderr.strip() == ("Upload refused: The server is taking too many requests (HTTP 429). "
                                 "Wait 30 seconds, then try again.")
@@ -195,14 +202,12 @@ def test_a_429_without_a_readable_body_still_reads_as_a_sentence(tree):
 def test_an_upload_without_an_answer_in_time_is_never_called_failed(tree, stored):
     """The server takes the upload but answers too late: gate.py asks the status whether it arrived."""
     import hashlib
-    import http.server
     import json
-    import threading
     import time
 
     uploads = []
 
-    class Slow(http.server.BaseHTTPRequestHandler):
+    class Slow(QuietHandler):
         def do_POST(self):
             body = self.rfile.read(int(self.headers["Content-Length"]))
             zip_start = body.index(b"PK\x03\x04")
@@ -218,18 +223,9 @@ def test_an_upload_without_an_answer_in_time_is_never_called_failed(tree, stored
             self.end_headers()
             self.wfile.write(reply)
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        point_gate_at(tree, f"http://127.0.0.1:{server.server_port}")
-        gate = tree / "gate.py"
-        gate.write_text(gate.read_text().replace("TIMEOUT_S = 30", "TIMEOUT_S = 1"))
-        r = run_gate(tree, "submit")
-    finally:
-        server.shutdown()
+    gate = tree / "gate.py"
+    gate.write_text(gate.read_text().replace("TIMEOUT_S = 30", "TIMEOUT_S = 1"))
+    r = submit_to(tree, Slow)
     said = r.stdout + r.stderr
     assert said.startswith("The server did not answer in time (") and "failed" not in said
     if stored:

@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+from types import SimpleNamespace
 
 import psycopg
 import pytest
 from django.db import IntegrityError, OperationalError
-from django.db import connection as default_connection
+from django.db.utils import DatabaseErrorWrapper
 from django.test import RequestFactory
 
 from takehome.unavailable import BUSY, DOWN, NO_SPACE, classify, server_error
 
 
 def sqlite_error(tmp_path, make) -> BaseException:
-    """A real sqlite3 error, wrapped as Django wraps it."""
+    """A real sqlite3 error, wrapped by Django's own wrapper (whatever database the tests run on)."""
     path = str(tmp_path / "db.sqlite3")
     holder = sqlite3.connect(path, isolation_level=None, timeout=0)
     holder.execute("CREATE TABLE t (x)")
     other = sqlite3.connect(path, isolation_level=None, timeout=0)
     try:
-        with default_connection.wrap_database_errors:
+        with DatabaseErrorWrapper(SimpleNamespace(Database=sqlite3, errors_occurred=False)):
             make(holder, other)
     except Exception as exc:  # noqa: BLE001 - the error is what is tested
         return exc
