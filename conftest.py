@@ -93,6 +93,18 @@ def invitation(sample_packet):
     return InvitationFactory(packet_version=sample_packet.latest_version())
 
 
+def pytest_sessionfinish(session):
+    """Remove the two files SQLite's WAL keeps beside the test database, which Django's teardown leaves."""
+    from django.conf import settings
+
+    if not settings.configured:
+        return
+    name = settings.DATABASES["default"].get("TEST", {}).get("NAME")
+    if name and settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        for suffix in ("-wal", "-shm"):
+            Path(name + suffix).unlink(missing_ok=True)
+
+
 # --- Redis and a real Celery worker -------------------------------------------------
 
 
