@@ -347,3 +347,11 @@ def test_a_run_of_this_worker_whose_process_is_gone_is_taken_over_at_once(finish
     assert taken is not None and taken.attempt == 2
     run.refresh_from_db()
     assert run.outcome == "lost" and f"(pid {dead_pid}) died" in run.error
+
+
+def test_a_heartbeat_no_shorter_than_the_lost_limit_is_refused_with_the_reason():
+    from takehome.tests.test_settings import manage
+
+    result = manage("check", DEBUG="true", TAKEHOME_GRADING_HEARTBEAT_S="60", TAKEHOME_GRADING_LOST_AFTER_S="30")
+    assert result.returncode != 0
+    assert "TAKEHOME_GRADING_HEARTBEAT_S=60 must be at least 1 and below TAKEHOME_GRADING_LOST_AFTER_S=30" in result.stderr
