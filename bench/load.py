@@ -398,55 +398,62 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, load average {load:.1f} at the start"
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def check_tools() -> Path:
+    """locust importable and the sandbox's runner built; returns the runner's folder."""
     try:
         import locust  # noqa: F401
     except ImportError:
         raise SystemExit("load: locust is not installed here: .venv/bin/pip install -r requirements.txt")
     try:
-        runner = ensure_runner(runner_dir())
+        return ensure_runner(runner_dir())
     except RunnerUnavailable as exc:
         raise SystemExit(f"load: the sandbox's runner is not ready ({exc}); run `make setup` first")
+
+
+def set_up(folder: Path, args: argparse.Namespace, servers: Servers) -> tuple[dict, dict]:
+    """The broker, the settings, the database and the plan; returns the environment and the plan."""
+    broker = os.environ.get("BENCH_BROKER_URL") or start_redis(servers, folder)
+    servers.env = env = configure(folder, args, broker)
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    create_postgres_database(env["DATABASE_URL"])
+    prepare_database()
+    wait_for(broker_answers, 30, "the broker", servers)
+    from takehome.celery import app
+
+    app.control.purge()  # why: a given broker may hold grading messages of an earlier run
+    plan = make_plan(folder, args, deadline=time.time() + args.timeout)
+    return env, plan
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    runner = check_tools()
     # why /tmp and a short name: the Redis unix socket's path must stay under 108 bytes.
     folder = Path(tempfile.mkdtemp(prefix="th-load-"))
     # why: the sandbox's unprivileged uids must pass through to the scratch folder under it.
     folder.chmod(0o711)
-    servers = None
+    servers = Servers(folder)
     try:
-        servers = Servers(folder)
-        broker = os.environ.get("BENCH_BROKER_URL") or start_redis(servers, folder)
-        servers.env = env = configure(folder, args, broker)
-        os.environ.update(env)
-        import django
-
-        django.setup()
-        from django.db import connection
-
-        create_postgres_database(env["DATABASE_URL"])
-        prepare_database()
-        wait_for(broker_answers, 30, "the broker", servers)
-        from takehome.celery import app
-
-        app.control.purge()  # why: a given broker may hold grading messages of an earlier run
-        started = time.time()
-        plan = make_plan(folder, args, deadline=started + args.timeout)
+        env, plan = set_up(folder, args, servers)
         plan_path = folder / "plan.json"
         plan_path.write_text(json.dumps(plan))
-        print(f"load: {args.candidates} candidates, {args.reviewers} reviewers, {args.spawn_rate:g} started a second; "
-              f"{connection.vendor}, gunicorn with {WEB_WORKERS} workers, a Celery worker ({WORKER_CONCURRENCY} "
-              f"processes) and beat; runner {runner}; {machine()}")
+        from django.db import connection
+
+        print(f"load: {args.candidates} candidates, {args.reviewers} reviewers, {args.spawn_rate:g} started a "
+              f"second; {connection.vendor}, gunicorn with {WEB_WORKERS} workers, a Celery worker "
+              f"({WORKER_CONCURRENCY} processes) and beat; runner {runner}; {machine()}")
         start_servers(servers, args.port)
         base = baseline(args.port)
         run_started = time.time()
         run_locust(folder, env, args, plan_path)
-        outcome = json.loads(Path(plan["outcome"]).read_text())
-        states, drain_s = drain(plan, outcome)
+        states, drain_s = drain(plan, json.loads(Path(plan["outcome"]).read_text()))
         print(f"run: {time.time() - run_started:.0f} s\n")
         return report(folder, plan, states, drain_s, base)
     finally:
-        if servers is not None:
-            servers.stop()
+        servers.stop()
         if args.keep:
             print(f"kept {folder}")
         else:
