@@ -50,3 +50,4 @@ db: venv
 bench: setup
 	$(PY) bench/grading.py
 	$(PY) bench/pages.py
+	$(PY) bench/load.py
