@@ -1,5 +1,6 @@
 # takehome: two commands do all set-up.
-#   make run    set up, then serve http://127.0.0.1:8000/ with a worker, beat and a private Redis
+#   make run    set up, then serve http://127.0.0.1:8000/ with a worker, beat and a private Redis,
+#               under supervisord, which restarts whichever dies (scripts/run-supervised)
 #   make test   set up, then run the whole test suite
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -8,12 +9,18 @@ PY := $(VENV)/bin/python
 export TAKEHOME_VAR_DIR ?= $(CURDIR)/var
 export DEBUG ?= true
 
-.PHONY: run test setup system venv runner db bench
+.PHONY: run status test setup system venv runner db bench
 
+# The log-in line seed_demo prints names the port the web server listens on.
+run: export TAKEHOME_PORT ?= 8000
+run: export SITE_URL ?= http://127.0.0.1:$(TAKEHOME_PORT)
 run: setup
 	@$(PY) manage.py seed_demo
-	@echo "Starting the web server, a worker, the beat scheduler and Redis. Ctrl-C stops them all."
-	@$(VENV)/bin/honcho -f Procfile start
+	@scripts/run-supervised
+
+# While make run runs: each program's state, pid and uptime, from supervisord.
+status:
+	@$(VENV)/bin/supervisorctl -c scripts/supervisord.conf status
 
 test: SYSTEM_FLAGS = --browser
 test: setup
@@ -43,3 +50,4 @@ db: venv
 bench: setup
 	$(PY) bench/grading.py
 	$(PY) bench/pages.py
+	$(PY) bench/load.py

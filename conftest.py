@@ -269,13 +269,15 @@ def database_url() -> str:
 class Worker:
     """A real `celery worker` subprocess against the test database and broker."""
 
-    def __init__(self, env: dict, log: Path):
+    def __init__(self, env: dict, log: Path, name: str = ""):
+        # Workers of one test share a name unless told otherwise: a second one is the first restarted.
         self.env, self.log, self.proc = env, log, None
+        self.name = name or f"test-{os.getpid()}"
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "takehome", "worker", "--loglevel=INFO",
-             "--concurrency=1", "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}@%h"],
+             "--concurrency=1", "--without-gossip", "--without-mingle", "--hostname", f"{self.name}@%h"],
             cwd=ROOT, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
             start_new_session=True,
         )

@@ -75,7 +75,7 @@ ENTER_CGROUP = 'while [ "$1" != -- ]; do echo $$ >"$1" || exit 126; shift; done;
 # RLIMIT_NPROC stays as a backstop just above the cgroup's cap, so the cap a
 # fork bomb meets is the cgroup's, which is counted and reported.
 NPROC_MARGIN = 4
-_NAME_RE = re.compile(r"^(run|probe)-(\d+)-(\d+)-(\d+)-[0-9a-f]+$")
+_NAME_RE = re.compile(r"^(run|probe|grade|sandbox)-(\d+)-(\d+)-(\d+)-[0-9a-f]+$")
 
 MS_NOSUID, MS_NODEV, MNT_DETACH = 0x2, 0x4, 0x2
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -228,13 +228,18 @@ def _pidns() -> int:
     return os.stat("/proc/self/ns/pid").st_ino
 
 
-def _new_name(kind: str) -> str:
-    """``kind-<pid namespace>-<pid>-<start time>-<random>``: unique, and says who owns it."""
+def owned_name(kind: str) -> str:
+    """``kind-<pid namespace>-<pid>-<start time>-<random>``: unique, and says which process owns it.
+
+    Cgroups and mounts are named so, and so are the scratch folders of a
+    grading (``grade-``) and of a sandboxed run (``sandbox-``), so that what
+    a killed worker left is told apart from what a live one is using.
+    """
     pid = os.getpid()
     return f"{kind}-{_pidns()}-{pid}-{_start_time(pid)}-{secrets.token_hex(4)}"
 
 
-def _owner_gone(name: str) -> bool:
+def owner_gone(name: str) -> bool:
     """True when the process that made ``name`` no longer runs; False when alive or not ours to judge."""
     m = _NAME_RE.match(name)
     if not m or int(m.group(2)) != _pidns():
@@ -309,7 +314,7 @@ def _probe_cgroup(memory_parent: Path, pids_parent: Path, v2: bool) -> None:
     made = []
     try:
         for parent in dict.fromkeys((memory_parent, pids_parent)):
-            path = parent / _new_name("probe")
+            path = parent / owned_name("probe")
             os.mkdir(path)
             made.append(path)
         _write(made[0] / ("memory.max" if v2 else "memory.limit_in_bytes"), str(64 << 20))
@@ -430,7 +435,7 @@ def _detect_mount(mount_dir: Path | None) -> None:
         raise CapsUnavailable("no folder for per-run mounts was given")
     if os.geteuid() != 0:
         raise CapsUnavailable("mounting a tmpfs needs root")
-    probe = Path(mount_dir) / _new_name("probe")
+    probe = Path(mount_dir) / owned_name("probe")
     try:
         _own_folder(Path(mount_dir))
         probe.mkdir(mode=0o700)
@@ -511,7 +516,7 @@ class RunCaps:
 
     def __init__(self, caps: Caps, budget: RunBudget) -> None:
         self.caps, self.budget = caps, budget
-        self.name = _new_name("run")
+        self.name = owned_name("run")
         self.cgroups: list[Path] = []  # v1: memory first, then pids; v2: one
         self._mount_root: Path | None = None
         self._mounts: list[tuple[str, Path]] = []  # (mount point in the sandbox, host folder)
@@ -665,7 +670,7 @@ def clean_stale(caps: Caps) -> list[str]:
     removed = []
     for parent in caps.parents:
         try:
-            children = [p for p in parent.iterdir() if p.is_dir() and _owner_gone(p.name)]
+            children = [p for p in parent.iterdir() if p.is_dir() and owner_gone(p.name)]
         except OSError:
             continue
         for cgroup in children:
@@ -677,7 +682,7 @@ def clean_stale(caps: Caps) -> list[str]:
                 log.warning("could not remove the stale cgroup %s: %s", cgroup, exc)
     if caps.mount_dir is not None and Path(caps.mount_dir).is_dir():
         for root in Path(caps.mount_dir).iterdir():
-            if not (root.is_dir() and _owner_gone(root.name)):
+            if not (root.is_dir() and owner_gone(root.name)):
                 continue
             points = sorted((Path(p) for p, _, _ in _mounts() if root in (Path(p), Path(p).parent)), reverse=True)
             try:

@@ -27,6 +27,7 @@ from .checks.redlog import Reproduction, analyse_red_log, collect_test_ids
 from .checks.refusal import check_refusal
 from .checks.timeline import Receipt
 from .integrity import Planted, judge_run, plant_canaries
+from .cgroups import owned_name
 from .sandbox import RunResult, Sandbox, is_pytest
 from .spec import ARTIFACTS_DIR, BUNDLE_PATHS, PacketSpec, is_test_path, read_tree
 
@@ -334,8 +335,11 @@ def grade_tree(
     min_red_to_green_s: float = MIN_RED_TO_GREEN.total_seconds(),
     cache: OriginalRunCache | None = None,
     workers: int | None = None,
+    scratch: Path | None = None,
 ) -> dict:
     """Evidence for an unpacked tree. Raises SandboxUnavailable if the sandbox cannot run.
+
+    The reruns' trees are written under ``scratch`` (the system's temporary folder when None).
 
     ``receipts`` (every gate receipt up to the upload, refused ones too) and
     ``deadline`` are the server's record; None when it is not known here.
@@ -362,7 +366,7 @@ def grade_tree(
     if original is None:
         jobs["original"] = spec.fixture
 
-    with tempfile.TemporaryDirectory(prefix="reruns-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="reruns-", dir=scratch) as tmp:
         roots = {}
         for name, files in jobs.items():
             roots[name] = Path(tmp) / name
@@ -463,9 +467,12 @@ def grade_archive(
     scratch: Path | None = None,
 ) -> dict:
     """Unpack an uploaded zip safely and grade it. A refused archive is evidence too."""
-    if scratch is not None:
-        Path(scratch).mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="grade-", dir=scratch))
+    scratch = Path(scratch if scratch is not None else tempfile.gettempdir())
+    scratch.mkdir(parents=True, exist_ok=True)
+    # why named by its owner: a worker killed mid-grading leaves this folder, and
+    # the next worker start removes it once this process is gone (sandbox.clean_stale_scratch).
+    work = scratch / owned_name("grade")
+    work.mkdir(mode=0o700)
     try:
         try:
             report = safe_extract(Path(archive), work / "tree", options.limits)
@@ -474,7 +481,7 @@ def grade_archive(
         return clean_evidence(grade_tree(
             report, spec, sandbox, receipts=receipts, deadline=deadline,
             min_red_to_green_s=options.min_red_to_green_s, cache=OriginalRunCache(options.cache_dir),
-            workers=options.workers,
+            workers=options.workers, scratch=work,
         ))
     finally:
         shutil.rmtree(work, ignore_errors=True)

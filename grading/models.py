@@ -1,10 +1,84 @@
-"""What grading stored: the evidence for one submission, and the reviewers' marks."""
+"""What grading stored: each attempt to grade a submission, its evidence, and the reviewers' marks."""
+
+from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
 from sessions_app.models import Submission
+
+
+class InvalidTransition(Exception):
+    def __init__(self, current: str, wanted: str, what: str = "submission"):
+        super().__init__(f"cannot move a {what} from {current} to {wanted}")
+        self.current, self.wanted = current, wanted
+
+
+class GradingRun(models.Model):
+    """One attempt to grade a submission: which worker process took it, whether it is alive, how it ended.
+
+    running -> graded | rejected | error    (the submission ends the same way)
+            -> retried                      (our side failed; the task sends itself again)
+            -> lost                         (its worker died: no heartbeat; the submission is sent again)
+
+    A row is created when a worker starts grading (grading.lifecycle.start_run),
+    so the rows are the attempts: the submission's attempt count is its number
+    of runs. While running, the worker's process writes ``heartbeat_at`` every
+    TAKEHOME_GRADING_HEARTBEAT_S; a run whose heartbeat is older than
+    TAKEHOME_GRADING_LOST_AFTER_S is lost. ``error`` is for operators only,
+    never shown to candidates. Written only by grading.lifecycle and these methods.
+    """
+
+    class Outcome(models.TextChoices):
+        RUNNING = "running"
+        GRADED = "graded"
+        REJECTED = "rejected"
+        ERROR = "error"
+        RETRIED = "retried"
+        LOST = "lost"
+
+    # The ends that give the submission a result of its own (evidence or an error):
+    # the runs after the last of them count toward grading.lifecycle.MAX_ATTEMPTS.
+    FINAL = (Outcome.GRADED, Outcome.REJECTED, Outcome.ERROR)
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="runs")
+    attempt = models.PositiveIntegerField()
+    task_id = models.CharField(max_length=64, blank=True)
+    worker = models.CharField(max_length=200, blank=True, help_text="The Celery worker's hostname.")
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    heartbeat_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.RUNNING)
+    error = models.TextField(blank=True, help_text="For operators only; never shown to candidates.")
+
+    class Meta:
+        ordering = ["submission", "attempt"]
+        constraints = [
+            models.UniqueConstraint(fields=["submission", "attempt"], name="gradingrun_one_per_attempt"),
+        ]
+        indexes = [models.Index(fields=["outcome", "heartbeat_at"], name="gradingrun_outcome_heartbeat")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.attempt} of submission {self.submission_id} ({self.outcome})"
+
+    def beat(self) -> bool:
+        """Note that the run's process is alive; False when the run is no longer running (it was taken back)."""
+        # why one tiny UPDATE in autocommit: it runs every few seconds beside the
+        # grading, and on SQLite must hold the write lock for as short as can be.
+        return bool(GradingRun.objects.filter(pk=self.pk, outcome=self.Outcome.RUNNING)
+                    .update(heartbeat_at=timezone.now()))
+
+    def end(self, outcome: str, error: str = "") -> None:
+        """Close a running run with its outcome; raises InvalidTransition if it was closed already."""
+        now = timezone.now()
+        fields = {"outcome": outcome, "finished_at": now, "error": error[-20000:]}
+        if not GradingRun.objects.filter(pk=self.pk, outcome=self.Outcome.RUNNING).update(**fields):
+            self.refresh_from_db(fields=["outcome"])
+            raise InvalidTransition(self.outcome, outcome, "grading run")
+        for name, value in fields.items():
+            setattr(self, name, value)
 
 
 class Evidence(models.Model):

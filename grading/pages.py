@@ -71,7 +71,7 @@ def load_queue_page(ids: list[int]) -> list[Submission]:
     # why the evidence joined with its data deferred: the queue shows only its tampered flag.
     found = Submission.objects.select_related(
         "invitation__candidate", "invitation__packet_version__packet", "evidence"
-    ).defer("error", "reject_reason", "invitation__candidate__email", "evidence__data").in_bulk(ids)
+    ).defer("reject_reason", "invitation__candidate__email", "evidence__data").in_bulk(ids)
     return [found[pk] for pk in ids if pk in found]
 
 
@@ -214,7 +214,6 @@ def upload_history(submission: Submission) -> list[Submission]:
     return list(
         Submission.objects.filter(invitation_id=submission.invitation_id)
         .annotate(reviews_submitted=Count("reviews", filter=Q(reviews__submitted_at__isnull=False)))
-        .defer("error")
         .order_by("-uploaded_at", "-pk")
     )
 
@@ -288,7 +287,7 @@ def debrief_rows(packet: Packet) -> QuerySet:
         Submission.objects.filter(invitation__packet_version__packet=packet)
         .filter(Q(is_latest=True) | Exists(reviewed))
         .select_related("invitation__candidate")
-        .defer("error", "reject_reason", "invitation__candidate__email")
+        .defer("reject_reason", "invitation__candidate__email")
         .order_by("invitation__candidate__name", "invitation_id", "-is_latest", "-uploaded_at", "-pk")
     )
 

@@ -1,37 +1,33 @@
 """The one place that joins the database and the pure grading core.
 
-The worker's task calls ``grade_submission``; ``manage.py grade_zip`` calls
-``sandbox_from_settings`` and the core directly, storing nothing.
+The worker's task claims a run (``claim``) and grades it (``grade_run``);
+``grade_submission`` does both. Every change of status goes through
+grading.lifecycle. ``manage.py grade_zip`` calls ``sandbox_from_settings`` and
+the core directly, storing nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 import traceback
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from sessions_app.models import GateReceipt, InvalidTransition, Submission
+from sessions_app.models import GateReceipt, Submission
 
+from . import lifecycle
 from .checks.timeline import Receipt
 from .core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
 from .display import is_tampered
-from .models import Evidence
-from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable
+from .models import Evidence, GradingRun
+from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable, clean_stale_scratch
 
 log = logging.getLogger(__name__)
-
-# Gradings started for one submission before it is given up as an error: task
-# retries and sweeps included. Without a cap, a submission that kills its
-# worker (or outlives the hard time limit) every time is swept up and started
-# again for ever.
-MAX_ATTEMPTS = 6
 
 
 def sandbox_from_settings() -> Sandbox:
@@ -53,18 +49,19 @@ def sandbox_from_settings() -> Sandbox:
 
 
 def clean_stale_runs() -> list[str]:
-    """Remove cgroups and tmpfs mounts of sandbox runs whose worker process died.
+    """Remove cgroups, tmpfs mounts and scratch folders of sandbox runs whose worker process died.
 
-    A hard time limit or an OOM kill ends a pool process mid-run, and its
-    run's mounts would hold their memory until someone unmounts them.
+    A hard time limit, an OOM kill or a SIGKILL ends a worker mid-run, and its
+    run's mounts would hold their memory (and its scratch folder its disk)
+    until someone removes them. Those of live processes are never touched.
     """
+    removed = clean_stale_scratch(Path(settings.GRADING_SCRATCH_DIR))
     try:
-        removed = sandbox_from_settings().clean_stale()
+        removed += sandbox_from_settings().clean_stale()
     except SandboxUnavailable as exc:
         log.error("the sandbox's caps cannot be set up (grading will be retried): %s", exc)
-        return []
     for leftover in removed:
-        log.warning("removed a cgroup or mount left by a sandbox run whose worker died: %s", leftover)
+        log.warning("removed what a sandbox run whose worker died left behind: %s", leftover)
     return removed
 
 
@@ -93,51 +90,61 @@ def receipts_for(submission: Submission) -> list[Receipt]:
     ]
 
 
-def grade_submission(submission_id: int) -> str:
-    """Grade one submission and store its evidence; returns the final status.
+def claim(submission_id: int, task_id: str = "", worker: str = "") -> GradingRun | None:
+    """Start a run for this process, or None when there is nothing to do (see lifecycle.start_run)."""
+    return lifecycle.start_run(submission_id, task_id=task_id, worker=worker, pid=os.getpid())
 
-    Idempotent: a submission already finished is left alone, and one found
-    half-way (its worker died) is graded again from the start, replacing any
-    evidence. SandboxUnavailable and other errors of ours propagate to the
-    task, which retries; what the candidate's code does is evidence.
+
+def grade_submission(submission_id: int, task_id: str = "", worker: str = "") -> str:
+    """Grade one submission and store its evidence; returns its status afterwards.
+
+    Idempotent: a submission already finished, or being graded by a live
+    worker, is left alone; one whose worker died is graded again from the
+    start, replacing any evidence.
     """
-    submission = Submission.objects.select_related("invitation__packet_version__packet").get(pk=submission_id)
-    if submission.is_finished:
-        return submission.status
+    run = claim(submission_id, task_id, worker)
+    if run is None:
+        return Submission.objects.values_list("status", flat=True).get(pk=submission_id)
+    return grade_run(run)
+
+
+def grade_run(run: GradingRun) -> str:
+    """Grade a claimed run, beating its heartbeat meanwhile; returns the submission's status.
+
+    SandboxUnavailable and other errors of ours propagate to the task, which
+    retries (``record_failure``); what the candidate's code does is evidence.
+    """
+    submission = Submission.objects.select_related("invitation__packet_version__packet").get(pk=run.submission_id)
+    run.submission = submission
     archive = _archive_path(submission)
     if archive is None or not archive.is_file():
         # why: no retry brings a deleted file back; say so once, clearly, for operators
-        grade_after_commit(submission.mark_error(
-            f"the uploaded archive is missing from storage ({archive or 'no file recorded'}); "
-            "restore the file and grade again, or ask the candidate to upload again"))
-        return submission.status
-    if submission.attempts >= MAX_ATTEMPTS:
-        grade_after_commit(submission.mark_error(
-            f"gave up after {submission.attempts} attempts to grade: each one ended without "
-            "evidence (the worker died, timed out or our side failed); see the worker's log"))
-        return submission.status
-    submission.mark_grading()
+        lifecycle.finish_error(run, f"the uploaded archive is missing from storage ({archive or 'no file recorded'}); "
+                                    "restore the file and grade again, or ask the candidate to upload again")
+        return run.submission.status
     spec = submission.invitation.packet_version.to_spec()
     started = time.monotonic()
-    evidence = grade_archive(
-        archive,
-        spec,
-        sandbox_from_settings(),
-        receipts=receipts_for(submission),
-        deadline=submission.invitation.deadline,
-        options=grade_options(),
-        scratch=settings.GRADING_SCRATCH_DIR,
-    )
-    record_evidence(submission, evidence, time.monotonic() - started)
-    return submission.status
+    with lifecycle.keep_alive(run):
+        evidence = grade_archive(
+            archive,
+            spec,
+            sandbox_from_settings(),
+            receipts=receipts_for(submission),
+            deadline=submission.invitation.deadline,
+            options=grade_options(),
+            scratch=settings.GRADING_SCRATCH_DIR,
+        )
+    record_evidence(run, evidence, time.monotonic() - started)
+    return run.submission.status
 
 
-def record_evidence(submission: Submission, evidence: dict, duration_s: float) -> None:
-    """Save the evidence and move the submission to graded (or rejected) together.
+def record_evidence(run: GradingRun, evidence: dict, duration_s: float) -> None:
+    """Save the evidence and end the run (graded, or rejected) together.
 
     The evidence is cleaned first (NUL and lone surrogates become U+FFFD):
     PostgreSQL's jsonb refuses them, and a candidate's output must never make
-    storing fail.
+    storing fail. A run that is no longer running (taken back as lost while
+    this worker was still on it) raises InvalidTransition, and nothing is saved.
     """
     # why outside the transaction: both walk the whole evidence, and on SQLite
     # every upload waits while a transaction holds the write lock.
@@ -145,29 +152,14 @@ def record_evidence(submission: Submission, evidence: dict, duration_s: float) -
     tampered = is_tampered(evidence)
     with transaction.atomic():
         Evidence.objects.update_or_create(
-            submission=submission,
+            submission_id=run.submission_id,
             defaults={"data": evidence, "grader_version": GRADER_VERSION, "duration_s": round(duration_s, 3),
                       "tampered": tampered, "created_at": timezone.now()},
         )
         if evidence["archive"]["accepted"]:
-            submission.mark_graded()
+            lifecycle.finish_graded(run)
         else:
-            grade_after_commit(submission.mark_rejected(evidence["archive"]["reason"]))
-
-
-def grade_after_commit(reinstated: Submission | None) -> None:
-    """Send an upload back to grading once the transaction commits.
-
-    A refusal (rejected, error) can hand the review back to an older upload
-    that a newer one had superseded; that upload is received again and must be
-    graded (see Submission.mark_rejected). If this send is lost, the sweep
-    finds it.
-    """
-    if reinstated is None:
-        return
-    from .tasks import enqueue_grading  # why here: grading.tasks imports this module
-
-    transaction.on_commit(lambda: enqueue_grading(reinstated.pk))
+            lifecycle.finish_rejected(run, evidence["archive"]["reason"])
 
 
 def _archive_path(submission: Submission) -> Path | None:
@@ -179,30 +171,15 @@ def _archive_path(submission: Submission) -> Path | None:
         return None
 
 
-def mark_failed(submission_id: int, exc: BaseException) -> None:
-    """Retries are exhausted: keep the traceback for operators, never for candidates."""
-    text = "".join(traceback.format_exception(exc))[-20000:]
-    try:
-        grade_after_commit(Submission.objects.get(pk=submission_id).mark_error(text))
-    except (Submission.DoesNotExist, InvalidTransition):
-        log.warning("could not mark submission %s as error", submission_id)
+def record_failure(run: GradingRun, exc: BaseException, retry: bool) -> bool:
+    """Our side failed: keep the traceback on the run for operators, never for candidates.
 
-
-def stale_submissions():
-    """Submissions whose grading should have moved on by now: lost message, dead worker, broker down.
-
-    Thresholds per status (settings): received (never sent: the broker was
-    down at upload), queued (the message was lost), grading (the worker died;
-    longer than the task's hard time limit, so a slow run is never doubled).
+    With ``retry``, the submission goes back to queued for the task's retry
+    (True); otherwise, or once too many attempts in a row failed, it ends in
+    error (False).
     """
-    now = timezone.now()
-    S = Submission.Status
-    limits = {
-        S.RECEIVED: settings.GRADING_STALE_RECEIVED_S,
-        S.QUEUED: settings.GRADING_STALE_QUEUED_S,
-        S.GRADING: settings.GRADING_STALE_GRADING_S,
-    }
-    query = Q()
-    for status, seconds in limits.items():
-        query |= Q(status=status, status_changed_at__lt=now - timedelta(seconds=seconds))
-    return Submission.objects.filter(query).order_by("uploaded_at")
+    text = "".join(traceback.format_exception(exc))[-20000:]
+    if retry:
+        return lifecycle.retry_later(run, text)
+    lifecycle.finish_error(run, text)
+    return False

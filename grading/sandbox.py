@@ -8,7 +8,9 @@ a :class:`RunResult`, never an exception.
 
 Layout of one run (host side, all under ``scratch_dir``, mode 0711)::
 
-    runs/<uid>-<random>/src   a copy of the tree, bound read-only at /src
+    runs/sandbox-<owner>/src  a copy of the tree, bound read-only at /src
+                              (<owner>: pid namespace, pid, start time, random;
+                              see clean_stale_scratch)
 
 and, in /dev/shm/takehome-mounts-<hash of scratch_dir>/ (or ``scratch_dir/mounts``
 where /dev/shm is no tmpfs)::
@@ -39,7 +41,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
-from .cgroups import Caps, CapsUnavailable, RunBudget, RunCaps, clean_stale, detect, mount_dir_for
+from .cgroups import (Caps, CapsUnavailable, RunBudget, RunCaps, clean_stale, detect, mount_dir_for, owned_name,
+                      owner_gone)
 
 logger = logging.getLogger(__name__)
 
@@ -231,6 +234,25 @@ def _kill_uid(uid: int) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(0.01)
+
+
+def clean_stale_scratch(scratch: Path) -> list[str]:
+    """Remove the scratch folders of gradings and sandboxed runs whose process is gone; returns them.
+
+    A worker killed mid-grading leaves its ``grade-<owner>`` folder (the
+    unpacked upload and its reruns' trees) and its runs' ``runs/sandbox-<owner>``
+    folders. Folders of live processes, and any folder not named so, are left alone.
+    """
+    removed = []
+    for folder in (scratch, scratch / "runs"):
+        try:
+            stale = [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and owner_gone(p.name)]
+        except OSError:
+            continue
+        for path in stale:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+    return removed
 
 
 def _nodeid(case: ET.Element) -> str:
@@ -658,7 +680,8 @@ class Sandbox:
             run_dirs: list[Path] = []
             try:
                 for uid, launch in zip(uids, launches):
-                    run_dirs.append(Path(tempfile.mkdtemp(prefix=f"{uid}-", dir=scratch / "runs")))
+                    run_dirs.append(scratch / "runs" / owned_name("sandbox"))
+                    run_dirs[-1].mkdir(mode=0o700)
                     _copy_tree(launch.tree, run_dirs[-1] / "src")
                     # why: only the slot's uid (and root) may enter this run's folder.
                     os.chown(run_dirs[-1], uid, uid)

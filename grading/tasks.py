@@ -8,12 +8,14 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_ready
 from django.conf import settings
+from django.db import DatabaseError, connections
 
-from sessions_app.models import InvalidTransition, Submission
+from sessions_app.models import Submission
 
-from . import pipeline, publish
+from . import lifecycle, pipeline, publish
 from takehome.tasks import record_heartbeat
 
+from .models import InvalidTransition
 from .runner import RunnerUnavailable, ensure_runner
 
 log = logging.getLogger(__name__)
@@ -27,20 +29,23 @@ log = logging.getLogger(__name__)
     time_limit=settings.GRADING_TIME_LIMIT_S + 60,
 )
 def grade_submission(self, submission_id: int) -> str:
-    """Grade one submission. Our failures are retried; the candidate's code never raises here."""
+    """Grade one submission in a run of its own. Our failures are retried; the candidate's code never raises here."""
     try:
-        return pipeline.grade_submission(submission_id)
-    except (Submission.DoesNotExist, InvalidTransition) as exc:
-        log.info("nothing to grade for submission %s: %s", submission_id, exc)
+        run = pipeline.claim(submission_id, self.request.id or "", self.request.hostname or "")
+    except Submission.DoesNotExist:
+        return "skipped"
+    if run is None:  # finished already, or a live worker is on it: a duplicate message
+        return Submission.objects.values_list("status", flat=True).get(pk=submission_id)
+    try:
+        return pipeline.grade_run(run)
+    except InvalidTransition as exc:  # taken back as lost while this worker was still on it
+        log.info("grading of submission %s was taken back: %s", submission_id, exc)
         return "skipped"
     except Exception as exc:  # SandboxUnavailable, disk full, database hiccup...
-        if self.request.retries >= self.max_retries or isinstance(exc, SoftTimeLimitExceeded):
-            pipeline.mark_failed(submission_id, exc)
+        final = self.request.retries >= self.max_retries or isinstance(exc, SoftTimeLimitExceeded)
+        if not pipeline.record_failure(run, exc, retry=not final):
             return "error"
         log.warning("grading submission %s failed, will retry: %s", submission_id, exc)
-        Submission.objects.filter(pk=submission_id, status=Submission.Status.GRADING).update(
-            status=Submission.Status.QUEUED
-        )
         raise self.retry(exc=exc, countdown=10 * 2**self.request.retries)
 
 
@@ -53,31 +58,30 @@ def enqueue_grading(submission_id: int) -> bool:
     if not publish.send(grade_submission, (submission_id,)):
         log.warning("broker unavailable, submission %s waits for the sweep", submission_id)
         return False
-    Submission.objects.filter(pk=submission_id, status=Submission.Status.RECEIVED).update(
-        status=Submission.Status.QUEUED
-    )
+    lifecycle.message_sent(submission_id)
     return True
 
 
 @shared_task(ignore_result=True)
 def sweep_submissions() -> int:
-    """Send grading again for submissions stuck too long: lost message, dead worker, broker outage;
-    and remove what sandbox runs of a dead worker process left behind."""
+    """Send grading again where it stalled: a worker that died (its run's heartbeat stopped), a message
+    never sent or presumed lost; and remove what sandbox runs of a dead worker process left behind."""
     pipeline.clean_stale_runs()
-    sent = 0
-    for submission in pipeline.stale_submissions():
-        if enqueue_grading(submission.pk):
+    sent = lifecycle.recover_lost(lifecycle.lost_runs())
+    for submission_id in lifecycle.due_for_sending().values_list("pk", flat=True):
+        if enqueue_grading(submission_id):
             sent += 1
     if sent:
-        log.info("sweep re-sent %s submission(s) for grading", sent)
+        log.info("sweep sent %s submission(s) for grading", sent)
     return sent
 
 
 @worker_ready.connect
 def prepare_worker(sender=None, **kwargs) -> None:
     """A worker that starts builds the runner virtualenv if it is missing, says
-    which caps its sandbox enforces, removes cgroups and mounts left by a worker
-    that died, then looks for work left behind."""
+    which caps its sandbox enforces, removes what runs of a worker that died
+    left behind, sends again at once what it was grading when it died, then
+    looks for work left behind."""
     try:
         ensure_runner(settings.GRADING_RUNNER_DIR)
     except RunnerUnavailable as exc:
@@ -85,6 +89,28 @@ def prepare_worker(sender=None, **kwargs) -> None:
         log.error("the sandbox's runner virtualenv cannot be built: %s", exc)
     log.info("sandbox caps in force: %s", pipeline.sandbox_caps())
     pipeline.clean_stale_runs()
+    resume_own_runs(getattr(sender, "hostname", "") or "")
     # Pages show whether a worker is alive; say so now rather than at beat's first tick.
     record_heartbeat.delay()
     sweep_submissions.delay()
+
+
+def resume_own_runs(hostname: str) -> int:
+    """Runs still marked running under this worker's name belong to its previous life: send them again now.
+
+    why not wait for the sweep: their heartbeat stops only when the worker
+    died, and the sweep would wait TAKEHOME_GRADING_LOST_AFTER_S to be sure.
+    At worker_ready no task of this worker has started yet.
+    """
+    if not hostname:
+        return 0
+    try:
+        sent = lifecycle.recover_lost(lifecycle.runs_of_worker(hostname))
+    except DatabaseError as exc:
+        log.error("could not look for runs this worker left when it stopped (the sweep will): %s", exc)
+        return 0
+    finally:
+        connections.close_all()  # why: the main process grades nothing; keep no connection open
+    if sent:
+        log.warning("sent again %s submission(s) this worker was grading when it stopped", sent)
+    return sent

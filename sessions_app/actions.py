@@ -6,7 +6,6 @@ transaction. Gate receipts are append-only and written nowhere else.
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 from dataclasses import dataclass
@@ -19,14 +18,13 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
+from grading import lifecycle
 from grading.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
-from grading.tasks import enqueue_grading
 from takehome.models import Invitation
 
-from .models import GateReceipt, InvalidTransition, Submission
+from .models import GateReceipt, Submission
 from .uploads import IncomingArchive
 
-log = logging.getLogger(__name__)
 Step = GateReceipt.Step
 PROMPT_FILE = "artifacts/prompt.txt"
 LOG_LIMIT = 200_000  # characters of a log kept on a receipt
@@ -311,17 +309,6 @@ class UploadResult:
     queued: bool | None = None  # None until the commit; False: the broker was down
 
 
-def _supersede_waiting(invitation: Invitation) -> None:
-    """Older uploads whose grading has not started are replaced by the new one: they are not graded."""
-    waiting = Submission.objects.filter(
-        invitation=invitation, status__in=(Submission.Status.RECEIVED, Submission.Status.QUEUED))
-    for older in waiting:
-        try:
-            older.mark_superseded()
-        except InvalidTransition:
-            pass  # a worker claimed it a moment ago: its grading goes on and its evidence is kept
-
-
 def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str = "browser") -> UploadResult:
     """Keep an upload: file by hash, Submission and an upload receipt in one transaction, then grade.
 
@@ -344,12 +331,11 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             # why again, under the lock: two uploads racing past the view's check must
             # not both fit into the last place of the limit.
             check_upload_allowed(locked, now)
-            _supersede_waiting(locked)
+            lifecycle.supersede_waiting(locked)  # older uploads not yet being graded are not graded
             Submission.objects.filter(invitation=locked, is_latest=True).update(is_latest=False)
             submission = Submission.objects.create(
                 invitation=locked, archive=stored_name(incoming.sha256), sha256=incoming.sha256,
                 size=incoming.size, original_name=incoming.original_name, via=via, uploaded_at=now,
-                status_changed_at=now,
             )
             receipt = GateReceipt.objects.create(
                 invitation=locked, step=Step.UPLOAD, received_at=now, sha256=incoming.sha256
@@ -360,13 +346,7 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             result = UploadResult(submission, receipt)
 
             def send() -> None:
-                # why catch all: the row is committed by now; a failure to send must
-                # not undo the upload in the caller's eyes. The sweep sends it later.
-                try:
-                    result.queued = enqueue_grading(submission.pk)
-                except Exception:
-                    log.exception("could not send submission %s for grading", submission.pk)
-                    result.queued = False
+                result.queued = lifecycle.submission_received(submission.pk)
 
             transaction.on_commit(send)
             # why last: moving the file is the one step a rollback cannot undo, so it

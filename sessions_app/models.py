@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from django.db import models, transaction
+from django.db import models
 from django.utils import timezone
 
 from takehome.models import ImmutableRowError, Invitation
-
-
-class InvalidTransition(Exception):
-    def __init__(self, current: str, wanted: str):
-        super().__init__(f"cannot move a submission from {current} to {wanted}")
-        self.current, self.wanted = current, wanted
 
 
 class GateReceipt(models.Model):
@@ -85,17 +79,27 @@ class Submission(models.Model):
 
     received -> queued -> grading -> graded      (evidence saved, whatever the code did)
                                   -> rejected    (the archive was refused, with the reason)
-                                  -> error       (our side failed for good; traceback kept)
+                                  -> error       (our side failed for good; the reason is on its last run)
     grading -> queued                            (retry after an infrastructure error or a lost worker)
     received/queued -> superseded                (a newer upload arrived before grading started: not graded)
     superseded -> received                       (the newer upload was rejected or failed: this one is
                                                   the latest accepted work again, and is graded after all)
+    graded/rejected/error -> queued              (an operator asks for grading again: `manage.py regrade`)
+
+    ``status`` and ``status_changed_at`` are a summary for the pages to filter
+    on; the attempts themselves are grading.models.GradingRun rows (worker,
+    heartbeat, outcome, error). Both are written only by grading.lifecycle
+    (every status change sets ``status_changed_at``, with a conditional UPDATE
+    so two workers cannot both win), and ``grading_sent_at`` says when the
+    pending grading message was sent, so the sweep never sends a second one
+    while it is still pending.
 
     ``is_latest`` marks the upload under review: the invitation's newest upload
     that is not rejected or error (the newest of all when every one was), kept
     on exactly one row per invitation, in the same transaction as the upload or
-    the status change that moves it. A superseded upload never keeps the flag:
-    when it falls back to one, that one goes back to grading.
+    the status change that moves it, under the invitation's row lock. A
+    superseded upload never keeps the flag: when it falls back to one, that
+    one goes back to grading.
     """
 
     class Status(models.TextChoices):
@@ -121,9 +125,9 @@ class Submission(models.Model):
     is_latest = models.BooleanField(default=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RECEIVED, db_index=True)
     status_changed_at = models.DateTimeField(default=timezone.now, db_index=True)
-    attempts = models.PositiveIntegerField(default=0)
+    grading_sent_at = models.DateTimeField(null=True, blank=True,
+                                           help_text="When the pending grading message was sent.")
     reject_reason = models.TextField(blank=True)
-    error = models.TextField(blank=True, help_text="For operators only; never shown to candidates.")
 
     objects = SubmissionQuerySet.as_manager()
 
@@ -137,76 +141,3 @@ class Submission(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
-
-    def _move(self, wanted: str, allowed_from: tuple[str, ...], **fields) -> None:
-        """Change status with a conditional UPDATE, so two workers cannot both win."""
-        if self.status not in allowed_from:
-            raise InvalidTransition(self.status, wanted)
-        now = timezone.now()
-        changed = Submission.objects.filter(pk=self.pk, status__in=allowed_from).update(
-            status=wanted, status_changed_at=now, **fields
-        )
-        if not changed:
-            self.refresh_from_db(fields=["status"])
-            raise InvalidTransition(self.status, wanted)
-        self.status, self.status_changed_at = wanted, now
-        for name, value in fields.items():
-            setattr(self, name, value)
-
-    def mark_queued(self) -> None:
-        self._move(self.Status.QUEUED, (self.Status.RECEIVED, self.Status.QUEUED, self.Status.GRADING))
-
-    def mark_grading(self) -> None:
-        self._move(
-            self.Status.GRADING,
-            (self.Status.RECEIVED, self.Status.QUEUED, self.Status.GRADING),
-            attempts=self.attempts + 1,
-        )
-
-    def mark_graded(self) -> None:
-        self._move(self.Status.GRADED, (self.Status.GRADING,), reject_reason="", error="")
-
-    def mark_rejected(self, reason: str) -> Submission | None:
-        """Refused on unpacking. Returns an older upload sent back to grading, if the flag fell to one."""
-        with transaction.atomic():
-            self._lock_invitation()
-            self._move(self.Status.REJECTED, (self.Status.GRADING,), reject_reason=reason, error="")
-            return self._hand_over_latest()
-
-    def mark_error(self, error: str) -> Submission | None:
-        """Our side failed for good. Returns an older upload sent back to grading, if the flag fell to one."""
-        with transaction.atomic():
-            self._lock_invitation()
-            self._move(
-                self.Status.ERROR, (self.Status.RECEIVED, self.Status.QUEUED, self.Status.GRADING), error=error
-            )
-            return self._hand_over_latest()
-
-    def mark_superseded(self) -> None:
-        """A newer upload arrived before this one's grading started: it is not graded."""
-        self._move(self.Status.SUPERSEDED, (self.Status.RECEIVED, self.Status.QUEUED))
-
-    def mark_reinstated(self) -> None:
-        """Superseded, but the uploads that replaced it were refused: grade it after all.
-
-        The caller sends it for grading after the commit; if that send is lost,
-        the sweep finds it as a received upload.
-        """
-        self._move(self.Status.RECEIVED, (self.Status.SUPERSEDED,))
-
-    def _lock_invitation(self) -> None:
-        # why: the flag must move under the same lock an upload takes, or a refusal
-        # and an upload at the same moment could leave two rows (or none) under review.
-        Invitation.objects.select_for_update().filter(pk=self.invitation_id).only("pk").first()
-
-    def _hand_over_latest(self) -> Submission | None:
-        """After a refusal: move the flag to the latest accepted upload; grade it if it was superseded."""
-        chosen = Submission.objects.settle_latest(self.invitation_id)
-        self.is_latest = chosen is not None and chosen.pk == self.pk
-        if chosen is None or chosen.status != self.Status.SUPERSEDED:
-            return None
-        # why: accepted work must never sit ungraded under review; grading it is
-        # the rule that keeps the candidate's last good upload reachable.
-        reinstated = Submission.objects.get(pk=chosen.pk)
-        reinstated.mark_reinstated()
-        return reinstated

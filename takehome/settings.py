@@ -278,10 +278,20 @@ for _name, _value, _least in (("TAKEHOME_SANDBOX_MEMORY_MB", GRADING_SANDBOX_MEM
                               ("TAKEHOME_SANDBOX_FALLBACK_PROCESSES", GRADING_SANDBOX_FALLBACK_PROCESSES, 3)):
     if _value < _least:
         raise ImproperlyConfigured(f"{_name}={_value} is too small: at least {_least}.")
-# The sweep re-sends grading for submissions stuck longer than these (seconds).
+# The sweep sends grading again for an upload whose message was never sent
+# (the broker was down) after STALE_RECEIVED_S, and for one whose message has
+# been pending for STALE_QUEUED_S (presumed lost; each send restarts the clock).
 GRADING_STALE_RECEIVED_S = env.int("TAKEHOME_STALE_RECEIVED_S", default=30)
 GRADING_STALE_QUEUED_S = env.int("TAKEHOME_STALE_QUEUED_S", default=600)
-GRADING_STALE_GRADING_S = env.int("TAKEHOME_STALE_GRADING_S", default=GRADING_TIME_LIMIT_S + 120)
+# While grading, the worker's process notes it is alive every HEARTBEAT_S; a run
+# whose heartbeat is older than LOST_AFTER_S (default: 3 heartbeats) is lost (its
+# worker died) and the sweep sends the submission again.
+GRADING_HEARTBEAT_S = env.int("TAKEHOME_GRADING_HEARTBEAT_S", default=15)
+GRADING_LOST_AFTER_S = env.int("TAKEHOME_GRADING_LOST_AFTER_S", default=3 * GRADING_HEARTBEAT_S)
+if not 0 < GRADING_HEARTBEAT_S < GRADING_LOST_AFTER_S:
+    raise ImproperlyConfigured(
+        f"TAKEHOME_GRADING_HEARTBEAT_S={GRADING_HEARTBEAT_S} must be at least 1 and below "
+        f"TAKEHOME_GRADING_LOST_AFTER_S={GRADING_LOST_AFTER_S} (3 heartbeats is a good margin).")
 # Red to green witnessed faster than this (seconds) is named on the review page:
 # no time to ask a model, read the reply and apply a fix.
 GRADING_MIN_RED_TO_GREEN_S = env.int("TAKEHOME_MIN_RED_TO_GREEN_S", default=20)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from datetime import timedelta
+import os
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from django.core.files import File
 from django.utils import timezone
 
-from grading import pipeline, tasks
-from grading.models import Evidence
+from grading import lifecycle, pipeline, tasks
+from grading.models import Evidence, GradingRun, InvalidTransition
 from grading.sandbox import SandboxUnavailable
 from sessions_app.models import GateReceipt, Submission
 
@@ -28,11 +30,19 @@ def submit(invitation, path: Path, **fields) -> Submission:
         )
 
 
+def last_error(submission) -> str:
+    """What operators read: the error on the submission's last run."""
+    return submission.runs.order_by("-attempt").first().error
+
+
 def test_a_submission_is_graded_and_its_evidence_saved(invitation, media_root, tmp_path):
     submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
-    assert pipeline.grade_submission(submission.pk) == "graded"
+    assert pipeline.grade_submission(submission.pk, task_id="t-1", worker="w1@host") == "graded"
     submission.refresh_from_db()
-    assert submission.status == "graded" and submission.attempts == 1
+    assert submission.status == "graded"
+    run = submission.runs.get()
+    assert (run.attempt, run.outcome, run.task_id, run.worker) == (1, "graded", "t-1", "w1@host")
+    assert run.pid == os.getpid() and run.finished_at >= run.started_at and run.error == ""
     evidence = Evidence.objects.get(submission=submission).data
     assert evidence["archive"]["accepted"] is True
     assert all(run["as_expected"] for run in evidence["runs"].values())
@@ -44,7 +54,7 @@ def test_grading_a_finished_submission_again_changes_nothing(invitation, media_r
     first = Evidence.objects.get().created_at
     assert pipeline.grade_submission(submission.pk) == "graded"
     assert Evidence.objects.get().created_at == first
-    assert Submission.objects.get().attempts == 1
+    assert Submission.objects.get().runs.count() == 1
 
 
 def test_a_submission_left_half_graded_is_graded_from_the_start(invitation, media_root, tmp_path):
@@ -158,25 +168,42 @@ def test_infrastructure_failures_are_retried_then_recorded(invitation, media_roo
         tasks.grade_submission.apply(args=(submission.pk,), throw=True)
     assert "Retry" in type(raised.value).__name__
     submission.refresh_from_db()
-    assert submission.status == "queued"
+    assert submission.status == "queued" and submission.grading_sent_at is not None  # the retry is pending
+    assert list(submission.runs.values_list("outcome", flat=True)) == ["retried"]
 
     # Retries exhausted: the error is kept for operators.
     result = tasks.grade_submission.apply(args=(submission.pk,), retries=3)
     assert result.get() == "error"
     submission.refresh_from_db()
-    assert submission.status == "error" and "apt-get install bubblewrap" in submission.error
+    assert submission.status == "error" and "apt-get install bubblewrap" in last_error(submission)
+    assert list(submission.runs.values_list("outcome", flat=True)) == ["retried", "error"]
 
 
-def test_the_sweep_finds_work_left_behind(invitation, media_root, tmp_path, settings):
+def test_the_sweep_sends_only_what_has_no_message_pending(invitation, media_root, tmp_path, settings):
     path = corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files())
-    old = timezone.now() - timedelta(hours=2)
-    stuck = [submit(invitation, path, status=status, status_changed_at=old)
-             for status in ("received", "queued", "grading")]
-    fresh = submit(invitation, path, status="queued")
+    now = timezone.now()
+    old = now - timedelta(hours=2)
+    never_sent = submit(invitation, path, status="received", status_changed_at=old)
+    presumed_lost = submit(invitation, path, status="queued", status_changed_at=old, grading_sent_at=old)
+    # Queued long ago, but its message was sent again a minute ago: it is still pending.
+    pending = submit(invitation, path, status="queued", status_changed_at=old,
+                     grading_sent_at=now - timedelta(minutes=1))
+    just_received = submit(invitation, path, status="received")
     done = submit(invitation, path, status="graded", status_changed_at=old)
-    found = set(pipeline.stale_submissions().values_list("pk", flat=True))
-    assert found == {s.pk for s in stuck}
-    assert fresh.pk not in found and done.pk not in found
+    found = set(lifecycle.due_for_sending().values_list("pk", flat=True))
+    assert found == {never_sent.pk, presumed_lost.pk}
+    assert not {pending.pk, just_received.pk, done.pk} & found
+
+
+def test_a_sent_message_restarts_the_clock(invitation, media_root, tmp_path):
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()),
+                        status="queued", status_changed_at=timezone.now() - timedelta(hours=2),
+                        grading_sent_at=timezone.now() - timedelta(hours=2))
+    assert list(lifecycle.due_for_sending()) == [submission]
+    lifecycle.message_sent(submission.pk)
+    assert not lifecycle.due_for_sending().exists()
+    submission.refresh_from_db()
+    assert submission.status == "queued" and submission.status_changed_at < timezone.now() - timedelta(hours=1)
 
 
 def test_a_fresh_machine_without_a_scratch_folder_grades(invitation, media_root, tmp_path, settings):
@@ -213,7 +240,7 @@ def test_record_evidence_cleans_what_it_stores(invitation, media_root, tmp_path)
     evidence = empty_evidence("x")
     evidence["archive"].update(accepted=True, reason=None)
     evidence["texts"] = {"notes.md": "nul\x00 and \ud800 lone"}
-    pipeline.record_evidence(submission, evidence, 1.0)
+    pipeline.record_evidence(pipeline.claim(submission.pk), evidence, 1.0)
     assert Evidence.objects.get().data["texts"]["notes.md"] == "nul\ufffd and \ufffd lone"
 
 
@@ -223,34 +250,66 @@ def test_a_deleted_archive_is_an_error_at_once_not_a_retry_loop(invitation, medi
     result = tasks.grade_submission.apply(args=(submission.pk,))
     assert result.get() == "error"
     submission.refresh_from_db()
-    assert submission.status == "error" and "missing from storage" in submission.error
-    assert submission.attempts == 0 and not Evidence.objects.exists()
+    assert submission.status == "error" and "missing from storage" in last_error(submission)
+    assert submission.runs.count() == 1 and not Evidence.objects.exists()  # one attempt, no retry loop
 
 
-def test_a_submission_that_never_finishes_grading_is_given_up(invitation, media_root, tmp_path):
-    # Each attempt killed its worker: the sweep would start it again for ever.
-    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()),
-                        status=Submission.Status.GRADING, attempts=pipeline.MAX_ATTEMPTS)
-    assert pipeline.grade_submission(submission.pk) == "error"
-    submission.refresh_from_db()
-    assert submission.status == "error" and f"after {pipeline.MAX_ATTEMPTS} attempts" in submission.error
+def lose(run: GradingRun, minutes: int = 10) -> None:
+    """The run's worker died: its heartbeat stopped ``minutes`` ago."""
+    GradingRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=minutes))
 
 
-def test_a_second_worker_finishing_later_leaves_the_first_evidence(invitation, media_root, tmp_path):
-    # Two workers graded the same submission (a redelivered message): the first to finish wins,
-    # the second's evidence is rolled back with its refused status change.
-    from sessions_app.models import InvalidTransition
-
+def test_a_run_whose_heartbeat_stopped_is_lost_and_sent_again(invitation, media_root, tmp_path, settings,
+                                                               django_capture_on_commit_callbacks):
+    settings.GRADING_LOST_AFTER_S = 45
     submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
-    late = Submission.objects.get(pk=submission.pk)
-    late.mark_grading()
+    dead = pipeline.claim(submission.pk, "t-1", "w1@host")
+    assert not lifecycle.lost_runs().exists()  # its heartbeat is fresh: a live worker is never taken over
+    assert pipeline.claim(submission.pk, "t-2", "w2@host") is None
+    lose(dead)
+    with patch("grading.tasks.grade_submission.apply_async") as send, \
+            django_capture_on_commit_callbacks(execute=True):
+        assert lifecycle.recover_lost(lifecycle.lost_runs()) == 1
+    send.assert_called_once_with((submission.pk,), retry=False)
+    dead.refresh_from_db()
+    assert dead.outcome == "lost" and "w1@host" in dead.error and "no heartbeat since" in dead.error
+    submission.refresh_from_db()
+    assert submission.status == "queued" and submission.grading_sent_at is not None
+    assert not lifecycle.due_for_sending().exists()  # its new message is pending
     assert pipeline.grade_submission(submission.pk) == "graded"
+    assert list(submission.runs.values_list("outcome", flat=True)) == ["lost", "graded"]
+
+
+def test_a_submission_that_kills_its_worker_every_time_is_given_up_with_the_reason(
+        invitation, media_root, tmp_path, django_capture_on_commit_callbacks):
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    for attempt in range(1, lifecycle.MAX_ATTEMPTS + 1):
+        run = pipeline.claim(submission.pk, f"t-{attempt}", "w1@host")
+        assert run is not None and run.attempt == attempt
+        lose(run)
+        with patch("grading.tasks.grade_submission.apply_async"), django_capture_on_commit_callbacks(execute=True):
+            lifecycle.recover_lost(lifecycle.lost_runs())
+    submission.refresh_from_db()
+    assert submission.status == "error" and submission.runs.count() == lifecycle.MAX_ATTEMPTS
+    reason = last_error(submission)
+    assert f"gave up after {lifecycle.MAX_ATTEMPTS} attempts: the worker died during each of them" in reason
+    assert pipeline.claim(submission.pk) is None  # a late message changes nothing
+
+
+def test_a_worker_finishing_after_its_run_was_taken_back_leaves_the_new_evidence(invitation, media_root, tmp_path):
+    # The first worker stalled so long its run was presumed lost; a second one graded the submission.
+    # When the first finishes after all, its evidence is rolled back with its refused ending.
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    slow = pipeline.claim(submission.pk, "t-1", "w1@host")
+    lose(slow)
+    assert pipeline.grade_submission(submission.pk, "t-2", "w2@host") == "graded"
     first = Evidence.objects.get().data
-    other = {**first, "texts": {"notes.md": "from the second worker"}}
+    other = {**first, "texts": {"notes.md": "from the slow worker"}}
     with pytest.raises(InvalidTransition):
-        pipeline.record_evidence(late, other, 1.0)
+        pipeline.record_evidence(slow, other, 1.0)
     assert Evidence.objects.get().data == first
     assert Submission.objects.get().status == "graded"
+    assert list(submission.runs.values_list("outcome", flat=True)) == ["lost", "graded"]
 
 
 def test_an_offline_candidate_on_windows_is_graded_without_a_problem(invitation, media_root, tmp_path):

@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from grading import lifecycle, pipeline
 from grading.tests.reviewing import make_submission, score
 from sessions_app.models import Submission
 from takehome.tests.factories import make_packet
@@ -120,8 +121,7 @@ def test_a_refused_upload_never_hides_the_graded_one_at_any_moment(rob, invitati
 
     good = upload(honest_zip())
     assert shown(rob.get("/review/?show=all")) == [good.pk]  # 1. uploaded: under review, grading to come
-    good.mark_grading()
-    good.mark_graded()
+    lifecycle.finish_graded(pipeline.claim(good.pk))
     assert shown(rob.get("/review/?show=all")) == [good.pk]  # 2. graded
 
     symlink = make_zip(tmp_path / "bad.zip", {"refund-sum/invoices.py": b"x = 1\n"},
@@ -129,12 +129,11 @@ def test_a_refused_upload_never_hides_the_graded_one_at_any_moment(rob, invitati
     bad = upload(symlink)
     # 3. Not unpacked yet, so not known to be refused: the newer upload is the one under review.
     assert shown(rob.get("/review/?show=all")) == [bad.pk]
-    bad.mark_grading()
-    bad.mark_rejected("The archive holds a symbolic link (refund-sum/link).")
+    lifecycle.finish_rejected(pipeline.claim(bad.pk), "The archive holds a symbolic link (refund-sum/link).")
     # 4. Refused: the graded upload is under review again, graded once and not again.
     response = rob.get("/review/?show=all")
     assert shown(response) == [good.pk] and "Graded" in row_of(response, good)
-    assert Submission.objects.get(pk=good.pk).attempts == 1
+    assert Submission.objects.get(pk=good.pk).runs.count() == 1
 
 
 def test_after_a_review_the_queue_offers_the_newer_upload(rob, reviewer, sample_packet):
@@ -173,7 +172,7 @@ def test_a_tampered_submission_is_marked_in_the_queue(rob, sample_packet):
 
     honest = make_submission(sample_packet, name="Honest Hal")
     cheat = make_submission(sample_packet, name="Cheat Chen", status=Submission.Status.GRADING)
-    record_evidence(cheat, tampered_evidence(), 1.0)
+    record_evidence(pipeline.claim(cheat.pk), tampered_evidence(), 1.0)
     html = rob.get("/review/?show=all").content.decode()
     rows = {pk: html.split(f'data-submission="{pk}"')[1].split("</tr>")[0] for pk in (honest.pk, cheat.pk)}
     assert "tampered-tag" in rows[cheat.pk] and "tampered-tag" not in rows[honest.pk]

@@ -370,7 +370,9 @@ def test_a_superseded_upload_says_it_was_not_graded(rob, sample_packet):
 
     old = make_submission(sample_packet, status=Submission.Status.QUEUED,
                           uploaded_at=timezone.now() - timedelta(minutes=1))
-    old.mark_superseded()
+    from grading import lifecycle
+
+    lifecycle.supersede_waiting(old.invitation)
     upload_again(old, status=Submission.Status.QUEUED)
     html = rob.get(f"/review/{old.pk}/").content.decode()
     assert "Not graded: a newer upload arrived before grading started" in html

@@ -14,8 +14,8 @@ from unittest.mock import patch
 import pytest
 from django.utils import timezone
 
-from grading import pipeline, tasks
-from grading.models import Evidence
+from grading import lifecycle, pipeline, tasks
+from grading.models import Evidence, InvalidTransition
 from sessions_app.models import Submission
 
 from . import corpus
@@ -38,27 +38,24 @@ def no_sandbox(*args, **kwargs):
 def test_a_superseded_upload_is_not_graded(invitation, media_root, tmp_path, monkeypatch):
     older = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()),
                    status=Submission.Status.QUEUED, is_latest=False)
-    older.mark_superseded()
+    assert lifecycle.supersede_waiting(invitation) == [older]
     monkeypatch.setattr(pipeline, "grade_archive", no_sandbox)
     assert pipeline.grade_submission(older.pk) == "superseded"
     assert tasks.grade_submission.apply(args=(older.pk,)).get() == "superseded"
     older.refresh_from_db()
-    assert older.status == "superseded" and older.attempts == 0
+    assert older.status == "superseded" and older.runs.count() == 0
     assert not Evidence.objects.exists()
 
 
 def test_an_upload_being_graded_cannot_be_superseded(invitation, media_root, tmp_path):
-    from sessions_app.models import InvalidTransition
-
     grading = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()),
                      status=Submission.Status.GRADING)
-    with pytest.raises(InvalidTransition):
-        grading.mark_superseded()
+    assert lifecycle.supersede_waiting(invitation) == []
     # A stale copy of the row (read before a worker claimed it) loses the race too.
     stale = Submission.objects.get(pk=grading.pk)
     stale.status = Submission.Status.QUEUED
     with pytest.raises(InvalidTransition):
-        stale.mark_superseded()
+        lifecycle._move(stale, Submission.Status.SUPERSEDED, lifecycle.WAITING)
     assert Submission.objects.get(pk=grading.pk).status == "grading"
 
 
@@ -67,7 +64,7 @@ def test_when_the_newer_upload_is_refused_the_superseded_one_is_graded_after_all
     good = submit(invitation, corpus.zip_with_times(tmp_path / "good.zip", corpus.honest_files()),
                   status=Submission.Status.QUEUED, is_latest=False,
                   uploaded_at=timezone.now() - timedelta(seconds=30))
-    good.mark_superseded()
+    lifecycle.supersede_waiting(invitation)
     bad = submit(invitation, symlink_zip(tmp_path / "bad.zip"), status=Submission.Status.QUEUED)
 
     with patch("grading.tasks.enqueue_grading", return_value=True) as enqueue, \
@@ -89,33 +86,36 @@ def test_when_the_newer_upload_fails_on_our_side_the_superseded_one_is_graded_af
     path = corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files())
     good = submit(invitation, path, status=Submission.Status.QUEUED, is_latest=False,
                   uploaded_at=timezone.now() - timedelta(seconds=30))
-    good.mark_superseded()
+    lifecycle.supersede_waiting(invitation)
     failing = submit(invitation, path, status=Submission.Status.GRADING)
     with patch("grading.tasks.enqueue_grading", return_value=True) as enqueue, \
             django_capture_on_commit_callbacks(execute=True):
-        pipeline.mark_failed(failing.pk, RuntimeError("disk full"))
+        assert pipeline.record_failure(pipeline.claim(failing.pk), RuntimeError("disk full"), retry=False) is False
     enqueue.assert_called_once_with(good.pk)
     good.refresh_from_db()
     assert (good.status, good.is_latest) == ("received", True)
     assert Submission.objects.get(pk=failing.pk).is_latest is False
 
 
-def test_only_the_newest_superseded_upload_goes_back_and_a_lost_send_is_swept(invitation, media_root, tmp_path):
+def test_only_the_newest_superseded_upload_goes_back_and_a_lost_send_is_swept(
+        invitation, media_root, tmp_path, django_capture_on_commit_callbacks):
     path = corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files())
     now = timezone.now()
     first, second = (submit(invitation, path, status=Submission.Status.QUEUED, is_latest=False,
                             uploaded_at=now - timedelta(seconds=s)) for s in (60, 30))
-    first.mark_superseded()
-    second.mark_superseded()
+    lifecycle.supersede_waiting(invitation)
     bad = submit(invitation, symlink_zip(tmp_path / "bad.zip"), status=Submission.Status.GRADING)
-    # The caller sends the returned upload after the commit; here that send never happens.
-    assert bad.mark_rejected("The archive holds a symbolic link").pk == second.pk
+    # The reinstated upload is sent after the commit; here that send never happens.
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        lifecycle.finish_rejected(pipeline.claim(bad.pk), "The archive holds a symbolic link")
+    assert len(callbacks) == 1
     assert Submission.objects.get(pk=first.pk).status == "superseded"
     reinstated = Submission.objects.get(pk=second.pk)
     assert (reinstated.status, reinstated.is_latest) == ("received", True)
     # The sweep sends a received upload once it is older than its threshold: nothing is left ungraded.
-    Submission.objects.filter(pk=second.pk).update(status_changed_at=now - timedelta(hours=1))
-    assert set(pipeline.stale_submissions().values_list("pk", flat=True)) == {second.pk}
+    assert not lifecycle.due_for_sending().exists()
+    with patch("django.utils.timezone.now", return_value=now + timedelta(hours=1)):
+        assert list(lifecycle.due_for_sending().values_list("pk", flat=True)) == [second.pk]
 
 
 def test_a_refused_upload_after_a_graded_one_leaves_the_graded_one_under_review(invitation, media_root, tmp_path):

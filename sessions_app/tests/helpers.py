@@ -58,6 +58,17 @@ def honest_zip(prefix: str = "refund-sum/") -> bytes:
     return zip_bytes({prefix + name: data for name, data in files.items()})
 
 
+def slow_zip() -> bytes:
+    """An honest submission whose own tests take a few seconds, so the worker can be caught grading."""
+    data = io.BytesIO(honest_zip())
+    out = io.BytesIO()
+    with zipfile.ZipFile(data) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info, src.read(info))
+        dst.writestr("refund-sum/test_slow.py", "import time\n\n\ndef test_takes_a_while():\n    time.sleep(4)\n")
+    return out.getvalue()
+
+
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

@@ -3,8 +3,8 @@
 Each test runs the downloaded gate.py (or Chromium) as a candidate would, and
 waits for the submission to be graded by a `celery worker` subprocess, with
 the server's gate receipts in its evidence timeline. Two tests break things
-on the way: the worker is SIGKILLed mid-grading, the broker is stopped
-during an upload; nothing is lost.
+on the way: the worker is SIGKILLed mid-grading (and restarted), the broker is
+stopped during an upload; nothing is lost.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from conftest import Worker, _wait_for, screenshot
-from grading.models import Evidence
+from grading.models import Evidence, GradingRun
 from grading.tasks import sweep_submissions
 from sessions_app.actions import do_start_session
 from sessions_app.models import Submission
@@ -27,7 +27,7 @@ from takehome.tests.factories import InvitationFactory
 
 from .conftest import url
 from .helpers import (apply_fix, do_honest_work, download_tree, honest_zip, receipts_jsonl, run_gate,
-                      write_refusal)
+                      slow_zip, write_refusal)
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 GRADING_WAIT_S = 90
@@ -68,7 +68,7 @@ def wait_graded(submission_id: int, worker: Worker, timeout: float = GRADING_WAI
 
 def assert_graded_with_receipts(submission: Submission, steps=("red", "model", "green", "upload"),
                                 problems=()) -> dict:
-    assert submission.status == Submission.Status.GRADED, submission.reject_reason or submission.error
+    assert submission.status == Submission.Status.GRADED, submission.reject_reason or last_run(submission.pk).error
     evidence = Evidence.objects.get(submission=submission).data
     names = [e["name"] for e in evidence["timeline"]["events"] if e["source"] == "server receipt"]
     assert names == [f"receipt: {s}" for s in steps]
@@ -148,23 +148,18 @@ def test_browser_upload_is_graded_and_the_page_updates_itself(candidate, live_se
     assert_graded_with_receipts(Submission.objects.get(pk=submission.pk))
 
 
-def slow_zip() -> bytes:
-    """An honest submission whose own tests take a few seconds, so the worker can be caught grading."""
-    data = io.BytesIO(honest_zip())
-    out = io.BytesIO()
-    with zipfile.ZipFile(data) as src, zipfile.ZipFile(out, "w") as dst:
-        for info in src.infolist():
-            dst.writestr(info, src.read(info))
-        dst.writestr("refund-sum/test_slow.py", "import time\n\n\ndef test_takes_a_while():\n    time.sleep(4)\n")
-    return out.getvalue()
+def last_run(submission_id: int) -> GradingRun:
+    return GradingRun.objects.filter(submission_id=submission_id).order_by("-attempt").first()
 
 
-def test_a_worker_killed_while_grading_loses_nothing(ready, client, worker_env, tmp_path, sample_packet):
+def test_a_worker_killed_while_grading_is_graded_again_at_its_restart(ready, client, worker_env, tmp_path,
+                                                                     sample_packet, settings):
     invitation = InvitationFactory(packet_version=sample_packet.latest_version())
     do_start_session(invitation)
-    env = {**worker_env, "TAKEHOME_STALE_GRADING_S": "1"}
+    # why so long: only the restarted worker itself may take the run back, at once, not the sweep.
+    env = {**worker_env, "TAKEHOME_GRADING_LOST_AFTER_S": "3600"}
     first = Worker(env, tmp_path / "worker-1.log")
-    second = Worker(env, tmp_path / "worker-2.log")
+    again = Worker(env, tmp_path / "worker-2.log")  # the same name: the process manager restarting it
     first.start()
     try:
         r = client.post(url("upload", invitation), {"archive": SimpleUploadedFile("w.zip", slow_zip())},
@@ -176,16 +171,23 @@ def test_a_worker_killed_while_grading_loses_nothing(ready, client, worker_env, 
                       "the worker to start grading", interval=0.05)
         except AssertionError:
             raise AssertionError("worker log:\n" + first.output()[-6000:])
+        killed = last_run(submission_id)
+        scratch = Path(settings.GRADING_SCRATCH_DIR)
+        left = _wait_for(lambda: [p for p in scratch.glob(f"grade-*-{killed.pid}-*")], 30,
+                         "the grading's scratch folder")
         first.kill()  # SIGKILL to the whole process group, mid-run
         assert Submission.objects.get(pk=submission_id).status == "grading"
-        time.sleep(1.5)  # older than TAKEHOME_STALE_GRADING_S: the next sweep takes it back
-        second.start()  # a worker that starts sweeps for work left behind
-        submission = wait_graded(submission_id, second)
-        assert submission.status == "graded" and submission.attempts >= 2
+        again.start()  # finds its own run still marked running: sends it again at once
+        submission = wait_graded(submission_id, again)
+        assert submission.status == "graded"
+        assert list(submission.runs.values_list("outcome", flat=True)) == ["lost", "graded"]
+        lost = submission.runs.get(attempt=1)
+        assert lost.worker == killed.worker and "died during this attempt" in lost.error
         assert Evidence.objects.filter(submission=submission).count() == 1
+        assert not [p for p in left if p.exists()], "the killed run's scratch folder is still there"
     finally:
         first.kill()
-        second.stop()
+        again.stop()
 
 
 def test_an_upload_while_the_broker_is_down_is_graded_once_it_is_back(ready, client, worker_env, tmp_path,
@@ -260,7 +262,7 @@ def test_a_refused_upload_after_a_graded_one_leaves_the_graded_one_under_review(
     assert "refused: The archive holds a symbolic link (refund-sum/link)" in history
     assert "The archive was refused" not in page and 'data-section="diff"' in page
     good.refresh_from_db()
-    assert good.attempts == 1 and good.is_latest  # graded once, under review again
+    assert good.runs.count() == 1 and good.is_latest  # graded once, under review again
     landing = client.get(url("landing", invitation)).content.decode()
     assert f"Reviewers will see your upload received at {good.uploaded_at:%H:%M:%S}" in landing
     assert "was not accepted, so it does not replace it" in landing
@@ -287,6 +289,6 @@ def test_superseded_uploads_are_not_graded_unless_the_newer_one_is_refused(
     finally:
         worker.stop()
     kept = Submission.objects.get(pk=first)
-    assert kept.status == "superseded" and kept.attempts == 0  # never reached the sandbox
+    assert kept.status == "superseded" and kept.runs.count() == 0  # never reached the sandbox
     assert not Evidence.objects.filter(submission_id=first).exists()
     assert list(Submission.objects.latest_per_invitation().values_list("pk", flat=True)) == [second]

@@ -2,6 +2,7 @@
 
 import pytest
 
+from grading.models import GradingRun
 from sessions_app.models import GateReceipt, Submission
 
 from .conftest import url
@@ -17,7 +18,8 @@ def test_status_before_start(client, invitation):
 
 def test_status_lists_receipts_uploads_and_time_left(client, started):
     GateReceipt.objects.create(invitation=started, step="red", local_time="t")
-    Submission.objects.create(invitation=started, archive="uploads/aa/a.zip", sha256="a" * 64, size=3,
+    retried = Submission.objects.create(invitation=started, archive="uploads/aa/a.zip", sha256="a" * 64, size=3)
+    GradingRun.objects.create(submission=retried, attempt=1, outcome="retried",
                               error="Traceback: secret operator detail")
     r = client.get(url("status", started))
     data = r.json()

@@ -3,6 +3,7 @@
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from grading.models import GradingRun
 from sessions_app.models import Submission
 from takehome.tests.factories import InvitationFactory
 
@@ -43,7 +44,8 @@ def test_another_candidates_token_cannot_see_the_upload(client, started, submiss
 
 
 def test_an_error_is_never_shown_to_the_candidate(client, started, submission):
-    Submission.objects.filter(pk=submission.pk).update(status="error", error="Traceback: /srv/secret")
+    Submission.objects.filter(pk=submission.pk).update(status="error")
+    GradingRun.objects.create(submission=submission, attempt=1, outcome="error", error="Traceback: /srv/secret")
     html = client.get(url("submission-detail", started, pk=submission.pk)).content.decode()
     assert "/srv/secret" not in html and "problem on our side" in html
 

@@ -41,7 +41,7 @@ def assert_nothing_stored(invitation, media_root):
 def test_an_upload_is_stored_by_hash_with_a_receipt_and_queued_after_commit(
         client, started, media_root, django_capture_on_commit_callbacks):
     data = honest_zip()
-    with patch("sessions_app.actions.enqueue_grading", return_value=True) as enqueue, \
+    with patch("grading.tasks.enqueue_grading", return_value=True) as enqueue, \
             django_capture_on_commit_callbacks(execute=True):
         r = client.post(url("upload", started), {"archive": archive(data)})
     submission = Submission.objects.get()
@@ -315,7 +315,7 @@ def test_two_uploads_at_the_same_moment_cannot_both_pass_the_interval(started, m
         finally:
             connection.close()
 
-    with patch("sessions_app.actions.enqueue_grading", return_value=True), ThreadPoolExecutor(2) as pool:
+    with patch("grading.tasks.enqueue_grading", return_value=True), ThreadPoolExecutor(2) as pool:
         results = sorted(pool.map(upload, ["a", "b"]))
     assert results == ["stored", "too_soon"]
     assert Submission.objects.count() == 1 and Submission.objects.get().is_latest

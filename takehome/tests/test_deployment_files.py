@@ -21,7 +21,7 @@ def names_in_env_example() -> set[str]:
     return set(re.findall(r"^([A-Z][A-Z0-9_]*)=", text, re.M))
 
 
-EXTRA_DOCUMENTED = {"TAKEHOME_PORT", "TAKEHOME_WORKER_CONCURRENCY"}  # read by the Procfile
+EXTRA_DOCUMENTED = {"TAKEHOME_PORT", "TAKEHOME_WORKER_CONCURRENCY"}  # read by make run's supervisord.conf
 
 
 def test_every_setting_is_documented_in_env_example():
@@ -29,10 +29,10 @@ def test_every_setting_is_documented_in_env_example():
     assert names_in_env_example() - names_read_by_settings() <= EXTRA_DOCUMENTED
 
 
-def test_procfile_knobs_are_real():
-    procfile = (ROOT / "Procfile").read_text()
+def test_make_run_knobs_are_real():
+    config = (ROOT / "scripts" / "supervisord.conf").read_text()
     for name in EXTRA_DOCUMENTED:
-        assert name in procfile
+        assert f"%(ENV_{name})s" in config
 
 
 def test_compose_parses_and_has_the_four_services():

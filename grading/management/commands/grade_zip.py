@@ -6,8 +6,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from grading.core import grade_archive
+from grading.management.packets import find_packet_version
 from grading.pipeline import grade_options, sandbox_from_settings
-from takehome.models import Packet
 
 
 class Command(BaseCommand):
@@ -25,16 +25,7 @@ class Command(BaseCommand):
         parser.add_argument("--indent", type=int, default=None, help="pretty-print with this indent")
 
     def handle(self, *args, **options):
-        packet = Packet.objects.filter(slug=options["packet"]).first()
-        if packet is None:
-            known = ", ".join(Packet.objects.values_list("slug", flat=True)) or "none"
-            raise CommandError(f"No packet with slug {options['packet']!r} (known: {known}).")
-        number = options["packet_version"]
-        versions = packet.versions.order_by("-number")
-        version = versions.filter(number=number).first() if number else versions.first()
-        if version is None:
-            raise CommandError(f"Packet {packet.slug} has no version {number}." if number else
-                               f"Packet {packet.slug} has no version yet.")
+        version = find_packet_version(options["packet"], options["packet_version"])
         path = Path(options["path"])
         if not path.is_file():
             raise CommandError(f"No file at {path}.")

@@ -1,0 +1,67 @@
+"""The operators' view of grading: every submission with its runs (errors included), and "grade again"."""
+
+from django.contrib import admin, messages
+from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+
+from sessions_app.models import Submission
+
+from . import lifecycle
+from .models import GradingRun
+
+
+class GradingRunInline(admin.TabularInline):
+    model = GradingRun
+    fields = ("attempt", "outcome", "worker", "pid", "task_id", "started_at", "heartbeat_at", "finished_at", "error")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Submission)
+class SubmissionAdmin(admin.ModelAdmin):
+    """Read-only: status changes only through grading (the "grade again" action, or `manage.py regrade`)."""
+
+    list_display = ("pk", "status", "invitation", "uploaded_at", "attempts", "is_latest", "status_changed_at")
+    list_filter = ("status",)
+    list_select_related = ("invitation__candidate", "invitation__packet_version__packet")
+    search_fields = ("=id", "sha256", "invitation__candidate__name")
+    inlines = [GradingRunInline]
+    actions = ["grade_again"]
+    show_full_result_count = False  # why: counting every row twice per page is slow at 100,000 uploads
+
+    def get_queryset(self, request):
+        # why a subquery, not a join and GROUP BY: it is counted for the page's rows only.
+        runs = (GradingRun.objects.filter(submission=OuterRef("pk")).order_by().values("submission")
+                .annotate(n=Count("pk")).values("n"))
+        return super().get_queryset(request).annotate(
+            attempts=Coalesce(Subquery(runs, output_field=IntegerField()), 0))
+
+    @admin.display(description="attempts", ordering="attempts")
+    def attempts(self, obj):
+        return obj.attempts
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        # why: a saved form would write back the status it read, over a worker's newer one
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # why: an upload is evidence; nothing stored is removed from here
+
+    def has_grade_permission(self, request):
+        return request.user.has_perm("sessions_app.change_submission")
+
+    @admin.action(description="Grade again", permissions=["grade"])
+    def grade_again(self, request, queryset):
+        results = [lifecycle.regrade(pk) for pk in queryset.values_list("pk", flat=True)]
+        sent = sum(r.result == "sent" for r in results)
+        level = messages.SUCCESS if sent == len(results) else messages.WARNING
+        self.message_user(request, f"{sent} of {len(results)} sent for grading again. "
+                          + " ".join(r.line + "." for r in results if r.result != "sent"), level)

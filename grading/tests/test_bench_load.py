@@ -1,0 +1,96 @@
+"""bench/load.py runs end to end, and its count of lost uploads can see a loss. No timed asserts."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import require
+
+ROOT = Path(__file__).resolve().parents[2]
+LOAD = ROOT / "bench" / "load.py"
+
+
+def free_port() -> int:
+    """A free port for the bench's gunicorn, kept clear of `make run`'s 8000."""
+    for port in range(8320, 8330):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.fail("no free port between 8320 and 8329 for the load bench's web server")
+
+
+def bench_database() -> list[str]:
+    """On PostgreSQL (CI's second run), a database of the bench's own beside the tests' one; else SQLite."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        return []
+    server, _, name = url.partition("?")[0].rpartition("/")
+    return ["--database-url", f"{server}/{name}_load_bench"]
+
+
+@pytest.mark.worker  # starts gunicorn, a Celery worker, beat and a redis-server
+def test_load_bench_grades_every_upload_and_loses_none(runner_dir):
+    require(shutil.which("redis-server") is not None, "redis-server is not installed (apt-get install redis-server)")
+    env = {k: v for k, v in os.environ.items() if k != "BENCH_BROKER_URL"}
+    env["TAKEHOME_RUNNER_DIR"] = str(runner_dir)
+    done = subprocess.run(
+        [sys.executable, str(LOAD), "--candidates", "2", "--reviewers", "1", "--port", str(free_port()),
+         "--timeout", "300", *bench_database()],
+        cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=600,  # a guard against a hang, not a measurement
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "lost uploads: 0" in out, out
+    assert "requests: " in out and "; failures: 0;" in out, out
+    assert "uploads answered as stored: 2; stored (Submission rows): 2; graded: 2" in out, out
+    for endpoint in ("POST /t/[token]/upload (gate)", "POST /t/[token]/upload (page)", "POST /t/[token]/gate/red",
+                     "POST /review/[pk]/mark/red_log/", "POST /review/[pk]/submit/"):
+        assert endpoint in out, out
+
+
+def load_module():
+    spec = importlib.util.spec_from_file_location("bench_load", LOAD)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CSV = {
+    "locust_stats.csv": "Type,Name,Request Count,Failure Count,50%,95%\n"
+                        "POST,/t/[token]/upload (gate),2,0,120,200\n,Aggregated,2,0,120,200\n",
+    "locust_failures.csv": "Method,Name,Error,Occurrences\n",
+    "locust_exceptions.csv": "Count,Message,Traceback,Nodes\n",
+}
+
+
+@pytest.mark.parametrize("states, lost", [
+    ({1: "graded", 2: "graded"}, 0),
+    ({1: "graded"}, 1),  # answered as stored, but no row
+    ({1: "graded", 2: "queued"}, 1),  # stored, never graded
+    ({1: "error", 2: "queued"}, 2),
+])
+def test_load_report_counts_lost_uploads(tmp_path, capsys, states, lost):
+    for name, text in CSV.items():
+        (tmp_path / name).write_text(text)
+    outcome = {"uploads": [{"submission": 1, "at": 1.0}, {"submission": 2, "at": 2.0}], "retries": {},
+               "graded_seen": []}
+    (tmp_path / "outcome.json").write_text(json.dumps(outcome))
+    plan = {"outcome": str(tmp_path / "outcome.json")}
+    drained = 3.0 if lost == 0 else None
+    status = load_module().report(tmp_path, plan, states, drained, base=[10.0, 12.0, 20.0])
+    out = capsys.readouterr().out
+    assert f"lost uploads: {lost}" in out
+    assert status == (0 if lost == 0 else 1)

@@ -1,0 +1,357 @@
+"""The grading lifecycle's rules: one module writes status, the sweep never doubles a pending message,
+scratch folders of dead runs go, `manage.py regrade` and the admin for operators."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from conftest import ROOT, require
+from grading.cgroups import owned_name
+from grading.models import GradingRun
+from grading.sandbox import clean_stale_scratch
+from grading.tasks import sweep_submissions
+from grading.tests.reviewing import make_submission
+from sessions_app.models import Submission
+from sessions_app.tests.conftest import url
+from sessions_app.tests.helpers import honest_zip
+
+# --- only grading/lifecycle.py writes the lifecycle's columns ----------------------------------------
+
+SUBMISSION_FIELDS = {"status", "status_changed_at", "grading_sent_at"}
+RUN_FIELDS = {"outcome", "attempt", "worker", "pid", "heartbeat_at", "finished_at"}
+WRITES = {"update", "create", "get_or_create", "update_or_create", "bulk_create", "bulk_update"}
+ALLOWED = {"grading/lifecycle.py": SUBMISSION_FIELDS | RUN_FIELDS, "grading/models.py": RUN_FIELDS}
+
+
+def _keys(node: ast.AST) -> set[str]:
+    """Field names a keyword's value names: dict keys (defaults=) and strings in lists (update_fields=)."""
+    if isinstance(node, ast.Dict):
+        return {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
+
+
+class _WriteFinder(ast.NodeVisitor):
+    FIELDS = SUBMISSION_FIELDS | RUN_FIELDS
+
+    def __init__(self):
+        self.found: set[str] = set()
+        self.classes: list[str] = []
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.classes.append(node.name)
+        self.generic_visit(node)
+        self.classes.pop()
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in WRITES or name in ("Submission", "GradingRun"):
+            self.found |= {k.arg for k in node.keywords if k.arg in self.FIELDS}
+            self.found |= {f for k in node.keywords if k.arg == "defaults" for f in _keys(k.value) & self.FIELDS}
+        if name == "save":
+            self.found |= {f for k in node.keywords if k.arg == "update_fields" for f in _keys(k.value) & self.FIELDS}
+        self.generic_visit(node)
+
+    def visit_Assign(self, node) -> None:
+        for target in getattr(node, "targets", None) or [node.target]:
+            for part in target.elts if isinstance(target, ast.Tuple) else [target]:
+                if isinstance(part, ast.Attribute) and part.attr in self.FIELDS and not self._own(part):
+                    self.found.add(part.attr)
+        self.generic_visit(node)
+
+    visit_AugAssign = visit_AnnAssign = visit_Assign
+
+    def _own(self, part: ast.Attribute) -> bool:
+        """``self.status = ...`` in a class of its own (an exception, a result): not a model's field."""
+        inside = self.classes[-1] if self.classes else ""
+        return isinstance(part.value, ast.Name) and part.value.id == "self" and inside not in ("Submission",
+                                                                                                 "GradingRun")
+
+
+def lifecycle_writes(source: str) -> set[str]:
+    """The lifecycle fields a piece of source writes: in ORM writes, model constructors and attribute assignments.
+
+    Reads (filter, exclude, Q, values), other calls' ``status=`` (responses) and
+    other classes' own ``self.status`` are not writes.
+    """
+    finder = _WriteFinder()
+    finder.visit(ast.parse(source))
+    return finder.found
+
+
+@pytest.mark.parametrize("source, written", [
+    ("Submission.objects.filter(pk=1).update(status='queued')", {"status"}),
+    ("Submission.objects.create(invitation=i, status='graded', status_changed_at=now)", {"status", "status_changed_at"}),
+    ("submission.status = 'error'", {"status"}),
+    ("s.status, s.status_changed_at = wanted, now", {"status", "status_changed_at"}),
+    ("submission.save(update_fields=['status'])", {"status"}),
+    ("Submission(invitation=i, status='queued')", {"status"}),
+    ("Submission.objects.update_or_create(pk=1, defaults={'grading_sent_at': now})", {"grading_sent_at"}),
+    ("GradingRun.objects.filter(pk=1).update(heartbeat_at=now, outcome='lost')", {"heartbeat_at", "outcome"}),
+    ("run.worker = 'w@host'", {"worker"}),
+    ("class Submission:\n    def f(self):\n        self.status = 'x'", {"status"}),
+    # Reads and look-alikes are not writes.
+    ("Submission.objects.filter(status='queued', status_changed_at__lt=now)", set()),
+    ("Submission.objects.exclude(status__in=REFUSED).filter(Q(status='error'))", set()),
+    ("JsonResponse({'message': m}, status=409); render(request, 't.html', status=404)", set()),
+    ("Submission.objects.values_list('status', flat=True).get(pk=1)", set()),
+    ("Invitation.objects.filter(pk=1).update(submitted_at=now)", set()),
+    ("if submission.status == 'error': pass", set()),
+    ("class Problem(Exception):\n    def __init__(self, status):\n        self.status = status", set()),
+])
+def test_the_write_finder_tells_writes_from_reads(source, written):
+    assert lifecycle_writes(source) == written
+
+
+def test_only_grading_lifecycle_writes_the_submissions_status_and_runs():
+    # why not tests, bench or migrations: fixtures and benchmarks build rows in any state on purpose.
+    offenders = {}
+    for app in ("takehome", "sessions_app", "grading"):
+        for path in sorted((ROOT / app).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            if "/tests/" in relative or "/migrations/" in relative:
+                continue
+            written = lifecycle_writes(path.read_text()) - ALLOWED.get(relative, set())
+            if written:
+                offenders[relative] = sorted(written)
+    assert offenders == {}, ("change status, attempts, worker, heartbeat and error only through "
+                             f"grading/lifecycle.py: {offenders}")
+
+
+# --- scratch folders of dead runs -------------------------------------------------------------------
+
+MAKE_FOLDER = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, sys.argv[1])
+    from pathlib import Path
+    from grading.cgroups import owned_name
+    folder = Path(sys.argv[2]) / owned_name(sys.argv[3])
+    folder.mkdir()
+    (folder / "tree.py").write_text("x = 1")
+    print(folder.name, flush=True)
+    time.sleep(float(sys.argv[4]))
+""")
+
+
+def folder_of_a_process(parent: Path, kind: str, linger: float) -> tuple[Path, subprocess.Popen]:
+    """A scratch folder made by another process, named after it; that process lives ``linger`` seconds."""
+    proc = subprocess.Popen([sys.executable, "-c", MAKE_FOLDER, str(ROOT), str(parent), kind, str(linger)],
+                            stdout=subprocess.PIPE, text=True)
+    return parent / proc.stdout.readline().strip(), proc
+
+
+def test_scratch_folders_of_dead_processes_go_and_live_ones_stay(tmp_path):
+    require(Path("/proc/self/stat").exists(), "needs /proc")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    dead_grading, proc = folder_of_a_process(tmp_path, "grade", 0)
+    dead_run, other = folder_of_a_process(runs, "sandbox", 0)
+    proc.wait(10), other.wait(10)
+    live, sleeper = folder_of_a_process(tmp_path, "grade", 60)
+    mine = tmp_path / owned_name("grade")
+    mine.mkdir()
+    not_ours = tmp_path / "tests"
+    not_ours.mkdir()
+    try:
+        removed = clean_stale_scratch(tmp_path)
+        assert sorted(removed) == sorted([str(dead_grading), str(dead_run)])
+        assert not dead_grading.exists() and not dead_run.exists()
+        assert live.exists() and mine.exists() and not_ours.exists() and runs.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+    assert clean_stale_scratch(tmp_path) == [str(live)]  # its process is gone now
+
+
+# --- the sweep never doubles a pending message ---------------------------------------------------------
+
+
+def redis_client(broker_url: str):
+    import redis
+
+    if broker_url.startswith("redis+socket://"):
+        return redis.Redis(unix_socket_path=broker_url[len("redis+socket://"):])
+    return redis.Redis.from_url(broker_url)
+
+
+@pytest.fixture
+def queue(broker_url):
+    """How many grading messages wait in the broker; the test's own are taken out afterwards."""
+    require(broker_url is not None, "redis-server is not installed (apt-get install redis-server)")
+    client = redis_client(broker_url)
+    before = client.llen("celery")
+    yield lambda: client.llen("celery") - before
+    for _ in range(max(0, client.llen("celery") - before)):
+        client.lpop("celery")  # why the left end: kombu pushes there and workers take from the right
+
+
+def test_the_sweep_sends_nothing_while_a_message_is_pending_and_again_once_presumed_lost(
+        client, started, media_root, queue, settings, django_capture_on_commit_callbacks):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    with django_capture_on_commit_callbacks(execute=True):
+        r = client.post(url("upload", started), {"archive": SimpleUploadedFile("w.zip", honest_zip())},
+                        headers={"X-Takehome-Client": "gate"})
+    assert r.status_code == 201 and queue() == 1
+    submission = Submission.objects.get()
+    assert submission.status == "queued" and submission.grading_sent_at is not None
+
+    assert sweep_submissions() == 0 and queue() == 1  # pending: nothing more piles up, minute after minute
+    assert sweep_submissions() == 0 and queue() == 1
+
+    settings.GRADING_STALE_QUEUED_S = 600
+    Submission.objects.filter(pk=submission.pk).update(grading_sent_at=timezone.now() - timedelta(minutes=11))
+    assert sweep_submissions() == 1 and queue() == 2  # presumed lost: sent again, which restarts the clock
+    assert sweep_submissions() == 0 and queue() == 2
+
+
+@pytest.fixture
+def started(invitation):
+    from sessions_app.actions import do_start_session
+
+    do_start_session(invitation)
+    return invitation
+
+
+# --- manage.py regrade --------------------------------------------------------------------------------
+
+
+def regrade(*args) -> str:
+    from io import StringIO
+
+    out = StringIO()
+    call_command("regrade", *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def finished(sample_packet):
+    """A graded, a rejected and an errored submission of three candidates, and a fourth one still queued."""
+    rows = {status: make_submission(sample_packet, name=f"Cand {status}", status=status)
+            for status in ("graded", "rejected", "error", "queued")}
+    GradingRun.objects.create(submission=rows["error"], attempt=1, outcome="error", error="Traceback: disk full")
+    return rows
+
+
+def test_regrade_sends_the_named_submissions_and_says_what_it_did(finished, queue, django_capture_on_commit_callbacks):
+    graded, waiting = finished["graded"], finished["queued"]
+    with django_capture_on_commit_callbacks(execute=True):
+        out = regrade(str(graded.pk), str(waiting.pk))
+    assert out.splitlines() == [f"submission {graded.pk}: graded, sent for grading again",
+                                f"submission {waiting.pk}: already queued, nothing sent",
+                                "1 of 2 sent for grading again."]
+    graded.refresh_from_db()
+    assert graded.status == "queued" and graded.grading_sent_at is not None and queue() == 1
+    assert graded.evidence is not None  # kept until the new run replaces it
+
+
+def test_regrade_says_clearly_when_an_id_is_unknown(finished, queue, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(CommandError) as raised:
+        regrade("999999", str(finished["error"].pk))
+    assert "No submission with id 999999" in str(raised.value)
+    assert Submission.objects.get(pk=finished["error"].pk).status == "queued"  # the known one was still sent
+
+
+def test_regrade_dry_run_lists_and_sends_nothing(finished, queue):
+    out = regrade("--errored", "--dry-run")
+    assert out.splitlines() == [f"submission {finished['error'].pk}: error, would be sent for grading again",
+                                "1 of 1 would be sent for grading again."]
+    assert Submission.objects.get(pk=finished["error"].pk).status == "error" and queue() == 0
+
+
+def test_regrade_a_packet_version_takes_its_latest_uploads(finished, sample_packet, queue,
+                                                           django_capture_on_commit_callbacks):
+    from grading.tests.reviewing import upload_again
+
+    newer = upload_again(finished["graded"])
+    with django_capture_on_commit_callbacks(execute=True):
+        out = regrade("--packet", sample_packet.slug)
+    assert f"submission {finished['graded'].pk}:" not in out  # no longer the latest of its candidate
+    assert f"submission {newer.pk}: graded, sent for grading again" in out
+    assert out.splitlines()[-1] == "3 of 4 sent for grading again."  # the queued one waits already
+    assert queue() == 3
+
+
+@pytest.mark.parametrize("args, words", [
+    ((), "Say which submissions"),
+    (("--packet", "no-such-packet"), "No packet with slug 'no-such-packet'"),
+    (("--packet", "refund-sum", "--packet-version", "99"), "has no version 99"),
+    (("--packet-version", "1"), "--packet-version goes with --packet"),
+])
+def test_regrade_refuses_what_it_cannot_do_with_the_reason(sample_packet, args, words):
+    with pytest.raises(CommandError) as raised:
+        regrade(*args)
+    assert words in str(raised.value)
+
+
+# --- the admin ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def operator(client, django_user_model):
+    admin = django_user_model.objects.create_superuser("ops", password="pw-ops")
+    client.force_login(admin)
+    return client
+
+
+def test_the_admin_lists_submissions_with_their_attempts_and_filters_by_status(operator, finished):
+    page = operator.get("/admin/sessions_app/submission/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Cand error" in html and "Grade again" in html and "attempts" in html
+    errors = operator.get("/admin/sessions_app/submission/?status__exact=error").content.decode()
+    assert "Cand error" in errors and "Cand graded" not in errors
+
+
+def test_the_admin_shows_each_run_with_its_error(operator, finished):
+    page = operator.get(f"/admin/sessions_app/submission/{finished['error'].pk}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Traceback: disk full" in html and 'name="_save"' not in html  # read-only
+
+
+def test_grade_again_from_the_admin(operator, finished, queue, django_capture_on_commit_callbacks):
+    chosen = [finished["error"].pk, finished["queued"].pk]
+    with django_capture_on_commit_callbacks(execute=True):
+        r = operator.post("/admin/sessions_app/submission/",
+                          {"action": "grade_again", "_selected_action": chosen}, follow=True)
+    assert r.status_code == 200
+    assert "1 of 2 sent for grading again" in r.content.decode()
+    assert Submission.objects.get(pk=finished["error"].pk).status == "queued" and queue() == 1
+
+
+# --- claiming a submission ---------------------------------------------------------------------------------
+
+
+def test_a_run_of_this_worker_whose_process_is_gone_is_taken_over_at_once(finished):
+    from grading import lifecycle
+
+    waiting = finished["queued"]
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)
+    run = lifecycle.start_run(waiting.pk, worker="w1@host", pid=dead_pid)  # its heartbeat is fresh
+    assert lifecycle.start_run(waiting.pk, worker="w2@host", pid=os.getpid()) is None  # another worker: may be alive
+    taken = lifecycle.start_run(waiting.pk, worker="w1@host", pid=os.getpid())  # its pool process was killed
+    assert taken is not None and taken.attempt == 2
+    run.refresh_from_db()
+    assert run.outcome == "lost" and f"(pid {dead_pid}) died" in run.error
+
+
+def test_a_heartbeat_no_shorter_than_the_lost_limit_is_refused_with_the_reason():
+    from takehome.tests.test_settings import manage
+
+    result = manage("check", DEBUG="true", TAKEHOME_GRADING_HEARTBEAT_S="60", TAKEHOME_GRADING_LOST_AFTER_S="30")
+    assert result.returncode != 0
+    assert "TAKEHOME_GRADING_HEARTBEAT_S=60 must be at least 1 and below TAKEHOME_GRADING_LOST_AFTER_S=30" in result.stderr

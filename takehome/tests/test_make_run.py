@@ -1,0 +1,364 @@
+"""`make run` with real processes: whatever dies is restarted, Ctrl-C stops everything.
+
+Each test starts `make -o setup run` (the set-up is done already) in a session of
+its own, as a terminal would, on a port in 8310-8319, with a temporary
+TAKEHOME_VAR_DIR (the private Redis, the logs and supervisord's control socket
+live there) and the test database. It kills programs through supervisord's own
+view of them (the control socket), and reads every process of the session from
+/proc to prove that nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from conftest import ROOT, _wait_for, database_url, require
+from grading.models import Evidence
+from sessions_app.actions import do_start_session
+from sessions_app.gate.gate import multipart
+from sessions_app.models import Submission
+from sessions_app.tests.test_end_to_end import slow_zip
+from takehome.models import WorkerHeartbeat
+from takehome.tests.factories import InvitationFactory
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+PORTS = range(8310, 8320)
+UP_WAIT_S = 120  # generous: a loaded 2-core machine starts Django four times over
+PROGRAMS = ("redis", "worker", "beat", "web")
+HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
+
+
+def free_port() -> int:
+    for port in PORTS:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"every port in {PORTS} is in use")
+
+
+def session_pids(session: int) -> set[int]:
+    """Every live process of a session, from /proc (zombies are already dead)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if entry.name.isdigit() and int(fields[3]) == session and fields[0] != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+class MakeRun:
+    """`make run` in a session of its own, and supervisord's control socket."""
+
+    def __init__(self, env: dict, var: Path, log: Path):
+        self.env, self.var, self.log, self.proc = env, var, log, None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.env['TAKEHOME_PORT']}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["make", "--no-print-directory", "-o", "setup", "run"], cwd=ROOT, env=self.env,
+            stdout=self.log.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def supervisor(self):
+        from supervisor import childutils
+
+        url = f"unix://{self.var}/supervisor/supervisor.sock"
+        return childutils.getRPCInterface({"SUPERVISOR_SERVER_URL": url}).supervisor
+
+    def running_pid(self, name: str) -> int | None:
+        try:
+            info = self.supervisor().getProcessInfo(name)
+        except Exception:  # no socket yet, or supervisord busy starting
+            return None
+        return info["pid"] if info["statename"] == "RUNNING" else None
+
+    def wait_up(self, name: str, other_than: int | None = None) -> int:
+        """The pid of `name` once supervisord says it is up (and it is not `other_than`)."""
+        try:
+            return _wait_for(lambda: (pid := self.running_pid(name)) and pid != other_than and pid,
+                             UP_WAIT_S, f"{name} to be up", interval=0.25)
+        except AssertionError:
+            raise AssertionError(f"{name} is not up; make run said:\n{self.tail()}")
+
+    def kill_group(self, name: str) -> int:
+        """SIGKILL a program and everything in its process group, as `kill -9 -PGID` would."""
+        pid = self.wait_up(name)
+        os.killpg(pid, signal.SIGKILL)
+        return pid
+
+    def wait_ended(self, timeout: float = 120) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"make run still running after {timeout} s:\n{self.tail()}")
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def tail(self) -> str:
+        """The end of the output for a failure message, without the probes' access-log lines."""
+        lines = [line for line in self.output().splitlines() if '"GET /accounts/login/' not in line]
+        return "\n".join(lines[-80:])
+
+    def stop(self) -> None:
+        """Whatever a test left running: SIGTERM to the session's group, then SIGKILL to stragglers."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(90)
+            except subprocess.TimeoutExpired:
+                pass
+        for pid in session_pids(self.proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def make_run(transactional_db, settings):
+    require(shutil.which("redis-server") is not None, "redis-server is not installed (apt-get install redis-server)")
+    require(shutil.which("make") is not None, "make is not installed (apt-get install make)")
+    # why /tmp and a short name: the Redis and supervisord sockets live here, under 108 bytes.
+    var = Path(tempfile.mkdtemp(prefix="th-run-"))
+    var.chmod(0o755)  # the sandbox's uids must reach var/scratch
+    env = {
+        **os.environ,
+        "DEBUG": "true",
+        "TAKEHOME_VAR_DIR": str(var),
+        "TAKEHOME_PORT": str(free_port()),
+        "DATABASE_URL": database_url(),
+        "TAKEHOME_RUNNER_DIR": str(settings.GRADING_RUNNER_DIR),  # built once, not per test
+        "TAKEHOME_WORKER_CONCURRENCY": "1",
+        # why: the slow submission goes from red to green in seconds, which the grader would name.
+        "TAKEHOME_MIN_RED_TO_GREEN_S": "0",
+    }
+    for name in ("CELERY_BROKER_URL", "SITE_URL", "TAKEHOME_MEDIA_ROOT", "TAKEHOME_SCRATCH_DIR"):
+        env.pop(name, None)  # make run's own: the private Redis, everything under its var
+    run = MakeRun(env, var, var.parent / f"{var.name}.log")
+    yield run
+    run.stop()
+    shutil.rmtree(var, ignore_errors=True)
+    run.log.unlink(missing_ok=True)
+
+
+class WebProbe:
+    """GETs a page every 0.2 s in a thread; keeps every answer that is not a 200."""
+
+    def __init__(self, url: str):
+        self.url, self.answers, self.failures = url, 0, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with HTTP.open(self.url, timeout=30) as response:
+                    response.read()
+                self.answers += 1
+            except Exception as exc:  # an HTTP error or a refused connection, as a person would see it
+                self.failures.append(f"{time.strftime('%H:%M:%S')} {exc!r}")
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> WebProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def wait_answers(self, more: int) -> None:
+        """Let the page answer `more` times again, so 'throughout' includes after the restart."""
+        wanted = self.answers + more
+        _wait_for(lambda: self.answers >= wanted or self.failures, 60, f"{more} more answers from {self.url}")
+
+
+def wait_heartbeat(hostname: str, after) -> None:
+    """The worker wrote its heartbeat after `after`: it is connected to Redis and the database."""
+    _wait_for(lambda: WorkerHeartbeat.objects.filter(hostname=hostname, seen_at__gt=after).exists(),
+              UP_WAIT_S, f"a heartbeat from {hostname}", interval=0.25)
+
+
+def test_a_killed_worker_is_restarted_while_the_web_server_keeps_answering(make_run):
+    make_run.start()
+    make_run.wait_up("web")
+    with WebProbe(make_run.base_url + reverse("login")) as web:
+        web.wait_answers(3)
+        killed_at = timezone.now()
+        old = make_run.kill_group("worker")
+        new = make_run.wait_up("worker", other_than=old)
+        wait_heartbeat(socket.gethostname(), after=killed_at)  # the new worker says so as it starts
+        web.wait_answers(3)
+    assert not web.failures, "\n".join(web.failures) + "\n" + make_run.tail()
+    assert new != old
+    assert f"worker died (pid {old}); restarting it" in make_run.output()
+
+
+def test_killed_redis_and_beat_are_restarted_and_the_worker_finds_redis_again(make_run):
+    from takehome.celery import app
+    from takehome.tasks import record_heartbeat
+
+    make_run.start()
+    for name in PROGRAMS:
+        make_run.wait_up(name)
+    with WebProbe(make_run.base_url + reverse("login")) as web:
+        for name in ("redis", "beat"):
+            old = make_run.kill_group(name)
+            assert make_run.wait_up(name, other_than=old) != old
+        # A task through the restarted Redis reaches the worker, which reconnected by itself.
+        broker = f"redis+socket://{make_run.var}/redis/redis.sock"
+        sent_at = timezone.now()
+        with app.connection_for_write(broker) as connection:
+            record_heartbeat.apply_async(args=["after-redis-died"], connection=connection)
+        wait_heartbeat("after-redis-died", after=sent_at)
+        web.wait_answers(3)
+    assert not web.failures, "\n".join(web.failures) + "\n" + make_run.tail()
+
+
+def ctrl_c(run: MakeRun) -> None:
+    os.killpg(run.proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C: the whole foreground group
+
+
+def sigterm_to_supervisord(run: MakeRun) -> None:
+    os.kill(run.supervisor().getPID(), signal.SIGTERM)
+
+
+@pytest.mark.parametrize("stop", [ctrl_c, sigterm_to_supervisord])
+def test_stopping_make_run_leaves_no_process_behind_and_no_error(make_run, stop):
+    make_run.start()
+    for name in PROGRAMS:
+        make_run.wait_up(name)
+    everything = session_pids(make_run.proc.pid)
+    assert len(everything) >= 8  # make, the launcher, supervisord, its listener, four programs, their children
+
+    stop(make_run)
+    status = make_run.wait_ended()
+    output = make_run.output()
+    assert session_pids(make_run.proc.pid) == set(), output[-4000:]
+    assert not {pid for pid in everything if Path(f"/proc/{pid}").exists()}
+    # make prints "Error N" when the recipe fails; it stays quiet when the run ends as asked.
+    # On Ctrl-C make itself ends by the signal, as every program does (the shell's $? is 130).
+    assert not re.search(r"make(\[\d+\])?: \*\*\*", output) and "Traceback" not in output, output[-4000:]
+    assert status in (0, -signal.SIGINT), output[-4000:]
+    assert output.rstrip().endswith("Everything stopped."), output[-4000:]
+    # The log-in line names the port the web server listened on.
+    assert f"Log in at {make_run.base_url}/ with:" in output
+
+
+def test_a_port_in_use_stops_make_run_with_the_reason(make_run):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", int(make_run.env["TAKEHOME_PORT"])))
+        taken.listen()
+        make_run.start()
+        status = make_run.wait_ended()
+    output = make_run.output()
+    assert status == 2, output  # make's own status for a recipe that failed
+    assert f"Something already answers on 127.0.0.1:{make_run.env['TAKEHOME_PORT']}" in output
+    assert "TAKEHOME_PORT=8001 make run" in output
+    assert session_pids(make_run.proc.pid) == set()
+
+
+def test_a_program_that_never_starts_is_given_up_on_and_everything_stops(make_run):
+    # Bound but not listening: nothing answers, so the launcher's check passes, yet gunicorn
+    # cannot bind. It exits after its own retries, each time before supervisord calls it up.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", int(make_run.env["TAKEHOME_PORT"])))
+        make_run.start()
+        status = make_run.wait_ended(timeout=240)
+    output = make_run.output()
+    assert status == 2, output[-4000:]
+    assert "system | web exited before it was up (try 1); starting it again" in output
+    assert "system | web could not be started: stopping everything" in output
+    assert "make run stopped: web could not be started" in output
+    assert f"{make_run.var}/log/web.log" in output
+    assert "Connection in use" in output  # gunicorn's own words, labelled web
+    assert session_pids(make_run.proc.pid) == set()
+
+
+# --- the issue's fault test ------------------------------------------------------------------
+
+
+def submission_status(submission_id: int) -> str:
+    return Submission.objects.get(pk=submission_id).status
+
+
+def upload_over_http(run: MakeRun, invitation, data: bytes) -> int:
+    """POST a zip to the upload endpoint as gate.py does; returns the submission's id."""
+    body, content_type = multipart("archive", "work.zip", data)
+    url = run.base_url + reverse("sessions_app:upload", kwargs={"token": invitation.raw_token})
+    request = urllib.request.Request(url, data=body, method="POST",
+                                     headers={"Content-Type": content_type, "X-Takehome-Client": "gate"})
+    with HTTP.open(request, timeout=60) as response:
+        assert response.status == 201
+        return json.load(response)["submission"]
+
+
+@pytest.fixture
+def grading_under_make_run(make_run, sample_packet) -> int:
+    """make run, grading a submission whose own tests take a few seconds; its id."""
+    require(shutil.which("bwrap") is not None, "bubblewrap is not installed (apt-get install bubblewrap)")
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    do_start_session(invitation)
+    make_run.start()
+    for name in PROGRAMS:
+        make_run.wait_up(name)
+    submission_id = upload_over_http(make_run, invitation, slow_zip())
+    _wait_for(lambda: submission_status(submission_id) == "grading", UP_WAIT_S,
+              "the worker to start grading", interval=0.05)
+    return submission_id
+
+
+def test_ctrl_c_while_grading_lets_the_grading_finish_first(make_run, grading_under_make_run):
+    submission_id = grading_under_make_run
+    ctrl_c(make_run)
+    make_run.wait_ended()
+    # Celery's warm shutdown: the worker's processes finish the grading before they stop.
+    assert submission_status(submission_id) == "graded", make_run.tail()
+    assert Evidence.objects.filter(submission_id=submission_id).count() == 1
+    assert session_pids(make_run.proc.pid) == set()
+
+
+def test_a_worker_killed_mid_grading_under_make_run_is_graded_once_within_two_minutes(make_run,
+                                                                                      grading_under_make_run):
+    submission_id = grading_under_make_run
+    with WebProbe(make_run.base_url + reverse("login")) as web:
+        killed = make_run.kill_group("worker")
+        killed_at = time.monotonic()
+        make_run.wait_up("worker", other_than=killed)
+        try:
+            # The issue's own bound: graded within two minutes of the kill.
+            _wait_for(lambda: submission_status(submission_id) in Submission.FINISHED,
+                      120 - (time.monotonic() - killed_at), "the submission to be graded", interval=0.25)
+        except AssertionError:
+            raise AssertionError(f"still {submission_status(submission_id)!r} two minutes after the kill; "
+                                 f"make run said:\n{make_run.tail()}")
+        web.wait_answers(3)
+    assert not web.failures, "\n".join(web.failures)
+    assert submission_status(submission_id) == "graded"
+    assert Evidence.objects.filter(submission_id=submission_id).count() == 1
