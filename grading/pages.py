@@ -69,10 +69,16 @@ def queue(reviewer, packet_slug: str = "", todo: bool = True) -> QuerySet:
 
 def load_queue_page(ids: list[int]) -> list[Submission]:
     """The submissions behind one page of queue ids, in the queue's order."""
-    # why the evidence joined with its data deferred: the queue shows only its tampered flag.
+    # why only the fields drawn: the packet version's prompt and JSON (and the evidence's data)
+    # would otherwise be read and decoded once per row; the queue shows the evidence's tampered flag.
     found = Submission.objects.select_related(
         "invitation__candidate", "invitation__packet_version__packet", "evidence"
-    ).defer("error", "reject_reason", "invitation__candidate__email", "evidence__data").in_bulk(ids)
+    ).only(
+        "invitation_id", "uploaded_at", "status", "is_latest", "invitation__candidate__name",
+        "invitation__started_at", "invitation__deadline", "invitation__packet_version__number",
+        "invitation__packet_version__packet__title", "invitation__packet_version__packet__hide_candidate_names",
+        "evidence__tampered",
+    ).in_bulk(ids)
     return [found[pk] for pk in ids if pk in found]
 
 
@@ -309,7 +315,11 @@ def debrief_candidates(packet: Packet) -> QuerySet:
 
 def debrief_rows_of(candidate_ids: list[int], packet: Packet) -> list[Submission]:
     """The debrief rows of one page of candidates, in the debrief's order."""
-    return list(debrief_rows(packet).filter(invitation__candidate_id__in=candidate_ids))
+    # why the invitations first, their packet tested here: told the packet, the database may
+    # walk every invitation of the packet instead of the page's few candidates' ones.
+    invitations = [pk for pk, packet_id in Invitation.objects.filter(candidate_id__in=candidate_ids)
+                   .values_list("pk", "packet_version__packet_id") if packet_id == packet.pk]
+    return list(debrief_rows(packet).filter(invitation_id__in=invitations))
 
 
 @dataclass(frozen=True)
@@ -353,9 +363,10 @@ def debrief_page_rows(submissions: list[Submission], packet: Packet, reviewer) -
     under_review: dict[int, Submission] = {}
     older = {s.invitation_id for s in submissions if not s.is_latest}
     if older:
+        # why is_latest tested here: in the query, the database may walk the flag's index (every row).
         under_review = {
-            u.invitation_id: u for u in Submission.objects.latest_per_invitation()
-            .filter(invitation_id__in=older).only("pk", "invitation_id", "uploaded_at", "status")
+            u.invitation_id: u for u in Submission.objects.filter(invitation_id__in=older)
+            .only("pk", "invitation_id", "uploaded_at", "status", "is_latest") if u.is_latest
         }
     rows = []
     for s in submissions:
