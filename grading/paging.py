@@ -33,10 +33,6 @@ class KeysetPage:
     def last_id(self) -> int | None:
         return self.ids[-1] if self.ids else None
 
-    @property
-    def has_other_pages(self) -> bool:
-        return self.has_previous or self.has_next
-
 
 def beyond(qs: QuerySet, key: str, value, pk: int, lower: bool) -> QuerySet:
     """The rows whose (key, pk) sorts below (or above) (value, pk), written so an index on key serves it."""
