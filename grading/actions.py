@@ -7,12 +7,17 @@ function takes a review or mark id from outside, so there is no way to name
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.apps import apps as django_apps
+from django.db import connections, transaction
 from django.utils import timezone
 
 from sessions_app.models import Submission
+from takehome.models import Invitation
 
-from .models import CELLS_BEFORE_DIFF, Cell, Mark, Review
+from .agreement import Table, pair_tables
+from .models import CELLS_BEFORE_DIFF, AgreementTally, Cell, Mark, Review
+
+TALLY_COUNTS = ("both_pass", "a_pass_b_fail", "a_fail_b_pass", "both_fail")  # Table's fields, in its order
 
 
 class ReviewError(Exception):
@@ -54,8 +59,15 @@ def do_save_mark(submission: Submission, reviewer, cell: str, passed: bool, note
 
 @transaction.atomic
 def do_submit_review(submission: Submission, reviewer) -> Review:
-    """Make `reviewer`'s review final; from then on they see the other reviewers' marks."""
-    review = Review.objects.select_for_update().filter(submission=submission, reviewer=reviewer).first()
+    """Make `reviewer`'s review final; from then on they see the other reviewers' marks.
+
+    In the same transaction, the pairs it makes with the upload's other
+    submitted reviews are added to the agreement tally.
+    """
+    # why every review of the upload locked, in id order: two reviewers submitting at once
+    # queue here, so the second one sees the first one's review and their pair counts once.
+    list(Review.objects.select_for_update().filter(submission=submission).order_by("pk").values_list("pk"))
+    review = Review.objects.filter(submission=submission, reviewer=reviewer).prefetch_related("marks").first()
     if review is None:
         raise ReviewError("Score the four cells before submitting.")
     if review.is_submitted:
@@ -65,4 +77,74 @@ def do_submit_review(submission: Submission, reviewer) -> Review:
         raise ReviewError("Still to score: " + ", ".join(missing) + ".")
     review.submitted_at = timezone.now()
     review.save(update_fields=["submitted_at"])
+    _tally_review(review)
     return review
+
+
+def _tally_review(review: Review) -> None:
+    """Add the pairs a just-submitted review makes with the upload's other submitted reviews."""
+    others = (
+        Mark.objects.filter(review__submission_id=review.submission_id, review__submitted_at__isnull=False)
+        .exclude(review_id=review.pk)
+        .values_list("review__reviewer_id", "cell", "passed")
+    )
+    tables = pair_tables(review.reviewer_id, {m.cell: m.passed for m in review.marks.all()}, others)
+    if not tables:
+        return
+    packet_id = (Invitation.objects.filter(pk=review.submission.invitation_id)
+                 .values_list("packet_version__packet_id", flat=True).get())
+    _add_to_tally(packet_id, tables)
+
+
+def _add_to_tally(packet_id: int, tables: dict[tuple[int, int, str], Table]) -> None:
+    """Add each (reviewer_a, reviewer_b, cell) table to its tally row, creating the rows missing."""
+    table = AgreementTally._meta.db_table
+    keys = ("packet_id", "reviewer_a_id", "reviewer_b_id", "cell")
+    sums = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in TALLY_COUNTS)
+    rows = ", ".join(["(" + ", ".join(["%s"] * (len(keys) + len(TALLY_COUNTS))) + ")"] * len(tables))
+    # why one upsert (the same SQL on SQLite and PostgreSQL): two reviews of different uploads
+    # by the same pair, submitted at once, must both land even when the row does not exist yet.
+    sql = (f"INSERT INTO {table} ({', '.join(keys + TALLY_COUNTS)}) VALUES {rows} "
+           f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sums}")
+    params = []
+    for (a, b, cell), counts in tables.items():
+        params += [packet_id, a, b, cell, *(getattr(counts, c) for c in TALLY_COUNTS)]
+    with connections[AgreementTally.objects.db].cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def do_rebuild_agreement(apps=django_apps, using: str = "default") -> int:
+    """Refill the agreement tally from every pair of submitted reviews of the same upload; returns its rows.
+
+    The migration that adds the tally runs it (with the historical models), and
+    `manage.py rebuild_agreement` runs it on demand. One grouped join in the
+    database, whatever the number of marks.
+    """
+    names = {label: apps.get_model(*label.split("."))._meta.db_table for label in (
+        "grading.AgreementTally", "grading.Mark", "grading.Review", "sessions_app.Submission",
+        "takehome.Invitation", "takehome.PacketVersion")}
+    tally = names["grading.AgreementTally"]
+    count = "SUM(CASE WHEN {} THEN 1 ELSE 0 END)"
+    sql = f"""
+        INSERT INTO {tally} (packet_id, reviewer_a_id, reviewer_b_id, cell, {', '.join(TALLY_COUNTS)})
+        SELECT v.packet_id, r1.reviewer_id, r2.reviewer_id, m1.cell,
+               {count.format("m1.passed AND m2.passed")}, {count.format("m1.passed AND NOT m2.passed")},
+               {count.format("NOT m1.passed AND m2.passed")}, {count.format("NOT m1.passed AND NOT m2.passed")}
+        FROM {names["grading.Mark"]} m1
+        JOIN {names["grading.Review"]} r1 ON r1.id = m1.review_id
+        JOIN {names["grading.Review"]} r2 ON r2.submission_id = r1.submission_id AND r2.reviewer_id > r1.reviewer_id
+        JOIN {names["grading.Mark"]} m2 ON m2.review_id = r2.id AND m2.cell = m1.cell
+        JOIN {names["sessions_app.Submission"]} s ON s.id = r1.submission_id
+        JOIN {names["takehome.Invitation"]} i ON i.id = s.invitation_id
+        JOIN {names["takehome.PacketVersion"]} v ON v.id = i.packet_version_id
+        WHERE r1.submitted_at IS NOT NULL AND r2.submitted_at IS NOT NULL
+        GROUP BY v.packet_id, r1.reviewer_id, r2.reviewer_id, m1.cell
+    """
+    connection = connections[using]
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # why: a review submitted during the rebuild waits for it, then adds its pairs once.
+            cursor.execute(f"LOCK TABLE {tally} IN EXCLUSIVE MODE")
+        cursor.execute(f"DELETE FROM {tally}")
+        cursor.execute(sql)
+        return cursor.rowcount

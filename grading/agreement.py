@@ -50,6 +50,27 @@ class Table:
         return Table(**{**self.__dict__, name: getattr(self, name) + count})
 
 
+def pair_tables(reviewer: int, marks: dict[str, bool],
+                others: Iterable[tuple[int, str, bool]]) -> dict[tuple[int, int, str], Table]:
+    """The tables one newly submitted review adds: one per other reviewer and cell both marked.
+
+    `marks` is the new review's {cell: passed}; `others` the (reviewer, cell,
+    passed) marks of the other submitted reviews of the same upload. Each pair
+    is keyed (lower reviewer id, higher reviewer id, cell), its marks turned to
+    match, so a pair counts once whichever of the two submitted first.
+    """
+    tables: dict[tuple[int, int, str], Table] = {}
+    for other, cell, passed in others:
+        if other == reviewer or cell not in marks:
+            continue
+        if reviewer < other:
+            key, a_passed, b_passed = (reviewer, other, cell), marks[cell], passed
+        else:
+            key, a_passed, b_passed = (other, reviewer, cell), passed, marks[cell]
+        tables[key] = tables.get(key, Table()).add(a_passed, b_passed)
+    return tables
+
+
 def table_from_pairs(pairs: Iterable[tuple[bool, bool]]) -> Table:
     """Build the table from (a_passed, b_passed) pairs, one per submission both scored."""
     table = Table()

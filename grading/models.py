@@ -180,3 +180,32 @@ class Mark(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cell}: {'pass' if self.passed else 'fail'}"
+
+
+class AgreementTally(models.Model):
+    """Per packet, reviewer pair and rubric cell: the 2x2 table of their marks over the uploads both scored.
+
+    Kept by grading.actions in the transaction that submits a review, so the
+    debrief reads a few rows instead of joining every mark. Each pair has one
+    row per cell: reviewer_a is the pair's lower user id, and a_pass_b_fail
+    counts the uploads reviewer_a passed and reviewer_b failed.
+    `manage.py rebuild_agreement` rebuilds every row from the submitted marks.
+    """
+
+    packet = models.ForeignKey("takehome.Packet", on_delete=models.CASCADE, related_name="+")
+    reviewer_a = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    reviewer_b = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    cell = models.CharField(max_length=20, choices=Cell.choices)
+    both_pass = models.IntegerField(default=0)
+    a_pass_b_fail = models.IntegerField(default=0)
+    a_fail_b_pass = models.IntegerField(default=0)
+    both_fail = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["packet", "reviewer_a", "reviewer_b", "cell"], name="agreement_one_per_pair_cell"),
+            models.CheckConstraint(condition=models.Q(reviewer_a__lt=models.F("reviewer_b")), name="agreement_pair_ordered"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cell}: {self.reviewer_a_id}/{self.reviewer_b_id} on packet {self.packet_id}"

@@ -13,19 +13,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
-from django.db import connection
-from django.core.cache import cache
-from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from sessions_app.actions import session_phase, upload_closes_at
 from sessions_app.models import GateReceipt, Submission
-from takehome.models import Invitation, Packet
+from takehome.models import Candidate, Invitation, Packet
 
 from . import display
-from .actions import diff_unfolded
+from .actions import TALLY_COUNTS, diff_unfolded
 from .agreement import PairAgreement, Table
-from .models import CELLS_BEFORE_DIFF, Cell, Evidence, Mark, Review
+from .models import CELLS_BEFORE_DIFF, AgreementTally, Cell, Evidence, Mark, Review
+from .paging import beyond
 
 # Section on the page -> its rubric cell, in the article's reading order.
 SECTIONS = (
@@ -50,15 +49,17 @@ def candidate_label(invitation: Invitation, packet: Packet) -> str:
 def queue(reviewer, packet_slug: str = "", todo: bool = True) -> QuerySet:
     """Ids of the latest submission of each invitation, newest first; `todo`: not yet submitted by the viewer.
 
-    Only ids, from the submission table alone: paging through thousands of
-    rows then costs an index walk, and the page's 50 rows are loaded whole by
+    Only ids, from the submission table alone: a page is then an index walk
+    down ``uploaded_at`` (see grading.paging), each row's packet and review
+    looked up by key, and the page's 50 rows are loaded whole by
     ``load_queue_page``.
     """
     qs = Submission.objects.latest_per_invitation().order_by("-uploaded_at", "-pk")
     if packet_slug:
-        qs = qs.filter(
-            invitation_id__in=Invitation.objects.filter(packet_version__packet__slug=packet_slug).values("pk")
-        )
+        # why EXISTS, not IN: an IN list makes the database gather the packet's every upload
+        # and sort them; a lookup per row lets it walk the queue's order and stop after one page.
+        qs = qs.filter(Exists(
+            Invitation.objects.filter(pk=OuterRef("invitation_id"), packet_version__packet__slug=packet_slug)))
     if todo:
         qs = qs.exclude(
             Exists(Review.objects.filter(submission=OuterRef("pk"), reviewer=reviewer, submitted_at__isnull=False))
@@ -68,10 +69,16 @@ def queue(reviewer, packet_slug: str = "", todo: bool = True) -> QuerySet:
 
 def load_queue_page(ids: list[int]) -> list[Submission]:
     """The submissions behind one page of queue ids, in the queue's order."""
-    # why the evidence joined with its data deferred: the queue shows only its tampered flag.
+    # why only the fields drawn: the packet version's prompt and JSON (and the evidence's data)
+    # would otherwise be read and decoded once per row; the queue shows the evidence's tampered flag.
     found = Submission.objects.select_related(
         "invitation__candidate", "invitation__packet_version__packet", "evidence"
-    ).defer("reject_reason", "invitation__candidate__email", "evidence__data").in_bulk(ids)
+    ).only(
+        "invitation_id", "uploaded_at", "status", "is_latest", "invitation__candidate__name",
+        "invitation__started_at", "invitation__deadline", "invitation__packet_version__number",
+        "invitation__packet_version__packet__title", "invitation__packet_version__packet__hide_candidate_names",
+        "evidence__tampered",
+    ).in_bulk(ids)
     return [found[pk] for pk in ids if pk in found]
 
 
@@ -138,12 +145,12 @@ def next_in_queue(submission: Submission, reviewer) -> int | None:
 
     The next older one in the queue's order; when none is older, the newest
     one left (an upload that arrived while this one was read), so that
-    "nothing else is waiting" is only said when it is true.
+    "nothing else is waiting" is only said when it is true. Both are index
+    walks that stop at the first row found, from this row and from the top.
     """
-    todo = queue(reviewer, todo=True).exclude(pk=submission.pk)
-    older = todo.filter(Q(uploaded_at__lt=submission.uploaded_at)
-                        | Q(uploaded_at=submission.uploaded_at, pk__lt=submission.pk)).first()
-    return older if older is not None else todo.first()
+    todo = queue(reviewer, todo=True)
+    older = beyond(todo, "uploaded_at", submission.uploaded_at, submission.pk, lower=True).first()
+    return older if older is not None else todo.exclude(pk=submission.pk).first()
 
 
 # --- the review page ---------------------------------------------------------------------
@@ -288,8 +295,30 @@ def debrief_rows(packet: Packet) -> QuerySet:
         .filter(Q(is_latest=True) | Exists(reviewed))
         .select_related("invitation__candidate")
         .defer("reject_reason", "invitation__candidate__email")
-        .order_by("invitation__candidate__name", "invitation_id", "-is_latest", "-uploaded_at", "-pk")
+        .order_by("invitation__candidate__name", "invitation__candidate_id", "invitation_id",
+                  "-is_latest", "-uploaded_at", "-pk")
     )
+
+
+def debrief_candidates(packet: Packet) -> QuerySet:
+    """The candidates with an upload for the packet, for the debrief's pages (ordered there by name).
+
+    Every invitation with an upload has its upload under review, so "has an
+    upload" is "has a debrief row". Walked down the candidates' name index,
+    each one's invitations looked up by key: a page costs the same at any depth.
+    """
+    invited = Invitation.objects.filter(candidate_id=OuterRef("pk"), packet_version__packet=packet).filter(
+        Exists(Submission.objects.filter(invitation_id=OuterRef("pk"))))
+    return Candidate.objects.filter(Exists(invited))
+
+
+def debrief_rows_of(candidate_ids: list[int], packet: Packet) -> list[Submission]:
+    """The debrief rows of one page of candidates, in the debrief's order."""
+    # why the invitations first, their packet tested here: told the packet, the database may
+    # walk every invitation of the packet instead of the page's few candidates' ones.
+    invitations = [pk for pk, packet_id in Invitation.objects.filter(candidate_id__in=candidate_ids)
+                   .values_list("pk", "packet_version__packet_id") if packet_id == packet.pk]
+    return list(debrief_rows(packet).filter(invitation_id__in=invitations))
 
 
 @dataclass(frozen=True)
@@ -333,9 +362,10 @@ def debrief_page_rows(submissions: list[Submission], packet: Packet, reviewer) -
     under_review: dict[int, Submission] = {}
     older = {s.invitation_id for s in submissions if not s.is_latest}
     if older:
+        # why is_latest tested here: in the query, the database may walk the flag's index (every row).
         under_review = {
-            u.invitation_id: u for u in Submission.objects.latest_per_invitation()
-            .filter(invitation_id__in=older).only("pk", "invitation_id", "uploaded_at", "status")
+            u.invitation_id: u for u in Submission.objects.filter(invitation_id__in=older)
+            .only("pk", "invitation_id", "uploaded_at", "status", "is_latest") if u.is_latest
         }
     rows = []
     for s in submissions:
@@ -352,68 +382,24 @@ def debrief_page_rows(submissions: list[Submission], packet: Packet, reviewer) -
     return rows
 
 
-def _reviews_stamp() -> tuple:
-    """Changes whenever a review is submitted anywhere (or one disappears): the agreement cache's key."""
-    found = Review.objects.submitted().aggregate(n=Count("pk"), last=Max("submitted_at"))
-    return found["n"], found["last"].isoformat() if found["last"] else ""
-
-
-def cached_pair_agreements(packet: Packet) -> dict[str, list[PairAgreement]]:
-    """pair_agreements, computed once per change of the submitted reviews.
-
-    why a key read from the database: each web process may hold its own
-    cache, and a key that changes with the data is never stale in any of them.
-    """
-    n, last = _reviews_stamp()
-    key = f"grading:agreement:{packet.pk}:{n}:{last}"
-    found = cache.get(key)
-    if found is None:
-        found = pair_agreements(packet)
-        cache.set(key, found, 3600)
-    return found
-
-
 def pair_agreements(packet: Packet) -> dict[str, list[PairAgreement]]:
-    """Per cell, each pair of reviewers' agreement over the packet's submissions both scored.
+    """Per cell, each pair of reviewers' agreement over the packet's uploads both scored.
 
     Every upload counts, not only those under review: a review stays with the
-    upload it scored, and the debrief shows it.
-
-    One grouped self-join in the database, so the cost does not grow with the
-    number of marks held in Python: it returns at most pairs x 4 cells x 4 rows.
+    upload it scored, and the debrief shows it. Read from the tally that
+    submitting a review keeps (one row per pair and cell), so the cost does
+    not grow with the number of reviews.
     """
-    mark, review = Mark._meta.db_table, Review._meta.db_table
-    sub, inv = Submission._meta.db_table, Invitation._meta.db_table
-    version = Invitation._meta.get_field("packet_version").related_model._meta.db_table
-    sql = f"""
-        SELECT r1.reviewer_id, r2.reviewer_id, m1.cell, m1.passed, m2.passed, COUNT(*)
-        FROM {mark} m1
-        JOIN {review} r1 ON r1.id = m1.review_id
-        JOIN {review} r2 ON r2.submission_id = r1.submission_id AND r2.reviewer_id > r1.reviewer_id
-        JOIN {mark} m2 ON m2.review_id = r2.id AND m2.cell = m1.cell
-        JOIN {sub} s ON s.id = r1.submission_id
-        JOIN {inv} i ON i.id = s.invitation_id
-        JOIN {version} v ON v.id = i.packet_version_id
-        WHERE v.packet_id = %s
-          AND r1.submitted_at IS NOT NULL AND r2.submitted_at IS NOT NULL
-        GROUP BY r1.reviewer_id, r2.reviewer_id, m1.cell, m1.passed, m2.passed
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [packet.pk])
-        found = cursor.fetchall()
-    tables: dict[tuple, Table] = defaultdict(Table)
-    for a, b, cell, a_passed, b_passed, n in found:
-        tables[(a, b, cell)] = tables[(a, b, cell)].add(bool(a_passed), bool(b_passed), n)
-    names = dict(
-        get_user_model().objects.filter(pk__in={k[0] for k in tables} | {k[1] for k in tables})
-        .values_list("pk", get_user_model().USERNAME_FIELD)
-    )
+    name = get_user_model().USERNAME_FIELD
+    found = AgreementTally.objects.filter(packet=packet).values_list(
+        f"reviewer_a__{name}", f"reviewer_b__{name}", "cell", *TALLY_COUNTS)
     result: dict[str, list[PairAgreement]] = {cell.value: [] for cell in CELL_ORDER}
-    for (a, b, cell), table in tables.items():
-        if names[a] > names[b]:  # name each pair alphabetically; the figures are symmetric
+    for a, b, cell, *counts in found:
+        table = Table(*counts)
+        if a > b:  # name each pair alphabetically; the figures are symmetric
             a, b = b, a
             table = Table(table.both_pass, table.a_fail_b_pass, table.a_pass_b_fail, table.both_fail)
-        result[cell].append(PairAgreement(names[a], names[b], cell, table))
+        result[cell].append(PairAgreement(a, b, cell, table))
     for pairs in result.values():
         pairs.sort(key=lambda p: (p.reviewer_a, p.reviewer_b))
     return result

@@ -8,9 +8,9 @@ anyone else, recruiters included); candidates have no account at all.
 from __future__ import annotations
 
 import csv
+from urllib.parse import urlencode
 
 from django import forms
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -23,11 +23,11 @@ from takehome.access import reviewer_required
 from takehome.http import htmx_redirect
 from takehome.models import Packet
 
-from . import actions, pages
+from . import actions, pages, paging
 from .models import CELLS_BEFORE_DIFF, Cell
 
 QUEUE_PAGE_SIZE = 50
-DEBRIEF_PAGE_SIZE = 25
+DEBRIEF_PAGE_SIZE = 25  # candidates; one row each, and one more per earlier upload that kept a review
 
 
 class MarkForm(forms.Form):
@@ -56,8 +56,10 @@ def queue(request: HttpRequest) -> HttpResponse:
     if packet_slug and packet_slug not in {p.slug for p in packets}:
         packet_slug = ""  # an unknown packet (a stale link) filters nothing and links to no debrief
     todo = request.GET.get("show", "todo") != "all"
-    page = Paginator(pages.queue(request.user, packet_slug, todo), QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
-    rows = pages.queue_rows(pages.load_queue_page(list(page.object_list)), request.user)
+    page = paging.keyset_page(pages.queue(request.user, packet_slug, todo), "uploaded_at", True,
+                              QUEUE_PAGE_SIZE, request.GET)
+    rows = pages.queue_rows(pages.load_queue_page(page.ids), request.user)
+    filters = urlencode({"packet": packet_slug, "show": "todo" if todo else "all"})
     context = {
         "page": page,
         "rows": rows,
@@ -66,6 +68,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         "packet_slug": packet_slug,
         "show": "todo" if todo else "all",
         "query": request.GET.urlencode(),
+        "filters": filters,
     }
     template = "grading/queue_list.html"
     if request.htmx:
@@ -154,16 +157,16 @@ def review_submit(request: HttpRequest, pk: int) -> HttpResponse:
 def debrief(request: HttpRequest, slug: str) -> HttpResponse:
     """Per packet: one row per candidate, the four cells side by side, and the reviewers' agreement."""
     packet = get_object_or_404(Packet, slug=slug)
-    page = Paginator(pages.debrief_rows(packet), DEBRIEF_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = paging.keyset_page(pages.debrief_candidates(packet), "name", False, DEBRIEF_PAGE_SIZE, request.GET)
     return render(
         request,
         "grading/debrief_detail.html",
         {
             "packet": packet,
             "page": page,
-            "rows": pages.debrief_page_rows(list(page.object_list), packet, request.user),
+            "rows": pages.debrief_page_rows(pages.debrief_rows_of(page.ids, packet), packet, request.user),
             "labels": pages.packet_labels(packet),
-            "agreements": pages.cached_pair_agreements(packet),
+            "agreements": pages.pair_agreements(packet),
         },
     )
 

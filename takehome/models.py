@@ -158,6 +158,8 @@ class Candidate(models.Model):
 
     class Meta:
         ordering = ["name"]
+        # why: the debrief pages through candidates by name (grading.paging), at any depth.
+        indexes = [models.Index(fields=["name", "id"], name="candidate_name")]
 
     def __str__(self) -> str:
         return f"{self.name} <{self.email}>"

@@ -129,11 +129,11 @@ def test_debrief_paginates_with_a_fixed_number_of_queries(client, reviewer, ann,
         score(s, ann, marks(True))
     client.force_login(reviewer)
     # A fixed number, whatever the row count: session, user, groups (twice, for the nav),
-    # packet, count, rows, their marks, rubric labels, the reviews' stamp, the agreement
-    # join and names (those two only when the stamp changed).
+    # packet, the page's candidates, the count, their invitations, rows, their marks, the latest
+    # version's rubric labels, the agreement tally with the pair's names.
     with django_assert_max_num_queries(13):
         html = client.get(f"/review/debrief/{sample_packet.slug}/").content.decode()
-    assert html.count('class="debrief-cell') == 25 * 4 and "page 1 of 3" in html
+    assert html.count('class="debrief-cell') == 25 * 4 and "60 candidates" in html
     assert ">50%<" in agreement(html, "red_log")
 
 
