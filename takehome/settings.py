@@ -243,6 +243,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # why: in DEBUG, Django's own "django" logger has a console handler too, so a
+    # 403 or 404 printed its traceback twice; everything goes through the root's.
+    "loggers": {"django": {"handlers": [], "propagate": True}},
 }
 
 # Grading. The sandbox runs candidate code as unprivileged uids, so the runner

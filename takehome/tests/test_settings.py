@@ -107,3 +107,12 @@ def test_the_database_waits_for_a_lock_before_it_answers_busy(settings):
             cursor.execute("SHOW lock_timeout")
             assert cursor.fetchone()[0] == f"{int(settings.DB_BUSY_TIMEOUT_S)}s"
     assert not connection.settings_dict["ATOMIC_REQUESTS"], "a read-only page must not open a transaction"
+
+
+def test_a_request_error_is_printed_once():
+    """Django's own console handler (DEBUG) beside the root's printed every 403 twice."""
+    import logging
+
+    django_logger = logging.getLogger("django")
+    assert django_logger.propagate
+    assert not [h for h in django_logger.handlers if isinstance(h, logging.StreamHandler)]
