@@ -57,8 +57,12 @@ def limited_count(qs: QuerySet, limit: int | None = None) -> tuple[int, bool]:
     return (limit, True) if n > limit else (n, False)
 
 
-def keyset_page(qs: QuerySet, key: str, descending: bool, size: int, params) -> KeysetPage:
+def keyset_page(qs: QuerySet, key: str, descending: bool, size: int, params,
+                counted: QuerySet | None = None) -> KeysetPage:
     """The page the query string names, in (key, pk) order (newest first when descending).
+
+    `counted`: the rows to count for the total when counting `qs` itself
+    costs more (the same rows, reached from a narrower index).
 
     `after=<id>`: the page after that row; `before=<id>`: the page before it;
     `last=1`: the list's last page; nothing: the first. The cursor row need
@@ -78,14 +82,14 @@ def keyset_page(qs: QuerySet, key: str, descending: bool, size: int, params) -> 
         rest = ids if direction == "first" else beyond(ids, key, value, cursor, lower=descending)
         found = list(rest.order_by(*forward)[: size + 1])
         if direction == "after" and not found:  # past the end (its rows went away): the last page instead
-            return keyset_page(qs, key, descending, size, {"last": "1"})
+            return keyset_page(qs, key, descending, size, {"last": "1"}, counted)
         # why no query for the way back: a page reached from another one has one before it.
         page, has_previous, has_next = found[:size], direction == "after", len(found) > size
     else:
         rest = ids if direction == "last" else beyond(ids, key, value, cursor, lower=not descending)
         found = list(rest.order_by(*backward)[: size + 1])
         if direction == "before" and len(found) <= size:  # back at the start: the first page, full
-            return keyset_page(qs, key, descending, size, {})
+            return keyset_page(qs, key, descending, size, {}, counted)
         page, has_previous, has_next = found[:size][::-1], len(found) > size, direction == "before"
-    total, more = limited_count(qs)
+    total, more = limited_count(qs if counted is None else counted)
     return KeysetPage(page, has_previous, has_next, total, more)

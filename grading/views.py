@@ -157,7 +157,8 @@ def review_submit(request: HttpRequest, pk: int) -> HttpResponse:
 def debrief(request: HttpRequest, slug: str) -> HttpResponse:
     """Per packet: one row per candidate, the four cells side by side, and the reviewers' agreement."""
     packet = get_object_or_404(Packet, slug=slug)
-    page = paging.keyset_page(pages.debrief_candidates(packet), "name", False, DEBRIEF_PAGE_SIZE, request.GET)
+    page = paging.keyset_page(pages.debrief_candidates(packet), "name", False, DEBRIEF_PAGE_SIZE, request.GET,
+                              counted=pages.debrief_candidate_count(packet))
     return render(
         request,
         "grading/debrief_detail.html",

@@ -9,8 +9,18 @@ RECRUITER_GROUP = "recruiter"
 REVIEWER_GROUP = "reviewer"
 
 
+def group_names(user) -> frozenset[str]:
+    """The names of the user's groups, read once per user object (that is, once per request)."""
+    # why cached: the view's check and the navigation's two would otherwise be a query each.
+    names = getattr(user, "_takehome_group_names", None)
+    if names is None:
+        names = frozenset(user.groups.values_list("name", flat=True))
+        user._takehome_group_names = names
+    return names
+
+
 def in_group(user, name: str) -> bool:
-    return user.is_authenticated and (user.is_superuser or user.groups.filter(name=name).exists())
+    return user.is_authenticated and (user.is_superuser or name in group_names(user))
 
 
 def group_required(name: str):

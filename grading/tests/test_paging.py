@@ -15,7 +15,7 @@ from grading import paging
 from grading.pages import next_in_queue
 from grading.tests.reviewing import make_submission, score, upload_again
 from sessions_app.models import Submission
-from takehome.models import Packet, PacketVersion
+from takehome.models import Candidate, Invitation, Packet, PacketVersion
 
 pytestmark = pytest.mark.django_db
 ALL_PASS = {"red_log": True, "model_waited": True, "refusal_specific": True, "test_names_bug": True}
@@ -77,6 +77,29 @@ def test_the_debrief_pager_reaches_every_candidate_in_name_order(rob, sample_pac
         seen += shown(html)
     assert "60 candidates" in html
     assert seen == [s.pk for s in sorted(subs, key=lambda s: s.invitation.candidate.name)]
+
+
+def test_the_debrief_counts_each_candidate_with_an_upload_for_the_packet_once(rob, sample_packet):
+    """The total is counted from the packet's invitations, not walked over every candidate: the same people."""
+    subs = make_queue(sample_packet, 8)[:5]
+    again = subs[0].invitation  # the same candidate invited again, to a newer version, and uploading there too
+    newer = PacketVersion.objects.create(packet=sample_packet, number=2, prompt="Fix it again.")
+    second = Invitation(candidate=again.candidate, packet_version=newer)
+    second.issue_token()
+    second.save()
+    Submission.objects.create(invitation=second, archive="uploads/x.zip", sha256="f" * 64, size=1,
+                              status=Submission.Status.GRADED, uploaded_at=timezone.now())
+    upload_again(subs[1])  # two uploads, one candidate
+    silent = Invitation(candidate=Candidate.objects.create(name="No Upload", email="none@example.com"),
+                        packet_version=newer)  # invited, nothing uploaded: no debrief row
+    silent.issue_token()
+    silent.save()
+    other = Packet.objects.create(slug="other", title="Other")
+    PacketVersion.objects.create(packet=other, number=1, prompt="Other.")
+    make_queue(other, 4)
+    html = rob.get(f"/review/debrief/{sample_packet.slug}/").content.decode()
+    assert "8 candidates" in html
+    assert "4 candidates" in rob.get("/review/debrief/other/").content.decode()
 
 
 def test_a_long_list_says_more_than_the_limit(rob, sample_packet, monkeypatch):

@@ -51,3 +51,15 @@ def test_a_wrong_password_says_so(client, recruiter):
 def test_home_sends_anonymous_users_to_log_in(client):
     response = client.get("/")
     assert response.status_code == 302 and response["Location"] == reverse("login")
+
+
+@pytest.mark.parametrize("url", ["/packets/", "/review/"])
+def test_a_page_reads_the_viewers_groups_once(client, recruiter, reviewer, sample_packet, url):
+    """The view's check and the navigation's links share one read of the viewer's groups."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(recruiter if url == "/packets/" else reviewer)
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200
+    assert sum("auth_group" in q["sql"] for q in queries.captured_queries) == 1
