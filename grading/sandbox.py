@@ -465,24 +465,61 @@ class Sandbox:
 
     # -- setup -------------------------------------------------------------
 
-    def _prepare(self) -> tuple[Path, Path]:
-        for tool, package in ((BWRAP, "bubblewrap"), (SETPRIV, "util-linux"), (PRLIMIT, "util-linux")):
-            if not os.access(tool, os.X_OK):
-                raise SandboxUnavailable(f"{tool} is missing: install it with 'apt-get install {package}'; "
-                                         "candidate code is never run without the sandbox")
+    def _missing_parts(self) -> list[str]:
+        """The tools and the runner venv this machine lacks, each a sentence saying how to fix it."""
+        missing = [f"{tool} is missing: install it with 'apt-get install {package}'; "
+                   "candidate code is never run without the sandbox"
+                   for tool, package in ((BWRAP, "bubblewrap"), (SETPRIV, "util-linux"), (PRLIMIT, "util-linux"))
+                   if not os.access(tool, os.X_OK)]
         runner = Path(self.runner_dir).resolve()
         if not (runner / "bin" / "python").exists():
-            raise SandboxUnavailable(f"no runner venv at {runner}: build it with 'python -m grading.runner {runner}'")
+            missing.append(f"no runner venv at {runner}: build it with 'python manage.py build_runner' "
+                           f"(or 'python -m grading.runner {runner}')")
+        return missing
+
+    @staticmethod
+    def _unreachable(path: Path) -> str | None:
+        blocked = [p for p in path.parents if p.exists() and not p.stat().st_mode & 0o001]
+        if blocked:
+            return (f"the sandbox uid cannot reach {path}: {', '.join(map(str, blocked))} "
+                    "must be traversable by others (chmod o+x)")
+        return None
+
+    def _prepare(self) -> tuple[Path, Path]:
+        missing = self._missing_parts()
+        if missing:
+            raise SandboxUnavailable(missing[0])
+        runner = Path(self.runner_dir).resolve()
         scratch = Path(self.scratch_dir).resolve()
         for folder in (scratch, scratch / "runs"):
             folder.mkdir(parents=True, exist_ok=True)
             os.chmod(folder, 0o711)  # why: the sandbox uid may pass through, not list
         for path in (runner, scratch):
-            blocked = [p for p in path.parents if not p.stat().st_mode & 0o001]
-            if blocked:
-                raise SandboxUnavailable(f"the sandbox uid cannot reach {path}: {', '.join(map(str, blocked))} "
-                                         "must be traversable by others (chmod o+x)")
+            if problem := self._unreachable(path):
+                raise SandboxUnavailable(problem)
         return runner, scratch
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Everything that keeps this machine from grading, as (kind, a sentence saying how to fix it); [] when ready.
+
+        Reads only (nothing is created), for ``manage.py check``. Kinds: "tool",
+        "runner" (the venv), "scratch" (cannot be created), "reach" (a folder
+        the sandbox uid cannot traverse to), "caps" (the caps asked for).
+        """
+        found = [("runner" if text.startswith("no runner") else "tool", text) for text in self._missing_parts()]
+        scratch = Path(self.scratch_dir).resolve()
+        existing = next((p for p in (scratch, *scratch.parents) if p.exists()), None)
+        if existing is None or not os.access(existing, os.W_OK | os.X_OK):
+            found.append(("scratch", f"the scratch folder {scratch} cannot be created: {existing} is not writable "
+                         "(set TAKEHOME_SCRATCH_DIR to a folder this user may write)"))
+        for path in (Path(self.runner_dir).resolve(), scratch):
+            if problem := self._unreachable(path):
+                found.append(("reach", problem))
+        try:
+            self.caps_in_force()
+        except SandboxUnavailable as exc:
+            found.append(("caps", str(exc)))
+        return found
 
     def caps_in_force(self) -> Caps:
         """The run-wide caps this machine enforces (detected once per process)."""
