@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 export TAKEHOME_VAR_DIR ?= $(CURDIR)/var
 export DEBUG ?= true
 
-.PHONY: run status test setup system venv runner db bench
+.PHONY: run status test lint setup system venv runner db bench
 
 # The log-in line seed_demo prints names the port the web server listens on.
 run: export TAKEHOME_PORT ?= 8000
@@ -23,8 +23,12 @@ status:
 	@$(VENV)/bin/supervisorctl -c scripts/supervisord.conf status
 
 test: SYSTEM_FLAGS = --browser
-test: setup
+test: setup lint
 	$(VENV)/bin/pytest
+
+# The house's guards (see CONTRIBUTING.md): grading's core imports neither Django nor the apps (.importlinter).
+lint: venv
+	$(VENV)/bin/lint-imports --no-cache
 
 setup: system venv runner db
 

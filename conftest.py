@@ -22,6 +22,18 @@ ROOT = Path(__file__).resolve().parent
 CHROMIUM = "/usr/bin/chromium"
 
 
+# Fixtures that start a browser, a worker or a sandboxed run: a test that uses one is marked slow.
+SLOW_FIXTURES = {"browser", "page", "worker_env", "celery_worker_proc", "runner_dir", "grading_sandbox",
+                 "use_test_sandbox", "pythons", "real_logs"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if (item.get_closest_marker("browser") or item.get_closest_marker("worker")
+                or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.slow)
+
+
 def require(condition: bool, reason: str) -> None:
     """Skip on a developer's machine, fail under CI: a green CI run means it ran."""
     if condition:
