@@ -73,6 +73,9 @@ def do_save_note_draft(submission: Submission, reviewer, cell: str, note: str) -
     review, _ = Review.objects.select_for_update().get_or_create(submission=submission, reviewer=reviewer)
     if review.is_submitted:
         raise ReviewError("Your review is submitted; its marks are final.")
+    if Mark.objects.filter(review=review, cell=cell).update(note=note, updated_at=timezone.now()):
+        # why: a choice saved meanwhile (a click racing the note's own save) owns the note now.
+        return review
     if note:
         review.draft_notes[cell] = note
     else:

@@ -573,3 +573,11 @@ def test_a_hidden_name_is_a_stable_code_that_reveals_no_invitation_id(sample_pac
     assert labels[0] == type(codes[0]).objects.get(pk=codes[0].pk).hidden_label()  # stable
     # Consecutive invitations get unrelated codes: no order or gap can be read from them.
     assert labels != sorted(labels)
+
+
+def test_a_draft_note_arriving_after_the_choice_goes_onto_the_mark(reviewer, submission):
+    from grading.actions import do_save_mark, do_save_note_draft
+
+    do_save_mark(submission, reviewer, "red_log", True, "")
+    do_save_note_draft(submission, reviewer, "red_log", "late note")
+    assert Mark.objects.get().note == "late note" and Review.objects.get().draft_notes == {}
