@@ -259,6 +259,6 @@ class Reviewer(Visitor):
                          data={"passed": random.choice(["true", "false"])}, headers=headers) is None:
                 return
         if self.call("POST", f"/review/{pk}/submit/", "/review/[pk]/submit/", (200,), redirects_client,
-                     headers=headers) is not None:
+                     data={"confirm": "yes"}, headers=headers) is not None:
             self.submitted += 1
             self.call("GET", f"/review/{pk}/", "/review/[pk]/")

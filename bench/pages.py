@@ -244,7 +244,7 @@ class ReviewSubmitter:
         pk = todo.pop()
         for i, cell in enumerate(Cell.values):  # the page's order: the diff cell last
             client.post(f"/review/{pk}/mark/{cell}/", {"passed": "true" if (pk + i) % 3 else "false"})
-        response = client.post(f"/review/{pk}/submit/")
+        response = client.post(f"/review/{pk}/submit/", {"confirm": "yes"})
         if response.status_code != 302:
             raise SystemExit(f"submitting a review of {pk} answered {response.status_code}")
 

@@ -54,12 +54,42 @@ def do_save_mark(submission: Submission, reviewer, cell: str, passed: bool, note
     mark, _ = Mark.objects.update_or_create(
         review=review, cell=cell, defaults={"passed": passed, "note": note, "updated_at": timezone.now()}
     )
+    if cell in review.draft_notes:
+        # The note now lives on the mark; the draft would only shadow it.
+        review.draft_notes.pop(cell)
+        review.save(update_fields=["draft_notes"])
     return mark
 
 
 @transaction.atomic
-def do_submit_review(submission: Submission, reviewer) -> Review:
+def do_save_note_draft(submission: Submission, reviewer, cell: str, note: str) -> Review:
+    """Keep a note typed on a cell before pass or fail was chosen, so a reload does not lose it.
+
+    The draft is not a mark: it scores nothing, counts for nothing, and is
+    moved onto the mark when the reviewer chooses pass or fail.
+    """
+    if cell not in Cell.values:
+        raise ReviewError("No such rubric cell.")
+    review, _ = Review.objects.select_for_update().get_or_create(submission=submission, reviewer=reviewer)
+    if review.is_submitted:
+        raise ReviewError("Your review is submitted; its marks are final.")
+    if Mark.objects.filter(review=review, cell=cell).update(note=note, updated_at=timezone.now()):
+        # why: a choice saved meanwhile (a click racing the note's own save) owns the note now.
+        return review
+    if note:
+        review.draft_notes[cell] = note
+    else:
+        review.draft_notes.pop(cell, None)
+    review.save(update_fields=["draft_notes"])
+    return review
+
+
+@transaction.atomic
+def do_submit_review(submission: Submission, reviewer, confirmed: bool = True) -> Review:
     """Make `reviewer`'s review final; from then on they see the other reviewers' marks.
+
+    ``confirmed``: the reviewer said they mean it (the page asks, since a
+    submitted review cannot be changed).
 
     In the same transaction, the pairs it makes with the upload's other
     submitted reviews are added to the agreement tally.
@@ -72,9 +102,14 @@ def do_submit_review(submission: Submission, reviewer) -> Review:
         raise ReviewError("Score the four cells before submitting.")
     if review.is_submitted:
         return review
-    missing = [Cell(c).label for c in Cell.values if c not in scored_cells(review)]
+    scored = scored_cells(review)
+    # why the version's cells: the reviewer reads the packet's wording beside each cell, not the defaults.
+    version = submission.invitation.packet_version
+    missing = [c.label for c in version.rubric_cells() if c.key not in scored]
     if missing:
         raise ReviewError("Still to score: " + ", ".join(missing) + ".")
+    if not confirmed:
+        raise ReviewError("Tick the box to confirm: once submitted, your marks are final.")
     review.submitted_at = timezone.now()
     review.save(update_fields=["submitted_at"])
     _tally_review(review)

@@ -8,6 +8,8 @@ from django.utils import timezone
 
 from sessions_app.models import Submission
 
+from . import rubric
+
 
 class InvalidTransition(Exception):
     def __init__(self, current: str, wanted: str, what: str = "submission"):
@@ -102,20 +104,20 @@ class Evidence(models.Model):
 
 
 class Cell(models.TextChoices):
-    """The four rubric cells, in the order the review page shows them.
+    """The four rubric cells as database choices, in grading.rubric's one order.
 
-    The keys are PacketVersion.rubric_labels()'s keys; the labels here are the
-    defaults, a packet version may word them its own way.
+    The ids and default labels come from grading.rubric; a packet version
+    words each cell its own way (PacketVersion.rubric_cells()).
     """
 
-    RED_LOG = "red_log", "Red log is a real pytest failure"
-    MODEL_WAITED = "model_waited", "Model waited"
-    REFUSAL_SPECIFIC = "refusal_specific", "Refusal is specific"
-    TEST_NAMES_BUG = "test_names_bug", "Test names the bug"
+    RED_LOG = rubric.RED_LOG.key, rubric.RED_LOG.label
+    MODEL_WAITED = rubric.MODEL_WAITED.key, rubric.MODEL_WAITED.label
+    REFUSAL_SPECIFIC = rubric.REFUSAL_SPECIFIC.key, rubric.REFUSAL_SPECIFIC.label
+    TEST_NAMES_BUG = rubric.TEST_NAMES_BUG.key, rubric.TEST_NAMES_BUG.label
 
 
 # The cells that must be scored before the diff unfolds (the article's reading order).
-CELLS_BEFORE_DIFF = (Cell.RED_LOG, Cell.MODEL_WAITED, Cell.REFUSAL_SPECIFIC)
+CELLS_BEFORE_DIFF = rubric.BEFORE_DIFF
 
 
 class ReviewQuerySet(models.QuerySet):
@@ -137,6 +139,8 @@ class Review(models.Model):
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="reviews")
     started_at = models.DateTimeField(default=timezone.now)
     submitted_at = models.DateTimeField(null=True, blank=True)
+    # Notes typed on a cell before pass or fail was chosen (cell key -> note); moved onto the mark with the choice.
+    draft_notes = models.JSONField(default=dict, blank=True)
 
     objects = ReviewQuerySet.as_manager()
 

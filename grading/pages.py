@@ -20,26 +20,17 @@ from sessions_app.actions import session_phase, upload_closes_at
 from sessions_app.models import GateReceipt, Submission
 from takehome.models import Candidate, Invitation, Packet
 
-from . import display
+from . import display, rubric
 from .actions import TALLY_COUNTS, diff_unfolded
 from .agreement import PairAgreement, Table
-from .models import CELLS_BEFORE_DIFF, AgreementTally, Cell, Evidence, Mark, Review
+from .models import AgreementTally, Evidence, Mark, Review
 from .paging import beyond
-
-# Section on the page -> its rubric cell, in the article's reading order.
-SECTIONS = (
-    ("red-log", Cell.RED_LOG),
-    ("stamp", Cell.MODEL_WAITED),
-    ("refusal", Cell.REFUSAL_SPECIFIC),
-    ("diff", Cell.TEST_NAMES_BUG),
-)
-CELL_ORDER = tuple(cell for _, cell in SECTIONS)
 
 
 def candidate_label(invitation: Invitation, packet: Packet) -> str:
-    """The candidate's name, or a number when the packet hides names from reviewers."""
+    """The candidate's name, or a short code that reveals nothing when the packet hides names."""
     if packet.hide_candidate_names:
-        return f"Candidate #{invitation.pk}"
+        return invitation.hidden_label()
     return display.clean_terminal_text(invitation.candidate.name)
 
 
@@ -163,10 +154,14 @@ class CellView:
     key: str
     section: str
     label: str
+    definition: str = ""  # what passes and what fails the cell, in the packet's words
+    number: int = 0
     mark: Mark | None = None
+    draft_note: str = ""  # a note kept before pass or fail was chosen
     locked: bool = False  # the viewer's review is submitted
     folded: bool = False  # the diff cell while the three cells above are unscored
     error: str = ""
+    notice: str = ""
     others: list = field(default_factory=list)  # [(reviewer name, Mark)] once the viewer has submitted
 
 
@@ -183,15 +178,15 @@ def review_state(submission: Submission, reviewer) -> dict:
     )
     marks = {m.cell: m for m in review.marks.all()} if review else {}
     locked = bool(review and review.is_submitted)
-    labels = submission.invitation.packet_version.rubric_labels()
+    drafts = review.draft_notes if review else {}
     cells = {}
-    for section, cell in SECTIONS:
-        cells[cell.value] = CellView(
-            key=cell.value, section=section, label=labels.get(cell.value, cell.label),
-            mark=marks.get(cell.value), locked=locked,
+    for c in submission.invitation.packet_version.rubric_cells():
+        cells[c.key] = CellView(
+            key=c.key, section=c.section, label=c.label, definition=c.definition, number=c.number,
+            mark=marks.get(c.key), locked=locked, draft_note=drafts.get(c.key, "") if not locked else "",
         )
     unfolded = diff_unfolded(set(marks))
-    cells[Cell.TEST_NAMES_BUG].folded = not unfolded
+    cells[rubric.TEST_NAMES_BUG.key].folded = not unfolded
     if locked:
         # why only now: a reviewer who has not committed to their own marks must not see anyone else's.
         others = (
@@ -206,7 +201,7 @@ def review_state(submission: Submission, reviewer) -> dict:
         "review": review,
         "cells": cells,
         "unfolded": unfolded,
-        "complete": len(marks) == len(Cell.values),
+        "complete": len(marks) == len(rubric.KEYS),
         "locked": locked,
     }
 
@@ -267,7 +262,7 @@ def review_page(submission: Submission, reviewer) -> dict:
         "decoys": runs.get("tests_vs_decoys"),
         "tampered": display.tampered_runs(runs),
         "next": next_in_queue(submission, reviewer),
-        "cells_before_diff": [c.label for c in CELLS_BEFORE_DIFF],
+        "cells_before_diff": [state["cells"][key].label for key in rubric.BEFORE_DIFF],
     }
 
 
@@ -386,10 +381,10 @@ def debrief_page_rows(submissions: list[Submission], packet: Packet, reviewer) -
         row = DebriefRow(s, candidate_label(s.invitation, packet), visible, len(reviewers_of[s.pk]),
                          under_review=None if s.is_latest else under_review.get(s.invitation_id))
         if visible:
-            for cell in CELL_ORDER:
-                marks_here = by_submission[s.pk][cell.value]
+            for key in rubric.KEYS:
+                marks_here = by_submission[s.pk][key]
                 disagree = len({m.passed for _, m in marks_here}) > 1
-                row.cells.append((cell.value, marks_here, disagree))
+                row.cells.append((key, marks_here, disagree))
         rows.append(row)
     return rows
 
@@ -405,7 +400,7 @@ def pair_agreements(packet: Packet) -> dict[str, list[PairAgreement]]:
     name = get_user_model().USERNAME_FIELD
     found = AgreementTally.objects.filter(packet=packet).values_list(
         f"reviewer_a__{name}", f"reviewer_b__{name}", "cell", *TALLY_COUNTS)
-    result: dict[str, list[PairAgreement]] = {cell.value: [] for cell in CELL_ORDER}
+    result: dict[str, list[PairAgreement]] = {key: [] for key in rubric.KEYS}
     for a, b, cell, *counts in found:
         table = Table(*counts)
         if a > b:  # name each pair alphabetically; the figures are symmetric
@@ -417,10 +412,14 @@ def pair_agreements(packet: Packet) -> dict[str, list[PairAgreement]]:
     return result
 
 
-def packet_labels(packet: Packet) -> list[tuple[str, str]]:
+def packet_cells(packet: Packet) -> tuple[rubric.RubricCell, ...]:
+    """The packet's rubric in its latest version's words (the defaults for a packet with no version)."""
     version = packet.latest_version()
-    labels = version.rubric_labels() if version else {}
-    return [(cell.value, labels.get(cell.value, cell.label)) for cell in CELL_ORDER]
+    return version.rubric_cells() if version else rubric.cells()
+
+
+def packet_labels(packet: Packet) -> list[tuple[str, str]]:
+    return [(c.key, c.label) for c in packet_cells(packet)]
 
 
 CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -12,7 +12,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Mapping
+from typing import Mapping, Sequence
 
 ARTIFACTS_DIR = "artifacts"
 # Files the candidate's download adds beside the fixture. They are not the
@@ -36,7 +36,8 @@ class PacketSpec:
     files; its keys are, by definition, the packet's production paths.
     ``reference_tests`` are hidden tests added when checking a candidate's fix.
     ``forbidden_patterns`` and ``refusal_hints`` map a short label to a regular
-    expression (searched case-insensitively for hints, as written for patterns).
+    expression (searched case-insensitively for hints, as written for patterns);
+    a refusal hint may also hold a list of them, any one matching counts.
     ``decoys`` are plausible wrong fixes, by name: each maps production paths to
     the decoy's version of them (paths it leaves out are the solution's). A
     candidate's test that catches the bug fails on every decoy it can see.
@@ -49,7 +50,7 @@ class PacketSpec:
     reference_tests: Mapping[str, bytes]
     protected_paths: tuple[str, ...] = ()
     forbidden_patterns: Mapping[str, str] = field(default_factory=dict)
-    refusal_hints: Mapping[str, str] = field(default_factory=dict)
+    refusal_hints: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     test_command: tuple[str, ...] = ("python", "-m", "pytest", "-q")
     time_limit_minutes: int = 90
     decoys: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)

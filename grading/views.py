@@ -90,17 +90,19 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "grading/review_detail.html", pages.review_page(submission, request.user))
 
 
-def _cell_response(request, submission, cell: str, error: str = "", note: str | None = None) -> HttpResponse:
+def _cell_response(request, submission, cell: str, error: str = "", note: str | None = None,
+                   notice: str = "") -> HttpResponse:
     """The cell again, plus the submit bar and (when it unfolds) the diff, swapped out of band."""
     if not request.htmx:
-        if error:
+        if error or notice:
             context = pages.review_page(submission, request.user)
             context["cells"][cell].error = error
+            context["cells"][cell].notice = notice
             return render(request, "grading/review_detail.html", context)
         return htmx_redirect(request, "grading:review-detail", pk=submission.pk)
     state = pages.review_state(submission, request.user)
     c = state["cells"][cell]
-    c.error = error
+    c.error, c.notice = error, notice
     context = {"submission": submission, **state, "c": c, "note_draft": note}
     html = render_to_string("grading/review_detail.html#rubric-cell", context, request)
     html += render_to_string("grading/review_detail.html#review-submit", {**context, "oob": True}, request)
@@ -123,10 +125,15 @@ def mark_update(request: HttpRequest, pk: int, cell: str) -> HttpResponse:
     passed = form.cleaned_data["passed"]
     note = form.cleaned_data["note"]
     if passed is None:
-        # A note typed before a choice keeps the earlier choice; with none yet, say so.
+        # A note typed before a choice keeps the earlier choice; with none yet, it is kept as a draft.
         current = pages.review_state(submission, request.user)["cells"][cell].mark
         if current is None:
-            return _cell_response(request, submission, cell, "Choose pass or fail first; the note is kept with it.", note)
+            try:
+                actions.do_save_note_draft(submission, request.user, cell, note)
+            except actions.ReviewError as exc:
+                return _cell_response(request, submission, cell, str(exc), note)
+            return _cell_response(request, submission, cell,
+                                  notice="Note kept. Choose pass or fail to score the cell.")
         passed = current.passed
     try:
         # why request.user: a reviewer only ever writes their own review; there is no id to forge.
@@ -142,7 +149,7 @@ def review_submit(request: HttpRequest, pk: int) -> HttpResponse:
     """Make the viewer's review final; then the page shows the other reviewers' marks."""
     submission = _submission(pk)
     try:
-        actions.do_submit_review(submission, request.user)
+        actions.do_submit_review(submission, request.user, confirmed=request.POST.get("confirm") == "yes")
     except actions.ReviewError as exc:
         context = {**pages.review_page(submission, request.user), "submit_error": str(exc)}
         template = "grading/review_detail.html"
@@ -157,6 +164,7 @@ def review_submit(request: HttpRequest, pk: int) -> HttpResponse:
 def debrief(request: HttpRequest, slug: str) -> HttpResponse:
     """Per packet: one row per candidate, the four cells side by side, and the reviewers' agreement."""
     packet = get_object_or_404(Packet, slug=slug)
+    cells = pages.packet_cells(packet)
     page = paging.keyset_page(pages.debrief_candidates(packet), "name", False, DEBRIEF_PAGE_SIZE, request.GET,
                               counted=pages.debrief_candidate_count(packet))
     return render(
@@ -166,7 +174,8 @@ def debrief(request: HttpRequest, slug: str) -> HttpResponse:
             "packet": packet,
             "page": page,
             "rows": pages.debrief_page_rows(pages.debrief_rows_of(page.ids, packet), packet, request.user),
-            "labels": pages.packet_labels(packet),
+            "labels": [(c.key, c.label) for c in cells],
+            "rubric": cells,
             "agreements": pages.pair_agreements(packet),
         },
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from django.db import models
 from django.utils import timezone
 
@@ -141,3 +143,15 @@ class Submission(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
+
+    @property
+    def late_minutes(self) -> int | None:
+        """Minutes after the candidate's deadline this upload came, rounded up; None when on time.
+
+        Uploads are accepted until the deadline plus the grace period, so a
+        late one is always within grace; reviewers are told it was late.
+        """
+        deadline = self.invitation.deadline
+        if deadline is None or self.uploaded_at <= deadline:
+            return None
+        return math.ceil((self.uploaded_at - deadline).total_seconds() / 60)

@@ -16,11 +16,12 @@ from django.db.models import Max
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from grading import rubric
 from grading.archive import Limits, UnsafeArchive, safe_extract
 from grading.spec import DECOY_NAME_RE, SAMPLE_PACKET_DIR, join_decoys, load_spec_dir, split_decoys
 
 from .invites import InviteRow
-from .models import DEFAULT_RUBRIC, Candidate, Invitation, Packet, PacketFile, PacketVersion
+from .models import Candidate, Invitation, Packet, PacketFile, PacketVersion
 
 # Packets are small by design ("ship a tiny tree"): tighter than uploads.
 PACKET_ZIP_LIMITS = Limits(max_entries=500, max_total_bytes=5 * 1024 * 1024, max_file_bytes=1024 * 1024)
@@ -41,9 +42,10 @@ class VersionContent:
     test_command: str = "python -m pytest -q"
     protected_paths: tuple[str, ...] = ()
     forbidden_patterns: Mapping[str, str] | None = None
-    refusal_hints: Mapping[str, str] | None = None
+    refusal_hints: Mapping[str, str | list[str]] | None = None  # label -> one pattern, or several (any counts)
     time_limit_minutes: int = 90
-    rubric: Mapping[str, str] | None = None
+    rubric: Mapping[str, str] | None = None  # cell key -> label
+    rubric_definitions: Mapping[str, str] | None = None  # cell key -> what passes and fails it
     decoys: Mapping[str, Mapping[str, bytes]] | None = None
 
 
@@ -122,7 +124,9 @@ def do_create_version(packet: Packet, content: VersionContent, user=None) -> Pac
         forbidden_patterns=dict(content.forbidden_patterns or {}),
         refusal_hints=dict(content.refusal_hints or {}),
         time_limit_minutes=content.time_limit_minutes,
-        rubric=dict(content.rubric or DEFAULT_RUBRIC),
+        # why every cell written out: a version carries its whole rubric, whatever the defaults become.
+        rubric={c.key: c.label for c in rubric.cells(content.rubric)},
+        rubric_definitions={c.key: c.definition for c in rubric.cells(definitions=content.rubric_definitions)},
         created_by=user,
     )
     PacketFile.objects.bulk_create(
@@ -159,7 +163,8 @@ def sample_content() -> tuple[str, str, VersionContent]:
         forbidden_patterns=spec.forbidden_patterns,
         refusal_hints=spec.refusal_hints,
         time_limit_minutes=spec.time_limit_minutes,
-        rubric=meta.get("rubric", DEFAULT_RUBRIC),
+        rubric=meta.get("rubric"),
+        rubric_definitions=meta.get("rubric_definitions"),
         decoys=spec.decoys,
     )
     return meta["slug"], meta["title"], content
@@ -177,6 +182,7 @@ def _same_content(version: PacketVersion, content: VersionContent) -> bool:
         and version.forbidden_patterns == dict(content.forbidden_patterns or {})
         and version.refusal_hints == dict(content.refusal_hints or {})
         and version.time_limit_minutes == content.time_limit_minutes
+        and version.rubric_cells() == rubric.cells(content.rubric, content.rubric_definitions)
     )
 
 

@@ -7,22 +7,30 @@ import shlex
 
 from django import forms
 
+from grading import rubric
 from grading.spec import split_decoys
 
 from .actions import PacketError, VersionContent, read_decoys_zip, read_zip_tree
 from .invites import parse_invite_lines
-from .models import DEFAULT_RUBRIC, Packet, PacketFile, PacketVersion
+from .models import Packet, PacketFile, PacketVersion
 
 MAX_PACKET_ZIP_BYTES = 5 * 1024 * 1024
+# What each rubric cell reads, by its section of the review page.
+READS = {"red-log": "the red log", "stamp": "the stamp", "refusal": "the refusal", "diff": "the test, in the diff"}
 
 
 def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def _label_map(text: str, field: str) -> dict[str, str]:
-    """Parse `label: regex` lines into a dict, checking each regex compiles; one message per bad line."""
-    result: dict[str, str] = {}
+def _label_map(text: str, field: str, several: bool = False) -> dict[str, str | list[str]]:
+    """Parse `label: regex` lines into a dict, checking each regex compiles; one message per bad line.
+
+    ``several``: a label may come back on more lines, each adding a pattern
+    (any one matching counts); such a label maps to the list of its patterns.
+    Otherwise a label written twice keeps its last pattern.
+    """
+    result: dict[str, str | list[str]] = {}
     problems: list[str] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -36,14 +44,22 @@ def _label_map(text: str, field: str) -> dict[str, str]:
         except re.error as exc:
             problems.append(f"{field}, line {number} ({label.strip()}): the pattern is not valid: {exc}.")
             continue
-        result[label.strip()] = pattern.strip()
+        label, pattern = label.strip(), pattern.strip()
+        if several and label in result:
+            earlier = result[label]
+            result[label] = [*(earlier if isinstance(earlier, list) else [earlier]), pattern]
+        else:
+            result[label] = pattern
     if problems:
         raise forms.ValidationError(problems)
     return result
 
 
-def _format_map(mapping: dict[str, str]) -> str:
-    return "\n".join(f"{k}: {v}" for k, v in mapping.items())
+def _format_map(mapping: dict[str, str | list[str]]) -> str:
+    """The inverse of _label_map: one `label: regex` line per pattern."""
+    return "\n".join(
+        f"{k}: {p}" for k, v in mapping.items() for p in (v if isinstance(v, list) else [v])
+    )
 
 
 class PacketVersionForm(forms.Form):
@@ -88,22 +104,10 @@ class PacketVersionForm(forms.Form):
     refusal_hints = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
-        help_text="One per line, `label: regular expression`: harmful alternatives a refusal may name.",
+        help_text="One per line, `label: regular expression`: harmful alternatives a refusal may name. "
+        "Repeat a label on more lines to give it more patterns (other wordings, other languages); "
+        "any one matching counts. Reviewers see these as a hint beside the refusal, never as a verdict.",
     )
-    rubric_red_log = forms.CharField(
-        initial=DEFAULT_RUBRIC["red_log"], max_length=200, label="Rubric cell 1 (the red log)"
-    )
-    rubric_test_names_bug = forms.CharField(
-        initial=DEFAULT_RUBRIC["test_names_bug"], max_length=200, label="Rubric cell 2 (the test)"
-    )
-    rubric_model_waited = forms.CharField(
-        initial=DEFAULT_RUBRIC["model_waited"], max_length=200, label="Rubric cell 3 (the wait)"
-    )
-    rubric_refusal_specific = forms.CharField(
-        initial=DEFAULT_RUBRIC["refusal_specific"], max_length=200, label="Rubric cell 4 (the refusal)",
-        help_text="The four cells' wording as reviewers see it; each is pass or fail, never added up.",
-    )
-
     def __init__(self, *args, base: PacketVersion | None = None, **kwargs):
         self.base = base
         if base is not None and not kwargs.get("initial"):
@@ -114,9 +118,23 @@ class PacketVersionForm(forms.Form):
                 "protected_paths": "\n".join(base.protected_paths),
                 "forbidden_patterns": _format_map(base.forbidden_patterns),
                 "refusal_hints": _format_map(base.refusal_hints),
-                **{f"rubric_{k}": v for k, v in base.rubric_labels().items()},
+                **{f"rubric_{c.key}": c.label for c in base.rubric_cells()},
+                **{f"rubric_{c.key}_definition": c.definition for c in base.rubric_cells()},
             }
         super().__init__(*args, **kwargs)
+        # The rubric, in the one order the review page reads it: each cell's wording and what passes or fails it.
+        for c in rubric.cells():
+            self.fields[f"rubric_{c.key}"] = forms.CharField(
+                initial=c.label, max_length=rubric.LABEL_MAX, label=f"Rubric cell {c.number} ({READS[c.section]})",
+            )
+            self.fields[f"rubric_{c.key}_definition"] = forms.CharField(
+                initial=c.definition, required=False, max_length=rubric.DEFINITION_MAX,
+                widget=forms.Textarea(attrs={"rows": 2}),
+                label=f"Rubric cell {c.number}: what passes and what fails it",
+                help_text="Shown to reviewers beside the cell. Leave empty for the default wording.",
+            )
+        self.fields[f"rubric_{rubric.TEST_NAMES_BUG.key}_definition"].help_text += (
+            " The four cells are each pass or fail, never added up.")
         if base is None:
             self.fields["fixture_zip"].required = True
             self.fields["solution_zip"].required = True
@@ -138,7 +156,7 @@ class PacketVersionForm(forms.Form):
         return _label_map(self.cleaned_data["forbidden_patterns"], "Forbidden patterns")
 
     def clean_refusal_hints(self) -> dict[str, str]:
-        return _label_map(self.cleaned_data["refusal_hints"], "Refusal hints")
+        return _label_map(self.cleaned_data["refusal_hints"], "Refusal hints", several=True)
 
     def _zip(self, field: str, what: str, kind: str) -> dict[str, bytes] | None:
         uploaded = self.cleaned_data.get(field)
@@ -196,7 +214,8 @@ class PacketVersionForm(forms.Form):
             forbidden_patterns=data["forbidden_patterns"],
             refusal_hints=data["refusal_hints"],
             time_limit_minutes=data["time_limit_minutes"],
-            rubric={k: data[f"rubric_{k}"] for k in DEFAULT_RUBRIC},
+            rubric={c.key: data[f"rubric_{c.key}"] for c in rubric.CELLS},
+            rubric_definitions={c.key: data[f"rubric_{c.key}_definition"] or c.definition for c in rubric.CELLS},
             decoys=self._trees["decoys"] or {},
         )
 

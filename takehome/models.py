@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import shlex
 from datetime import timedelta
@@ -12,14 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.crypto import get_random_string, salted_hmac
 
+from grading import rubric
 from grading.spec import PacketSpec, split_decoys
-
-DEFAULT_RUBRIC = {
-    "red_log": "Red log is a real pytest failure",
-    "test_names_bug": "Test names the bug",
-    "model_waited": "Model waited",
-    "refusal_specific": "Refusal is specific",
-}
 
 
 class ImmutableRowError(Exception):
@@ -32,7 +27,7 @@ class Packet(models.Model):
     slug = models.SlugField(unique=True)
     title = models.CharField(max_length=200)
     hide_candidate_names = models.BooleanField(
-        default=False, help_text="Reviewers see a candidate number instead of the name."
+        default=False, help_text="Reviewers see a short code instead of the name."
     )
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(
@@ -67,7 +62,9 @@ class PacketVersion(models.Model):
     forbidden_patterns = models.JSONField(default=dict, blank=True)
     refusal_hints = models.JSONField(default=dict, blank=True)
     time_limit_minutes = models.PositiveIntegerField(default=90)
+    # The rubric in this version's words: cell key -> label, and cell key -> what passes and fails it.
     rubric = models.JSONField(default=dict, blank=True)
+    rubric_definitions = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -92,8 +89,12 @@ class PacketVersion(models.Model):
     def time_limit(self) -> timedelta:
         return timedelta(minutes=self.time_limit_minutes)
 
+    def rubric_cells(self) -> tuple[rubric.RubricCell, ...]:
+        """The four cells in the one order, in this version's words (defaults where a word is missing)."""
+        return rubric.cells(self.rubric, self.rubric_definitions)
+
     def rubric_labels(self) -> dict[str, str]:
-        return {**DEFAULT_RUBRIC, **{k: v for k, v in (self.rubric or {}).items() if v}}
+        return {c.key: c.label for c in self.rubric_cells()}
 
     def files_of(self, kind: str) -> dict[str, bytes]:
         return {f.path: bytes(f.content) for f in self.files.all() if f.kind == kind}
@@ -274,6 +275,18 @@ class Invitation(models.Model):
     @property
     def packet(self) -> Packet:
         return self.packet_version.packet
+
+    def hidden_label(self) -> str:
+        """The candidate as reviewers see them when the packet hides names: "Candidate K7QX2M".
+
+        why a keyed hash and not the id: ids are a sequence, so their gaps would
+        tell a reviewer how many others were invited and in which order; an
+        HMAC under SECRET_KEY is stable, reveals nothing, and cannot be worked
+        back to the id. 30 bits: two candidates of one packet share a code
+        about once in a million pairs.
+        """
+        digest = salted_hmac("takehome.hidden-candidate", str(self.pk), algorithm="sha256").digest()
+        return "Candidate " + base64.b32encode(digest).decode()[:6]
 
 
 class WorkerHeartbeat(models.Model):

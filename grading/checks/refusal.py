@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 MIN_WORDS = 5
 WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
@@ -36,26 +36,31 @@ def _compile(rx: str) -> re.Pattern:
         return re.compile(re.escape(rx), re.IGNORECASE)
 
 
-def check_refusal(text: str | None, hints: Mapping[str, str]) -> RefusalReport:
+def check_refusal(text: str | None, hints: Mapping[str, str | Sequence[str]]) -> RefusalReport:
     """Which hints ``refuse.md`` mentions, and whether it reads as specific.
 
-    Hints are regular expressions searched case-insensitively over the text
-    with its line breaks and Markdown emphasis flattened, so a sentence
-    wrapped over two lines still matches. Labels come back in the packet's order.
+    A hint is one regular expression or several (other wordings, other
+    languages); it is mentioned when any of them matches. They are searched
+    case-insensitively over the text with its line breaks and Markdown
+    emphasis flattened, so a sentence wrapped over two lines still matches. Labels come back in the packet's order.
     """
     if text is None or not text.strip():
         return RefusalReport(present=False, specific=False)
     # Markdown: emphasis and code marks anywhere, quote and heading marks at line starts.
     plain = re.sub(r"(?m)^[ \t]*[>#]+", " ", re.sub(r"[*`]+", " ", text))
     flat = " ".join(plain.split())
-    mentions, matched = [], []
-    for label, rx in hints.items():
-        found = [m.group(0) for m in _compile(rx).finditer(flat)]
+    mentions, spans = [], []
+    for label, patterns in hints.items():
+        if isinstance(patterns, str):
+            patterns = [patterns]
+        found = [m.span() for rx in patterns for m in _compile(rx).finditer(flat)]
         if found:
             mentions.append(label)
-            matched.extend(found)
-    rest = flat
-    for words in matched:
-        rest = rest.replace(words, " ", 1)
+            spans.extend(found)
+    # The words naming a hint are set aside (once, however many patterns matched them).
+    kept = [True] * len(flat)
+    for start, end in spans:
+        kept[start:end] = [False] * (end - start)
+    rest = "".join(ch if keep else " " for ch, keep in zip(flat, kept))
     specific = bool(mentions) and len(WORD_RE.findall(rest)) >= MIN_WORDS
     return RefusalReport(present=True, specific=specific, mentions=tuple(mentions))

@@ -68,3 +68,18 @@ def test_broken_hint_is_read_as_plain_words():
     report = check_refusal("Refusing the fix that used a (broken regex everywhere in the loop.",
                            {"broken": "(broken"})
     assert report.mentions == ("broken",) and report.specific
+
+
+def test_a_hint_may_carry_several_patterns_and_any_one_counts():
+    hints = {"dropping rows": [r"\bdrop(?:ping)? rows\b", r"\bsupprimer les lignes\b"]}
+    english = check_refusal("Dropping rows would hide every refund from the monthly total.", hints)
+    french = check_refusal("Il proposait de supprimer les lignes de remboursement, ce qui fausse le total.", hints)
+    neither = check_refusal("I would be careful with the model's answer and read it twice before.", hints)
+    assert english.mentions == french.mentions == ("dropping rows",)
+    assert french.specific and not neither.mentions
+
+
+def test_words_matched_by_two_patterns_of_a_hint_are_set_aside_once():
+    hints = {"abs": [r"\babs\b", r"\babs\(\)"]}
+    # Five words besides the hint: still specific, though both patterns match "abs".
+    assert check_refusal("abs() keeps every refund positive here", hints).specific

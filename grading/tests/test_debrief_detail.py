@@ -118,7 +118,7 @@ def test_hidden_names_in_the_debrief_and_csv(client, reviewer, scored, sample_pa
     html = client.get(f"/review/debrief/{sample_packet.slug}/").content.decode()
     text = b"".join(client.get(f"/review/debrief/{sample_packet.slug}.csv").streaming_content).decode()
     for out in (html, text):
-        assert "Candidate A" not in out and f"Candidate #{scored[0].invitation_id}" in out
+        assert "Candidate A" not in out and scored[0].invitation.hidden_label() in out and "Candidate #" not in out
 
 
 def test_debrief_paginates_with_a_fixed_number_of_queries(client, reviewer, ann, sample_packet,
@@ -183,3 +183,16 @@ def test_an_unreviewed_older_upload_adds_no_row(client, reviewer, sample_packet)
     client.force_login(reviewer)
     html = client.get(f"/review/debrief/{sample_packet.slug}/").content.decode()
     assert f'data-submission="{newer.pk}"' in html and f'data-submission="{first.pk}"' not in html
+
+
+def test_an_upload_inside_the_grace_period_is_marked_late_in_the_debrief(client, reviewer, sample_packet):
+    from datetime import timedelta
+
+    from takehome.models import Invitation
+
+    submission = make_submission(sample_packet, "Late Lou")
+    late = submission.uploaded_at - timedelta(seconds=30)
+    Invitation.objects.filter(pk=submission.invitation_id).update(deadline=late)
+    client.force_login(reviewer)
+    html = client.get(f"/review/debrief/{sample_packet.slug}/").content.decode()
+    assert "late by 1 min, within grace" in html.split(f'data-submission="{submission.pk}"')[1].split("</tr>")[0]

@@ -49,12 +49,13 @@ def test_an_unknown_packet_filters_nothing_and_offers_no_debrief(rob, sample_pac
     assert "/review/debrief/no-such-packet/" not in response.content.decode()
 
 
-def test_hidden_names_show_a_number(rob, sample_packet):
+def test_hidden_names_show_a_code(rob, sample_packet):
     submission = make_submission(sample_packet, "Ada Lovelace")
     sample_packet.hide_candidate_names = True
     sample_packet.save()
     html = rob.get("/review/").content.decode()
-    assert "Ada Lovelace" not in html and f"Candidate #{submission.invitation_id}" in html
+    label = submission.invitation.hidden_label()
+    assert "Ada Lovelace" not in html and label in html and "Candidate #" not in html
 
 
 def test_status_updates_live_while_grading(rob, sample_packet):
@@ -176,3 +177,15 @@ def test_a_tampered_submission_is_marked_in_the_queue(rob, sample_packet):
     html = rob.get("/review/?show=all").content.decode()
     rows = {pk: html.split(f'data-submission="{pk}"')[1].split("</tr>")[0] for pk in (honest.pk, cheat.pk)}
     assert "tampered-tag" in rows[cheat.pk] and "tampered-tag" not in rows[honest.pk]
+
+
+def test_an_upload_inside_the_grace_period_is_marked_late(rob, sample_packet, settings):
+    from takehome.models import Invitation
+
+    settings.UPLOAD_GRACE_S = 300
+    late, on_time = (make_submission(sample_packet, name) for name in ("Late Lou", "Prompt Pam"))
+    for submission, after in ((late, timedelta(minutes=1, seconds=30)), (on_time, -timedelta(minutes=10))):
+        Invitation.objects.filter(pk=submission.invitation_id).update(deadline=submission.uploaded_at - after)
+    response = rob.get("/review/?show=all")
+    assert "late by 2 min, within grace" in row_of(response, late)
+    assert "late by" not in row_of(response, on_time)

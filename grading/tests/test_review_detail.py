@@ -135,7 +135,7 @@ def test_every_receipt_the_gates_log_and_the_problems_are_shown(rob, sample_pack
     assert "Nothing runs backwards" not in stamp
     # The red-log section keeps its red receipts, the refused one too, with the comparisons.
     assert "red accepted" in red and "red <span class=\"bad\">refused</span>: The red log shows no failure." in red
-    assert "✗ its log is not artifacts/red.log" in red and "green" not in red.split("red receipts")[1]
+    assert "✗ its log is not artifacts/red.log" in red and "green" not in red.split("red receipts")[1].split("</ul>")[0]
 
 
 def test_graded_without_the_servers_record_says_so(rob, sample_packet):
@@ -188,8 +188,7 @@ def test_a_note_alone_keeps_the_choice(rob, submission):
 
 @pytest.mark.parametrize(
     "data, message",
-    [({"note": "first a note"}, b"Choose pass or fail first"),
-     ({"passed": "maybe"}, b"Select a valid choice"),
+    [({"passed": "maybe"}, b"Select a valid choice"),
      ({"passed": "true", "note": "x" * 2001}, b"at most 2000 characters")],
 )
 def test_invalid_input_re_renders_the_cell_with_200(rob, submission, data, message):
@@ -197,8 +196,6 @@ def test_invalid_input_re_renders_the_cell_with_200(rob, submission, data, messa
     assert response.status_code == 200 and message in response.content
     assert b'role="alert"' in response.content and b"<html" not in response.content
     assert not Mark.objects.exists()
-    if "note" in data and len(data["note"]) < 100:
-        assert b"first a note</textarea>" in response.content  # the typed note is not lost
 
 
 def test_an_unknown_cell_is_404(rob, submission):
@@ -233,7 +230,7 @@ def test_blind_double_review(client, reviewer, ann, submission):
     html = client.get(f"/review/{submission.pk}/").content.decode()
     assert "rob&#x27;s note" not in html and 'data-reviewer="rob"' not in html
     # Submitting reveals Rob's marks, cell by cell.
-    response = client.post(f"/review/{submission.pk}/submit/", headers=HX)
+    response = client.post(f"/review/{submission.pk}/submit/", {"confirm": "yes"}, headers=HX)
     assert response.status_code == 200 and response["HX-Redirect"] == f"/review/{submission.pk}/"
     html = client.get(f"/review/{submission.pk}/").content.decode()
     cell = html.split('id="cell-red_log"')[1].split("</aside>")[0]
@@ -290,7 +287,8 @@ def test_hidden_names_on_the_review_page(rob, submission):
     packet.hide_candidate_names = True
     packet.save()
     html = rob.get(f"/review/{submission.pk}/").content.decode()
-    assert "Ada Lovelace" not in html and f"Candidate #{submission.invitation_id}" in html
+    label = submission.invitation.hidden_label()
+    assert "Ada Lovelace" not in html and label in html and "Candidate #" not in html
 
 
 def test_the_page_polls_while_grading_and_reloads_when_done(rob, sample_packet):
@@ -481,3 +479,105 @@ def test_tampered_decoy_runs_claim_nothing_about_the_test(rob, reviewer, sample_
     assert "tampered with: they say nothing about the test" in diff
     assert "wrong fixes." not in diff.split("tampered with")[0]
     assert diff.count("✗ tampered") == 3
+
+
+def test_a_note_typed_before_pass_or_fail_is_kept_across_a_reload(rob, reviewer, submission):
+    response = mark(rob, submission, "refusal_specific", note="names abs, but why?")
+    assert response.status_code == 200 and b"Note kept" in response.content
+    assert b"names abs, but why?</textarea>" in response.content
+    assert not Mark.objects.exists()  # a draft note scores nothing
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    cell = html.split('id="cell-refusal_specific"')[1].split("</aside>")[0]
+    assert "names abs, but why?</textarea>" in cell
+    # Choosing fail (the form sends the note along) moves the note onto the mark.
+    mark(rob, submission, "refusal_specific", False, note="names abs, but why?")
+    saved = Mark.objects.get()
+    assert (saved.passed, saved.note) == (False, "names abs, but why?")
+    assert Review.objects.get().draft_notes == {}
+
+
+def test_clearing_a_draft_note_forgets_it(rob, submission):
+    mark(rob, submission, "red_log", note="first thought")
+    mark(rob, submission, "red_log", note="")
+    assert Review.objects.get().draft_notes == {}
+    assert "first thought" not in rob.get(f"/review/{submission.pk}/").content.decode()
+
+
+def test_no_draft_note_on_a_submitted_review(rob, reviewer, submission):
+    score(submission, reviewer, ALL_PASS)
+    response = mark(rob, submission, "red_log", note="too late")
+    assert b"marks are final" in response.content
+    assert Review.objects.get().draft_notes == {}
+
+
+def test_submitting_asks_for_a_confirmation_that_works_without_javascript(rob, reviewer, submission):
+    score(submission, reviewer, ALL_PASS, submit=False)
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    bar = html.split('id="review-submit"')[1].split("</form>")[0]
+    assert 'type="checkbox" name="confirm" value="yes"' in bar and "required" in bar and "onclick" not in bar
+    for headers in (HX, {}):
+        response = rob.post(f"/review/{submission.pk}/submit/", headers=headers)
+        assert response.status_code == 200 and b"Tick the box to confirm" in response.content
+        assert Review.objects.get().submitted_at is None
+    response = rob.post(f"/review/{submission.pk}/submit/", {"confirm": "yes"})
+    assert response.status_code == 302 and Review.objects.get().submitted_at is not None
+
+
+def test_the_refusal_is_shown_in_full_beside_a_hint_that_says_it_is_no_verdict(rob, sample_packet):
+    from grading.tests.reviewing import ideal_evidence
+
+    evidence = ideal_evidence()
+    long_refusal = "Refused: drop the refund rows. " + "It changes revenue, not the sum. " * 40 + "THE END."
+    evidence["texts"]["refuse.md"] = long_refusal
+    evidence["refusal"] = {"present": True, "specific": True, "mentions": ["dropping rows"]}
+    submission = make_submission(sample_packet, evidence=evidence)
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    section = html.split('id="section-refusal"')[1].split("</section>")[0]
+    full, hint = section.split('class="refusal-full"')[1].split('id="refusal-hint"')
+    assert "THE END." in full and full.count("It changes revenue, not the sum.") == 40
+    assert "A hint, not a verdict" in hint and "<code>dropping rows</code>" in hint
+    assert "another language" in hint
+
+
+def test_an_upload_after_the_deadline_within_grace_is_marked_late(rob, sample_packet):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from takehome.models import Invitation
+
+    submission = make_submission(sample_packet)
+    Invitation.objects.filter(pk=submission.invitation_id).update(
+        deadline=submission.uploaded_at - timedelta(minutes=2, seconds=10),
+        started_at=timezone.now() - timedelta(hours=2))
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    assert "late by 3 min, within grace" in html.split('class="pagehead"')[1].split("</div>")[0]
+
+
+def test_an_upload_on_time_is_not_marked_late(rob, sample_packet):
+    from datetime import timedelta
+
+    from takehome.models import Invitation
+
+    submission = make_submission(sample_packet)
+    on_time = submission.uploaded_at + timedelta(seconds=1)
+    Invitation.objects.filter(pk=submission.invitation_id).update(deadline=on_time)
+    assert "within grace" not in rob.get(f"/review/{submission.pk}/").content.decode()
+
+
+def test_a_hidden_name_is_a_stable_code_that_reveals_no_invitation_id(sample_packet):
+    codes = [make_submission(sample_packet, f"Cand {i}").invitation for i in range(20)]
+    labels = [inv.hidden_label() for inv in codes]
+    assert all(re.fullmatch(r"Candidate [A-Z2-7]{6}", label) for label in labels)
+    assert len(set(labels)) == len(labels)
+    assert labels[0] == type(codes[0]).objects.get(pk=codes[0].pk).hidden_label()  # stable
+    # Consecutive invitations get unrelated codes: no order or gap can be read from them.
+    assert labels != sorted(labels)
+
+
+def test_a_draft_note_arriving_after_the_choice_goes_onto_the_mark(reviewer, submission):
+    from grading.actions import do_save_mark, do_save_note_draft
+
+    do_save_mark(submission, reviewer, "red_log", True, "")
+    do_save_note_draft(submission, reviewer, "red_log", "late note")
+    assert Mark.objects.get().note == "late note" and Review.objects.get().draft_notes == {}

@@ -1,4 +1,5 @@
-// The review page's keyboard: p = pass, f = fail, n = next section (after the last: submit).
+// The review page's keyboard: p = pass, f = fail, n = next section (after the last: the submit
+// confirmation, then Tab to the button).
 // The sections are read in a fixed order; the active one carries the class "active".
 (function () {
   "use strict";
@@ -33,7 +34,9 @@
       activate(active + 1);
       return;
     }
-    var submit = document.getElementById("submit-review") || document.getElementById("next-in-queue");
+    var confirm = document.getElementById("confirm-submit");
+    var submit = (confirm && !confirm.disabled && confirm) || document.getElementById("submit-review") ||
+      document.getElementById("next-in-queue");
     if (submit) submit.focus();
   }
 

@@ -31,6 +31,23 @@ def test_the_sample_packet_in_the_database_is_the_one_on_disk(sample_packet):
     assert set(spec.refusal_hints) == {"dropping rows", "abs", "pandas", "eval", "/etc"}
 
 
+def test_the_sample_prompt_forbids_pasting_a_tree_already_green_elsewhere(sample_packet):
+    prompt = " ".join(sample_packet.latest_version().prompt.split())
+    assert "You may **not** paste in a finished tree that was already green on your laptop" in prompt
+
+
+def test_a_changed_rubric_definition_makes_a_new_sample_version(sample_packet, monkeypatch):
+    import dataclasses
+
+    from takehome import actions
+
+    _, _, content = actions.sample_content()
+    changed = dataclasses.replace(content, rubric_definitions={"red_log": "Pass: FAILED. Fail: green."})
+    monkeypatch.setattr(actions, "sample_content", lambda: ("refund-sum", "Refunds", changed))
+    actions.do_load_sample_packet()
+    assert sample_packet.latest_version().rubric_cells()[0].definition == "Pass: FAILED. Fail: green."
+
+
 def test_invite_prints_the_link_on_the_last_line(sample_packet, client, mailoutbox,
                                                 django_capture_on_commit_callbacks):
     out = StringIO()

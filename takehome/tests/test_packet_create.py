@@ -152,3 +152,53 @@ def test_the_sample_packet_ships_three_decoys(db):
     decoys = packet.latest_version().to_spec().decoys
     assert set(decoys) == {"drop-refund-rows", "abs-of-the-total", "special-case-the-sample"}
     assert do_load_sample_packet()[1] is False  # loading again writes nothing
+
+
+def test_a_refusal_hint_written_on_several_lines_keeps_every_pattern(recruiter_client):
+    hints = "dropping rows: \\bdrop rows\\b\neval: eval\ndropping rows: supprimer les lignes"
+    response = recruiter_client.post(reverse("takehome:packet-create"), form_data(refusal_hints=hints))
+    assert response.status_code == 302
+    version = Packet.objects.get(slug="adding").latest_version()
+    assert version.refusal_hints == {"dropping rows": ["\\bdrop rows\\b", "supprimer les lignes"], "eval": "eval"}
+    assert version.to_spec().refusal_hints["dropping rows"] == ["\\bdrop rows\\b", "supprimer les lignes"]
+    # The edit form writes one line per pattern, so saving it again keeps them all
+    # (in any order of labels: PostgreSQL's jsonb does not keep the keys' order).
+    form = recruiter_client.get(reverse("takehome:packet-edit", args=["adding"])).context["form"]
+    assert sorted(form.initial["refusal_hints"].splitlines()) == [
+        "dropping rows: \\bdrop rows\\b", "dropping rows: supprimer les lignes", "eval: eval"]
+
+
+def test_a_bad_pattern_among_several_is_named_and_nothing_is_created(recruiter_client):
+    hints = "dropping rows: drop rows\ndropping rows: (unclosed"
+    response = recruiter_client.post(reverse("takehome:packet-create"), form_data(refusal_hints=hints))
+    html = response.content.decode()
+    assert response.status_code == 200 and "line 2 (dropping rows): the pattern is not valid" in html
+    assert not Packet.objects.filter(slug="adding").exists()
+
+
+def test_the_rubric_wording_and_definitions_are_edited_in_the_packet_form(recruiter_client, sample_packet):
+    url = reverse("takehome:packet-edit", args=["refund-sum"])
+    form = recruiter_client.get(url).context["form"]
+    names = [name for name in form.fields if name.startswith("rubric_")]
+    # The one order: red log, stamp, refusal, test; each cell's label, then what passes and fails it.
+    assert names == ["rubric_red_log", "rubric_red_log_definition", "rubric_model_waited",
+                     "rubric_model_waited_definition", "rubric_refusal_specific", "rubric_refusal_specific_definition",
+                     "rubric_test_names_bug", "rubric_test_names_bug_definition"]
+    data = dict(form.initial)
+    data["rubric_model_waited_definition"] = "Pass: stamp after red. Fail: no stamp."
+    data["rubric_refusal_specific_definition"] = ""  # empty: the default wording
+    assert recruiter_client.post(url, data).status_code == 302
+    version = sample_packet.latest_version()
+    assert version.number == 2
+    assert version.rubric_definitions["model_waited"] == "Pass: stamp after red. Fail: no stamp."
+    from grading.rubric import REFUSAL_SPECIFIC
+    assert version.rubric_definitions["refusal_specific"] == REFUSAL_SPECIFIC.definition
+
+
+def test_a_rubric_definition_too_long_is_refused_and_nothing_is_saved(recruiter_client, sample_packet):
+    url = reverse("takehome:packet-edit", args=["refund-sum"])
+    data = dict(recruiter_client.get(url).context["form"].initial)
+    data["rubric_red_log_definition"] = "x" * 1001
+    response = recruiter_client.post(url, data)
+    assert response.status_code == 200 and "at most 1000 characters" in response.content.decode()
+    assert sample_packet.versions.count() == 1

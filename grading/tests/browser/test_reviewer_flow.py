@@ -81,6 +81,10 @@ def test_reviewer_scores_in_order_with_the_keyboard_then_sees_the_debrief(live_s
     screenshot(page, "review-page")
 
     page.keyboard.press("n")
+    # Final marks take a confirmation: the box first (Space ticks it), then the button.
+    assert page.evaluate("document.activeElement.id") == "confirm-submit"
+    page.keyboard.press(" ")
+    page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.id") == "submit-review"
     page.keyboard.press("Enter")
     page.get_by_text("Your review is submitted").wait_for()
