@@ -154,6 +154,33 @@ def do_create_packet(slug: str, title: str, content: VersionContent, user=None) 
     return packet
 
 
+@dataclass(frozen=True)
+class ImportedPacket:
+    packet: Packet
+    version: PacketVersion
+    new_packet: bool
+
+
+def do_import_packet(uploaded, user=None) -> ImportedPacket:
+    """Import a packet zip (the layout of ``takehome/sample_packet/``), all or nothing.
+
+    A slug this installation has already gets a new version (never an
+    overwrite); a new slug, a new packet. Either way the version's self-check
+    is queued, so it is invitable only once it passes. PacketError says why
+    a zip cannot be used, and nothing is stored then.
+    """
+    from .packet_zip import parse_packet
+
+    files = read_zip_tree(uploaded, "packet")
+    slug, title, content = parse_packet(files)
+    with transaction.atomic():
+        packet = Packet.objects.filter(slug=slug).first()
+        if packet is None:
+            packet = do_create_packet(slug, title, content, user)
+            return ImportedPacket(packet, packet.latest_version(), True)
+        return ImportedPacket(packet, do_create_version(packet, content, user), False)
+
+
 def sample_content() -> tuple[str, str, VersionContent]:
     """The built-in refund-sum packet as (slug, title, content)."""
     meta = json.loads((SAMPLE_PACKET_DIR / "packet.json").read_text())

@@ -1,0 +1,50 @@
+from pathlib import Path
+
+from django.core.files import File
+from django.core.management.base import BaseCommand, CommandError
+
+from grading.sandbox import SandboxUnavailable
+from takehome.actions import PacketError, do_import_packet, do_run_packet_check
+from takehome.models import PacketCheck
+
+
+class Command(BaseCommand):
+    help = (
+        "Import a packet zip made by export_packet (or by hand, laid out like takehome/sample_packet/). "
+        "A slug that exists gets a new version, never an overwrite. The new version's self-check runs here "
+        "when this machine has the sandbox (else a worker runs it); exits 0 only when every check passes."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("zip", type=Path, help="the packet zip")
+        parser.add_argument("--no-check", action="store_true",
+                            help="leave the self-check to a worker (exit 0 once imported)")
+
+    def handle(self, *args, **options):
+        path: Path = options["zip"]
+        if not path.is_file():
+            raise CommandError(f"No file at {path}.")
+        try:
+            with path.open("rb") as fh:
+                imported = do_import_packet(File(fh, name=path.name))
+        except PacketError as exc:
+            raise CommandError(f"{path} was not imported: {exc}") from exc
+        verb = "Created packet" if imported.new_packet else "Added a new version to"
+        self.stdout.write(f"{verb} {imported.packet.slug}: {imported.version}.")
+        queued = imported.version.checks.filter(status=PacketCheck.Status.QUEUED).first()
+        if options["no_check"] or queued is None:
+            self.stdout.write("Its self-check is queued for a worker.")
+            return
+        try:
+            check = do_run_packet_check(queued.pk, final=False)
+        except SandboxUnavailable as exc:
+            self.stdout.write(f"The sandbox cannot run here ({exc}); a worker will run the self-check.")
+            return
+        if check is None:
+            self.stdout.write("A worker took the self-check; see the packet's page.")
+            return
+        for result in check.results:
+            self.stdout.write(f"{'PASS' if result['passed'] else 'FAIL'}  {result['title']}: {result['summary']}")
+        if check.status != PacketCheck.Status.PASSED:
+            raise CommandError(f"{imported.version} is a draft: {check.error or 'a check failed'}.")
+        self.stdout.write(f"{imported.version} passes every check; it is published.")
