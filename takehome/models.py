@@ -119,6 +119,9 @@ class PacketVersion(models.Model):
     def refusal_to_invite(self) -> str | None:
         """Why candidates cannot be invited to this version, or None when they can."""
         state = self.state
+        if state == self.DRAFT and self.last_finished_check().status == PacketCheck.Status.ERROR:
+            return (f"Version {self.number} of {self.packet.title} is a draft: its self-check could not run. "
+                    "Run the self-check again on the packet's page once a worker is running.")
         if state == self.DRAFT:
             return (f"Version {self.number} of {self.packet.title} is a draft: its self-check failed. "
                     "Fix the failing check with a new version (Edit), then invite.")

@@ -167,7 +167,8 @@ def packet_create(request: HttpRequest) -> HttpResponse:
             except actions.PacketError as exc:
                 form.add_error(None, str(exc))
             else:
-                messages.success(request, f"Packet {packet.title} created.")
+                messages.success(request, f"Packet {packet.title} created. Its self-check is running: "
+                                          "it can be invited to once every check passes.")
                 return redirect(packet)
     return render(request, "takehome/packet_form.html", {"form": form, "packet": None})
 
@@ -188,7 +189,8 @@ def packet_edit(request: HttpRequest, slug: str) -> HttpResponse:
             else:
                 messages.success(
                     request,
-                    f"Saved as version {version.number}. Invitations already sent keep the version they were given.",
+                    f"Saved as version {version.number}. Invitations already sent keep the version they were given. "
+                    "Its self-check is running: it can be invited to once every check passes.",
                 )
                 return redirect(packet)
     return render(request, "takehome/packet_form.html", {"form": form, "packet": packet, "base": base})

@@ -190,3 +190,22 @@ def test_load_sample_packet_checks_the_sample_and_publishes_it():
     assert "Self-check: passed" in out.getvalue()
     version = PacketVersion.objects.get(packet__slug="refund-sum")
     assert version.state == PacketVersion.PUBLISHED
+
+
+def test_load_sample_packet_checks_a_sample_from_before_self_checks():
+    call_command("load_sample_packet", "--no-check", stdout=StringIO())
+    version = PacketVersion.objects.get(packet__slug="refund-sum")
+    version.checks.all().delete()  # as an install migrated from before self-checks has it
+    out = StringIO()
+    call_command("load_sample_packet", stdout=out)
+    assert "Already up to date" in out.getvalue() and "Self-check: passed" in out.getvalue()
+    assert version.state == PacketVersion.PUBLISHED
+
+
+def test_a_check_that_cannot_start_the_sandbox_says_so_and_leaves_a_draft(settings):
+    packet = do_create_packet("nosandbox", "No sandbox", content())
+    settings.GRADING_RUNNER_DIR = settings.VAR_DIR / "no-such-runner"
+    check = do_run_packet_check(packet.latest_version().checks.get().pk)
+    assert check.status == PacketCheck.Status.ERROR
+    assert "sandbox could not start" in check.error and "Run the self-check again" in check.error
+    assert "could not run" in packet.latest_version().refusal_to_invite()

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand
 
 from grading.sandbox import SandboxUnavailable
-from takehome.actions import do_load_sample_packet, do_run_packet_check
-from takehome.models import PacketCheck
+from takehome.actions import do_load_sample_packet, do_queue_packet_check, do_run_packet_check
+from takehome.models import PacketCheck, PacketVersion
 
 
 class Command(BaseCommand):
@@ -21,6 +21,9 @@ class Command(BaseCommand):
         verb = "Loaded" if changed else "Already up to date:"
         self.stdout.write(f"{verb} sample packet {packet.slug} (version {version.number}).")
         queued = version.checks.filter(status=PacketCheck.Status.QUEUED).first()
+        if queued is None and version.state in (PacketVersion.UNCHECKED, PacketVersion.DRAFT):
+            # A version from before self-checks, or one whose check could not run (no sandbox then): check it now.
+            queued = do_queue_packet_check(version)
         if queued is None or options["no_check"]:
             if queued is not None:
                 self.stdout.write("Its self-check is queued for a worker.")
