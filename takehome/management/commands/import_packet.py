@@ -1,3 +1,4 @@
+import time
 from pathlib import Path
 
 from django.core.files import File
@@ -40,9 +41,15 @@ class Command(BaseCommand):
         except SandboxUnavailable as exc:
             self.stdout.write(f"The sandbox cannot run here ({exc}); a worker will run the self-check.")
             return
-        if check is None:
-            self.stdout.write("A worker took the self-check; see the packet's page.")
-            return
+        if check is None:  # a worker took it first: wait for its outcome
+            self.stdout.write("A worker is running the self-check...")
+            check = PacketCheck.objects.get(pk=queued.pk)
+            deadline = time.monotonic() + 300
+            while check.is_open and time.monotonic() < deadline:
+                time.sleep(1)
+                check.refresh_from_db()
+            if check.is_open:
+                raise CommandError("The worker's self-check has not finished after 5 minutes; see the packet's page.")
         for result in check.results:
             self.stdout.write(f"{'PASS' if result['passed'] else 'FAIL'}  {result['title']}: {result['summary']}")
         if check.status != PacketCheck.Status.PASSED:
