@@ -157,28 +157,34 @@ def do_create_packet(slug: str, title: str, content: VersionContent, user=None) 
 @dataclass(frozen=True)
 class ImportedPacket:
     packet: Packet
-    version: PacketVersion
+    version: PacketVersion  # the zip's top level: the latest
     new_packet: bool
+    earlier: tuple[PacketVersion, ...] = ()  # versions/<n>/, recreated for a new packet
+    history_skipped: int = 0  # versions/<n>/ not imported: the packet existed here
 
 
 def do_import_packet(uploaded, user=None) -> ImportedPacket:
     """Import a packet zip (the layout of ``takehome/sample_packet/``), all or nothing.
 
     A slug this installation has already gets a new version (never an
-    overwrite); a new slug, a new packet. Either way the version's self-check
-    is queued, so it is invitable only once it passes. PacketError says why
-    a zip cannot be used, and nothing is stored then.
+    overwrite) from the zip's top level; a new slug, a new packet, with the
+    earlier versions under ``versions/<n>/`` recreated first, in order. Every
+    version made is self-checked (queued), so it is invitable only once it
+    passes. PacketError says why a zip cannot be used, and nothing is stored then.
     """
-    from .packet_zip import parse_packet
+    from .packet_zip import parse_history, parse_packet
 
     files = read_zip_tree(uploaded, "packet")
     slug, title, content = parse_packet(files)
+    history = parse_history(files, slug)
     with transaction.atomic():
         packet = Packet.objects.filter(slug=slug).first()
-        if packet is None:
-            packet = do_create_packet(slug, title, content, user)
-            return ImportedPacket(packet, packet.latest_version(), True)
-        return ImportedPacket(packet, do_create_version(packet, content, user), False)
+        if packet is not None:
+            return ImportedPacket(packet, do_create_version(packet, content, user), False,
+                                  history_skipped=len(history))
+        packet = Packet.objects.create(slug=slug, title=title, created_by=user)
+        earlier = tuple(do_create_version(packet, old, user) for _, old in history)
+        return ImportedPacket(packet, do_create_version(packet, content, user), True, earlier)
 
 
 def sample_content() -> tuple[str, str, VersionContent]:

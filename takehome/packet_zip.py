@@ -12,7 +12,9 @@
 
 ``export_packet`` and ``import_packet`` (and the packet page's buttons) move a
 packet between installations through this layout, and an author may write one
-by hand. Reading it is strict: an unknown file or key is refused, with the
+by hand. An export may add earlier versions, each in the same layout, under
+``versions/<n>/``; an import into an installation without the slug recreates
+them, in order, before the top-level one. Reading it is strict: an unknown file or key is refused, with the
 name, so a typo never silently drops part of a packet.
 """
 
@@ -34,7 +36,7 @@ FOLDERS = {
     "decoys": "decoys",
 }
 TOP_FILES = ("packet.json", "prompt.md")
-# Read by an earlier export's ``versions/<n>/``: history, not imported.
+# Earlier versions, each laid out as the top level is: ``versions/<n>/packet.json``...
 HISTORY_FOLDER = "versions"
 KNOWN_KEYS = {"slug", "title", "test_command", "time_limit_minutes", "protected_paths",
               "forbidden_patterns", "refusal_hints", "rubric"}
@@ -71,11 +73,18 @@ def version_files(version: PacketVersion) -> dict[str, bytes]:
     return files
 
 
-def export_zip(version: PacketVersion) -> bytes:
-    """A zip of ``version`` in the folder layout, its files at the zip's top level."""
+def export_zip(version: PacketVersion, history: bool = False) -> bytes:
+    """A zip of ``version`` in the folder layout, its files at the zip's top level.
+
+    With ``history``, the packet's earlier versions follow under ``versions/<n>/``.
+    """
+    files = version_files(version)
+    if history:
+        for earlier in version.packet.versions.filter(number__lt=version.number).prefetch_related("files"):
+            files.update({f"{HISTORY_FOLDER}/{earlier.number}/{p}": d for p, d in version_files(earlier).items()})
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path, data in sorted(version_files(version).items()):
+        for path, data in sorted(files.items()):
             zf.writestr(path, data)
     return buffer.getvalue()
 
@@ -131,10 +140,36 @@ def parse_meta(data: bytes) -> dict:
     }
 
 
-def parse_packet(files: Mapping[str, bytes]) -> tuple[str, str, VersionContent]:
-    """(slug, title, content) from a packet's files in the folder layout; PacketError says what is wrong."""
+def parse_history(files: Mapping[str, bytes], slug: str) -> list[tuple[int, VersionContent]]:
+    """The earlier versions under ``versions/<n>/``, oldest first; each must be a whole packet of the same slug."""
+    prefix = HISTORY_FOLDER + "/"
+    by_number: dict[str, dict[str, bytes]] = {}
+    for path, data in files.items():
+        if path.startswith(prefix):
+            number, _, rest = path[len(prefix):].partition("/")
+            if not number.isdigit() or not rest:
+                raise PacketError(f"{path}: earlier versions go in numbered folders, e.g. versions/1/packet.json.")
+            by_number.setdefault(number, {})[rest] = data
+    history = []
+    for number in sorted(by_number, key=int):
+        try:
+            their_slug, _, content = parse_packet(by_number[number], nested=True)
+        except PacketError as exc:
+            raise PacketError(f"versions/{number}/: {exc}") from None
+        if their_slug != slug:
+            raise PacketError(f"versions/{number}/packet.json names the packet {their_slug!r}, not {slug!r}.")
+        history.append((int(number), content))
+    return history
+
+
+def parse_packet(files: Mapping[str, bytes], nested: bool = False) -> tuple[str, str, VersionContent]:
+    """(slug, title, content) from a packet's files in the folder layout; PacketError says what is wrong.
+
+    ``versions/`` is read by :func:`parse_history`; ``nested`` (a version inside it) allows no ``versions/``.
+    """
+    allowed = (*FOLDERS,) if nested else (*FOLDERS, HISTORY_FOLDER)
     unknown = sorted({p.split("/", 1)[0] + ("/" if "/" in p else "") for p in files
-                      if p not in TOP_FILES and p.split("/", 1)[0] not in (*FOLDERS, HISTORY_FOLDER)})
+                      if p not in TOP_FILES and p.split("/", 1)[0] not in allowed})
     if unknown:
         raise PacketError("Unknown files at the top of the packet: " + ", ".join(unknown)
                           + ". A packet holds packet.json, prompt.md, fixture/, solution/, "

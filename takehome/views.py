@@ -118,7 +118,8 @@ def packet_export(request: HttpRequest, slug: str) -> HttpResponse:
     """The version as a zip an author can read, edit and import elsewhere."""
     packet = get_object_or_404(Packet, slug=slug)
     version = _version(packet, request)
-    response = HttpResponse(export_zip(version), content_type="application/zip")
+    history = request.GET.get("history") == "1"
+    response = HttpResponse(export_zip(version, history=history), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{packet.slug}-v{version.number}.zip"'
     return response
 

@@ -190,3 +190,41 @@ def test_only_recruiters_import_and_export(client, reviewer, sample_packet):
     client.force_login(reviewer)
     assert client.get(reverse("takehome:packet-import")).status_code == 403
     assert client.get(reverse("takehome:packet-export", args=["refund-sum"])).status_code == 403
+
+
+def test_history_follows_under_versions_and_is_recreated_in_an_empty_database(sample_packet, tmp_path):
+    files = sample_files()
+    files["prompt.md"] = b"The second prompt."
+    do_import_packet(upload(zip_bytes(files)))
+    out = tmp_path / "all.zip"
+    call_command("export_packet", "refund-sum", "-o", str(out), "--history", stdout=StringIO())
+    with zipfile.ZipFile(out) as zf:
+        names = set(zf.namelist())
+        assert zf.read("prompt.md") == b"The second prompt."
+        assert zf.read("versions/1/prompt.md") == sample_files()["prompt.md"]
+    assert "versions/1/fixture/invoices.py" in names and "versions/2/packet.json" not in names
+    PacketVersion.objects.all().delete()
+    Packet.objects.all().delete()
+    result = StringIO()
+    call_command("import_packet", str(out), stdout=result)
+    assert "Recreated 1 earlier version" in result.getvalue()
+    versions = list(Packet.objects.get().versions.order_by("number"))
+    assert [v.prompt for v in versions] == [sample_files()["prompt.md"].decode(), "The second prompt."]
+    assert [v.state for v in versions] == [PacketVersion.PUBLISHED, PacketVersion.PUBLISHED]
+    # into an installation that has the packet: only the top level, as one new version
+    result = StringIO()
+    call_command("import_packet", str(out), "--no-check", stdout=result)
+    assert "Left out the 1 earlier version" in result.getvalue()
+    assert Packet.objects.get().versions.count() == 3
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"versions/one/packet.json": b"{}"}, "numbered folders"),
+    ({"versions/1/packet.json": b"{\"slug\": \"other\", \"title\": \"Other\"}", "versions/1/prompt.md": b"x",
+      "versions/1/fixture/a.py": b"x"}, "names the packet 'other'"),
+    ({"versions/1/packet.json": b"{\"slug\": \"refund-sum\", \"title\": \"T\"}"}, "versions/1/: The packet has no prompt.md"),
+])
+def test_a_bad_history_is_refused_and_nothing_is_stored(extra, message):
+    with pytest.raises(PacketError, match=message):
+        do_import_packet(upload(zip_bytes({**sample_files(), **extra})))
+    assert not Packet.objects.exists()

@@ -18,6 +18,8 @@ class Command(BaseCommand):
         parser.add_argument("slug", help="packet slug, e.g. refund-sum")
         parser.add_argument("-o", "--output", required=True, type=Path, help="the zip file to write")
         parser.add_argument("--version", type=int, dest="number", help="version number (default: the latest)")
+        parser.add_argument("--history", action="store_true",
+                            help="add the earlier versions under versions/<n>/ (import_packet recreates them)")
 
     def handle(self, *args, **options):
         packet = Packet.objects.filter(slug=options["slug"]).first()
@@ -33,7 +35,8 @@ class Command(BaseCommand):
         if out.is_dir():
             raise CommandError(f"{out} is a folder; give the zip file's name, e.g. {out / (packet.slug + '.zip')}.")
         try:
-            out.write_bytes(export_zip(version))
+            out.write_bytes(export_zip(version, history=options["history"]))
         except OSError as exc:
             raise CommandError(f"Cannot write {out}: {exc.strerror}.") from exc
-        self.stdout.write(f"Wrote {version} to {out}.")
+        earlier = version.number - 1 if options["history"] else 0
+        self.stdout.write(f"Wrote {version} to {out}" + (f", with {earlier} earlier version(s)." if earlier else "."))

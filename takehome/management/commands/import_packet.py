@@ -32,6 +32,13 @@ class Command(BaseCommand):
             raise CommandError(f"{path} was not imported: {exc}") from exc
         verb = "Created packet" if imported.new_packet else "Added a new version to"
         self.stdout.write(f"{verb} {imported.packet.slug}: {imported.version}.")
+        if imported.earlier:
+            self.stdout.write(f"Recreated {len(imported.earlier)} earlier version(s) from versions/ first.")
+        if imported.history_skipped:
+            self.stdout.write(f"Left out the {imported.history_skipped} earlier version(s) under versions/: "
+                              "this installation has its own history of the packet.")
+        if not options["no_check"]:
+            self._check_earlier(imported.earlier)
         queued = imported.version.checks.filter(status=PacketCheck.Status.QUEUED).first()
         if options["no_check"] or queued is None:
             self.stdout.write("Its self-check is queued for a worker.")
@@ -55,3 +62,16 @@ class Command(BaseCommand):
         if check.status != PacketCheck.Status.PASSED:
             raise CommandError(f"{imported.version} is a draft: {check.error or 'a check failed'}.")
         self.stdout.write(f"{imported.version} passes every check; it is published.")
+
+    def _check_earlier(self, versions) -> None:
+        """Self-check the recreated earlier versions here too (one line each); a worker takes any left over."""
+        for version in versions:
+            queued = version.checks.filter(status=PacketCheck.Status.QUEUED).first()
+            if queued is None:
+                continue
+            try:
+                check = do_run_packet_check(queued.pk, final=False)
+            except SandboxUnavailable:
+                return
+            if check is not None:
+                self.stdout.write(f"Self-check of {version}: {check.status}.")
