@@ -228,3 +228,13 @@ def test_a_bad_history_is_refused_and_nothing_is_stored(extra, message):
     with pytest.raises(PacketError, match=message):
         do_import_packet(upload(zip_bytes({**sample_files(), **extra})))
     assert not Packet.objects.exists()
+
+
+def test_the_page_offers_an_export_with_the_versions_before_it(recruiter_client, sample_packet):
+    do_import_packet(upload(zip_bytes(sample_files())))
+    page = recruiter_client.get(sample_packet.get_absolute_url()).content.decode()
+    link = reverse("takehome:packet-export", args=["refund-sum"]) + "?v=2&amp;history=1"
+    assert link in page
+    response = recruiter_client.get(link.replace("&amp;", "&"))
+    with zipfile.ZipFile(io.BytesIO(response.content)) as zf:
+        assert "versions/1/packet.json" in zf.namelist()

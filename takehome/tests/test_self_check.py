@@ -209,3 +209,12 @@ def test_a_check_that_cannot_start_the_sandbox_says_so_and_leaves_a_draft(settin
     assert check.status == PacketCheck.Status.ERROR
     assert "sandbox could not start" in check.error and "Run the self-check again" in check.error
     assert "could not run" in packet.latest_version().refusal_to_invite()
+
+
+def test_the_packet_list_marks_versions_that_are_not_published(client, recruiter):
+    checked("wrong-solution", solution={"calc.py": b"def add(a, b):\n    return a * b\n"})
+    do_create_packet("pending", "Pending", content())
+    client.force_login(recruiter)
+    page = client.get(reverse("takehome:packet-list")).content.decode()
+    assert 'class="status status-draft">Draft<' in page
+    assert 'class="status status-checking">Checking<' in page
