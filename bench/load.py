@@ -144,9 +144,11 @@ def make_plan(folder: Path, args: argparse.Namespace, deadline: float) -> dict:
     from grading.tests.corpus import PROMPT, red_log, zip_with_times
     from sessions_app.models import Submission
     from takehome.access import REVIEWER_GROUP
-    from takehome.actions import InviteRow, do_invite_candidates, do_load_sample_packet
+    from takehome.actions import InviteRow, do_check_version_now, do_invite_candidates, do_load_sample_packet
 
     packet, _ = do_load_sample_packet()
+    if packet.latest_version().refusal_to_invite():  # a fresh database: the packet checks itself first
+        do_check_version_now(packet.latest_version())
     rows = [InviteRow(line=i + 1, name=f"Load Candidate {i:03d}", email=f"load{i}@example.com")
             for i in range(args.candidates)]
     invited = do_invite_candidates(packet.latest_version(), rows, send=False)

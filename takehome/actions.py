@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,7 +23,9 @@ from grading.archive import Limits, UnsafeArchive, safe_extract
 from grading.spec import DECOY_NAME_RE, SAMPLE_PACKET_DIR, join_decoys, load_spec_dir, split_decoys
 
 from .invites import InviteRow
-from .models import Candidate, Invitation, Packet, PacketFile, PacketVersion
+from .models import Candidate, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
+
+log = logging.getLogger(__name__)
 
 # Packets are small by design ("ship a tiny tree"): tighter than uploads.
 PACKET_ZIP_LIMITS = Limits(max_entries=500, max_total_bytes=5 * 1024 * 1024, max_file_bytes=1024 * 1024)
@@ -110,7 +114,11 @@ def validate_content(content: VersionContent) -> None:
 
 @transaction.atomic
 def do_create_version(packet: Packet, content: VersionContent, user=None) -> PacketVersion:
-    """Write a new immutable version of a packet, numbered after the last one."""
+    """Write a new immutable version of a packet, numbered after the last one.
+
+    The version starts unpublished: its self-check is queued for a worker
+    (after commit) and it can be invited to once every check passes.
+    """
     validate_content(content)
     # why: lock the packet row so two editors saving at once get numbers 2 and 3.
     Packet.objects.select_for_update().get(pk=packet.pk)
@@ -139,6 +147,7 @@ def do_create_version(packet: Packet, content: VersionContent, user=None) -> Pac
         )
         for path, data in sorted(files.items())
     )
+    do_queue_packet_check(version, user)
     return version
 
 
@@ -147,6 +156,39 @@ def do_create_packet(slug: str, title: str, content: VersionContent, user=None) 
     packet = Packet.objects.create(slug=slug, title=title, created_by=user)
     do_create_version(packet, content, user)
     return packet
+
+
+@dataclass(frozen=True)
+class ImportedPacket:
+    packet: Packet
+    version: PacketVersion  # the zip's top level: the latest
+    new_packet: bool
+    earlier: tuple[PacketVersion, ...] = ()  # versions/<n>/, recreated for a new packet
+    history_skipped: int = 0  # versions/<n>/ not imported: the packet existed here
+
+
+def do_import_packet(uploaded, user=None) -> ImportedPacket:
+    """Import a packet zip (the layout of ``takehome/sample_packet/``), all or nothing.
+
+    A slug this installation has already gets a new version (never an
+    overwrite) from the zip's top level; a new slug, a new packet, with the
+    earlier versions under ``versions/<n>/`` recreated first, in order. Every
+    version made is self-checked (queued), so it is invitable only once it
+    passes. PacketError says why a zip cannot be used, and nothing is stored then.
+    """
+    from .packet_zip import parse_history, parse_packet
+
+    files = read_zip_tree(uploaded, "packet")
+    slug, title, content = parse_packet(files)
+    history = parse_history(files, slug)
+    with transaction.atomic():
+        packet = Packet.objects.filter(slug=slug).first()
+        if packet is not None:
+            return ImportedPacket(packet, do_create_version(packet, content, user), False,
+                                  history_skipped=len(history))
+        packet = Packet.objects.create(slug=slug, title=title, created_by=user)
+        earlier = tuple(do_create_version(packet, old, user) for _, old in history)
+        return ImportedPacket(packet, do_create_version(packet, content, user), True, earlier)
 
 
 def sample_content() -> tuple[str, str, VersionContent]:
@@ -203,6 +245,108 @@ def do_load_sample_packet() -> tuple[Packet, bool]:
     return packet, True
 
 
+def do_queue_packet_check(version: PacketVersion, user=None) -> PacketCheck:
+    """Ask a worker to run this version's self-check; the message is sent after commit.
+
+    A broker that is down loses nothing: the check stays queued and the
+    sweep (takehome.tasks.sweep_packet_checks) sends it again.
+    """
+    check = PacketCheck.objects.create(version=version, requested_by=user)
+    transaction.on_commit(lambda: _send_check(check.pk))
+    return check
+
+
+def _send_check(check_id: int) -> bool:
+    from grading import publish
+
+    from .tasks import check_packet_version
+
+    return publish.send(check_packet_version, (check_id,))
+
+
+def do_resend_stale_checks(queued_for_s: int = 60, running_for_s: int = 600) -> int:
+    """Send again checks queued longer than ``queued_for_s`` and put back those running past ``running_for_s``.
+
+    why: the broker is only the doorbell; a message lost while it was down,
+    or a worker killed mid-check, must not leave a version checking for ever.
+    """
+    now = timezone.now()
+    PacketCheck.objects.filter(status=PacketCheck.Status.RUNNING,
+                               started_at__lt=now - timedelta(seconds=running_for_s)).update(
+        status=PacketCheck.Status.QUEUED, started_at=None)
+    stale = PacketCheck.objects.filter(status=PacketCheck.Status.QUEUED,
+                                       created_at__lt=now - timedelta(seconds=queued_for_s))
+    return sum(_send_check(pk) for pk in stale.values_list("pk", flat=True))
+
+
+def claim_packet_check(check_id: int) -> PacketCheck | None:
+    """Move a queued check to running for this process, or None when another took it (or it is done)."""
+    # why a conditional update: two workers (or a worker and the command line) may hold the same message.
+    claimed = PacketCheck.objects.filter(pk=check_id, status=PacketCheck.Status.QUEUED).update(
+        status=PacketCheck.Status.RUNNING, started_at=timezone.now())
+    if not claimed:
+        return None
+    return PacketCheck.objects.select_related("version__packet").get(pk=check_id)
+
+
+def do_run_packet_check(check_id: int, final: bool = True) -> PacketCheck | None:
+    """Run a queued self-check in the sandbox and store each check's outcome and log.
+
+    Returns the finished check, or None when it was not queued (taken by
+    another process, or done). If the sandbox cannot start, the check goes
+    back to the queue (``final=False``, the task retries) or ends in error,
+    saying why; the version stays unpublished either way.
+    """
+    from grading.cgroups import owned_name
+    from grading.pipeline import sandbox_from_settings
+    from grading.sandbox import SandboxUnavailable
+    from grading.selfcheck import check_packet
+
+    check = claim_packet_check(check_id)
+    if check is None:
+        return None
+    scratch = Path(settings.GRADING_SCRATCH_DIR)
+    scratch.mkdir(parents=True, exist_ok=True)
+    # why named by its owner: a worker killed mid-check leaves this folder, and the next start removes it.
+    work = scratch / owned_name("grade")
+    work.mkdir(mode=0o700)
+    try:
+        results = check_packet(check.version.to_spec(), sandbox_from_settings(), scratch=work)
+    except SandboxUnavailable as exc:
+        if not final:
+            PacketCheck.objects.filter(pk=check.pk).update(status=PacketCheck.Status.QUEUED, started_at=None)
+            raise
+        return _finish_check(check, PacketCheck.Status.ERROR, [],
+                             f"The sandbox could not start, so nothing was checked: {exc}. "
+                             "Run the self-check again once a worker with bubblewrap is running.")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    status = PacketCheck.Status.PASSED if all(r.passed for r in results) else PacketCheck.Status.FAILED
+    return _finish_check(check, status, [r.to_dict() for r in results], "")
+
+
+def _finish_check(check: PacketCheck, status: str, results: list[dict], error: str) -> PacketCheck:
+    from grading.core import clean_evidence
+
+    check.status, check.results, check.error = status, clean_evidence(results), error
+    check.finished_at = timezone.now()
+    check.save(update_fields=["status", "results", "error", "finished_at"])
+    log.info("self-check of %s: %s", check.version, status)
+    return check
+
+
+def do_check_version_now(version: PacketVersion, user=None) -> PacketCheck:
+    """Run a new self-check of ``version`` in this process (the command line); returns it finished.
+
+    Raises SandboxUnavailable when this machine cannot run the sandbox; the
+    check then stays queued for a worker.
+    """
+    with transaction.atomic():
+        check = PacketCheck.objects.create(version=version, requested_by=user)
+    done = do_run_packet_check(check.pk, final=False)
+    return done or PacketCheck.objects.get(pk=check.pk)
+
+
 class InviteError(Exception):
     """Invitations that cannot be created; `.messages` has one sentence per problem."""
 
@@ -240,6 +384,9 @@ def do_invite_candidates(
     A candidate already invited to this packet (any version, not revoked) is a
     duplicate: raise InviteError and create nothing.
     """
+    refusal = version.refusal_to_invite()
+    if refusal:
+        raise InviteError([refusal])
     problems = _duplicates(version, rows)
     if problems:
         raise InviteError(problems)

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Candidate, Invitation, Packet, PacketFile, PacketVersion, WorkerHeartbeat
+from .models import Candidate, Invitation, Packet, PacketCheck, PacketFile, PacketVersion, WorkerHeartbeat
 
 
 class PacketFileInline(admin.TabularInline):
@@ -17,13 +17,26 @@ class PacketAdmin(admin.ModelAdmin):
     search_fields = ("title", "slug")
 
 
+class PacketCheckInline(admin.TabularInline):
+    """A version's self-checks, read-only: only the sandbox writes them."""
+
+    model = PacketCheck
+    fields = ("status", "created_at", "finished_at", "error")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(PacketVersion)
 class PacketVersionAdmin(admin.ModelAdmin):
     """Read-only: a version never changes once written."""
 
     list_display = ("packet", "number", "time_limit_minutes", "created_at")
     list_filter = ("packet",)
-    inlines = [PacketFileInline]
+    inlines = [PacketFileInline, PacketCheckInline]
 
     def has_change_permission(self, request, obj=None):
         return False

@@ -255,3 +255,11 @@ class ExtendDeadlineForm(forms.Form):
     """How many minutes to add to a candidate's deadline."""
 
     minutes = forms.IntegerField(min_value=1, max_value=7 * 24 * 60)
+
+
+class ImportPacketForm(forms.Form):
+    archive = forms.FileField(
+        label="Packet zip",
+        help_text="A zip made by Export (or by hand): packet.json, prompt.md, fixture/, solution/, "
+                  "reference_tests/ and decoys/<name>/. A packet whose slug exists here gets a new version.",
+    )

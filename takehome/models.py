@@ -79,6 +79,12 @@ class PacketVersion(models.Model):
     def __str__(self) -> str:
         return f"{self.packet.slug} v{self.number}"
 
+    # A version's state, from its self-checks (PacketCheck): published when the
+    # last finished check passed; a draft when it failed; checking before any
+    # finished; unchecked when it has none (versions made before self-checks
+    # existed: still invitable, so an upgrade locks no one out).
+    PUBLISHED, DRAFT, CHECKING, UNCHECKED = "published", "draft", "checking", "unchecked"
+
     def save(self, *args, **kwargs) -> None:
         # why: an invitation's meaning depends on its version never changing.
         if self.pk is not None:
@@ -95,6 +101,35 @@ class PacketVersion(models.Model):
 
     def rubric_labels(self) -> dict[str, str]:
         return {c.key: c.label for c in self.rubric_cells()}
+
+    def last_check(self) -> PacketCheck | None:
+        """The newest self-check of this version, finished or not."""
+        return self.checks.order_by("-pk").first()
+
+    def last_finished_check(self) -> PacketCheck | None:
+        return self.checks.exclude(status__in=PacketCheck.OPEN).order_by("-pk").first()
+
+    @property
+    def state(self) -> str:
+        """published, draft, checking or unchecked (see PacketCheck)."""
+        finished = self.last_finished_check()
+        if finished is not None:
+            return self.PUBLISHED if finished.status == PacketCheck.Status.PASSED else self.DRAFT
+        return self.CHECKING if self.checks.exists() else self.UNCHECKED
+
+    def refusal_to_invite(self) -> str | None:
+        """Why candidates cannot be invited to this version, or None when they can."""
+        state = self.state
+        if state == self.DRAFT and self.last_finished_check().status == PacketCheck.Status.ERROR:
+            return (f"Version {self.number} of {self.packet.title} is a draft: its self-check could not run. "
+                    "Run the self-check again on the packet's page once a worker is running.")
+        if state == self.DRAFT:
+            return (f"Version {self.number} of {self.packet.title} is a draft: its self-check failed. "
+                    "Fix the failing check with a new version (Edit), then invite.")
+        if state == self.CHECKING:
+            return (f"Version {self.number} of {self.packet.title} is still being checked; it can be "
+                    "invited to once every check passes (a worker must be running).")
+        return None
 
     def files_of(self, kind: str) -> dict[str, bytes]:
         return {f.path: bytes(f.content) for f in self.files.all() if f.kind == kind}
@@ -114,6 +149,49 @@ class PacketVersion(models.Model):
             test_command=tuple(shlex.split(self.test_command)),
             time_limit_minutes=self.time_limit_minutes,
         )
+
+
+class PacketCheck(models.Model):
+    """One run of a packet version's self-check (grading/selfcheck.py), with each check's outcome and log.
+
+    QUEUED -> RUNNING -> PASSED | FAILED   (the packet's code decided)
+    QUEUED/RUNNING -> ERROR                 (our side failed: no sandbox; run it again)
+    A version may be checked again; its state follows its last finished check.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        PASSED = "passed"
+        FAILED = "failed"
+        ERROR = "error"
+
+    OPEN = (Status.QUEUED, Status.RUNNING)
+
+    version = models.ForeignKey(PacketVersion, on_delete=models.CASCADE, related_name="checks")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    # [{"check_id", "title", "passed", "summary", "log"}, ...] in grading.selfcheck.CHECKS order
+    results = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-pk"]
+
+    def __str__(self) -> str:
+        return f"check of {self.version}: {self.status}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in self.OPEN
+
+    def failed_checks(self) -> list[dict]:
+        return [r for r in self.results if not r.get("passed")]
 
 
 class PacketFile(models.Model):

@@ -236,6 +236,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "record-heartbeat": {"task": "takehome.tasks.record_heartbeat", "schedule": 30.0},
     "sweep-submissions": {"task": "grading.tasks.sweep_submissions", "schedule": 60.0},
+    "sweep-packet-checks": {"task": "takehome.tasks.sweep_packet_checks", "schedule": 60.0},
 }
 
 LOGGING = {

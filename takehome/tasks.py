@@ -19,3 +19,25 @@ def record_heartbeat(hostname: str = "") -> str:
         hostname=name, defaults={"seen_at": timezone.now(), "caps": sandbox_caps()[:500]}
     )
     return name
+
+
+@shared_task(bind=True, acks_late=True, max_retries=3, soft_time_limit=300, time_limit=360)
+def check_packet_version(self, check_id: int) -> str:
+    """Run one packet version's self-check (takehome.actions.do_run_packet_check); retries a sandbox that cannot start."""
+    from grading.sandbox import SandboxUnavailable
+
+    from .actions import do_run_packet_check
+
+    try:
+        check = do_run_packet_check(check_id, final=self.request.retries >= self.max_retries)
+    except SandboxUnavailable as exc:
+        raise self.retry(exc=exc, countdown=10 * 2**self.request.retries)
+    return check.status if check else "skipped"
+
+
+@shared_task(ignore_result=True)
+def sweep_packet_checks() -> int:
+    """Send again the self-checks whose message was lost: queued for a minute, or running far too long (worker died)."""
+    from .actions import do_resend_stale_checks
+
+    return do_resend_stale_checks()

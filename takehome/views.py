@@ -14,9 +14,10 @@ from django.views.decorators.vary import vary_on_headers
 
 from . import actions
 from .access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, recruiter_required
-from .forms import ExtendDeadlineForm, InviteForm, NewPacketForm, PacketVersionForm
+from .forms import ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
 from .http import htmx_redirect
 from .models import Invitation, Packet, PacketFile, PacketVersion, WorkerHeartbeat
+from .packet_zip import export_zip
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -64,10 +65,15 @@ def _version(packet: Packet, request: HttpRequest) -> PacketVersion:
 
 
 @require_GET
+@vary_on_headers("HX-Request")
 @recruiter_required
 def packet_detail(request: HttpRequest, slug: str) -> HttpResponse:
     packet = get_object_or_404(Packet, slug=slug)
     version = _version(packet, request)
+    check = version.last_check()
+    if request.htmx and request.GET.get("part") == "check":
+        return render(request, "takehome/packet_detail.html#packet-check",
+                      {"packet": packet, "version": version, "check": check})
     files = list(version.files.all())
     shown = None
     path = request.GET.get("file")
@@ -90,8 +96,49 @@ def packet_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "groups": groups,
             "shown": shown,
             "invitation_count": Invitation.objects.filter(packet_version__packet=packet).count(),
+            "check": check,
         },
     )
+
+
+@require_POST
+@recruiter_required
+def packet_check(request: HttpRequest, slug: str) -> HttpResponse:
+    """Run a version's self-check again (a worker runs it; the page shows it as it goes)."""
+    packet = get_object_or_404(Packet, slug=slug)
+    version = _version(packet, request)
+    actions.do_queue_packet_check(version, request.user)
+    messages.success(request, f"The self-check of version {version.number} is queued; this page updates when it ends.")
+    return htmx_redirect(request, f"{packet.get_absolute_url()}?v={version.number}")
+
+
+@require_GET
+@recruiter_required
+def packet_export(request: HttpRequest, slug: str) -> HttpResponse:
+    """The version as a zip an author can read, edit and import elsewhere."""
+    packet = get_object_or_404(Packet, slug=slug)
+    version = _version(packet, request)
+    history = request.GET.get("history") == "1"
+    response = HttpResponse(export_zip(version, history=history), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{packet.slug}-v{version.number}.zip"'
+    return response
+
+
+@require_http_methods(["GET", "POST"])
+@recruiter_required
+def packet_import(request: HttpRequest) -> HttpResponse:
+    form = ImportPacketForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            imported = actions.do_import_packet(form.cleaned_data["archive"], request.user)
+        except actions.PacketError as exc:
+            form.add_error("archive", str(exc))
+        else:
+            what = "Imported as a new packet" if imported.new_packet else (
+                f"This installation had {imported.packet.slug} already: imported as version {imported.version.number}")
+            messages.success(request, f"{what}. Its self-check is running; it can be invited to once every check passes.")
+            return redirect(imported.packet)
+    return render(request, "takehome/packet_import.html", {"form": form})
 
 
 @require_POST
@@ -121,7 +168,8 @@ def packet_create(request: HttpRequest) -> HttpResponse:
             except actions.PacketError as exc:
                 form.add_error(None, str(exc))
             else:
-                messages.success(request, f"Packet {packet.title} created.")
+                messages.success(request, f"Packet {packet.title} created. Its self-check is running: "
+                                          "it can be invited to once every check passes.")
                 return redirect(packet)
     return render(request, "takehome/packet_form.html", {"form": form, "packet": None})
 
@@ -142,7 +190,8 @@ def packet_edit(request: HttpRequest, slug: str) -> HttpResponse:
             else:
                 messages.success(
                     request,
-                    f"Saved as version {version.number}. Invitations already sent keep the version they were given.",
+                    f"Saved as version {version.number}. Invitations already sent keep the version they were given. "
+                    "Its self-check is running: it can be invited to once every check passes.",
                 )
                 return redirect(packet)
     return render(request, "takehome/packet_form.html", {"form": form, "packet": packet, "base": base})
@@ -156,6 +205,7 @@ def packet_invite(request: HttpRequest, slug: str) -> HttpResponse:
     if version is None:
         raise Http404("This packet has no version yet.")
     form = InviteForm(request.POST or None)
+    refusal = version.refusal_to_invite()
     created = []
     if request.method == "POST" and form.is_valid():
         try:
@@ -170,7 +220,7 @@ def packet_invite(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "takehome/packet_invite.html",
-        {"packet": packet, "version": version, "form": form, "created": created},
+        {"packet": packet, "version": version, "form": form, "created": created, "refusal": refusal},
     )
 
 

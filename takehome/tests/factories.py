@@ -1,11 +1,20 @@
 import factory
 
 from takehome.actions import VersionContent, do_create_packet
-from takehome.models import Candidate, Invitation
+from takehome.models import Candidate, Invitation, PacketCheck, PacketVersion
 
 
-def make_packet(slug="tiny", title="Tiny packet", **overrides):
-    """A small real packet through the same action the recruiter's form uses."""
+def mark_checked(version: PacketVersion) -> PacketVersion:
+    """Publish a version as if its self-check had passed, for tests that are not about the self-check."""
+    version.checks.filter(status__in=PacketCheck.OPEN).delete()
+    PacketCheck.objects.create(version=version, status=PacketCheck.Status.PASSED,
+                               results=[{"check_id": "test-setup", "title": "Marked passed by the test set-up",
+                                         "passed": True, "summary": "", "log": ""}])
+    return version
+
+
+def make_packet(slug="tiny", title="Tiny packet", checked=True, **overrides):
+    """A small real packet through the same action the recruiter's form uses (published unless ``checked=False``)."""
     content = VersionContent(
         prompt=overrides.pop("prompt", "Fix **add**."),
         fixture=overrides.pop("fixture", {"calc.py": b"def add(a, b):\n    return a - b\n",
@@ -14,7 +23,10 @@ def make_packet(slug="tiny", title="Tiny packet", **overrides):
         reference_tests=overrides.pop("reference_tests", {}),
         **overrides,
     )
-    return do_create_packet(slug, title, content)
+    packet = do_create_packet(slug, title, content)
+    if checked:
+        mark_checked(packet.latest_version())
+    return packet
 
 
 class CandidateFactory(factory.django.DjangoModelFactory):

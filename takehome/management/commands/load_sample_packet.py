@@ -1,13 +1,37 @@
 from django.core.management.base import BaseCommand
 
-from takehome.actions import do_load_sample_packet
+from grading.sandbox import SandboxUnavailable
+from takehome.actions import do_load_sample_packet, do_queue_packet_check, do_run_packet_check
+from takehome.models import PacketCheck, PacketVersion
 
 
 class Command(BaseCommand):
-    help = "Load the built-in refund-sum packet. Safe to run again: it adds a version only if its files changed."
+    help = (
+        "Load the built-in refund-sum packet. Safe to run again: it adds a version only if its files changed. "
+        "A new version's self-check runs here when this machine has the sandbox, else a worker runs it."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--no-check", action="store_true",
+                            help="leave the self-check of a new version to a worker")
 
     def handle(self, *args, **options):
         packet, changed = do_load_sample_packet()
         version = packet.latest_version()
         verb = "Loaded" if changed else "Already up to date:"
         self.stdout.write(f"{verb} sample packet {packet.slug} (version {version.number}).")
+        queued = version.checks.filter(status=PacketCheck.Status.QUEUED).first()
+        if queued is None and version.state in (PacketVersion.UNCHECKED, PacketVersion.DRAFT):
+            # A version from before self-checks, or one whose check could not run (no sandbox then): check it now.
+            queued = do_queue_packet_check(version)
+        if queued is None or options["no_check"]:
+            if queued is not None:
+                self.stdout.write("Its self-check is queued for a worker.")
+            return
+        try:
+            check = do_run_packet_check(queued.pk, final=False)
+        except SandboxUnavailable as exc:
+            self.stdout.write(f"The sandbox cannot run here ({exc}); a worker will run the self-check.")
+            return
+        if check is not None:
+            self.stdout.write(f"Self-check: {check.status}.")
