@@ -106,7 +106,7 @@ def test_the_migration_fills_the_defaults_and_keeps_a_versions_own_words(sample_
     version = sample_packet.latest_version()
     PacketVersion.objects.filter(pk=version.pk).update(rubric={"red_log": "Kept", "model_waited": ""},
                                                        rubric_definitions={})
-    migration = importlib.import_module("takehome.migrations.0005_rubric_definitions")
+    migration = importlib.import_module("takehome.migrations.0006_rubric_definitions")
     migration.fill_rubric(apps, None)
     version = PacketVersion.objects.get(pk=version.pk)
     assert version.rubric == {**rubric.DEFAULT_LABELS, "red_log": "Kept"}

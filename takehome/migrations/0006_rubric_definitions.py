@@ -37,7 +37,7 @@ def fill_rubric(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('takehome', '0004_candidate_name_index'),
+        ('takehome', '0005_packet_self_check'),
     ]
 
     operations = [
