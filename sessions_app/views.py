@@ -358,7 +358,10 @@ def _receive(request, invitation: Invitation, token: str, handler: HashingUpload
             "received_at": submission.uploaded_at.isoformat(),
             "status": Submission.Status.QUEUED if result.queued else Submission.Status.RECEIVED,
         }, status=201)
-    messages.success(request, message)
+    # why not the same words: a message stays on the page while grading moves on; the page's
+    # own polled status says where grading is.
+    messages.success(request, f"Upload received and stored (sha256 {submission.sha256[:12]}…, "
+                              f"{human_size(submission.size)}).")
     return htmx_redirect(request, "sessions_app:submission-detail", token=token, pk=submission.pk)
 
 
@@ -380,7 +383,7 @@ def submission_detail(request: HttpRequest, invitation: Invitation, token: str, 
                                          received_at=submission.uploaded_at).first()
     template = "sessions_app/submission_detail.html"
     if request.htmx:
-        template += "#submission-status"
+        template += "#grading-state"
     reviewed = None if submission.is_latest else invitation.submissions.filter(is_latest=True).first()
     return render(request, template, {"invitation": invitation, "token": token, "submission": submission,
                                       "receipt": receipt, "reviewed": reviewed})
