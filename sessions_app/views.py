@@ -139,6 +139,7 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
         "upload_closes_at": actions.upload_closes_at(invitation),
         "grace": actions.grace_words(),
         "upload_limits": actions.upload_limits_words(),
+        "unpacked_limits": actions.unpacked_limits_words(),
         "max_bytes": settings.UPLOAD_MAX_BYTES,
         "max_size": human_size(settings.UPLOAD_MAX_BYTES),
         "form": form or UploadForm(),
