@@ -19,7 +19,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from takehome.http import from_gate, htmx_redirect, wants_json
@@ -163,11 +163,23 @@ def landing(request: HttpRequest, invitation: Invitation, token: str) -> HttpRes
     return render(request, template, session_context(invitation, token))
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
+@never_cache
 @with_invitation
 def start(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
-    """Start the clock. A second Start changes nothing and says so."""
-    if actions.do_start_session(invitation):
+    """Start the clock, once, after a confirmation that states the time limit and the deadline.
+
+    GET (and a POST without ``confirm=yes``) shows the confirmation and
+    changes nothing; a second Start changes nothing and says so.
+    """
+    if invitation.started_at is None and (request.method == "GET" or request.POST.get("confirm") != "yes"):
+        now = timezone.now()
+        version = invitation.packet_version
+        return render(request, "sessions_app/start_confirm.html", {
+            "invitation": invitation, "version": version, "token": token, "now": now,
+            "deadline_if_now": now + version.time_limit, "grace": actions.grace_words(),
+        })
+    if request.method == "POST" and actions.do_start_session(invitation):
         messages.success(
             request,
             f"Your clock is running: {invitation.packet_version.time_limit_minutes} minutes, until "
