@@ -1,4 +1,4 @@
-"""The upload limits, read from settings, are stated wherever a candidate looks: the page, README.txt, gate.py's help."""
+"""The upload limits, from settings, are stated wherever a candidate looks: the page, README.txt, gate.py's help."""
 
 import io
 import zipfile

@@ -1,4 +1,4 @@
-"""A refused upload's message is in view when the answer arrives, with or without JavaScript, on a laptop and a phone."""
+"""A refused upload's message is in view when the answer comes, with or without JavaScript, on a laptop and a phone."""
 
 import pytest
 
