@@ -176,7 +176,7 @@ def start(request: HttpRequest, invitation: Invitation, token: str) -> HttpRespo
         now = timezone.now()
         version = invitation.packet_version
         return render(request, "sessions_app/start_confirm.html", {
-            "invitation": invitation, "version": version, "token": token, "now": now,
+            "invitation": invitation, "version": version, "token": token,
             "deadline_if_now": now + version.time_limit, "grace": actions.grace_words(),
         })
     if request.method == "POST" and actions.do_start_session(invitation):
