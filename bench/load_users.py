@@ -156,7 +156,7 @@ class Candidate(Visitor):
         csrf = CSRF_FIELD.search(page.text).group(1)
         think(0.5, 2)
         if self.call("POST", f"{base}/start", "/t/[token]/start", (302,),
-                     data={"csrfmiddlewaretoken": csrf}) is None:
+                     data={"csrfmiddlewaretoken": csrf, "confirm": "yes"}) is None:
             return
         page = self.call("GET", f"{base}/", "/t/[token]/")
         if page is None or self.call("GET", f"{base}/download", "/t/[token]/download") is None:

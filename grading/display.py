@@ -182,8 +182,15 @@ def candidate_clock(text) -> str:
 
 def receipt_rows(receipts: Iterable[Mapping]) -> list[dict]:
     """The evidence's receipts as the page lists them: both clocks written out for reading."""
-    return [{**r, "when": _when(r.get("at")), "local": candidate_clock(r.get("local_time"))}
+    return [{**r, "when": _when(r.get("at")), "at_utc": _aware(r.get("at")),
+             "local": candidate_clock(r.get("local_time"))}
             for r in receipts if isinstance(r, Mapping)]
+
+
+def _aware(at) -> datetime | None:
+    """A server time as an aware UTC datetime (the page adds the reader's local time beside it)."""
+    value = _parse(at if isinstance(at, str) else None)
+    return value.replace(tzinfo=timezone.utc) if value else None
 
 
 def gate_log_rows(lines) -> list[dict] | None:

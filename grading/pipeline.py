@@ -22,6 +22,7 @@ from sessions_app.models import GateReceipt, Submission
 
 from . import lifecycle
 from .checks.timeline import Receipt
+from .archive import Limits
 from .core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
 from .display import is_tampered
 from .models import Evidence, GradingRun
@@ -75,6 +76,9 @@ def sandbox_caps() -> str:
 
 def grade_options() -> GradeOptions:
     return GradeOptions(cache_dir=settings.VAR_DIR / "cache" / "original-runs",
+                        limits=Limits(max_entries=settings.UPLOAD_MAX_FILES,
+                                      max_file_bytes=settings.UPLOAD_MAX_FILE_BYTES,
+                                      max_total_bytes=settings.UPLOAD_MAX_UNPACKED_BYTES),
                         min_red_to_green_s=settings.GRADING_MIN_RED_TO_GREEN_S)
 
 

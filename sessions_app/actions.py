@@ -23,7 +23,7 @@ from grading.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
 from takehome.models import Invitation
 
 from .models import GateReceipt, Submission
-from .uploads import IncomingArchive
+from .uploads import IncomingArchive, human_size
 
 Step = GateReceipt.Step
 PROMPT_FILE = "artifacts/prompt.txt"
@@ -77,6 +77,13 @@ def upload_limits_words() -> str:
     if most > 0:
         parts.append(f"{most} time{'s' if most != 1 else ''} in all")
     return "at most " + " and ".join(parts) if parts else "as often as you like"
+
+
+def unpacked_limits_words() -> str:
+    """What one upload may unpack to, from settings: 'at most 2000 files, 10 MB per file and 50 MB in all'."""
+    files = settings.UPLOAD_MAX_FILES
+    return (f"at most {files} file{'s' if files != 1 else ''}, {human_size(settings.UPLOAD_MAX_FILE_BYTES)} "
+            f"per file and {human_size(settings.UPLOAD_MAX_UNPACKED_BYTES)} in all")
 
 
 def _time_is_up(invitation: Invitation, now: datetime, step: str | None = None) -> SessionRefused | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import shlex
+import textwrap
 import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,15 +16,23 @@ from django.urls import reverse
 from grading.spec import BUNDLE_PATHS
 from takehome.models import Invitation, PacketFile
 
-from .actions import grace_words, upload_limits_words
+from .actions import grace_words, unpacked_limits_words, upload_limits_words
 from .uploads import human_size
 
 GATE_DIR = Path(__file__).resolve().parent / "gate"
 RESERVED = set(BUNDLE_PATHS)
 
 
-def personalise_gate(*, server: str, token: str, test_command: str, max_bytes: int) -> str:
-    """The gate's source with this candidate's server, token, test command and size limit filled in.
+def limits_text() -> str:
+    """The upload limits as gate.py's help prints them, read from settings."""
+    text = (f"Upload limits: at most {human_size(settings.UPLOAD_MAX_BYTES)} as a zip; unpacked, "
+            f"{unpacked_limits_words()} (virtual environments, .git and caches are left out first and do "
+            f"not count); {upload_limits_words()}, until uploads close {grace_words()} after the deadline.")
+    return textwrap.fill(text, 100)
+
+
+def personalise_gate(*, server: str, token: str, test_command: str, max_bytes: int, limits: str = "") -> str:
+    """The gate's source with this candidate's server, token, test command and upload limits filled in.
 
     Values go in as JSON literals, which are valid Python literals for these
     types, so no value can break out of its string.
@@ -35,6 +44,7 @@ def personalise_gate(*, server: str, token: str, test_command: str, max_bytes: i
         '"__TAKEHOME_TOKEN__"': json.dumps(token),
         '["python", "-m", "pytest", "-q"]  # __TAKEHOME_TEST_COMMAND__': json.dumps(command),
         "20971520  # __TAKEHOME_MAX_UPLOAD_BYTES__": str(int(max_bytes)),
+        '"__TAKEHOME_LIMITS__"': json.dumps(limits),
     }
     for placeholder, value in replacements.items():
         if placeholder not in source:
@@ -57,6 +67,7 @@ def readme_text(invitation: Invitation, token: str) -> str:
         "upload_limits": upload_limits_words(),
         "link": settings.SITE_URL + reverse("sessions_app:landing", args=[token]),
         "max_size": human_size(settings.UPLOAD_MAX_BYTES),
+        "unpacked_limits": unpacked_limits_words(),
     }
     text = (GATE_DIR / "README.txt").read_text()
     for key, value in values.items():
@@ -71,7 +82,7 @@ def build_bundle(invitation: Invitation, token: str) -> bytes:
     fixture = version.files_of(PacketFile.Kind.FIXTURE)
     gate = personalise_gate(
         server=settings.SITE_URL, token=token, test_command=version.test_command,
-        max_bytes=settings.UPLOAD_MAX_BYTES,
+        max_bytes=settings.UPLOAD_MAX_BYTES, limits=limits_text(),
     )
     when = datetime.now().timetuple()[:6]
 

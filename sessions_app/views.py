@@ -19,7 +19,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from takehome.http import from_gate, htmx_redirect, wants_json
@@ -139,6 +139,7 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
         "upload_closes_at": actions.upload_closes_at(invitation),
         "grace": actions.grace_words(),
         "upload_limits": actions.upload_limits_words(),
+        "unpacked_limits": actions.unpacked_limits_words(),
         "max_bytes": settings.UPLOAD_MAX_BYTES,
         "max_size": human_size(settings.UPLOAD_MAX_BYTES),
         "form": form or UploadForm(),
@@ -162,11 +163,23 @@ def landing(request: HttpRequest, invitation: Invitation, token: str) -> HttpRes
     return render(request, template, session_context(invitation, token))
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
+@never_cache
 @with_invitation
 def start(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
-    """Start the clock. A second Start changes nothing and says so."""
-    if actions.do_start_session(invitation):
+    """Start the clock, once, after a confirmation that states the time limit and the deadline.
+
+    GET (and a POST without ``confirm=yes``) shows the confirmation and
+    changes nothing; a second Start changes nothing and says so.
+    """
+    if invitation.started_at is None and (request.method == "GET" or request.POST.get("confirm") != "yes"):
+        now = timezone.now()
+        version = invitation.packet_version
+        return render(request, "sessions_app/start_confirm.html", {
+            "invitation": invitation, "version": version, "token": token,
+            "deadline_if_now": now + version.time_limit, "grace": actions.grace_words(),
+        })
+    if request.method == "POST" and actions.do_start_session(invitation):
         messages.success(
             request,
             f"Your clock is running: {invitation.packet_version.time_limit_minutes} minutes, until "
@@ -358,7 +371,10 @@ def _receive(request, invitation: Invitation, token: str, handler: HashingUpload
             "received_at": submission.uploaded_at.isoformat(),
             "status": Submission.Status.QUEUED if result.queued else Submission.Status.RECEIVED,
         }, status=201)
-    messages.success(request, message)
+    # why not the same words: a message stays on the page while grading moves on; the page's
+    # own polled status says where grading is.
+    messages.success(request, f"Upload received and stored (sha256 {submission.sha256[:12]}…, "
+                              f"{human_size(submission.size)}).")
     return htmx_redirect(request, "sessions_app:submission-detail", token=token, pk=submission.pk)
 
 
@@ -380,7 +396,7 @@ def submission_detail(request: HttpRequest, invitation: Invitation, token: str, 
                                          received_at=submission.uploaded_at).first()
     template = "sessions_app/submission_detail.html"
     if request.htmx:
-        template += "#submission-status"
+        template += "#grading-state"
     reviewed = None if submission.is_latest else invitation.submissions.filter(is_latest=True).first()
     return render(request, template, {"invitation": invitation, "token": token, "submission": submission,
                                       "receipt": receipt, "reviewed": reviewed})

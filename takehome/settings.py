@@ -314,6 +314,15 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 TOKEN_LOOKUPS_PER_MINUTE = env.int("TAKEHOME_TOKEN_LOOKUPS_PER_MINUTE", default=240)
 # Largest upload accepted, in bytes, checked from Content-Length and again while streaming.
 UPLOAD_MAX_BYTES = env.int("TAKEHOME_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024)
+# What one upload may unpack to, checked by the grader on inflated bytes (virtualenvs, .git and
+# caches are left out first and do not count): files, bytes per file, bytes in all. Past any,
+# the upload is not accepted and the candidate's page says which limit and by what.
+UPLOAD_MAX_FILES = env.int("TAKEHOME_UPLOAD_MAX_FILES", default=2000)
+UPLOAD_MAX_FILE_BYTES = env.int("TAKEHOME_UPLOAD_MAX_FILE_BYTES", default=10 * 1024 * 1024)
+UPLOAD_MAX_UNPACKED_BYTES = env.int("TAKEHOME_UPLOAD_MAX_UNPACKED_BYTES", default=50 * 1024 * 1024)
+for _name in ("UPLOAD_MAX_BYTES", "UPLOAD_MAX_FILES", "UPLOAD_MAX_FILE_BYTES", "UPLOAD_MAX_UNPACKED_BYTES"):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"TAKEHOME_{_name}={globals()[_name]} must be at least 1.")
 # Uploads (and gate steps) are still accepted this many seconds after the deadline (a slow network, a last save).
 UPLOAD_GRACE_S = env.int("TAKEHOME_UPLOAD_GRACE_S", default=300)
 # Per invitation: at most one upload every so many seconds, and so many in all;

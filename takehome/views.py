@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.templatetags.static import static
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -29,6 +30,13 @@ def home(request: HttpRequest) -> HttpResponse:
     if in_group(request.user, REVIEWER_GROUP):
         return redirect("grading:queue")
     return render(request, "takehome/no_role.html", status=403)
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever the page says: send them to the icon in static/."""
+    # why not permanent: the static name carries a content hash in production, which changes.
+    return redirect(static("takehome/favicon.svg"))
 
 
 def worker_status() -> dict:

@@ -66,7 +66,27 @@ def test_status_updates_live_while_grading(rob, sample_packet):
     assert b"<html" not in partial.content and b'id="queue-rows"' in partial.content
     Submission.objects.filter(pk=grading.pk).update(status="graded")
     partial = rob.get("/review/?show=todo", headers=HX).content.decode()
-    assert "Graded" in partial and "hx-trigger" not in partial  # polling stops
+    assert "Graded" in partial and 'hx-trigger="every 10s"' in partial  # slower: only new rows to wait for
+
+
+def test_the_first_page_brings_in_new_uploads_without_a_reload(rob, sample_packet):
+    first = make_submission(sample_packet, "Ada", status=Submission.Status.GRADED)
+    html = rob.get(f"/review/?packet={sample_packet.slug}&show=all").content.decode()
+    poll = re.search(r'<tbody id="queue-rows" hx-get="([^"]+)" hx-trigger="every 10s"', html)
+    assert poll, "the first page must poll even when nothing is grading"
+    newer = make_submission(sample_packet, "Grace")
+    partial = rob.get(poll.group(1).replace("&amp;", "&"), headers=HX)
+    assert b"<html" not in partial.content and shown(partial) == [newer.pk, first.pk]
+
+
+def test_a_later_page_polls_only_while_its_rows_grade(rob, sample_packet):
+    subs = [make_submission(sample_packet, f"Candidate {i}", status=Submission.Status.GRADED) for i in range(52)]
+    response = rob.get(f"/review/?show=all&after={subs[-50].pk}")
+    assert shown(response) == [subs[1].pk, subs[0].pk]
+    assert "hx-trigger" not in response.content.decode().split('id="queue-rows"')[1].split(">")[0]
+    Submission.objects.filter(pk=subs[0].pk).update(status="grading")
+    later = rob.get(f"/review/?show=all&after={subs[-50].pk}").content.decode()
+    assert f'hx-get="/review/?show=all&amp;after={subs[-50].pk}" hx-trigger="every 3s"' in later
 
 
 def test_paginated_with_a_fixed_number_of_queries(rob, sample_packet, django_assert_max_num_queries):

@@ -4,7 +4,8 @@
     python gate.py red       run the tests; keeps artifacts/red.log (it must fail; refused once the model window is open)
     python gate.py model     needs a red log and artifacts/prompt.txt; opens the model window
     python gate.py green     needs the model window; runs the tests; keeps artifacts/green.log
-    python gate.py submit    zips this folder (artifacts included) and uploads it
+    python gate.py submit    zips this folder (artifacts included) and uploads it; it says first
+                             which artifacts are missing and asks (--anyway: upload without asking)
     python gate.py status    what the server has witnessed, and the time left
 
 Each of red, model and green also sends a receipt to the server: the log's
@@ -35,6 +36,7 @@ SERVER = "__TAKEHOME_SERVER__"
 TOKEN = "__TAKEHOME_TOKEN__"
 TEST_COMMAND = ["python", "-m", "pytest", "-q"]  # __TAKEHOME_TEST_COMMAND__
 MAX_UPLOAD_BYTES = 20971520  # __TAKEHOME_MAX_UPLOAD_BYTES__
+LIMITS = "__TAKEHOME_LIMITS__"
 
 ROOT = Path(__file__).resolve().parent
 ART = ROOT / "artifacts"
@@ -47,6 +49,15 @@ SKIP_DIRS = {".venv", "venv", "env", ".git", ".hg", "__pycache__", ".pytest_cach
              ".ruff_cache", ".tox", "node_modules", ".idea", ".vscode"}
 # Ours, not your work: left out of the upload (gate.py also holds your link).
 NOT_SUBMITTED = {"gate.py", "README.txt"}
+# What the steps above ask you to write: submit names any that are missing or empty.
+EXPECTED = (
+    ("red.log", "python gate.py red"),
+    ("prompt.txt", "your exact prompt to the model"),
+    ("model_allowed.at", "python gate.py model"),
+    ("model.md", "the model's raw reply"),
+    ("green.log", "python gate.py green"),
+    ("refuse.md", "one unsafe patch and why you would not apply it"),
+)
 TIMEOUT_S = 30
 # A busy server (HTTP 503 with Retry-After) stored nothing: wait as it asks and send
 # again, this many times, waiting at most LONGEST_WAIT_S each time. A 429 is about
@@ -253,9 +264,45 @@ def multipart(field, filename, data):
     return head + data + tail, "multipart/form-data; boundary=" + boundary
 
 
-def cmd_submit(offline):
+def missing_artifacts():
+    """The artifacts the steps ask for that are not here, or empty, each with what it should hold."""
+    missing = []
+    for name, what in EXPECTED:
+        path = ART / name
+        if not path.is_file():
+            missing.append("artifacts/%s is missing (%s)" % (name, what))
+        elif not path.read_bytes().strip():
+            missing.append("artifacts/%s is empty (%s)" % (name, what))
+    return missing
+
+
+def confirm_incomplete(anyway):
+    """Say what is missing before uploading; go on only if the candidate says so (or passed --anyway)."""
+    missing = missing_artifacts()
+    if not missing:
+        return
+    print("Reviewers look for these, and this folder does not have them:", file=sys.stderr)
+    for line in missing:
+        print("  - " + line, file=sys.stderr)
+    if anyway:
+        print("Uploading anyway (--anyway).", file=sys.stderr)
+        return
+    stop = ("Nothing was uploaded. Add what is missing and run python gate.py submit again, or run\n"
+            "python gate.py submit --anyway to upload the folder as it is.")
+    if not sys.stdin.isatty():
+        sys.exit(stop)
+    try:
+        answer = input("Upload it as it is? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        sys.exit(stop)
+
+
+def cmd_submit(offline, anyway=False):
     if offline:
         sys.exit("submit needs the server; upload the zip from your page instead.")
+    confirm_incomplete(anyway)
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(tmp) / "submission.zip"
         with zipfile.ZipFile(str(archive), "w", zipfile.ZIP_DEFLATED) as zf:
@@ -266,7 +313,7 @@ def cmd_submit(offline):
         data = archive.read_bytes()
     if len(data) > MAX_UPLOAD_BYTES:
         sys.exit("The zip is %.1f MB, over the limit of %.0f MB. Remove large files (data, builds) from\n"
-                 "this folder and try again." % (len(data) / 1048576, MAX_UPLOAD_BYTES / 1048576))
+                 "this folder and try again.\n%s" % (len(data) / 1048576, MAX_UPLOAD_BYTES / 1048576, LIMITS))
     body, content_type = multipart("archive", ROOT.name + ".zip", data)
     digest = hashlib.sha256(data).hexdigest()
     try:
@@ -358,13 +405,21 @@ def cmd_status(offline):
 
 COMMANDS = {"red": cmd_red, "model": cmd_model, "green": cmd_green, "submit": cmd_submit, "status": cmd_status}
 
+def usage():
+    """The commands, then the upload limits this server set."""
+    return __doc__.strip().split("\n\n")[1] + "\n\n" + LIMITS
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     offline = "--offline" in args
-    args = [a for a in args if a != "--offline"]
+    anyway = "--anyway" in args
+    args = [a for a in args if a not in ("--offline", "--anyway")]
     cmd = args[0] if args else "help"
     if cmd not in COMMANDS:
-        print(__doc__.strip().split("\n\n")[1])
+        print(usage())
         sys.exit(0 if cmd in ("help", "-h", "--help") else 2)
+    elif cmd == "submit":
+        cmd_submit(offline, anyway)
     else:
         COMMANDS[cmd](offline)

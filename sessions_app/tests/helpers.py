@@ -109,8 +109,9 @@ def run_gate(tree: Path, *args: str, python: Path | None = None):
 
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tree.parent), "LANG": "C.UTF-8",
            "NO_PROXY": "*"}
+    # stdin from /dev/null, as in a script: a question gate.py would ask is answered "no".
     return subprocess.run([str(python or runner_python()), "gate.py", *args], cwd=tree, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
 
 
 def do_honest_work(tree: Path) -> None:
@@ -129,6 +130,13 @@ def apply_fix(tree: Path) -> None:
 
 def write_refusal(tree: Path) -> None:
     (tree / "artifacts" / "refuse.md").write_bytes(REFUSAL)
+
+
+def fill_artifacts(tree: Path) -> None:
+    """Every artifact the steps ask for, so that submit has nothing to ask about."""
+    (tree / "artifacts").mkdir(exist_ok=True)
+    for name in ("red.log", "prompt.txt", "model_allowed.at", "model.md", "green.log", "refuse.md"):
+        (tree / "artifacts" / name).write_text("x\n")
 
 
 def receipts_jsonl(tree: Path) -> list[dict]:

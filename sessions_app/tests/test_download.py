@@ -47,7 +47,7 @@ def test_the_zip_holds_the_fixture_the_gate_and_a_readme(client, started, settin
     assert "python gate.py red" in readme and "red means the test runner printed FAILED" in readme
     assert f"https://jobs.example.com/t/{started.raw_token}/" in readme
     # The README agrees with the page: uploads stay open through the grace period, not just to the deadline.
-    assert "upload again until uploads\nclose" in readme and "again before the\ndeadline" not in readme
+    assert "upload again until uploads close" in readme and "again before the\ndeadline" not in readme
 
 
 def test_the_gate_keeps_the_articles_refusals_and_artifact_names(client, started):

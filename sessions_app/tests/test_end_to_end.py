@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import time
 import zipfile
 from pathlib import Path
@@ -23,6 +24,7 @@ from grading.models import Evidence, GradingRun
 from grading.tasks import sweep_submissions
 from sessions_app.actions import do_start_session
 from sessions_app.models import Submission
+from takehome.models import Invitation
 from takehome.tests.factories import InvitationFactory
 
 from .conftest import url
@@ -90,7 +92,7 @@ def zip_folder(tree: Path) -> bytes:
 
 def test_gate_py_from_red_to_submit_is_graded_with_its_receipts(candidate, client, live_server, celery_worker_proc,
                                                                 tmp_path):
-    assert client.post(url("start", candidate)).status_code == 302
+    assert client.post(url("start", candidate), {"confirm": "yes"}).status_code == 302
     tree = download_tree(live_server.url, candidate.raw_token, tmp_path)
     work_through_the_gate(tree)
 
@@ -117,6 +119,9 @@ def test_browser_upload_is_graded_and_the_page_updates_itself(candidate, live_se
     page.goto(f"{live_server.url}{url('landing', candidate)}")
     page.get_by_role("heading", name="Refunds in the invoice total").wait_for()
     page.click("#start-button")
+    page.locator("#deadline-if-now").wait_for()  # the question first, with the deadline it will set
+    assert Invitation.objects.get(pk=candidate.pk).started_at is None
+    page.click("#confirm-start")
     page.locator("#countdown").wait_for()
     assert "min" in page.locator("#countdown").inner_text()
     screenshot(page, "candidate-landing")
@@ -263,7 +268,7 @@ def test_a_refused_upload_after_a_graded_one_leaves_the_graded_one_under_review(
     assert "The archive was refused" not in page and 'data-section="diff"' in page
     good.refresh_from_db()
     assert good.runs.count() == 1 and good.is_latest  # graded once, under review again
-    landing = client.get(url("landing", invitation)).content.decode()
+    landing = re.sub(r"<[^>]+>", "", client.get(url("landing", invitation)).content.decode())  # words only
     assert f"Reviewers will see your upload received at {good.uploaded_at:%H:%M:%S}" in landing
     assert "was not accepted, so it does not replace it" in landing
 

@@ -216,12 +216,13 @@ def test_a_browser_gets_a_page_and_htmx_a_notice_when_the_database_is_busy(live_
 def test_gate_py_waits_out_a_busy_server_and_then_stores_the_upload(live_server, sample_packet, media_root,
                                                                     settings, tmp_path):
     """gate.py submit meets 503s while another write holds the lock; it waits as told, says so, and succeeds."""
-    from .helpers import download_tree, run_gate
+    from .helpers import download_tree, fill_artifacts, run_gate
 
     settings.SITE_URL = live_server.url
     settings.RETRY_AFTER_BUSY_S = 1
     invitation = started_invitation(sample_packet)
     tree = download_tree(live_server.url, invitation.raw_token, tmp_path)
+    fill_artifacts(tree)  # a complete folder: submit asks nothing before it sends
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "NO_PROXY": "*"}
     with short_busy_timeout(), ExitStack() as lock:
         lock.enter_context(write_lock_held())

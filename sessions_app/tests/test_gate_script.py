@@ -10,8 +10,8 @@ from sessions_app.actions import do_start_session
 from sessions_app.models import GateReceipt, Submission
 from takehome.tests.factories import InvitationFactory
 
-from .helpers import (apply_fix, do_honest_work, download_tree, receipts_jsonl, run_gate, runner_python,
-                      write_refusal)
+from .helpers import (apply_fix, do_honest_work, download_tree, fill_artifacts, receipts_jsonl, run_gate,
+                      runner_python, write_refusal)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -148,6 +148,7 @@ class QuietHandler(http.server.BaseHTTPRequestHandler):
 
 def submit_to(tree, handler):
     """Run `gate.py submit` against a stand-in server (a proxy, a slow server) answering with ``handler``."""
+    fill_artifacts(tree)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -159,6 +160,7 @@ def submit_to(tree, handler):
 
 def test_submit_too_soon_after_the_last_says_how_long_to_wait(tree, settings):
     settings.UPLOAD_INTERVAL_S = 60
+    fill_artifacts(tree)
     first = run_gate(tree, "submit")
     assert first.returncode == 0, first.stdout + first.stderr
     r = run_gate(tree, "submit")
@@ -174,6 +176,7 @@ def test_submit_too_soon_after_the_last_says_how_long_to_wait(tree, settings):
 def test_submit_past_the_total_limit_says_whom_to_write_to(tree, settings):
     settings.UPLOAD_INTERVAL_S = 0
     settings.UPLOAD_MAX_COUNT = 1
+    fill_artifacts(tree)
     assert run_gate(tree, "submit").returncode == 0
     r = run_gate(tree, "submit")
     assert r.returncode == 1
@@ -253,3 +256,51 @@ def test_a_step_after_the_deadline_is_refused_and_its_receipt_noted(tree, settin
     kept = GateReceipt.objects.get()
     assert (entry["witnessed"], entry["accepted"], entry["receipt"]) == (True, False, kept.pk)
     assert kept.accepted is False and kept.refusal.startswith("Time is up")
+
+
+def test_submit_names_the_missing_artifacts_and_uploads_nothing_without_a_yes(tree):
+    (tree / "artifacts").mkdir(exist_ok=True)
+    (tree / "artifacts" / "model.md").write_text("  \n")
+    r = run_gate(tree, "submit")  # stdin is not a terminal: nobody to ask
+    assert r.returncode == 1
+    assert "Reviewers look for these, and this folder does not have them:" in r.stderr
+    assert "artifacts/refuse.md is missing (one unsafe patch and why you would not apply it)" in r.stderr
+    assert "artifacts/model.md is empty (the model's raw reply)" in r.stderr
+    assert "artifacts/red.log is missing" in r.stderr and "artifacts/green.log is missing" in r.stderr
+    assert "Nothing was uploaded." in r.stderr and "python gate.py submit --anyway" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not Submission.objects.exists()
+
+
+def test_submit_anyway_uploads_and_still_says_what_is_missing(tree):
+    r = run_gate(tree, "submit", "--anyway")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "artifacts/refuse.md is missing" in r.stderr and "Uploading anyway (--anyway)." in r.stderr
+    assert Submission.objects.count() == 1
+
+
+@pytest.mark.parametrize("answer, uploaded", [(b"y\n", True), (b"\n", False)])
+def test_submit_at_a_terminal_asks_before_uploading_an_incomplete_folder(tree, answer, uploaded):
+    import os
+    import subprocess
+
+    primary, secondary = os.openpty()  # a terminal on stdin, as a candidate has
+    try:
+        gate = subprocess.Popen([str(runner_python()), "gate.py", "submit"], cwd=tree, stdin=secondary,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={"PATH": os.environ.get("PATH", ""), "HOME": str(tree.parent), "NO_PROXY": "*"})
+        os.write(primary, answer)
+        out, err = gate.communicate(timeout=60)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert "artifacts/refuse.md is missing" in err
+    assert (gate.returncode == 0) is uploaded, out + err
+    assert Submission.objects.exists() is uploaded
+
+
+def test_submit_of_a_complete_folder_asks_nothing(tree):
+    fill_artifacts(tree)
+    r = run_gate(tree, "submit")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Reviewers look for" not in r.stderr and Submission.objects.count() == 1

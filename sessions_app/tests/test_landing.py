@@ -1,5 +1,7 @@
 """GET /t/<token>/: the candidate's page."""
 
+import re
+
 import pytest
 
 from sessions_app.models import Submission
@@ -163,6 +165,11 @@ def listing(client, invitation) -> str:
     return client.get(url("landing", invitation)).content.decode().split('id="upload-list"')[1]
 
 
+def text_of(html: str) -> str:
+    """The words of a piece of a page, its tags (a <time>, say) left out."""
+    return re.sub(r"<[^>]+>", "", html)
+
+
 def row(html: str, submission: Submission) -> str:
     return html.split(f'data-submission="{submission.pk}"')[1].split("</tr>")[0]
 
@@ -171,7 +178,7 @@ def test_the_page_says_which_upload_reviewers_see_when_a_later_one_was_refused(c
     good = upload_row(started, 10, "graded", is_latest=True)
     bad = upload_row(started, 2, "rejected", reason="The archive holds a symbolic link (link); replace it")
     html = listing(client, started)
-    note = html.split('id="reviewed-note"')[1].split("</p>")[0]
+    note = text_of(html.split('id="reviewed-note"')[1].split("</p>")[0])
     assert f"Reviewers will see your upload received at {good.uploaded_at:%H:%M:%S}" in note
     assert f"Your later upload of {bad.uploaded_at:%H:%M:%S} was not accepted, so it does not replace it." in note
     assert "for review</span>" in row(html, good) and "for review</span>" not in row(html, bad)
@@ -181,7 +188,7 @@ def test_the_page_says_which_upload_reviewers_see_when_a_later_one_was_refused(c
 def test_a_pending_upload_is_the_one_reviewed_once_graded(client, started):
     upload_row(started, 10, "graded")
     pending = upload_row(started, 1, "queued", is_latest=True)
-    note = listing(client, started).split('id="reviewed-note"')[1].split("</p>")[0]
+    note = text_of(listing(client, started).split('id="reviewed-note"')[1].split("</p>")[0])
     assert f"Reviewers will see your upload received at {pending.uploaded_at:%H:%M:%S}" in note
     assert "once it is graded" in note and "not accepted" not in note
 

@@ -67,3 +67,21 @@ def test_a_superseded_upload_says_it_was_not_graded(client, started, submission)
     html = client.get(url("submission-detail", started, pk=submission.pk)).content.decode()
     assert "A newer upload arrived before this one was graded, so it was not graded" in html
     assert "replaced" in html and "hx-trigger" not in html  # finished: no polling
+
+
+def test_the_polled_part_carries_the_note_so_it_follows_grading(client, started, submission):
+    page = url("submission-detail", started, pk=submission.pk)
+    html = client.get(page, headers={"HX-Request": "true"}).content.decode()
+    assert "<html" not in html and 'id="grading-state"' in html
+    assert "reviewers will see it once it is graded" in html
+    Submission.objects.filter(pk=submission.pk).update(status="graded")
+    html = client.get(page, headers={"HX-Request": "true"}).content.decode()
+    assert "This is your latest accepted upload: it is the one reviewed." in html
+    assert "once it is graded" not in html and "hx-trigger" not in html
+
+
+def test_the_upload_message_makes_no_promise_the_page_outlives(client, started, media_root):
+    # The message is shown once and never updated: grading's state belongs to the polled part only.
+    r = client.post(url("upload", started), {"archive": SimpleUploadedFile("w.zip", honest_zip())}, follow=True)
+    flash = r.content.decode().split('<ul class="messages">')[1].split("</ul>")[0]
+    assert "Upload received and stored" in flash and "graded" not in flash

@@ -230,9 +230,9 @@ def test_a_second_upload_within_the_interval_is_refused_with_429_and_retry_after
         assert r.json()["code"] == "too_soon"
     elif how == "htmx":
         assert "<html" not in text and text.strip().startswith('<section class="card" id="upload-form"')
-        assert 'class="errors" role="alert"' in text
+        assert 'class="errors" id="upload-errors" role="alert"' in text
     else:
-        assert "<html" in text and 'class="errors" role="alert"' in text
+        assert "<html" in text and 'class="errors" id="upload-errors" role="alert"' in text
 
     # Once the interval has passed, the next upload is taken.
     Submission.objects.update(uploaded_at=timezone.now() - timedelta(seconds=11))

@@ -116,3 +116,9 @@ def test_a_request_error_is_printed_once():
     django_logger = logging.getLogger("django")
     assert django_logger.propagate
     assert not [h for h in django_logger.handlers if isinstance(h, logging.StreamHandler)]
+
+
+def test_an_upload_limit_below_one_stops_with_its_name():
+    result = manage("check", DEBUG="true", TAKEHOME_UPLOAD_MAX_FILES="0")
+    assert result.returncode != 0
+    assert "TAKEHOME_UPLOAD_MAX_FILES=0 must be at least 1." in result.stderr

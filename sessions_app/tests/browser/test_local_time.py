@@ -1,0 +1,72 @@
+"""In Chromium, each time shown in UTC gets the viewer's local time beside it, also in parts htmx swaps in."""
+
+from datetime import timedelta
+
+import pytest
+
+from sessions_app.actions import do_start_session
+from sessions_app.models import Submission
+from takehome.tests.factories import InvitationFactory
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def open_page(browser, url: str, timezone_id: str, javascript: bool = True):
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, timezone_id=timezone_id,
+                                  java_script_enabled=javascript)
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    page.goto(url)
+    return context, page
+
+
+@pytest.fixture
+def landing(live_server, sample_packet):
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    do_start_session(invitation)
+    return invitation, f"{live_server.url}/t/{invitation.raw_token}/"
+
+
+def test_the_deadline_shows_the_viewers_local_time_beside_utc(browser, landing):
+    invitation, url = landing
+    context, page = open_page(browser, url, "Asia/Kolkata")  # UTC+05:30 all year
+    try:
+        local = invitation.deadline + timedelta(hours=5, minutes=30)
+        deadline = page.locator("#clock .muted")
+        deadline.locator(".local-time").wait_for()
+        assert deadline.inner_text() == (f"(deadline {invitation.deadline:%Y-%m-%d %H:%M} UTC "
+                                         f"({local:%Y-%m-%d %H:%M} your time))")
+        title = deadline.locator(".local-time").get_attribute("title")
+        assert "Asia/Kolkata" in title or "Asia/Calcutta" in title  # ICU's older name
+    finally:
+        context.close()
+
+
+def test_rows_swapped_in_by_the_poll_get_local_times_too(browser, landing):
+    invitation, url = landing
+    upload = Submission.objects.create(invitation=invitation, archive="uploads/a.zip", sha256="a" * 64, size=1,
+                                       original_name="a.zip", status="queued", is_latest=True)
+    context, page = open_page(browser, url, "America/Sao_Paulo")  # UTC-03:00, no summer time since 2019
+    try:
+        row = page.locator(f'tr[data-submission="{upload.pk}"]')
+        row.locator(".local-time").wait_for()
+        Submission.objects.filter(pk=upload.pk).update(status="graded")
+        page.locator("#upload-list .status-graded").wait_for()  # the poll swapped the list in
+        local = upload.uploaded_at - timedelta(hours=3)
+        assert row.locator(".local-time").inner_text() == f" ({local:%Y-%m-%d %H:%M:%S} your time)"
+        assert page.locator("#upload-list .local-time").count() == page.locator("#upload-list time").count()
+    finally:
+        context.close()
+
+
+def test_in_utc_or_without_javascript_the_utc_text_stands_alone(browser, landing):
+    invitation, url = landing
+    for zone, javascript in (("UTC", True), ("Asia/Kolkata", False)):
+        context, page = open_page(browser, url, zone, javascript)
+        try:
+            page.locator("#clock time").wait_for()
+            assert page.locator("#clock time").inner_text() == f"{invitation.deadline:%Y-%m-%d %H:%M} UTC"
+            page.wait_for_timeout(200)
+            assert page.locator(".local-time").count() == 0
+        finally:
+            context.close()
