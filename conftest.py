@@ -31,6 +31,17 @@ def require(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(autouse=True)
+def _no_login_lockout(request, settings):
+    """Failed-login limits (django-axes) are off in tests, except in tests marked `axes`.
+
+    why: a test that fails a login on purpose must never lock out the next
+    one, and Django's test client logs in without a request, which axes refuses.
+    """
+    if request.node.get_closest_marker("axes") is None:
+        settings.AXES_ENABLED = False
+
+
 @pytest.fixture
 def media_root(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"

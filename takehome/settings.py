@@ -6,6 +6,7 @@ with TAKEHOME_. A bad value stops the process with a message, never a guess.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -85,6 +86,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "axes",
     "takehome",
     "sessions_app",
     "grading",
@@ -102,6 +104,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # A write that cannot be done now (busy database, full disk) answers 503 with Retry-After.
     "takehome.unavailable.UnavailableMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the page saying when to try again.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "takehome.urls"
@@ -165,6 +169,28 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# why axes first: it refuses a locked-out login before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Failed logins (django-axes): after LOGIN_FAILURE_LIMIT failures for one
+# username from one address, that pair is refused for LOGIN_LOCKOUT_MINUTES,
+# counted again from each attempt made while locked out. Another address, or
+# another username from the same address, is not affected. A success clears the count.
+AXES_FAILURE_LIMIT = env.int("TAKEHOME_LOGIN_FAILURE_LIMIT", default=5)
+LOGIN_LOCKOUT_MINUTES = env.int("TAKEHOME_LOGIN_LOCKOUT_MINUTES", default=15)
+for _name, _value in (("TAKEHOME_LOGIN_FAILURE_LIMIT", AXES_FAILURE_LIMIT),
+                      ("TAKEHOME_LOGIN_LOCKOUT_MINUTES", LOGIN_LOCKOUT_MINUTES)):
+    if _value < 1:
+        raise ImproperlyConfigured(f"{_name}={_value} must be at least 1.")
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # why: otherwise every manage.py command starts with axes' banner
+AXES_LOCKOUT_CALLABLE = "takehome.team.views.locked_out"
+# An invited member's set-password link works this long (and once). Django's default is 3 days.
+PASSWORD_RESET_TIMEOUT = env.int("TAKEHOME_SET_PASSWORD_LINK_DAYS", default=3) * 24 * 3600
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
