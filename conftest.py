@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent
+# Commands the tests start never read the checkout's .env (the settings skip it
+# under pytest already): a developer's port or key must not change a result.
+os.environ["TAKEHOME_ENV_FILE"] = ""
 CHROMIUM = "/usr/bin/chromium"
 
 

@@ -6,6 +6,7 @@ with TAKEHOME_. A bad value stops the process with a message, never a guess.
 """
 
 import os
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,9 +20,32 @@ from grading.runner import sandbox_home
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
+
+def _read_env_file() -> None:
+    """Fill in the environment from the checkout's .env (make writes one for development).
+
+    Variables already in the environment win. TAKEHOME_ENV_FILE names another
+    file, or none when empty. why not under pytest: tests must not depend on
+    a developer's .env (its port, its key); they set what they need.
+    """
+    default = "" if "pytest" in sys.modules else str(BASE_DIR / ".env")
+    name = os.environ.get("TAKEHOME_ENV_FILE", default)
+    if not name:
+        return
+    path = Path(name)
+    if path.is_file():
+        environ.Env.read_env(path, overwrite=False)
+    elif "TAKEHOME_ENV_FILE" in os.environ:
+        raise ImproperlyConfigured(f"TAKEHOME_ENV_FILE={name} is not a file.")
+
+
+_read_env_file()
+
 # The development key is public (it is in this file): it may only ever sign
 # cookies on a developer's machine. Production mode refuses it below.
 DEV_SECRET_KEY = "django-insecure-takehome-development-key-never-use-in-production"
+# The keys make writes into a development .env (scripts/dotenv.py) start with this.
+DEV_KEY_PREFIX = "django-insecure-takehome-dev-"
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off", ""}
@@ -57,10 +81,11 @@ if not SECRET_KEY:
         "SECRET_KEY is not set. Set SECRET_KEY (or SECRET_KEY_FILE) to a long random "
         "string, or set DEBUG=true on a development machine."
     )
-if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
+if not DEBUG and (SECRET_KEY == DEV_SECRET_KEY or SECRET_KEY.startswith(DEV_KEY_PREFIX)):
     raise ImproperlyConfigured(
-        "Refusing to start in production mode (DEBUG=false) with the development "
-        "SECRET_KEY. Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        "Refusing to start in production mode (DEBUG=false) with a development "
+        "SECRET_KEY (the built-in one, or one make wrote into .env). Generate one with: "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
     )
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"] if DEBUG else [])

@@ -11,6 +11,7 @@ SETTINGS = (ROOT / "takehome" / "settings.py").read_text()
 
 def names_read_by_settings() -> set[str]:
     found = set(re.findall(r'env(?:\.\w+|_bool)?\(\s*"([A-Z][A-Z0-9_]*)"', SETTINGS))
+    found |= set(re.findall(r'os\.environ\.get\(\s*"([A-Z][A-Z0-9_]*)"', SETTINGS))
     found |= {f"{n}_FILE" for n in re.findall(r'_secret\(\s*"([A-Z_]+)"', SETTINGS)}
     found |= set(re.findall(r'_secret\(\s*"([A-Z_]+)"', SETTINGS))
     return found
