@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
-from django.db.models import Prefetch
 from django.contrib.auth.models import Group
+from django.db.models import Prefetch
 
 from .actions import ROLES
 

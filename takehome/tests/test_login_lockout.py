@@ -47,9 +47,10 @@ def test_a_success_clears_the_count(client, recruiter, limits):
 
 
 def test_the_lockout_ends_after_its_time(client, recruiter, limits):
+    from datetime import timedelta
+
     from axes.models import AccessAttempt
     from django.utils import timezone
-    from datetime import timedelta
 
     for _ in range(3):
         login(client, "wrong")

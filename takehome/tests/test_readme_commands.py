@@ -130,7 +130,7 @@ def test_make_run_on_another_port_takes_the_links_with_it(checkout, busy_port, h
     assert "!!!" not in output
     # The .env (written for 8000) is left alone, and the run says which links use which.
     assert "SITE_URL=http://127.0.0.1:8000" in (checkout / ".env").read_text()
-    assert f".env says http://127.0.0.1:8000" in output
+    assert ".env says http://127.0.0.1:8000" in output
 
 
 def test_make_run_says_loudly_when_site_url_and_port_disagree(checkout, busy_port):
