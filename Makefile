@@ -2,18 +2,26 @@
 #   make run    set up, then serve http://127.0.0.1:8000/ with a worker, beat and a private Redis,
 #               under supervisord, which restarts whichever dies (scripts/run-supervised)
 #   make test   set up, then run the whole test suite
+# The set-up writes .env on its first run (scripts/dotenv.py: DEBUG=true, a generated development
+# SECRET_KEY, TAKEHOME_PORT, SITE_URL, TAKEHOME_VAR_DIR), which manage.py, the worker and
+# gunicorn read through the settings; it is never rewritten. The environment wins over it.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-export TAKEHOME_VAR_DIR ?= $(CURDIR)/var
-export DEBUG ?= true
 
-.PHONY: run status test lint setup system venv runner db bench
+# `make run PORT=8123` is `TAKEHOME_PORT=8123 make run`; the links (SITE_URL) follow the port.
+ifeq ($(origin PORT),command line)
+export TAKEHOME_PORT := $(PORT)
+endif
 
-# The log-in line seed_demo prints names the port the web server listens on.
-run: export TAKEHOME_PORT ?= 8000
+.PHONY: run status test lint setup dotenv system venv runner db bench
+
+# A port given to this make (PORT or TAKEHOME_PORT) carries SITE_URL with it, unless SITE_URL
+# is set too; otherwise both come from .env. run-supervised says so loudly when they disagree.
+ifdef TAKEHOME_PORT
 run: export SITE_URL ?= http://127.0.0.1:$(TAKEHOME_PORT)
+endif
 run: setup
 	@$(PY) manage.py seed_demo
 	@scripts/run-supervised
@@ -22,15 +30,21 @@ run: setup
 status:
 	@$(VENV)/bin/supervisorctl -c scripts/supervisord.conf status
 
+# The tests never read .env: they get what they need here and from their own fixtures.
 test: SYSTEM_FLAGS = --browser
+test: export DEBUG ?= true
+test: export TAKEHOME_VAR_DIR ?= $(CURDIR)/var
 test: setup lint
 	$(VENV)/bin/pytest
+
+setup: dotenv system venv runner db
 
 # The house's guards (see CONTRIBUTING.md): grading's core imports neither Django nor the apps (.importlinter).
 lint: venv
 	$(VENV)/bin/lint-imports --no-cache
 
-setup: system venv runner db
+dotenv:
+	@$(PYTHON) scripts/dotenv.py write
 
 system:
 	@scripts/ensure-system $(SYSTEM_FLAGS)
@@ -43,11 +57,10 @@ $(VENV)/.installed: requirements.txt
 venv: $(VENV)/.installed
 
 # The sandbox's own minimal virtualenv (pinned pytest), built from Debian's python3.
-runner: venv
+runner: venv dotenv
 	@$(PY) manage.py build_runner
 
-db: venv
-	@mkdir -p $(TAKEHOME_VAR_DIR)
+db: venv dotenv
 	@$(PY) manage.py migrate --noinput -v0
 	@$(PY) manage.py load_sample_packet
 

@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent
+# Commands the tests start never read the checkout's .env (the settings skip it
+# under pytest already): a developer's port or key must not change a result.
+os.environ["TAKEHOME_ENV_FILE"] = ""
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -41,6 +44,17 @@ def require(condition: bool, reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"{reason} (CI=true: this test must run)")
     pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def _no_login_lockout(request, settings):
+    """Failed-login limits (django-axes) are off in tests, except in tests marked `axes`.
+
+    why: a test that fails a login on purpose must never lock out the next
+    one, and Django's test client logs in without a request, which axes refuses.
+    """
+    if request.node.get_closest_marker("axes") is None:
+        settings.AXES_ENABLED = False
 
 
 @pytest.fixture

@@ -419,6 +419,11 @@ def do_send_invitation(invitation: Invitation) -> str:
         link = invitation.link()
     version = invitation.packet_version
     context = {"invitation": invitation, "link": link, "packet": version.packet, "version": version}
+    if invitation.started_at and invitation.deadline:
+        # why: a resend after Start must not promise that the clock waits for Start.
+        left = invitation.deadline - timezone.now()
+        context["deadline_passed"] = left.total_seconds() <= 0
+        context["time_left"] = _minutes_in_words(max(0, int(left.total_seconds() // 60)))
     send_mail(
         subject=f"Your take-home: {version.packet.title}",
         message=render_to_string("takehome/email/invitation.txt", context),
@@ -428,6 +433,19 @@ def do_send_invitation(invitation: Invitation) -> str:
     invitation.sent_at = timezone.now()
     invitation.save(update_fields=["sent_at"])
     return link
+
+
+def _minutes_in_words(minutes: int) -> str:
+    """'2 hours 5 minutes', '1 hour', '40 minutes'; under a minute reads as 'less than a minute'."""
+    if minutes < 1:
+        return "less than a minute"
+    hours, rest = divmod(minutes, 60)
+    parts = []
+    if hours:
+        parts.append(f"{hours} hour{'s' if hours != 1 else ''}")
+    if rest:
+        parts.append(f"{rest} minute{'s' if rest != 1 else ''}")
+    return " ".join(parts)
 
 
 def do_revoke_invitation(invitation: Invitation) -> None:

@@ -6,6 +6,8 @@ with TAKEHOME_. A bad value stops the process with a message, never a guess.
 """
 
 import os
+import sys
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -18,9 +20,32 @@ from grading.runner import sandbox_home
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
+
+def _read_env_file() -> None:
+    """Fill in the environment from the checkout's .env (make writes one for development).
+
+    Variables already in the environment win. TAKEHOME_ENV_FILE names another
+    file, or none when empty. why not under pytest: tests must not depend on
+    a developer's .env (its port, its key); they set what they need.
+    """
+    default = "" if "pytest" in sys.modules else str(BASE_DIR / ".env")
+    name = os.environ.get("TAKEHOME_ENV_FILE", default)
+    if not name:
+        return
+    path = Path(name)
+    if path.is_file():
+        environ.Env.read_env(path, overwrite=False)
+    elif "TAKEHOME_ENV_FILE" in os.environ:
+        raise ImproperlyConfigured(f"TAKEHOME_ENV_FILE={name} is not a file.")
+
+
+_read_env_file()
+
 # The development key is public (it is in this file): it may only ever sign
 # cookies on a developer's machine. Production mode refuses it below.
 DEV_SECRET_KEY = "django-insecure-takehome-development-key-never-use-in-production"
+# The keys make writes into a development .env (scripts/dotenv.py) start with this.
+DEV_KEY_PREFIX = "django-insecure-takehome-dev-"
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off", ""}
@@ -56,10 +81,11 @@ if not SECRET_KEY:
         "SECRET_KEY is not set. Set SECRET_KEY (or SECRET_KEY_FILE) to a long random "
         "string, or set DEBUG=true on a development machine."
     )
-if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
+if not DEBUG and (SECRET_KEY == DEV_SECRET_KEY or SECRET_KEY.startswith(DEV_KEY_PREFIX)):
     raise ImproperlyConfigured(
-        "Refusing to start in production mode (DEBUG=false) with the development "
-        "SECRET_KEY. Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        "Refusing to start in production mode (DEBUG=false) with a development "
+        "SECRET_KEY (the built-in one, or one make wrote into .env). Generate one with: "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
     )
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"] if DEBUG else [])
@@ -85,6 +111,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "axes",
     "takehome",
     "sessions_app",
     "grading",
@@ -102,6 +129,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # A write that cannot be done now (busy database, full disk) answers 503 with Retry-After.
     "takehome.unavailable.UnavailableMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the page saying when to try again.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "takehome.urls"
@@ -165,6 +194,28 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# why axes first: it refuses a locked-out login before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Failed logins (django-axes): after LOGIN_FAILURE_LIMIT failures for one
+# username from one address, that pair is refused for LOGIN_LOCKOUT_MINUTES,
+# counted again from each attempt made while locked out. Another address, or
+# another username from the same address, is not affected. A success clears the count.
+AXES_FAILURE_LIMIT = env.int("TAKEHOME_LOGIN_FAILURE_LIMIT", default=5)
+LOGIN_LOCKOUT_MINUTES = env.int("TAKEHOME_LOGIN_LOCKOUT_MINUTES", default=15)
+for _name, _value in (("TAKEHOME_LOGIN_FAILURE_LIMIT", AXES_FAILURE_LIMIT),
+                      ("TAKEHOME_LOGIN_LOCKOUT_MINUTES", LOGIN_LOCKOUT_MINUTES)):
+    if _value < 1:
+        raise ImproperlyConfigured(f"{_name}={_value} must be at least 1.")
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # why: otherwise every manage.py command starts with axes' banner
+AXES_LOCKOUT_CALLABLE = "takehome.team.views.locked_out"
+# An invited member's set-password link works this long (and once). Django's default is 3 days.
+PASSWORD_RESET_TIMEOUT = env.int("TAKEHOME_SET_PASSWORD_LINK_DAYS", default=3) * 24 * 3600
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

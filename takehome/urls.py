@@ -30,6 +30,12 @@ urlpatterns = [
     path("favicon.ico", views.favicon, name="favicon"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # A new member's invitation link (and a staff-sent one) lands on Django's own set-password views.
+    path("accounts/set-password/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(),
+         name="password_reset_confirm"),
+    path("accounts/set-password/done/", auth_views.PasswordResetCompleteView.as_view(),
+         name="password_reset_complete"),
+    path("team/", include("takehome.team.urls")),
     path("packets/", include((recruiter_patterns, "takehome"))),
     path("t/", include("sessions_app.urls")),
     path("review/", include("grading.urls")),

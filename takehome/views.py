@@ -29,6 +29,8 @@ def home(request: HttpRequest) -> HttpResponse:
         return redirect("takehome:packet-list")
     if in_group(request.user, REVIEWER_GROUP):
         return redirect("grading:queue")
+    if request.user.is_staff:
+        return redirect("team:list")
     return render(request, "takehome/no_role.html", status=403)
 
 

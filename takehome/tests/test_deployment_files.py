@@ -11,6 +11,7 @@ SETTINGS = (ROOT / "takehome" / "settings.py").read_text()
 
 def names_read_by_settings() -> set[str]:
     found = set(re.findall(r'env(?:\.\w+|_bool)?\(\s*"([A-Z][A-Z0-9_]*)"', SETTINGS))
+    found |= set(re.findall(r'os\.environ\.get\(\s*"([A-Z][A-Z0-9_]*)"', SETTINGS))
     found |= {f"{n}_FILE" for n in re.findall(r'_secret\(\s*"([A-Z_]+)"', SETTINGS)}
     found |= set(re.findall(r'_secret\(\s*"([A-Z_]+)"', SETTINGS))
     return found
@@ -51,3 +52,15 @@ def test_compose_parses_and_has_the_four_services():
 def test_dockerfile_installs_the_sandbox():
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "bubblewrap" in dockerfile and "grading.runner" in dockerfile
+
+
+def test_compose_never_runs_with_debug_from_a_development_env():
+    # The .env make writes says DEBUG=true; compose's own environment wins over env_file.
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    for name in ("web", "worker"):
+        assert compose["services"][name]["environment"]["DEBUG"] == "false"
+
+
+def test_the_image_never_holds_a_dotenv():
+    ignored = (ROOT / ".dockerignore").read_text().splitlines()
+    assert ".env" in ignored

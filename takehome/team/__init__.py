@@ -1,0 +1,1 @@
+"""The team: recruiters and reviewers, managed by staff inside the app."""
