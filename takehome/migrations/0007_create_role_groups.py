@@ -14,7 +14,7 @@ def create_groups(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
-        ("takehome", "0004_candidate_name_index"),
+        ("takehome", "0006_rubric_definitions"),
     ]
 
     # Going back leaves the groups: members may have been added to them since.
