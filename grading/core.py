@@ -114,9 +114,8 @@ def rerun_trees(candidate: Mapping[str, bytes], spec: PacketSpec) -> dict[str, d
     original_prod = {p: spec.fixture[p] for p in spec.production_paths if p in spec.fixture}
     without_tests = {p: d for p, d in work.items() if not is_test_path(p)}
     # why: the candidate's pytest configuration (addopts = -p plugin, -k,
-    # --deselect, --co, python_files...) must not steer the packet's tests;
-    # the packet's own configuration files, if it has any, are used instead.
-    packet_config = {p: spec.fixture[p] for p in PYTEST_CONFIG_FILES if p in spec.fixture}
+    # --deselect, --co, python_files...) must not steer the packet's tests,
+    # which run on the other side of the boundary with the packet's own.
     without_tests = {p: d for p, d in without_tests.items() if p not in PYTEST_CONFIG_FILES}
     return {
         "submitted": dict(candidate),

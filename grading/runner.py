@@ -61,7 +61,7 @@ def sandbox_home(var_dir: Path) -> Path:
 def _make_world_readable(root: Path) -> None:
     # why: the sandbox runs as an unprivileged uid that must read and execute
     # the venv, but must never be able to change it (no write bits for others).
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)
         for name in filenames:
             path = os.path.join(dirpath, name)

@@ -6,6 +6,7 @@ transaction. Gate receipts are append-only and written nowhere else.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from takehome.models import Invitation
 
 from .models import GateReceipt, Submission
 from .uploads import IncomingArchive, human_size
+
+log = logging.getLogger(__name__)
 
 Step = GateReceipt.Step
 PROMPT_FILE = "artifacts/prompt.txt"

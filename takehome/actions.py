@@ -113,7 +113,7 @@ def validate_content(content: VersionContent) -> None:
 
 
 @transaction.atomic
-def do_create_version(packet: Packet, content: VersionContent, user=None) -> PacketVersion:
+def do_create_version(packet: Packet, content: VersionContent, user=None, send_check: bool = True) -> PacketVersion:
     """Write a new immutable version of a packet, numbered after the last one.
 
     The version starts unpublished: its self-check is queued for a worker
@@ -147,14 +147,14 @@ def do_create_version(packet: Packet, content: VersionContent, user=None) -> Pac
         )
         for path, data in sorted(files.items())
     )
-    do_queue_packet_check(version, user)
+    do_queue_packet_check(version, user, send=send_check)
     return version
 
 
 @transaction.atomic
-def do_create_packet(slug: str, title: str, content: VersionContent, user=None) -> Packet:
+def do_create_packet(slug: str, title: str, content: VersionContent, user=None, send_check: bool = True) -> Packet:
     packet = Packet.objects.create(slug=slug, title=title, created_by=user)
-    do_create_version(packet, content, user)
+    do_create_version(packet, content, user, send_check=send_check)
     return packet
 
 
@@ -229,31 +229,39 @@ def _same_content(version: PacketVersion, content: VersionContent) -> bool:
 
 
 @transaction.atomic
-def do_load_sample_packet() -> tuple[Packet, bool]:
+def do_load_sample_packet(send_check: bool = True) -> tuple[Packet, bool]:
     """Create the sample packet, or a new version if its files changed. Idempotent.
 
-    Returns the packet and whether anything was written.
+    Returns the packet and whether anything was written. `send_check`: False
+    when the caller runs the new version's self-check itself.
     """
     slug, title, content = sample_content()
     packet = Packet.objects.filter(slug=slug).first()
     if packet is None:
-        return do_create_packet(slug, title, content), True
+        return do_create_packet(slug, title, content, send_check=send_check), True
     latest = packet.latest_version()
     if latest is not None and _same_content(latest, content):
         return packet, False
-    do_create_version(packet, content)
+    do_create_version(packet, content, send_check=send_check)
     return packet, True
 
 
-def do_queue_packet_check(version: PacketVersion, user=None) -> PacketCheck:
+def do_queue_packet_check(version: PacketVersion, user=None, send: bool = True) -> PacketCheck:
     """Ask a worker to run this version's self-check; the message is sent after commit.
 
     A broker that is down loses nothing: the check stays queued and the
-    sweep (takehome.tasks.sweep_packet_checks) sends it again.
+    sweep (takehome.tasks.sweep_packet_checks) sends it again. `send`: False
+    when the caller runs the check itself (and sends it only if it cannot).
     """
     check = PacketCheck.objects.create(version=version, requested_by=user)
-    transaction.on_commit(lambda: _send_check(check.pk))
+    if send:
+        transaction.on_commit(lambda: _send_check(check.pk))
     return check
+
+
+def do_send_packet_check(check_id: int) -> bool:
+    """Send a queued check to a worker now; False when the broker did not take it (the sweep will)."""
+    return _send_check(check_id)
 
 
 def _send_check(check_id: int) -> bool:

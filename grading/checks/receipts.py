@@ -205,7 +205,7 @@ def parse_gate_log(data: bytes | None, receipts: Iterable[Receipt] = ()) -> tupl
             parsed.append(GateLogLine(number, text))
             continue
 
-        def field(name: str, width: int = 300) -> str | None:
+        def field(name: str, width: int = 300, entry: dict = entry) -> str | None:
             value = entry.get(name)
             return None if value is None or isinstance(value, (dict, list)) else str(value)[:width]
 

@@ -401,7 +401,7 @@ def summary_findings(lines: list[str], failures: list[Failure], summary_idx: set
         cut = msg.endswith("...")
         msg = msg[:-3] if cut else msg
 
-        def agrees(failure: Failure) -> bool:
+        def agrees(failure: Failure, msg: str = msg, cut: bool = cut) -> bool:
             first = " ".join(failure.head[0][1].split())
             return any(first.startswith(x) or (not cut and x.startswith(first))
                        for x in (msg, unprefixed(msg))) or first.startswith(ASSERTION_PREFIX + msg)

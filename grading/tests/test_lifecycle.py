@@ -42,6 +42,19 @@ def _keys(node: ast.AST) -> set[str]:
     return set()
 
 
+# A packet's self-check (takehome.models.PacketCheck) has a status of its own: its model and the
+# `check` variables that hold one are not a submission or a grading run.
+OTHER_MODELS = {"PacketCheck"}
+OTHER_OBJECTS = {"check"}
+
+
+def _root(node: ast.AST) -> str:
+    """The name a chain of attributes and calls starts from: PacketCheck.objects.filter(...).update -> PacketCheck."""
+    while isinstance(node, (ast.Attribute, ast.Call)):
+        node = node.value if isinstance(node, ast.Attribute) else node.func
+    return getattr(node, "id", "")
+
+
 class _WriteFinder(ast.NodeVisitor):
     FIELDS = SUBMISSION_FIELDS | RUN_FIELDS
 
@@ -57,6 +70,9 @@ class _WriteFinder(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if _root(func) in OTHER_MODELS | OTHER_OBJECTS:
+            self.generic_visit(node)
+            return
         if name in WRITES or name in ("Submission", "GradingRun"):
             self.found |= {k.arg for k in node.keywords if k.arg in self.FIELDS}
             self.found |= {f for k in node.keywords if k.arg == "defaults" for f in _keys(k.value) & self.FIELDS}
@@ -67,7 +83,8 @@ class _WriteFinder(ast.NodeVisitor):
     def visit_Assign(self, node) -> None:
         for target in getattr(node, "targets", None) or [node.target]:
             for part in target.elts if isinstance(target, ast.Tuple) else [target]:
-                if isinstance(part, ast.Attribute) and part.attr in self.FIELDS and not self._own(part):
+                if (isinstance(part, ast.Attribute) and part.attr in self.FIELDS and not self._own(part)
+                        and _root(part.value) not in OTHER_OBJECTS):
                     self.found.add(part.attr)
         self.generic_visit(node)
 
@@ -109,6 +126,11 @@ def lifecycle_writes(source: str) -> set[str]:
     ("Submission.objects.values_list('status', flat=True).get(pk=1)", set()),
     ("Invitation.objects.filter(pk=1).update(submitted_at=now)", set()),
     ("if submission.status == 'error': pass", set()),
+    # A packet's self-check is another model with a status of its own.
+    ("PacketCheck.objects.filter(pk=1).update(status='queued', started_at=None)", set()),
+    ("check.status, check.error = s, e; check.finished_at = now; check.save(update_fields=['status'])", set()),
+    ("PacketCheck.objects.filter(pk=1).update(status='x'); Submission.objects.filter(pk=1).update(status='x')",
+     {"status"}),
     ("class Problem(Exception):\n    def __init__(self, status):\n        self.status = status", set()),
 ])
 def test_the_write_finder_tells_writes_from_reads(source, written):

@@ -159,11 +159,13 @@ def test_every_page_takes_as_many_queries_with_200_rows_as_with_10(rob, reviewer
                                                                      django_assert_max_num_queries):
     packet = two_packets[0]
     first = add_reviewed(two_packets, 10, 0, [ann, reviewer])
-    urls = lambda subs: ["/review/", "/review/?show=all", f"/review/?packet={packet.slug}&show=all",
-                         f"/review/?show=all&after={subs[5].pk}", "/review/?show=all&last=1",
-                         f"/review/{subs[0].pk}/", f"/review/{subs[1].pk}/",
-                         f"/review/debrief/{packet.slug}/", f"/review/debrief/{packet.slug}/?last=1",
-                         f"/review/debrief/{packet.slug}/?after={subs[0].invitation.candidate_id}"]
+    def urls(subs):
+        return ["/review/", "/review/?show=all", f"/review/?packet={packet.slug}&show=all",
+                f"/review/?show=all&after={subs[5].pk}", "/review/?show=all&last=1",
+                f"/review/{subs[0].pk}/", f"/review/{subs[1].pk}/",
+                f"/review/debrief/{packet.slug}/", f"/review/debrief/{packet.slug}/?last=1",
+                f"/review/debrief/{packet.slug}/?after={subs[0].invitation.candidate_id}"]
+
     small = [queries(rob, url) for url in urls(first)]
     more = add_reviewed(two_packets, 190, 10, [ann, reviewer])
     for url, n in zip(urls(first + more), small):

@@ -216,7 +216,7 @@ def test_a_browser_gets_a_page_and_htmx_a_notice_when_the_database_is_busy(live_
 def test_gate_py_waits_out_a_busy_server_and_then_stores_the_upload(live_server, sample_packet, media_root,
                                                                     settings, tmp_path):
     """gate.py submit meets 503s while another write holds the lock; it waits as told, says so, and succeeds."""
-    from .helpers import download_tree, fill_artifacts, run_gate
+    from .helpers import download_tree, fill_artifacts
 
     settings.SITE_URL = live_server.url
     settings.RETRY_AFTER_BUSY_S = 1
@@ -357,3 +357,22 @@ def test_forty_candidates_uploading_at_once_while_the_database_is_busy_are_all_s
     assert sorted(Submission.objects.values_list("invitation_id", flat=True)) == sorted(i.pk for i in invitations)
     for submission in Submission.objects.all():
         assert Path(submission.archive.path).is_file()
+
+
+def test_a_database_fault_while_cleaning_up_keeps_the_file_and_says_so(tmp_path, monkeypatch, caplog):
+    """After a failed commit the upload's file is removed only when the database can say nobody uses it."""
+    from django.db import DatabaseError
+
+    from sessions_app import actions
+
+    stored = tmp_path / "upload.zip"
+    stored.write_bytes(b"zip")
+
+    def busy(sha256):
+        raise DatabaseError("database is locked")
+
+    monkeypatch.setattr(actions, "_lock_content", busy)
+    with caplog.at_level("WARNING", logger="sessions_app.actions"):
+        actions._remove_unless_used(stored, "0" * 64)
+    assert stored.exists()
+    assert "could not say whether a stored upload uses it" in caplog.text

@@ -54,10 +54,11 @@ def test_export_is_laid_out_like_the_sample_packet(sample_packet, tmp_path):
 def test_export_then_import_into_an_empty_database_round_trips(sample_packet, tmp_path):
     latest = sample_packet.latest_version()
     # the packet's own wording of the rubric, and a hint of several patterns, travel too
-    latest.rubric = {**latest.rubric, "red_log": "The red run is real"}
-    latest.rubric_definitions = {**latest.rubric_definitions, "refusal_specific": "Names the harm in one line."}
-    latest.refusal_hints = {**latest.refusal_hints, "abs": [r"\babs\b", "valeur absolue"]}
-    latest.save()
+    PacketVersion.objects.filter(pk=latest.pk).update(  # why update: a stored version is otherwise immutable
+        rubric={**latest.rubric, "red_log": "The red run is real"},
+        rubric_definitions={**latest.rubric_definitions, "refusal_specific": "Names the harm in one line."},
+        refusal_hints={**latest.refusal_hints, "abs": [r"\babs\b", "valeur absolue"]})
+    latest.refresh_from_db()
     before = latest.to_spec()
     prompt = latest.prompt
     cells = latest.rubric_cells()

@@ -192,6 +192,27 @@ def test_load_sample_packet_checks_the_sample_and_publishes_it():
     assert version.state == PacketVersion.PUBLISHED
 
 
+def test_load_sample_packet_checks_here_without_a_message_to_the_broker(django_capture_on_commit_callbacks):
+    """make's set-up runs it before any broker is up: a check it runs itself is sent nowhere."""
+    with patch("grading.publish.send", return_value=False) as send, \
+            django_capture_on_commit_callbacks(execute=True):
+        call_command("load_sample_packet", stdout=StringIO())
+    assert not send.called
+    assert PacketVersion.objects.get(packet__slug="refund-sum").state == PacketVersion.PUBLISHED
+
+
+def test_load_sample_packet_without_a_sandbox_hands_the_check_to_a_worker(settings,
+                                                                            django_capture_on_commit_callbacks):
+    settings.GRADING_RUNNER_DIR = settings.VAR_DIR / "no-such-runner"
+    out = StringIO()
+    with patch("grading.publish.send", return_value=True) as send, \
+            django_capture_on_commit_callbacks(execute=True):
+        call_command("load_sample_packet", stdout=out)
+    check = PacketVersion.objects.get(packet__slug="refund-sum").checks.get()
+    assert send.call_count == 1 and send.call_args.args[1] == (check.pk,)
+    assert check.status == PacketCheck.Status.QUEUED and "a worker will run the self-check" in out.getvalue()
+
+
 def test_load_sample_packet_checks_a_sample_from_before_self_checks():
     call_command("load_sample_packet", "--no-check", stdout=StringIO())
     version = PacketVersion.objects.get(packet__slug="refund-sum")

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from grading.sandbox import SandboxUnavailable
-from takehome.actions import do_load_sample_packet, do_queue_packet_check, do_run_packet_check
+from takehome.actions import do_load_sample_packet, do_queue_packet_check, do_run_packet_check, do_send_packet_check
 from takehome.models import PacketCheck, PacketVersion
 
 
@@ -16,14 +16,16 @@ class Command(BaseCommand):
                             help="leave the self-check of a new version to a worker")
 
     def handle(self, *args, **options):
-        packet, changed = do_load_sample_packet()
+        # why not sent: the check runs here when it can, and goes to a worker only when it cannot;
+        # `make setup` runs this before any broker is up.
+        packet, changed = do_load_sample_packet(send_check=options["no_check"])
         version = packet.latest_version()
         verb = "Loaded" if changed else "Already up to date:"
         self.stdout.write(f"{verb} sample packet {packet.slug} (version {version.number}).")
         queued = version.checks.filter(status=PacketCheck.Status.QUEUED).first()
         if queued is None and version.state in (PacketVersion.UNCHECKED, PacketVersion.DRAFT):
             # A version from before self-checks, or one whose check could not run (no sandbox then): check it now.
-            queued = do_queue_packet_check(version)
+            queued = do_queue_packet_check(version, send=options["no_check"])
         if queued is None or options["no_check"]:
             if queued is not None:
                 self.stdout.write("Its self-check is queued for a worker.")
@@ -31,6 +33,7 @@ class Command(BaseCommand):
         try:
             check = do_run_packet_check(queued.pk, final=False)
         except SandboxUnavailable as exc:
+            do_send_packet_check(queued.pk)  # a broker that is down: the sweep sends it later
             self.stdout.write(f"The sandbox cannot run here ({exc}); a worker will run the self-check.")
             return
         if check is not None:
