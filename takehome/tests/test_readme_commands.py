@@ -75,8 +75,6 @@ def checkout(tmp_path_factory):
     setup = subprocess.run(["make", "--no-print-directory", "-o", ".venv/.installed", "db"], cwd=copy, env=env,
                            capture_output=True, text=True, timeout=300)
     assert setup.returncode == 0, setup.stdout + setup.stderr
-    print("SETUP", setup.stdout, setup.stderr)
-    print(subprocess.run([".venv/bin/python", "manage.py", "check_packet", "refund-sum", "--logs"], cwd=copy, env=env, capture_output=True, text=True).stdout[-3000:])
     return copy
 
 
