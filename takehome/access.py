@@ -10,7 +10,16 @@ REVIEWER_GROUP = "reviewer"
 
 
 def in_group(user, name: str) -> bool:
-    return user.is_authenticated and (user.is_superuser or user.groups.filter(name=name).exists())
+    return user.is_authenticated and (user.is_superuser or name in _group_names(user))
+
+
+def _group_names(user) -> frozenset[str]:
+    """The user's group names, read once per user object (so once per request, however many checks a page makes)."""
+    names = getattr(user, "_takehome_group_names", None)
+    if names is None:
+        names = frozenset(user.groups.values_list("name", flat=True))
+        user._takehome_group_names = names
+    return names
 
 
 def group_required(name: str):
@@ -30,3 +39,40 @@ def group_required(name: str):
 
 recruiter_required = group_required(RECRUITER_GROUP)
 reviewer_required = group_required(REVIEWER_GROUP)
+
+
+def reads_only(user) -> bool:
+    """A recruiter who is not a reviewer: reads the review pages and the debrief, marks nothing.
+
+    why not every recruiter: someone in both groups (a superuser too) is a
+    reviewer first, so the blind-review rule still hides other reviewers'
+    marks from them until they have submitted their own.
+    """
+    return in_group(user, RECRUITER_GROUP) and not in_group(user, REVIEWER_GROUP)
+
+
+def desk_required(view):
+    """Login required, then the reviewer or the recruiter group (superusers pass); otherwise 403."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not (in_group(request.user, REVIEWER_GROUP) or in_group(request.user, RECRUITER_GROUP)):
+            raise PermissionDenied("This page is for the reviewer and recruiter groups.")
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapped)
+
+
+def marker_required(view):
+    """Login, then the reviewer group: the only people who mark. A recruiter is told so, in a 403."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not in_group(request.user, REVIEWER_GROUP):
+            if in_group(request.user, RECRUITER_GROUP):
+                raise PermissionDenied("Only reviewers mark reviews. Recruiters can read the review page and "
+                                       "the debrief but not mark them; nothing was changed.")
+            raise PermissionDenied(f"This page is for the {REVIEWER_GROUP} group.")
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapped)

@@ -11,7 +11,7 @@ from grading.spec import split_decoys
 
 from .actions import PacketError, VersionContent, read_decoys_zip, read_zip_tree
 from .invites import parse_invite_lines
-from .models import DEFAULT_RUBRIC, Packet, PacketFile, PacketVersion
+from .models import DEFAULT_RUBRIC, Decision, Packet, PacketFile, PacketVersion
 
 MAX_PACKET_ZIP_BYTES = 5 * 1024 * 1024
 
@@ -236,3 +236,10 @@ class ExtendDeadlineForm(forms.Form):
     """How many minutes to add to a candidate's deadline."""
 
     minutes = forms.IntegerField(min_value=1, max_value=7 * 24 * 60)
+
+
+class DecisionForm(forms.Form):
+    """A recruiter's hiring decision on one candidate: a choice a person makes, and why."""
+
+    outcome = forms.ChoiceField(choices=Decision.Outcome.choices)
+    note = forms.CharField(required=False, max_length=2000, strip=True)
