@@ -100,13 +100,15 @@ def funnel(packet: Packet) -> dict:
     """
     red = GateReceipt.objects.filter(invitation_id=OuterRef("pk"), step=GateReceipt.Step.RED, accepted=True)
     latest = Submission.objects.filter(invitation_id=OuterRef("pk"), is_latest=True)
+    # why Subquery(...[:1]) and not Exists: aggregating over an annotated queryset wraps it in a
+    # subquery, and Django leaves boolean Exists annotations out of it (the count came out 0).
     qs = Invitation.objects.filter(packet_version__packet=packet).annotate(
         red_at=Subquery(red.order_by("received_at").values("received_at")[:1]),
-        graded=Exists(latest.filter(status=Submission.Status.GRADED)),
-        reviewed=Exists(latest.filter(Exists(Review.objects.filter(submission_id=OuterRef("pk"),
-                                                                   submitted_at__isnull=False)))),
-        decided=Exists(Decision.objects.filter(invitation_id=OuterRef("pk")).exclude(
-            outcome=Decision.Outcome.UNDECIDED)),
+        graded_id=Subquery(latest.filter(status=Submission.Status.GRADED).values("pk")[:1]),
+        reviewed_id=Subquery(latest.filter(Exists(Review.objects.filter(
+            submission_id=OuterRef("pk"), submitted_at__isnull=False))).values("pk")[:1]),
+        decided_id=Subquery(Decision.objects.filter(invitation_id=OuterRef("pk")).exclude(
+            outcome=Decision.Outcome.UNDECIDED).values("pk")[:1]),
     )
     aggregates = {
         "invited": Count("pk"),
@@ -114,9 +116,9 @@ def funnel(packet: Packet) -> dict:
         "started": Count("pk", filter=Q(started_at__isnull=False)),
         "red": Count("pk", filter=Q(red_at__isnull=False)),
         "submitted": Count("pk", filter=Q(submitted_at__isnull=False)),
-        "graded": Count("pk", filter=Q(graded=True)),
-        "reviewed": Count("pk", filter=Q(reviewed=True)),
-        "decided": Count("pk", filter=Q(decided=True)),
+        "graded": Count("pk", filter=Q(graded_id__isnull=False)),
+        "reviewed": Count("pk", filter=Q(reviewed_id__isnull=False)),
+        "decided": Count("pk", filter=Q(decided_id__isnull=False)),
         "red_timed": Count("pk", filter=Q(red_at__isnull=False, started_at__isnull=False)),
         "task_timed": Count("pk", filter=Q(submitted_at__isnull=False, started_at__isnull=False)),
     }
