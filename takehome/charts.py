@@ -60,12 +60,12 @@ def buckets(edges: tuple[int, ...], at_most: list[int], total: int) -> list[tupl
     """Histogram buckets from cumulative counts: ``at_most[i]`` is how many took at most ``edges[i]`` minutes.
 
     >>> buckets((5, 10), [2, 5], 6)
-    [('≤5 min', 2), ('5–10', 3), ('>10', 1)]
+    [("≤5", 2), ("5–10", 3), (">10", 1)]
     """
     result = []
     below = 0
     for i, (edge, count) in enumerate(zip(edges, at_most)):
-        label = f"≤{edge} min" if i == 0 else f"{edges[i - 1]}–{edge}"
+        label = f"≤{edge}" if i == 0 else f"{edges[i - 1]}–{edge}"
         result.append((label, max(count - below, 0)))
         below = max(count, below)
     result.append((f">{edges[-1]}", max(total - below, 0)))

@@ -22,9 +22,9 @@ ALL_PASS = {"red_log": True, "model_waited": True, "refusal_specific": True, "te
 
 
 @pytest.mark.parametrize("edges, at_most, total, expected", [
-    ((5, 10), [2, 5], 6, [("≤5 min", 2), ("5–10", 3), (">10", 1)]),
-    ((5, 10), [0, 0], 0, [("≤5 min", 0), ("5–10", 0), (">10", 0)]),
-    ((5, 10), [3, 3], 3, [("≤5 min", 3), ("5–10", 0), (">10", 0)]),
+    ((5, 10), [2, 5], 6, [("≤5", 2), ("5–10", 3), (">10", 1)]),
+    ((5, 10), [0, 0], 0, [("≤5", 0), ("5–10", 0), (">10", 0)]),
+    ((5, 10), [3, 3], 3, [("≤5", 3), ("5–10", 0), (">10", 0)]),
 ])
 def test_buckets_are_the_differences_of_cumulative_counts(edges, at_most, total, expected):
     assert charts.buckets(edges, at_most, total) == expected
@@ -40,7 +40,7 @@ def test_the_funnel_bars_scale_to_the_first_step():
 
 def test_an_empty_funnel_and_histogram_draw_no_bar():
     assert all(bar.w == 0 for bar in charts.funnel_chart([("invited", "Invited", 0)]).bars)
-    chart = charts.histogram([("≤5 min", 0), (">5", 0)])
+    chart = charts.histogram([("≤5", 0), (">5", 0)])
     assert chart.total == 0 and all(bar.h == 0 for bar in chart.bars)
 
 
@@ -90,7 +90,7 @@ def test_the_funnel_counts_each_step(sample_packet, make_reviewer, recruiter):
     assert {key: count for key, _, count in result["steps"]} == {
         "invited": 7, "opened": 4, "started": 4, "red": 2, "submitted": 2, "graded": 2, "reviewed": 1, "decided": 1}
     times = {name: chart for name, _, chart, _ in result["times"]}
-    assert [(b.label, b.count) for b in times["time-to-red"].bars if b.count] == [("≤5 min", 1), ("10–15", 1)]
+    assert [(b.label, b.count) for b in times["time-to-red"].bars if b.count] == [("≤5", 1), ("10–15", 1)]
     assert [(b.label, b.count) for b in times["time-on-task"].bars if b.count] == [("45–60", 1), ("90–120", 1)]
 
 

@@ -1,0 +1,64 @@
+"""A recruiter in headless Chromium sees what came back of a candidate, reads the review, and records a decision."""
+
+import pytest
+
+from conftest import SCREENSHOTS, screenshot
+from grading.tests.reviewing import make_submission, score
+from takehome.models import AuditEvent, Decision
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+def screenshot_path(name):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return SCREENSHOTS / f"{name}.png"
+
+
+ALL_PASS = {"red_log": True, "model_waited": True, "refusal_specific": True, "test_names_bug": True}
+
+
+def test_recruiter_sees_an_outcome_and_records_a_decision(live_server, page, recruiter, make_reviewer, sample_packet):
+    submission = make_submission(sample_packet, "Ada Lovelace")
+    score(submission, make_reviewer("ann"), ALL_PASS)
+    score(submission, make_reviewer("rob"), {**ALL_PASS, "refusal_specific": False})
+
+    page.goto(live_server.url + "/")
+    page.fill("#id_username", "rita")
+    page.fill("#id_password", "pw-rita")
+    page.click("button[type=submit]")
+    page.get_by_role("link", name="Refunds in the invoice total").click()
+    page.locator("#funnel svg").first.wait_for()
+    page.locator("#funnel").screenshot(path=str(screenshot_path("recruiter-packet-funnel")))
+    page.get_by_role("link", name="Invitations (1)").click()
+
+    row = page.locator("tr", has_text="Ada Lovelace")
+    outcome = row.locator("td.outcome")
+    assert "Graded" in outcome.inner_text() and "2 reviews submitted" in outcome.inner_text()
+    assert "disagree" in outcome.inner_text()
+    screenshot(page, "recruiter-board-outcome")
+
+    row.get_by_role("link", name="Review page").click()
+    page.locator("#reader-note").wait_for()
+    assert page.get_by_role("button", name="Pass").count() == 0  # reading, never marking
+    assert page.get_by_role("button", name="Submit my review").count() == 0
+    page.go_back()
+
+    row = page.locator("tr", has_text="Ada Lovelace")
+    row.get_by_label("Decision").select_option("advance")
+    row.get_by_label("Note").fill("Red log first, and a test that names refunds.")
+    row.get_by_role("button", name="Save decision").click()
+    page.get_by_text("Decision for Ada Lovelace: Advance.").wait_for()
+    row = page.locator("tr", has_text="Ada Lovelace")
+    assert "by rita" in row.locator(".decision").inner_text()
+    decision = Decision.objects.get(invitation=submission.invitation)
+    assert (decision.outcome, decision.decided_by.username) == ("advance", "rita")
+    assert AuditEvent.objects.filter(action="decision", invitation=submission.invitation).count() == 1
+
+    row.locator("summary", has_text="History").click()
+    assert "rita: Decision" in row.locator("ol.events").inner_text()
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    # The board's wide table scrolls inside its own box; the page itself does not widen.
+    box = page.locator(".table-scroll").first
+    assert box.evaluate("el => el.clientWidth") <= 390
+    screenshot(page, "recruiter-board-decision")
