@@ -470,7 +470,7 @@ def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500, reader: bool = 
             if not row.visible:
                 continue
             d = decisions.get(row.submission.invitation_id)
-            decided = [d.outcome, d.note, d.decided_by.get_username() if d.decided_by else "",
+            decided = [d.choice, d.note, d.decided_by.get_username() if d.decided_by else "",
                        d.decided_at.isoformat()] if d else ["", "", "", ""]
             per_reviewer: dict[str, dict] = defaultdict(dict)
             disagree = []

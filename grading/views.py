@@ -183,7 +183,7 @@ def debrief(request: HttpRequest, slug: str) -> HttpResponse:
             "agreements": pages.pair_agreements(packet),
             "reader": reader,
             "decisions": pages.decisions_for(rows) if reader else {},
-            "decision_choices": Decision.Outcome.choices,
+            "decision_choices": Decision.Choice.choices,
         },
     )
 

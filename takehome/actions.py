@@ -341,7 +341,7 @@ def do_decide(invitation: Invitation, outcome: str, note: str, actor) -> Decisio
     marks. A revoked (withdrawn) invitation takes no decision; the previous
     one, if any, stays as it was.
     """
-    if outcome not in Decision.Outcome.values:
+    if outcome not in Decision.Choice.values:
         raise DecisionError("Choose advance, decline or undecided.")
     # why lock: two recruiters deciding at once leave one decision and two audit events, in order.
     locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
@@ -350,8 +350,8 @@ def do_decide(invitation: Invitation, outcome: str, note: str, actor) -> Decisio
                             "recorded on it; invite them again first if they are back in the process.")
     note = (note or "").strip()
     decision, _ = Decision.objects.update_or_create(
-        invitation=locked, defaults={"outcome": outcome, "note": note, "decided_by": actor, "decided_at": timezone.now()}
+        invitation=locked, defaults={"choice": outcome, "note": note, "decided_by": actor, "decided_at": timezone.now()}
     )
-    label = Decision.Outcome(outcome).label
+    label = Decision.Choice(outcome).label
     record(actor, "decision", locked, label + (f": {note}" if note else ""))
     return decision

@@ -61,8 +61,8 @@ class WorkerHeartbeatAdmin(admin.ModelAdmin):
 class DecisionAdmin(admin.ModelAdmin):
     """Read-only here: a decision is made on the debrief or the invitations board, and audited there."""
 
-    list_display = ("invitation", "outcome", "decided_by", "decided_at")
-    list_filter = ("outcome",)
+    list_display = ("invitation", "choice", "decided_by", "decided_at")
+    list_filter = ("choice",)
     list_select_related = ("invitation__candidate", "invitation__packet_version__packet", "decided_by")
 
     def has_add_permission(self, request):

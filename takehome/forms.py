@@ -241,5 +241,5 @@ class ExtendDeadlineForm(forms.Form):
 class DecisionForm(forms.Form):
     """A recruiter's hiring decision on one candidate: a choice a person makes, and why."""
 
-    outcome = forms.ChoiceField(choices=Decision.Outcome.choices)
+    outcome = forms.ChoiceField(choices=Decision.Choice.choices)
     note = forms.CharField(required=False, max_length=2000, strip=True)

@@ -299,13 +299,13 @@ class Decision(models.Model):
     overwritten by the next decision; every decision is also an AuditEvent.
     """
 
-    class Outcome(models.TextChoices):
+    class Choice(models.TextChoices):
         UNDECIDED = "undecided", "Undecided"
         ADVANCE = "advance", "Advance"
         DECLINE = "decline", "Decline"
 
     invitation = models.OneToOneField(Invitation, on_delete=models.CASCADE, related_name="decision")
-    outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.UNDECIDED)
+    choice = models.CharField(max_length=10, choices=Choice.choices, default=Choice.UNDECIDED)
     note = models.TextField(blank=True, max_length=2000)
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -313,7 +313,7 @@ class Decision(models.Model):
     decided_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:
-        return f"{self.get_outcome_display()} for invitation {self.invitation_id}"
+        return f"{self.get_choice_display()} for invitation {self.invitation_id}"
 
 
 class AuditEvent(models.Model):

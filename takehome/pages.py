@@ -108,7 +108,7 @@ def funnel(packet: Packet) -> dict:
         reviewed_id=Subquery(latest.filter(Exists(Review.objects.filter(
             submission_id=OuterRef("pk"), submitted_at__isnull=False))).values("pk")[:1]),
         decided_id=Subquery(Decision.objects.filter(invitation_id=OuterRef("pk")).exclude(
-            outcome=Decision.Outcome.UNDECIDED).values("pk")[:1]),
+            choice=Decision.Choice.UNDECIDED).values("pk")[:1]),
     )
     aggregates = {
         "invited": Count("pk"),

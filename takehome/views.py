@@ -184,7 +184,7 @@ def invitation_board(request: HttpRequest, slug: str) -> HttpResponse:
     if request.htmx:
         template += "#invitation-rows"
     return render(request, template, {"packet": packet, "rows": pages.board_rows(packet),
-                                      "decision_choices": Decision.Outcome.choices})
+                                      "decision_choices": Decision.Choice.choices})
 
 
 def _invitation(pk: int) -> Invitation:
@@ -249,7 +249,7 @@ def invitation_decide(request: HttpRequest, pk: int) -> HttpResponse:
         except actions.DecisionError as exc:
             messages.error(request, f"{exc} Nothing was changed.")
         else:
-            messages.success(request, f"Decision for {invitation.candidate.name}: {decision.get_outcome_display()}.")
+            messages.success(request, f"Decision for {invitation.candidate.name}: {decision.get_choice_display()}.")
     if request.POST.get("back") == "debrief":
         return htmx_redirect(request, "grading:debrief-detail", slug=invitation.packet.slug)
     return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)

@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
             name='Decision',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('outcome', models.CharField(choices=[('undecided', 'Undecided'), ('advance', 'Advance'), ('decline', 'Decline')], default='undecided', max_length=10)),
+                ('choice', models.CharField(choices=[('undecided', 'Undecided'), ('advance', 'Advance'), ('decline', 'Decline')], default='undecided', max_length=10)),
                 ('note', models.TextField(blank=True, max_length=2000)),
                 ('decided_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('decided_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),

@@ -22,7 +22,7 @@ def decide(client, invitation, outcome="advance", note="strong test", back="boar
 def test_a_recruiter_records_a_decision_on_the_board(recruiter_client, recruiter, invitation):
     response = decide(recruiter_client, invitation)
     decision = Decision.objects.get(invitation=invitation)
-    assert (decision.outcome, decision.note, decision.decided_by) == ("advance", "strong test", recruiter)
+    assert (decision.choice, decision.note, decision.decided_by) == ("advance", "strong test", recruiter)
     html = response.content.decode()
     assert response.redirect_chain[-1][0].endswith("/invitations/")
     assert 'data-decision="advance"' in html and "by rita" in html and "strong test" in html
@@ -33,7 +33,7 @@ def test_a_recruiter_records_a_decision_on_the_board(recruiter_client, recruiter
 def test_a_new_decision_replaces_the_old_and_both_are_in_the_history(recruiter_client, invitation):
     decide(recruiter_client, invitation, "advance")
     decide(recruiter_client, invitation, "decline", "changed our mind")
-    assert Decision.objects.get().outcome == "decline"
+    assert Decision.objects.get().choice == "decline"
     assert AuditEvent.objects.filter(action="decision").count() == 2
 
 
@@ -50,7 +50,7 @@ def test_a_decision_on_a_revoked_candidate_is_refused_and_changes_nothing(recrui
     response = decide(recruiter_client, invitation, "decline", "after")
     assert "was revoked" in response.content.decode() and "Nothing was changed" in response.content.decode()
     decision = Decision.objects.get()
-    assert (decision.outcome, decision.note) == ("advance", "before")
+    assert (decision.choice, decision.note) == ("advance", "before")
     assert AuditEvent.objects.filter(action="decision").count() == 1
 
 

@@ -50,7 +50,7 @@ def test_recruiter_sees_an_outcome_and_records_a_decision(live_server, page, rec
     row = page.locator("tr", has_text="Ada Lovelace")
     assert "by rita" in row.locator(".decision").inner_text()
     decision = Decision.objects.get(invitation=submission.invitation)
-    assert (decision.outcome, decision.decided_by.username) == ("advance", "rita")
+    assert (decision.choice, decision.decided_by.username) == ("advance", "rita")
     assert AuditEvent.objects.filter(action="decision", invitation=submission.invitation).count() == 1
 
     row.locator("summary", has_text="History").click()
