@@ -64,7 +64,10 @@ def test_the_queue_shows_a_recruiter_every_upload(client, recruiter, reviewed):
     client.force_login(recruiter)
     html = client.get("/review/").content.decode()
     assert f'data-submission="{reviewed.pk}"' in html
-    assert "Not yet scored by me" not in html
+    assert "Not yet scored by me" not in html and "My review" not in html
+    # The htmx poll keeps the reader's columns.
+    rows = client.get("/review/?show=all", headers={"HX-Request": "true"}).content.decode()
+    assert "<html" not in rows and rows.count("<td") == 6
 
 
 def test_the_debrief_index_lists_packets_without_filtering_the_queue(client, recruiter, reviewed, sample_packet):

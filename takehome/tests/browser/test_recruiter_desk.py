@@ -56,6 +56,16 @@ def test_recruiter_sees_an_outcome_and_records_a_decision(live_server, page, rec
     row.locator("summary", has_text="History").click()
     assert "rita: Decision" in row.locator("ol.events").inner_text()
 
+    # The debrief, reached from the navigation without filtering the queue: every mark, and the decision.
+    page.get_by_role("navigation").get_by_role("link", name="Debriefs").click()
+    page.get_by_role("link", name="Refunds in the invoice total").click()
+    debrief_row = page.locator("tr", has_text="Ada Lovelace")
+    assert debrief_row.locator("[data-decision=advance]").count() == 1
+    assert "ann" in debrief_row.inner_text() and "rob" in debrief_row.inner_text()
+    screenshot(page, "recruiter-debrief")
+    page.go_back()
+    page.go_back()
+
     page.set_viewport_size({"width": 390, "height": 844})
     page.reload()
     # The board's wide table scrolls inside its own box; the page itself does not widen.
