@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db.models import Count, F, Max, Min, Q
 
 from grading.models import Mark, Review
 from sessions_app.models import GateReceipt, Submission
@@ -87,7 +87,7 @@ TIME_ON_TASK_EDGES = (15, 30, 45, 60, 75, 90, 120)
 
 
 def funnel(packet: Packet) -> dict:
-    """The packet's funnel and time distributions, counted by the database in one aggregate query.
+    """The packet's funnel and time distributions, counted by the database: six queries, whatever the numbers.
 
     Every candidate invited to any version of the packet counts, revoked ones
     included (they were invited). "Red run witnessed" is an accepted red
@@ -95,40 +95,43 @@ def funnel(packet: Packet) -> dict:
     "reviewed" one with at least one submitted review; "decided" a recorded
     advance or decline. Time to red runs from Start to the first accepted red
     receipt; time on task from Start to the first upload. Each distribution is
-    counted as "at most N minutes" per edge, in the same query, and the
-    buckets are the differences.
+    counted as "at most N minutes" per edge, in the same query as its step,
+    and the buckets are the differences.
     """
-    red = GateReceipt.objects.filter(invitation_id=OuterRef("pk"), step=GateReceipt.Step.RED, accepted=True)
-    latest = Submission.objects.filter(invitation_id=OuterRef("pk"), is_latest=True)
-    # why Subquery(...[:1]) and not Exists: aggregating over an annotated queryset wraps it in a
-    # subquery, and Django leaves boolean Exists annotations out of it (the count came out 0).
-    qs = Invitation.objects.filter(packet_version__packet=packet).annotate(
-        red_at=Subquery(red.order_by("received_at").values("received_at")[:1]),
-        graded_id=Subquery(latest.filter(status=Submission.Status.GRADED).values("pk")[:1]),
-        reviewed_id=Subquery(latest.filter(Exists(Review.objects.filter(
-            submission_id=OuterRef("pk"), submitted_at__isnull=False))).values("pk")[:1]),
-        decided_id=Subquery(Decision.objects.filter(invitation_id=OuterRef("pk")).exclude(
-            choice=Decision.Choice.UNDECIDED).values("pk")[:1]),
+    # why one grouped query per table and no correlated subquery per invitation: a subquery
+    # referenced by each of the edges' filters is run again for each of them (measured: 15 s
+    # for 5,000 candidates on PostgreSQL); these are plain scans of the packet's rows.
+    invitations = Invitation.objects.filter(packet_version__packet=packet)
+    counts = invitations.aggregate(
+        invited=Count("pk"),
+        opened=Count("pk", filter=Q(opened_at__isnull=False)),
+        started=Count("pk", filter=Q(started_at__isnull=False)),
+        submitted=Count("pk", filter=Q(submitted_at__isnull=False)),
     )
-    aggregates = {
-        "invited": Count("pk"),
-        "opened": Count("pk", filter=Q(opened_at__isnull=False)),
-        "started": Count("pk", filter=Q(started_at__isnull=False)),
-        "red": Count("pk", filter=Q(red_at__isnull=False)),
-        "submitted": Count("pk", filter=Q(submitted_at__isnull=False)),
-        "graded": Count("pk", filter=Q(graded_id__isnull=False)),
-        "reviewed": Count("pk", filter=Q(reviewed_id__isnull=False)),
-        "decided": Count("pk", filter=Q(decided_id__isnull=False)),
-        "red_timed": Count("pk", filter=Q(red_at__isnull=False, started_at__isnull=False)),
-        "task_timed": Count("pk", filter=Q(submitted_at__isnull=False, started_at__isnull=False)),
-    }
-    for edge in TIME_TO_RED_EDGES:
-        aggregates[f"red_le_{edge}"] = Count("pk", filter=Q(
-            started_at__isnull=False, red_at__lte=F("started_at") + timedelta(minutes=edge)))
-    for edge in TIME_ON_TASK_EDGES:
-        aggregates[f"task_le_{edge}"] = Count("pk", filter=Q(
-            started_at__isnull=False, submitted_at__lte=F("started_at") + timedelta(minutes=edge)))
-    counts = qs.aggregate(**aggregates)
+    # why grouped by invitation: it makes the database compute each time on task once, in a derived
+    # table, instead of once per edge (SQLite does date arithmetic in a Python function: 0.4 s per 5,000).
+    on_task = invitations.values("pk").annotate(task=Max("submitted_at") - Max("started_at"))
+    counts.update(on_task.aggregate(
+        task_timed=Count("pk", filter=Q(task__isnull=False)),
+        **{f"task_le_{edge}": Count("pk", filter=Q(task__lte=timedelta(minutes=edge))) for edge in TIME_ON_TASK_EDGES},
+    ))
+    # One row per invitation with an accepted red receipt: its delay from Start (None when not started).
+    reds = (GateReceipt.objects.filter(step=GateReceipt.Step.RED, accepted=True,
+                                       invitation__packet_version__packet=packet)
+            .values("invitation_id", "invitation__started_at")
+            .annotate(delay=Min("received_at") - F("invitation__started_at")))
+    counts.update(reds.aggregate(
+        red=Count("invitation_id"),
+        red_timed=Count("invitation_id", filter=Q(delay__isnull=False)),
+        **{f"red_le_{edge}": Count("invitation_id", filter=Q(delay__lte=timedelta(minutes=edge)))
+           for edge in TIME_TO_RED_EDGES},
+    ))
+    latest = Submission.objects.latest_per_invitation().filter(invitation__packet_version__packet=packet)
+    counts["graded"] = latest.filter(status=Submission.Status.GRADED).count()
+    counts["reviewed"] = (Review.objects.submitted().filter(submission__in=latest)
+                          .values("submission_id").distinct().count())
+    counts["decided"] = (Decision.objects.filter(invitation__packet_version__packet=packet)
+                         .exclude(choice=Decision.Choice.UNDECIDED).count())
     steps = [(key, label, counts[key]) for key, label in FUNNEL_STEPS]
     to_red = charts.histogram(
         charts.buckets(TIME_TO_RED_EDGES, [counts[f"red_le_{e}"] for e in TIME_TO_RED_EDGES], counts["red_timed"]))
