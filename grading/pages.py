@@ -391,10 +391,10 @@ def debrief_page_rows(submissions: list[Submission], packet: Packet, reviewer, r
     return rows
 
 
-def decisions_for(rows: list[DebriefRow]) -> dict[int, Decision]:
-    """The hiring decisions of a debrief page's candidates, by invitation id (one query)."""
+def decisions_for(submissions: list[Submission]) -> dict[int, Decision]:
+    """The hiring decisions of these uploads' candidates, by invitation id (one query)."""
     return {d.invitation_id: d for d in Decision.objects.filter(
-        invitation_id__in={r.submission.invitation_id for r in rows}).select_related("decided_by")}
+        invitation_id__in={s.invitation_id for s in submissions}).select_related("decided_by")}
 
 
 def debrief_index() -> QuerySet:
@@ -464,8 +464,7 @@ def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500, reader: bool = 
         if not batch:
             return
         last = batch[-1].pk
-        decisions = {d.invitation_id: d for d in Decision.objects.filter(
-            invitation_id__in={s.invitation_id for s in batch}).select_related("decided_by")}
+        decisions = decisions_for(batch)
         for row in debrief_page_rows(batch, packet, reviewer, reader):
             if not row.visible:
                 continue

@@ -182,7 +182,7 @@ def debrief(request: HttpRequest, slug: str) -> HttpResponse:
             "labels": pages.packet_labels(packet),
             "agreements": pages.pair_agreements(packet),
             "reader": reader,
-            "decisions": pages.decisions_for(rows) if reader else {},
+            "decisions": pages.decisions_for([r.submission for r in rows]) if reader else {},
             "decision_choices": Decision.Choice.choices,
         },
     )
