@@ -351,7 +351,9 @@ class DebriefRow:
             (self.under_review.uploaded_at, self.under_review.pk) > (self.submission.uploaded_at, self.submission.pk))
 
 
-def debrief_page_rows(submissions: list[Submission], packet: Packet, reviewer, reader: bool = False) -> list[DebriefRow]:
+def debrief_page_rows(
+    submissions: list[Submission], packet: Packet, reviewer, reader: bool = False
+) -> list[DebriefRow]:
     """The marks of the submitted reviews for one page of debrief rows, blind where needed.
 
     ``reader``: a recruiter reading, who reviews nothing, so sees every submitted review.

@@ -284,8 +284,8 @@ def do_resend_invitation(invitation: Invitation, actor=None) -> str:
     """Email the candidate their link again, on a recruiter's request; returns the link."""
     had_link = invitation.link() is not None
     link = do_send_invitation(invitation)
-    record(actor, "resend", invitation,
-           f"to {invitation.candidate.email}" + ("" if had_link else "; a new link was issued, the old one stopped working"))
+    renewed = "" if had_link else "; a new link was issued, the old one stopped working"
+    record(actor, "resend", invitation, f"to {invitation.candidate.email}{renewed}")
     return link
 
 

@@ -1,4 +1,4 @@
-"""Every reviewer URL: anonymous users and candidates are sent to log in; recruiters read but never mark; others get 403."""
+"""Every reviewer URL: anonymous users and candidates log in first; recruiters read, never mark; others get 403."""
 
 import pytest
 from django.contrib.auth.models import User

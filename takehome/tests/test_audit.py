@@ -126,3 +126,10 @@ def test_the_admin_lists_events_read_only(client, recruiter, invitation):
     assert 'name="_save"' not in page
     client.post(f"/admin/takehome/auditevent/{event.pk}/delete/", {"post": "yes"})
     assert AuditEvent.objects.filter(pk=event.pk).exists()
+
+
+def test_a_resend_that_had_to_issue_a_new_link_says_so(recruiter_client, invitation, settings):
+    settings.SECRET_KEY = "another-key-" + "z" * 50  # the old link can no longer be rebuilt
+    recruiter_client.post(reverse("takehome:invitation-resend", args=[invitation.pk]))
+    (event,) = events("resend")
+    assert "a new link was issued, the old one stopped working" in event.detail
