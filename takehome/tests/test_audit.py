@@ -128,8 +128,11 @@ def test_the_admin_lists_events_read_only(client, recruiter, invitation):
     assert AuditEvent.objects.filter(pk=event.pk).exists()
 
 
-def test_a_resend_that_had_to_issue_a_new_link_says_so(recruiter_client, invitation, settings):
-    settings.SECRET_KEY = "another-key-" + "z" * 50  # the old link can no longer be rebuilt
-    recruiter_client.post(reverse("takehome:invitation-resend", args=[invitation.pk]))
+def test_a_resend_that_had_to_issue_a_new_link_says_so(recruiter, invitation, settings):
+    from takehome.actions import do_resend_invitation
+
+    settings.SECRET_KEY = "another-key-" + "z" * 50  # the old link can no longer be rebuilt (nor the session)
+    do_resend_invitation(invitation, recruiter)
     (event,) = events("resend")
+    assert event.actor == recruiter
     assert "a new link was issued, the old one stopped working" in event.detail
