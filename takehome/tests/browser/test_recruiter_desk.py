@@ -1,10 +1,13 @@
 """A recruiter in headless Chromium sees what came back of a candidate, reads the review, and records a decision."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from conftest import SCREENSHOTS, screenshot
 from grading.tests.reviewing import make_submission, score
-from takehome.models import AuditEvent, Decision
+from takehome.models import AuditEvent, Candidate, Decision, Invitation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -18,6 +21,12 @@ ALL_PASS = {"red_log": True, "model_waited": True, "refusal_specific": True, "te
 
 def test_recruiter_sees_an_outcome_and_records_a_decision(live_server, page, recruiter, make_reviewer, sample_packet):
     submission = make_submission(sample_packet, "Ada Lovelace")
+    # The invitation as the candidate's path leaves it, so the board reads like a real one.
+    start = timezone.now() - timedelta(minutes=70)
+    Invitation.objects.filter(pk=submission.invitation_id).update(
+        sent_at=start, opened_at=start, started_at=start, deadline=start + timedelta(minutes=90),
+        submitted_at=start + timedelta(minutes=52))
+    Candidate.objects.filter(pk=submission.invitation.candidate_id).update(email="ada@example.com")
     score(submission, make_reviewer("ann"), ALL_PASS)
     score(submission, make_reviewer("rob"), {**ALL_PASS, "refusal_specific": False})
 
@@ -43,6 +52,7 @@ def test_recruiter_sees_an_outcome_and_records_a_decision(live_server, page, rec
     page.go_back()
 
     row = page.locator("tr", has_text="Ada Lovelace")
+    row.locator("summary", has_text="Record a decision").click()
     row.get_by_label("Decision").select_option("advance")
     row.get_by_label("Note").fill("Red log first, and a test that names refunds.")
     row.get_by_role("button", name="Save decision").click()
