@@ -94,7 +94,7 @@ def funnel(packet: Packet) -> dict:
     receipt from the gate; "graded" an upload under review that was graded;
     "reviewed" one with at least one submitted review; "decided" a recorded
     advance or decline. Time to red runs from Start to the first accepted red
-    receipt; time on task from Start to the first upload. Each distribution is
+    receipt; time on task from Start to the latest upload. Each distribution is
     counted as "at most N minutes" per edge, in the same query as its step,
     and the buckets are the differences.
     """
@@ -144,6 +144,6 @@ def funnel(packet: Packet) -> dict:
         "times": [
             ("time-to-red", "Time to red", to_red,
              "From pressing Start to the gate's first accepted red run, in minutes."),
-            ("time-on-task", "Time on task", on_task, "From pressing Start to the first upload, in minutes."),
+            ("time-on-task", "Time on task", on_task, "From pressing Start to the latest upload, in minutes."),
         ],
     }

@@ -136,3 +136,10 @@ def test_a_resend_that_had_to_issue_a_new_link_says_so(recruiter, invitation, se
     (event,) = events("resend")
     assert event.actor == recruiter
     assert "a new link was issued, the old one stopped working" in event.detail
+
+
+def test_an_invite_from_the_command_line_is_recorded_as_such(sample_packet):
+    call_command("invite", "--packet", sample_packet.slug, "--name", "Ada", "--email", "ada@example.com",
+                 "--no-email", stdout=None)
+    (event,) = events("invite")
+    assert event.actor is None and event.actor_name == "command line" and "link not emailed" in event.detail
