@@ -82,3 +82,7 @@ def test_recruiter_sees_an_outcome_and_records_a_decision(live_server, page, rec
     box = page.locator(".table-scroll").first
     assert box.evaluate("el => el.clientWidth") <= 390
     screenshot(page, "recruiter-board-decision")
+    # The packet's funnel: charts and tables fit the phone's width.
+    page.goto(f"{live_server.url}/packets/{sample_packet.slug}/")
+    funnel = page.locator("#funnel")
+    assert funnel.evaluate("el => el.scrollWidth <= el.clientWidth && el.getBoundingClientRect().right <= 390")
