@@ -60,7 +60,8 @@ class SubmissionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Grade again", permissions=["grade"])
     def grade_again(self, request, queryset):
-        results = [lifecycle.regrade(pk) for pk in queryset.values_list("pk", flat=True)]
+        results = [lifecycle.regrade(pk, actor=request.user, via="the admin's Grade again")
+                   for pk in queryset.values_list("pk", flat=True)]
         sent = sum(r.result == "sent" for r in results)
         level = messages.SUCCESS if sent == len(results) else messages.WARNING
         self.message_user(request, f"{sent} of {len(results)} sent for grading again. "

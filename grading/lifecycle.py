@@ -33,6 +33,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from sessions_app.models import Submission
+from takehome import audit
 from takehome.models import Invitation
 
 from .models import GradingRun, InvalidTransition
@@ -372,11 +373,12 @@ class Regrade:
     line: str
 
 
-def regrade(submission_id: int, dry_run: bool = False) -> Regrade:
+def regrade(submission_id: int, dry_run: bool = False, actor=None, via: str = "manage.py regrade") -> Regrade:
     """Send a finished submission to grading again (a new run); says what happened in one line.
 
     Its evidence is replaced when the new run finishes; its reviews are kept.
-    Waiting, running and superseded uploads are left as they are.
+    Waiting, running and superseded uploads are left as they are. A sending
+    is recorded in the audit trail as ``actor``'s (None: the command line), from ``via``.
     """
     said = f"submission {submission_id}:"
     with transaction.atomic():
@@ -396,4 +398,5 @@ def regrade(submission_id: int, dry_run: bool = False) -> Regrade:
         # why: a refused upload that is queued again counts as accepted work until it is graded.
         Submission.objects.settle_latest(submission.invitation_id)
         send_after_commit(submission)
+        audit.record(actor, "regrade", submission, f"was {before}; from {via}")
     return Regrade(submission_id, "sent", f"{said} {before}, sent for grading again")

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from sessions_app.actions import session_phase, upload_closes_at
 from sessions_app.models import GateReceipt, Submission
-from takehome.models import Candidate, Invitation, Packet
+from takehome.models import Candidate, Decision, Invitation, Packet
 
 from . import display, rubric
 from .actions import TALLY_COUNTS, diff_unfolded
@@ -27,9 +27,10 @@ from .models import AgreementTally, Evidence, Mark, Review
 from .paging import beyond
 
 
-def candidate_label(invitation: Invitation, packet: Packet) -> str:
-    """The candidate's name, or a short code that reveals nothing when the packet hides names."""
-    if packet.hide_candidate_names:
+def candidate_label(invitation: Invitation, packet: Packet, reader: bool = False) -> str:
+    """The candidate's name, or a short code that reveals nothing when the packet hides names from reviewers
+    (not from a recruiter reading)."""
+    if packet.hide_candidate_names and not reader:
         return invitation.hidden_label()
     return display.clean_terminal_text(invitation.candidate.name)
 
@@ -171,13 +172,18 @@ def load_submission(pk: int) -> Submission:
     ).get(pk=pk)
 
 
-def review_state(submission: Submission, reviewer) -> dict:
-    """The viewer's review, its cells, and (once submitted) the other reviewers' marks."""
-    review = (
+def review_state(submission: Submission, reviewer, reader: bool = False) -> dict:
+    """The viewer's review, its cells, and (once submitted) the other reviewers' marks.
+
+    ``reader``: a recruiter reading (takehome.access.reads_only), who has no
+    review of their own and marks nothing: every submitted review's marks are
+    shown, the diff unfolded, no form.
+    """
+    review = None if reader else (
         Review.objects.filter(submission=submission, reviewer=reviewer).prefetch_related("marks").first()
     )
     marks = {m.cell: m for m in review.marks.all()} if review else {}
-    locked = bool(review and review.is_submitted)
+    locked = reader or bool(review and review.is_submitted)
     drafts = review.draft_notes if review else {}
     cells = {}
     for c in submission.invitation.packet_version.rubric_cells():
@@ -185,7 +191,7 @@ def review_state(submission: Submission, reviewer) -> dict:
             key=c.key, section=c.section, label=c.label, definition=c.definition, number=c.number,
             mark=marks.get(c.key), locked=locked, draft_note=drafts.get(c.key, "") if not locked else "",
         )
-    unfolded = diff_unfolded(set(marks))
+    unfolded = reader or diff_unfolded(set(marks))
     cells[rubric.TEST_NAMES_BUG.key].folded = not unfolded
     if locked:
         # why only now: a reviewer who has not committed to their own marks must not see anyone else's.
@@ -203,6 +209,7 @@ def review_state(submission: Submission, reviewer) -> dict:
         "unfolded": unfolded,
         "complete": len(marks) == len(rubric.KEYS),
         "locked": locked,
+        "reader": reader,
     }
 
 
@@ -220,8 +227,8 @@ def upload_history(submission: Submission) -> list[Submission]:
     )
 
 
-def review_page(submission: Submission, reviewer) -> dict:
-    """Everything the review page draws, in the fixed order of its sections."""
+def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
+    """Everything the review page draws, in the fixed order of its sections (``reader``: see review_state)."""
     packet = submission.invitation.packet
     uploads = upload_history(submission)
     evidence = Evidence.objects.filter(submission=submission).first()
@@ -231,7 +238,7 @@ def review_page(submission: Submission, reviewer) -> dict:
     data = display.clean_tree(raw)
     texts = data.get("texts") or {}
     timeline = data.get("timeline") or {}
-    state = review_state(submission, reviewer)
+    state = review_state(submission, reviewer, reader)
     if isinstance(timeline.get("receipts"), list):
         receipts = display.receipt_rows(timeline["receipts"])
     else:
@@ -244,7 +251,7 @@ def review_page(submission: Submission, reviewer) -> dict:
         "submission": submission,
         "packet": packet,
         "version": submission.invitation.packet_version,
-        "candidate": candidate_label(submission.invitation, packet),
+        "candidate": candidate_label(submission.invitation, packet, reader),
         "uploads": uploads,
         "under_review": next((u for u in uploads if u.is_latest), None),
         "evidence": data,
@@ -261,7 +268,7 @@ def review_page(submission: Submission, reviewer) -> dict:
         "fix_runs": [(name, runs[name]) for name in display.FIX_RUNS if name in runs],
         "decoys": runs.get("tests_vs_decoys"),
         "tampered": display.tampered_runs(runs),
-        "next": next_in_queue(submission, reviewer),
+        "next": None if reader else next_in_queue(submission, reviewer),
         "cells_before_diff": [state["cells"][key].label for key in rubric.BEFORE_DIFF],
     }
 
@@ -352,8 +359,13 @@ class DebriefRow:
             (self.under_review.uploaded_at, self.under_review.pk) > (self.submission.uploaded_at, self.submission.pk))
 
 
-def debrief_page_rows(submissions: list[Submission], packet: Packet, reviewer) -> list[DebriefRow]:
-    """The marks of the submitted reviews for one page of debrief rows, blind where needed."""
+def debrief_page_rows(
+    submissions: list[Submission], packet: Packet, reviewer, reader: bool = False
+) -> list[DebriefRow]:
+    """The marks of the submitted reviews for one page of debrief rows, blind where needed.
+
+    ``reader``: a recruiter reading, who reviews nothing, so sees every submitted review.
+    """
     ids = [s.pk for s in submissions]
     by_submission: dict[int, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     reviewers_of: dict[int, set] = defaultdict(set)
@@ -377,8 +389,8 @@ def debrief_page_rows(submissions: list[Submission], packet: Packet, reviewer) -
     rows = []
     for s in submissions:
         # why: the debrief is no back door around blind review.
-        visible = reviewer.pk in reviewers_of[s.pk]
-        row = DebriefRow(s, candidate_label(s.invitation, packet), visible, len(reviewers_of[s.pk]),
+        visible = reader or reviewer.pk in reviewers_of[s.pk]
+        row = DebriefRow(s, candidate_label(s.invitation, packet, reader), visible, len(reviewers_of[s.pk]),
                          under_review=None if s.is_latest else under_review.get(s.invitation_id))
         if visible:
             for key in rubric.KEYS:
@@ -387,6 +399,20 @@ def debrief_page_rows(submissions: list[Submission], packet: Packet, reviewer) -
                 row.cells.append((key, marks_here, disagree))
         rows.append(row)
     return rows
+
+
+def decisions_for(submissions: list[Submission]) -> dict[int, Decision]:
+    """The hiring decisions of these uploads' candidates, by invitation id (one query)."""
+    return {d.invitation_id: d for d in Decision.objects.filter(
+        invitation_id__in={s.invitation_id for s in submissions}).select_related("decided_by")}
+
+
+def debrief_index() -> QuerySet:
+    """Every packet with its counts of invitations and of candidates who uploaded, for the debriefs' index."""
+    return Packet.objects.annotate(
+        invited=Count("versions__invitations"),
+        uploaded=Count("versions__invitations", filter=Q(versions__invitations__submitted_at__isnull=False)),
+    ).order_by("title")
 
 
 def pair_agreements(packet: Packet) -> dict[str, list[PairAgreement]]:
@@ -432,13 +458,18 @@ def csv_safe(value) -> str:
     return "'" + text if text.startswith(CSV_FORMULA_START) else text
 
 
-def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500):
-    """The debrief as CSV rows: one row per candidate and reviewer, the four cells side by side."""
+def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500, reader: bool = False):
+    """The debrief as CSV rows: one row per candidate and reviewer, the four cells side by side.
+
+    The last columns are the hiring decision a person recorded (takehome.Decision),
+    never derived from the cells. A recruiter reading also gets one line for a
+    candidate no reviewer has scored yet, so every decision is exported.
+    """
     labels = packet_labels(packet)
     header = ["submission", "candidate", "uploaded_at", "reviewer", "submitted_at"]
     for key, _ in labels:
         header += [key, f"{key}_note"]
-    header += ["disagreement", "under_review"]
+    header += ["disagreement", "under_review", "decision", "decision_note", "decided_by", "decided_at"]
     yield header
     rows = debrief_rows(packet)
     last = 0
@@ -447,9 +478,13 @@ def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500):
         if not batch:
             return
         last = batch[-1].pk
-        for row in debrief_page_rows(batch, packet, reviewer):
+        decisions = decisions_for(batch)
+        for row in debrief_page_rows(batch, packet, reviewer, reader):
             if not row.visible:
                 continue
+            d = decisions.get(row.submission.invitation_id)
+            decided = [d.choice, d.note, d.decided_by.get_username() if d.decided_by else "",
+                       d.decided_at.isoformat()] if d else ["", "", "", ""]
             per_reviewer: dict[str, dict] = defaultdict(dict)
             disagree = []
             for cell, marks, disagreement in row.cells:
@@ -465,5 +500,10 @@ def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500):
                 for key, _ in labels:
                     m = marks.get(key)
                     line += [("pass" if m.passed else "fail") if m else "", m.note if m else ""]
-                line += [" ".join(disagree), "yes" if row.submission.is_latest else "no"]
+                line += [" ".join(disagree), "yes" if row.submission.is_latest else "no", *decided]
+                yield [csv_safe(v) for v in line]
+            if not per_reviewer and reader:
+                line = [row.submission.pk, row.candidate, row.submission.uploaded_at.isoformat(), "", ""]
+                line += ["", ""] * len(labels)
+                line += ["", "yes" if row.submission.is_latest else "no", *decided]
                 yield [csv_safe(v) for v in line]

@@ -11,6 +11,7 @@ urlpatterns = [
     path("<int:pk>/", views.review_detail, name="review-detail"),
     path("<int:pk>/mark/<str:cell>/", views.mark_update, name="mark-update"),
     path("<int:pk>/submit/", views.review_submit, name="review-submit"),
+    path("debrief/", views.debrief_list, name="debrief-list"),
     path("debrief/<slug:slug>/", views.debrief, name="debrief-detail"),
     path("debrief/<slug:slug>.csv", views.debrief_csv, name="debrief-csv"),
 ]

@@ -1,8 +1,10 @@
 """The reviewer's desk: queue, review page, marks, debrief. HTTP only.
 
-Reads come from grading.pages, writes go through grading.actions. Every view
-is behind ``reviewer_required``: login, then the reviewer group (403 for
-anyone else, recruiters included); candidates have no account at all.
+Reads come from grading.pages, writes go through grading.actions. The pages
+that read (queue, review page, debrief, CSV) are behind ``desk_required``:
+reviewers, and recruiters who read them without any form to mark
+(``reads_only``). The views that write marks are behind ``marker_required``:
+reviewers only, a recruiter gets a 403 that says so. Candidates have no account at all.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
 
 from sessions_app.models import Submission
-from takehome.access import reviewer_required
+from takehome.access import desk_required, marker_required, reads_only
 from takehome.http import htmx_redirect
-from takehome.models import Packet
+from takehome.models import Decision, Packet
 
 from . import actions, pages, paging
 from .models import CELLS_BEFORE_DIFF, Cell
@@ -48,14 +50,15 @@ def _submission(pk: int) -> Submission:
 
 @require_GET
 @vary_on_headers("HX-Request")
-@reviewer_required
+@desk_required
 def queue(request: HttpRequest) -> HttpResponse:
-    """Latest submissions, newest first; by default those the reviewer has not yet scored."""
+    """Latest submissions, newest first; by default those the reviewer has not yet scored (a recruiter: all)."""
+    reader = reads_only(request.user)
     packet_slug = request.GET.get("packet", "")
     packets = list(Packet.objects.only("slug", "title"))
     if packet_slug and packet_slug not in {p.slug for p in packets}:
         packet_slug = ""  # an unknown packet (a stale link) filters nothing and links to no debrief
-    todo = request.GET.get("show", "todo") != "all"
+    todo = request.GET.get("show", "all" if reader else "todo") != "all"
     page = paging.keyset_page(pages.queue(request.user, packet_slug, todo), "uploaded_at", True,
                               QUEUE_PAGE_SIZE, request.GET)
     rows = pages.queue_rows(pages.load_queue_page(page.ids), request.user)
@@ -72,6 +75,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         "packet_slug": packet_slug,
         "show": "todo" if todo else "all",
         "filters": filters,
+        "reader": reader,
     }
     template = "grading/queue_list.html"
     if request.htmx:
@@ -81,7 +85,7 @@ def queue(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @vary_on_headers("HX-Request")
-@reviewer_required
+@desk_required
 def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """The evidence in the article's order (red log, stamp, refusal, then the diff), a cell beside each."""
     submission = _submission(pk)
@@ -90,7 +94,8 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
         if submission.is_finished:
             return HttpResponseClientRefresh()
         return render(request, "grading/review_detail.html#grading-status", {"submission": submission})
-    return render(request, "grading/review_detail.html", pages.review_page(submission, request.user))
+    return render(request, "grading/review_detail.html",
+                  pages.review_page(submission, request.user, reads_only(request.user)))
 
 
 def _cell_response(request, submission, cell: str, error: str = "", note: str | None = None,
@@ -116,7 +121,7 @@ def _cell_response(request, submission, cell: str, error: str = "", note: str | 
 
 
 @require_POST
-@reviewer_required
+@marker_required
 def mark_update(request: HttpRequest, pk: int, cell: str) -> HttpResponse:
     """Save the viewer's own mark for one cell (htmx: re-render the cell; invalid: 200 with the reason)."""
     submission = _submission(pk)
@@ -147,7 +152,7 @@ def mark_update(request: HttpRequest, pk: int, cell: str) -> HttpResponse:
 
 
 @require_POST
-@reviewer_required
+@marker_required
 def review_submit(request: HttpRequest, pk: int) -> HttpResponse:
     """Make the viewer's review final; then the page shows the other reviewers' marks."""
     submission = _submission(pk)
@@ -163,23 +168,35 @@ def review_submit(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_GET
-@reviewer_required
+@desk_required
+def debrief_list(request: HttpRequest) -> HttpResponse:
+    """Every packet's debrief, one line each with its count of candidates who uploaded."""
+    return render(request, "grading/debrief_list.html", {"packets": pages.debrief_index()})
+
+
+@require_GET
+@desk_required
 def debrief(request: HttpRequest, slug: str) -> HttpResponse:
     """Per packet: one row per candidate, the four cells side by side, and the reviewers' agreement."""
     packet = get_object_or_404(Packet, slug=slug)
     cells = pages.packet_cells(packet)
+    reader = reads_only(request.user)
     page = paging.keyset_page(pages.debrief_candidates(packet), "name", False, DEBRIEF_PAGE_SIZE, request.GET,
                               counted=pages.debrief_candidate_count(packet))
+    rows = pages.debrief_page_rows(pages.debrief_rows_of(page.ids, packet), packet, request.user, reader)
     return render(
         request,
         "grading/debrief_detail.html",
         {
             "packet": packet,
             "page": page,
-            "rows": pages.debrief_page_rows(pages.debrief_rows_of(page.ids, packet), packet, request.user),
+            "rows": rows,
             "labels": [(c.key, c.label) for c in cells],
             "rubric": cells,
             "agreements": pages.pair_agreements(packet),
+            "reader": reader,
+            "decisions": pages.decisions_for([r.submission for r in rows]) if reader else {},
+            "decision_choices": Decision.Choice.choices,
         },
     )
 
@@ -190,13 +207,13 @@ class _Echo:
 
 
 @require_GET
-@reviewer_required
+@desk_required
 def debrief_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     """The debrief as CSV, streamed: one line per candidate and reviewer (blind rows left out)."""
     packet = get_object_or_404(Packet, slug=slug)
     writer = csv.writer(_Echo())
     response = StreamingHttpResponse(
-        (writer.writerow(row) for row in pages.debrief_csv_rows(packet, request.user)),
+        (writer.writerow(row) for row in pages.debrief_csv_rows(packet, request.user, reader=reads_only(request.user))),
         content_type="text/csv; charset=utf-8",
     )
     response["Content-Disposition"] = f'attachment; filename="debrief-{packet.slug}.csv"'

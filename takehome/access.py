@@ -40,3 +40,40 @@ def group_required(name: str):
 
 recruiter_required = group_required(RECRUITER_GROUP)
 reviewer_required = group_required(REVIEWER_GROUP)
+
+
+def reads_only(user) -> bool:
+    """A recruiter who is not a reviewer: reads the review pages and the debrief, marks nothing.
+
+    why not every recruiter: someone in both groups (a superuser too) is a
+    reviewer first, so the blind-review rule still hides other reviewers'
+    marks from them until they have submitted their own.
+    """
+    return in_group(user, RECRUITER_GROUP) and not in_group(user, REVIEWER_GROUP)
+
+
+def desk_required(view):
+    """Login required, then the reviewer or the recruiter group (superusers pass); otherwise 403."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not (in_group(request.user, REVIEWER_GROUP) or in_group(request.user, RECRUITER_GROUP)):
+            raise PermissionDenied("This page is for the reviewer and recruiter groups.")
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapped)
+
+
+def marker_required(view):
+    """Login, then the reviewer group: the only people who mark. A recruiter is told so, in a 403."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not in_group(request.user, REVIEWER_GROUP):
+            if in_group(request.user, RECRUITER_GROUP):
+                raise PermissionDenied("Only reviewers mark reviews. Recruiters can read the review page and "
+                                       "the debrief but not mark them; nothing was changed.")
+            raise PermissionDenied(f"This page is for the {REVIEWER_GROUP} group.")
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapped)

@@ -22,8 +22,9 @@ from grading import rubric
 from grading.archive import Limits, UnsafeArchive, safe_extract
 from grading.spec import DECOY_NAME_RE, SAMPLE_PACKET_DIR, join_decoys, load_spec_dir, split_decoys
 
+from .audit import record
 from .invites import InviteRow
-from .models import Candidate, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
+from .models import Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
 
 log = logging.getLogger(__name__)
 
@@ -407,6 +408,7 @@ def do_invite_candidates(
         invitation = Invitation(candidate=candidate, packet_version=version, invited_by=user)
         invitation.issue_token()
         invitation.save()
+        record(user, "invite", invitation, f"to {version}" + (", link emailed" if send else ", link not emailed"))
         created.append(NewInvitation(invitation, invitation.link()))
     if send:
         ids = [new.invitation.pk for new in created]
@@ -456,10 +458,23 @@ def _minutes_in_words(minutes: int) -> str:
     return " ".join(parts)
 
 
-def do_revoke_invitation(invitation: Invitation) -> None:
+@transaction.atomic
+def do_resend_invitation(invitation: Invitation, actor=None) -> str:
+    """Email the candidate their link again, on a recruiter's request; returns the link."""
+    had_link = invitation.link() is not None
+    link = do_send_invitation(invitation)
+    renewed = "" if had_link else "; a new link was issued, the old one stopped working"
+    record(actor, "resend", invitation, f"to {invitation.candidate.email}{renewed}")
+    return link
+
+
+@transaction.atomic
+def do_revoke_invitation(invitation: Invitation, actor=None) -> None:
+    """Make the candidate's link stop working. Revoking twice changes (and records) nothing."""
     if invitation.revoked_at is None:
         invitation.revoked_at = timezone.now()
         invitation.save(update_fields=["revoked_at"])
+        record(actor, "revoke", invitation, "the link no longer works")
 
 
 def do_set_candidate_names_hidden(packet: Packet, hidden: bool) -> None:
@@ -473,7 +488,7 @@ class ExtendError(Exception):
 
 
 @transaction.atomic
-def do_extend_deadline(invitation: Invitation, minutes: int) -> Invitation:
+def do_extend_deadline(invitation: Invitation, minutes: int, actor=None) -> Invitation:
     """Give a candidate more time: move the deadline later by ``minutes``.
 
     Only a running or finished clock has a deadline to move; a revoked link
@@ -489,4 +504,33 @@ def do_extend_deadline(invitation: Invitation, minutes: int) -> Invitation:
     locked.deadline = base + timedelta(minutes=minutes)
     locked.save(update_fields=["deadline"])
     invitation.deadline = locked.deadline
+    record(actor, "extend", locked, f"+{minutes} min, deadline now {locked.deadline:%Y-%m-%d %H:%M} UTC")
     return locked
+
+
+class DecisionError(Exception):
+    """A hiring decision that cannot be recorded; the message says why."""
+
+
+@transaction.atomic
+def do_decide(invitation: Invitation, outcome: str, note: str, actor) -> Decision:
+    """Record a person's hiring decision (advance, decline, undecided) on a candidate, with a note.
+
+    The decision is the recruiter's own: nothing here reads the reviewers'
+    marks. A revoked (withdrawn) invitation takes no decision; the previous
+    one, if any, stays as it was.
+    """
+    if outcome not in Decision.Choice.values:
+        raise DecisionError("Choose advance, decline or undecided.")
+    # why lock: two recruiters deciding at once leave one decision and two audit events, in order.
+    locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    if locked.revoked_at is not None:
+        raise DecisionError(f"{invitation.candidate.name}'s invitation was revoked, so no decision can be "
+                            "recorded on it; invite them again first if they are back in the process.")
+    note = (note or "").strip()
+    decision, _ = Decision.objects.update_or_create(
+        invitation=locked, defaults={"choice": outcome, "note": note, "decided_by": actor, "decided_at": timezone.now()}
+    )
+    label = Decision.Choice(outcome).label
+    record(actor, "decision", locked, label + (f": {note}" if note else ""))
+    return decision

@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from .models import Candidate, Invitation, Packet, PacketCheck, PacketFile, PacketVersion, WorkerHeartbeat
+from .models import (AuditEvent, Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion,
+                     WorkerHeartbeat)
 
 
 class PacketFileInline(admin.TabularInline):
@@ -68,3 +69,38 @@ class InvitationAdmin(admin.ModelAdmin):
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ("hostname", "seen_at", "caps")
+
+
+@admin.register(Decision)
+class DecisionAdmin(admin.ModelAdmin):
+    """Read-only here: a decision is made on the debrief or the invitations board, and audited there."""
+
+    list_display = ("invitation", "choice", "decided_by", "decided_at")
+    list_filter = ("choice",)
+    list_select_related = ("invitation__candidate", "invitation__packet_version__packet", "decided_by")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """The audit trail, read-only: nobody adds, edits or deletes an event."""
+
+    list_display = ("at", "actor_name", "action", "target_repr", "detail")
+    list_filter = ("action",)
+    search_fields = ("actor_name", "target_repr", "detail")
+    date_hierarchy = "at"
+    readonly_fields = [f.name for f in AuditEvent._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

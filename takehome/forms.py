@@ -12,7 +12,7 @@ from grading.spec import split_decoys
 
 from .actions import PacketError, VersionContent, read_decoys_zip, read_zip_tree
 from .invites import parse_invite_lines
-from .models import Packet, PacketFile, PacketVersion
+from .models import Decision, Packet, PacketFile, PacketVersion
 
 MAX_PACKET_ZIP_BYTES = 5 * 1024 * 1024
 # What each rubric cell reads, by its section of the review page.
@@ -263,3 +263,10 @@ class ImportPacketForm(forms.Form):
         help_text="A zip made by Export (or by hand): packet.json, prompt.md, fixture/, solution/, "
                   "reference_tests/ and decoys/<name>/. A packet whose slug exists here gets a new version.",
     )
+
+
+class DecisionForm(forms.Form):
+    """A recruiter's hiring decision on one candidate: a choice a person makes, and why."""
+
+    outcome = forms.ChoiceField(choices=Decision.Choice.choices)
+    note = forms.CharField(required=False, max_length=2000, strip=True)

@@ -377,3 +377,78 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hostname} at {self.seen_at:%Y-%m-%d %H:%M:%S}"
+
+
+# --- the recruiter's desk: hiring decisions and the audit trail ----------------------------
+
+
+class Decision(models.Model):
+    """A person's hiring decision on one candidate's invitation: advance, decline or undecided.
+
+    Set by a recruiter (takehome.actions.do_decide); never computed from the
+    rubric's four cells and never shown as a score. One row per invitation,
+    overwritten by the next decision; every decision is also an AuditEvent.
+    """
+
+    class Choice(models.TextChoices):
+        UNDECIDED = "undecided", "Undecided"
+        ADVANCE = "advance", "Advance"
+        DECLINE = "decline", "Decline"
+
+    invitation = models.OneToOneField(Invitation, on_delete=models.CASCADE, related_name="decision")
+    choice = models.CharField(max_length=10, choices=Choice.choices, default=Choice.UNDECIDED)
+    note = models.TextField(blank=True, max_length=2000)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.get_choice_display()} for invitation {self.invitation_id}"
+
+
+class AuditEvent(models.Model):
+    """One intervention by a person (or a command): who, when, what, on what. Append-only.
+
+    Written through takehome.audit.record() from the actions that change
+    something a candidate or a colleague lives with: invite, resend, revoke,
+    extend, decision, role change, regrade.
+    """
+
+    class Action(models.TextChoices):
+        INVITE = "invite", "Invited"
+        RESEND = "resend", "Link sent again"
+        REVOKE = "revoke", "Revoked"
+        EXTEND = "extend", "Deadline extended"
+        DECISION = "decision", "Decision"
+        ROLE_CHANGE = "role_change", "Role changed"
+        REGRADE = "regrade", "Sent for grading again"
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # why a copy of the name: the trail must still say who once the account is gone.
+    actor_name = models.CharField(max_length=150)
+    action = models.CharField(max_length=20, choices=Action.choices)
+    target_type = models.CharField(max_length=100)  # "app_label.model"
+    target_id = models.CharField(max_length=64, blank=True)
+    target_repr = models.CharField(max_length=300)
+    # Set when the target is (or belongs to) an invitation, so the candidate's row can list its history.
+    invitation = models.ForeignKey(
+        Invitation, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [models.Index(fields=["invitation", "at"], name="audit_invitation_at")]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name}: {self.get_action_display()} {self.target_repr}"
+
+    def save(self, *args, **kwargs) -> None:
+        # why: a trail that can be edited is no trail.
+        if self.pk is not None:
+            raise ImmutableRowError("Audit events are append-only.")
+        super().save(*args, **kwargs)

@@ -23,6 +23,7 @@ recruiter_patterns = [
     path("invitations/<int:pk>/resend", views.invitation_resend, name="invitation-resend"),
     path("invitations/<int:pk>/revoke", views.invitation_revoke, name="invitation-revoke"),
     path("invitations/<int:pk>/extend", views.invitation_extend, name="invitation-extend"),
+    path("invitations/<int:pk>/decide", views.invitation_decide, name="invitation-decide"),
 ]
 
 urlpatterns = [

@@ -13,11 +13,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from . import actions
+from . import actions, pages
 from .access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, recruiter_required
-from .forms import ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
+from .forms import DecisionForm, ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
 from .http import htmx_redirect
-from .models import Invitation, Packet, PacketFile, PacketVersion, WorkerHeartbeat
+from .models import Decision, Invitation, Packet, PacketFile, PacketVersion, WorkerHeartbeat
 from .packet_zip import export_zip
 
 
@@ -107,6 +107,7 @@ def packet_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "shown": shown,
             "invitation_count": Invitation.objects.filter(packet_version__packet=packet).count(),
             "check": check,
+            "funnel": pages.funnel(packet),
         },
     )
 
@@ -239,11 +240,11 @@ def packet_invite(request: HttpRequest, slug: str) -> HttpResponse:
 @recruiter_required
 def invitation_board(request: HttpRequest, slug: str) -> HttpResponse:
     packet = get_object_or_404(Packet, slug=slug)
-    invitations = Invitation.objects.for_board().filter(packet_version__packet=packet)
     template = "takehome/invitation_board.html"
     if request.htmx:
         template += "#invitation-rows"
-    return render(request, template, {"packet": packet, "invitations": invitations})
+    return render(request, template, {"packet": packet, "rows": pages.board_rows(packet),
+                                      "decision_choices": Decision.Choice.choices})
 
 
 def _invitation(pk: int) -> Invitation:
@@ -257,7 +258,7 @@ def invitation_resend(request: HttpRequest, pk: int) -> HttpResponse:
     if invitation.revoked_at:
         messages.error(request, "This invitation was revoked; invite the candidate again instead.")
     else:
-        actions.do_send_invitation(invitation)
+        actions.do_resend_invitation(invitation, request.user)
         messages.success(request, f"Sent the link to {invitation.candidate.email} again.")
     return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
 
@@ -266,7 +267,7 @@ def invitation_resend(request: HttpRequest, pk: int) -> HttpResponse:
 @recruiter_required
 def invitation_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     invitation = _invitation(pk)
-    actions.do_revoke_invitation(invitation)
+    actions.do_revoke_invitation(invitation, request.user)
     messages.success(request, f"The link for {invitation.candidate.name} no longer works.")
     return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
 
@@ -281,7 +282,7 @@ def invitation_extend(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "Give the extra time as a whole number of minutes, from 1 to 10080.")
     else:
         try:
-            actions.do_extend_deadline(invitation, form.cleaned_data["minutes"])
+            actions.do_extend_deadline(invitation, form.cleaned_data["minutes"], request.user)
         except actions.ExtendError as exc:
             messages.error(request, str(exc))
         else:
@@ -289,4 +290,26 @@ def invitation_extend(request: HttpRequest, pk: int) -> HttpResponse:
                 request,
                 f"{invitation.candidate.name} now has until {invitation.deadline:%Y-%m-%d %H:%M} UTC.",
             )
+    return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
+
+
+@require_POST
+@recruiter_required
+def invitation_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    """Record a recruiter's hiring decision (advance, decline, undecided) and note on one candidate."""
+    invitation = _invitation(pk)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose advance, decline or undecided; a note is at most 2,000 characters. "
+                       "Nothing was changed.")
+    else:
+        try:
+            decision = actions.do_decide(invitation, form.cleaned_data["outcome"], form.cleaned_data["note"],
+                                         request.user)
+        except actions.DecisionError as exc:
+            messages.error(request, f"{exc} Nothing was changed.")
+        else:
+            messages.success(request, f"Decision for {invitation.candidate.name}: {decision.get_choice_display()}.")
+    if request.POST.get("back") == "debrief":
+        return htmx_redirect(request, "grading:debrief-detail", slug=invitation.packet.slug)
     return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)

@@ -47,12 +47,15 @@ def roles_of(user) -> list[str]:
 
 
 def _audit_role_change(actor, member, before: list[str], after: list[str], what: str) -> None:
-    """AUDIT HOOK: the one place team changes are recorded.
+    """The one place team changes are recorded: in the audit trail (takehome.audit), and the log.
 
-    For now it only logs. Wire it to the audit trail (takehome's AuditEvent /
-    record(...)) here, and every team change (invite, roles, deactivate,
-    reactivate) is recorded: `actor` did `what` to `member`, roles `before` -> `after`.
+    Every team change (invite, roles, deactivate, reactivate) comes here:
+    `actor` did `what` to `member`, roles `before` -> `after`.
     """
+    from takehome.audit import record
+
+    record(actor, "role_change", member,
+           f"{what}: roles {', '.join(before) or 'none'} -> {', '.join(after) or 'none'}")
     log.info("team: %s %s %s (roles %s -> %s)", actor or "a command", what, member,
              ",".join(before) or "none", ",".join(after) or "none")
 

@@ -122,6 +122,17 @@ def test_changing_roles_sets_exactly_the_chosen_ones_and_is_audited(staff_client
     assert all(c[0].username == "sam" and c[1] == recruiter for c in calls)
 
 
+def test_a_role_change_is_in_the_audit_trail(staff_client, recruiter):
+    from takehome.models import AuditEvent
+
+    staff_client.post(reverse("team:member-roles", args=[recruiter.pk]), {"roles": ["reviewer"]})
+    staff_client.post(reverse("team:member-deactivate", args=[recruiter.pk]))
+    events = list(AuditEvent.objects.filter(target_type="auth.user", target_id=str(recruiter.pk)).order_by("pk"))
+    assert [e.action for e in events] == ["role_change", "role_change"]
+    assert events[0].actor_name == "sam" and "recruiter -> reviewer" in events[0].detail
+    assert "deactivated" in events[1].detail
+
+
 def test_changing_roles_keeps_other_groups(staff_client, recruiter):
     other = Group.objects.create(name="auditors")
     recruiter.groups.add(other)

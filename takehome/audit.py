@@ -1,0 +1,55 @@
+"""The audit trail: who did what, to what, and when.
+
+Every intervention (invite, resend, revoke, extend, decision, role change,
+regrade) is written here by the action that performs it, inside the same
+transaction, so an intervention that fails leaves no event and one that
+succeeds always has one.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from .models import AuditEvent, Invitation
+
+ACTIONS = tuple(AuditEvent.Action.values)
+
+
+def record(actor, action: str, target: models.Model, detail: str = "") -> AuditEvent:
+    """Append one event to the audit trail and return it.
+
+    actor:  the User who acted, or None for a command run from the shell
+            (shown as "command line").
+    action: one of AuditEvent.Action's values: "invite", "resend", "revoke",
+            "extend", "decision", "role_change", "regrade". Anything else
+            raises ValueError (a typo must not create a new kind of event).
+    target: the saved model instance acted on: an Invitation, a Submission
+            (its invitation is found), a User (for a role change), or any
+            other row. Its type, id and str() are stored, so the event still
+            reads correctly if the row is deleted later.
+    detail: one plain sentence of what changed, e.g. "reviewer -> recruiter,
+            reviewer" or "+30 min, deadline now 2026-12-01 10:00 UTC".
+
+    Call it from inside the action's transaction. Example, from a team page:
+
+        from takehome.audit import record
+        record(request.user, "role_change", user, "roles: reviewer -> recruiter")
+    """
+    if action not in ACTIONS:
+        raise ValueError(f"Unknown audit action {action!r}; expected one of {', '.join(ACTIONS)}.")
+    invitation = None
+    if isinstance(target, Invitation):
+        invitation = target
+    elif isinstance(getattr(target, "invitation", None), Invitation):
+        invitation = target.invitation
+    name = actor.get_username() if actor is not None else "command line"
+    return AuditEvent.objects.create(
+        actor=actor if actor is not None and actor.pk else None,
+        actor_name=name[:150],
+        action=action,
+        target_type=target._meta.label_lower,
+        target_id=str(target.pk or ""),
+        target_repr=str(target)[:300],
+        invitation=invitation,
+        detail=detail,
+    )

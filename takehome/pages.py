@@ -1,0 +1,149 @@
+"""The read side of the recruiter's desk: what the invitations board and the packet's funnel show.
+
+Views stay HTTP-only and call these. Each function costs a fixed number of
+queries, whatever the number of candidates: rows are gathered per page with
+``__in`` lookups, and the funnel is counted by the database.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.db.models import Count, F, Max, Min, Q
+
+from grading.models import Mark, Review
+from sessions_app.models import GateReceipt, Submission
+
+from . import charts
+from .models import AuditEvent, Decision, Invitation, Packet
+
+
+@dataclass
+class BoardRow:
+    """One candidate's line on the invitations board: the invitation and what came back of it."""
+
+    invitation: Invitation
+    submission: Submission | None = None  # the upload under review
+    reviews: int = 0  # submitted reviews of that upload
+    disagree: bool = False  # two submitted reviews differ on at least one cell
+    decision: Decision | None = None
+    events: list = field(default_factory=list)  # AuditEvents, newest first
+
+
+def board_rows(packet: Packet) -> list[BoardRow]:
+    """The board's rows, newest invitation first, with grading status, reviews, disagreement, decision, history.
+
+    Five queries in all: the invitations (with their decision), their uploads
+    under review, the submitted reviews counted per upload, the uploads whose
+    reviewers disagree, and the audit events.
+    """
+    invitations = list(Invitation.objects.for_board().filter(packet_version__packet=packet).select_related(
+        "decision__decided_by"))
+    rows = {inv.pk: BoardRow(inv) for inv in invitations}
+    for inv in invitations:
+        try:
+            rows[inv.pk].decision = inv.decision
+        except Decision.DoesNotExist:
+            pass
+    latest = {s.pk: s for s in Submission.objects.filter(invitation_id__in=list(rows)).only(
+        "pk", "invitation_id", "status", "uploaded_at", "is_latest") if s.is_latest}
+    for s in latest.values():
+        rows[s.invitation_id].submission = s
+    reviews = dict(Review.objects.submitted().filter(submission_id__in=list(latest)).values("submission_id")
+                   .annotate(n=Count("pk")).values_list("submission_id", "n"))
+    # A cell where the submitted marks hold both a pass and a fail is a disagreement.
+    split = set(Mark.objects.filter(review__submission_id__in=list(latest), review__submitted_at__isnull=False)
+                .values("review__submission_id", "cell").annotate(kinds=Count("passed", distinct=True))
+                .filter(kinds__gt=1).values_list("review__submission_id", flat=True))
+    for pk, s in latest.items():
+        row = rows[s.invitation_id]
+        row.reviews = reviews.get(pk, 0)
+        row.disagree = pk in split
+    events = defaultdict(list)
+    for event in AuditEvent.objects.filter(invitation_id__in=list(rows)).order_by("-at", "-pk"):
+        events[event.invitation_id].append(event)
+    for pk, row in rows.items():
+        row.events = events[pk]
+    return [rows[inv.pk] for inv in invitations]
+
+
+# --- the funnel ---------------------------------------------------------------------------
+
+FUNNEL_STEPS = (
+    ("invited", "Invited"),
+    ("opened", "Opened the link"),
+    ("started", "Started the clock"),
+    ("red", "Red run witnessed"),
+    ("submitted", "Submitted"),
+    ("graded", "Graded"),
+    ("reviewed", "Reviewed"),
+    ("decided", "Decided"),
+)
+# Bucket edges, in minutes, of the two time distributions; the last bucket is open-ended.
+TIME_TO_RED_EDGES = (5, 10, 15, 20, 30, 45, 60)
+TIME_ON_TASK_EDGES = (15, 30, 45, 60, 75, 90, 120)
+
+
+def funnel(packet: Packet) -> dict:
+    """The packet's funnel and time distributions, counted by the database: six queries, whatever the numbers.
+
+    Every candidate invited to any version of the packet counts, revoked ones
+    included (they were invited). "Red run witnessed" is an accepted red
+    receipt from the gate; "graded" an upload under review that was graded;
+    "reviewed" one with at least one submitted review; "decided" a recorded
+    advance or decline. Time to red runs from Start to the first accepted red
+    receipt; time on task from Start to the latest upload. Each distribution is
+    counted as "at most N minutes" per edge, in the same query as its step,
+    and the buckets are the differences.
+    """
+    # why one grouped query per table and no correlated subquery per invitation: a subquery
+    # referenced by each of the edges' filters is run again for each of them (measured: 15 s
+    # for 5,000 candidates on PostgreSQL); these are plain scans of the packet's rows.
+    invitations = Invitation.objects.filter(packet_version__packet=packet)
+    counts = invitations.aggregate(
+        invited=Count("pk"),
+        opened=Count("pk", filter=Q(opened_at__isnull=False)),
+        started=Count("pk", filter=Q(started_at__isnull=False)),
+        submitted=Count("pk", filter=Q(submitted_at__isnull=False)),
+    )
+    # why grouped by invitation: it makes the database compute each time on task once, in a derived
+    # table, instead of once per edge (SQLite does date arithmetic in a Python function: 0.4 s per 5,000).
+    on_task = invitations.values("pk").annotate(task=Max("submitted_at") - Max("started_at"))
+    counts.update(on_task.aggregate(
+        task_timed=Count("pk", filter=Q(task__isnull=False)),
+        **{f"task_le_{edge}": Count("pk", filter=Q(task__lte=timedelta(minutes=edge))) for edge in TIME_ON_TASK_EDGES},
+    ))
+    # One row per invitation with an accepted red receipt: its delay from Start (None when not started).
+    reds = (GateReceipt.objects.filter(step=GateReceipt.Step.RED, accepted=True,
+                                       invitation__packet_version__packet=packet)
+            .values("invitation_id", "invitation__started_at")
+            .annotate(delay=Min("received_at") - F("invitation__started_at")))
+    counts.update(reds.aggregate(
+        red=Count("invitation_id"),
+        red_timed=Count("invitation_id", filter=Q(delay__isnull=False)),
+        **{f"red_le_{edge}": Count("invitation_id", filter=Q(delay__lte=timedelta(minutes=edge)))
+           for edge in TIME_TO_RED_EDGES},
+    ))
+    latest = Submission.objects.latest_per_invitation().filter(invitation__packet_version__packet=packet)
+    counts["graded"] = latest.filter(status=Submission.Status.GRADED).count()
+    counts["reviewed"] = (Review.objects.submitted().filter(submission__in=latest)
+                          .values("submission_id").distinct().count())
+    counts["decided"] = (Decision.objects.filter(invitation__packet_version__packet=packet)
+                         .exclude(choice=Decision.Choice.UNDECIDED).count())
+    steps = [(key, label, counts[key]) for key, label in FUNNEL_STEPS]
+    to_red = charts.histogram(
+        charts.buckets(TIME_TO_RED_EDGES, [counts[f"red_le_{e}"] for e in TIME_TO_RED_EDGES], counts["red_timed"]))
+    on_task = charts.histogram(
+        charts.buckets(TIME_ON_TASK_EDGES, [counts[f"task_le_{e}"] for e in TIME_ON_TASK_EDGES], counts["task_timed"]))
+    return {
+        "steps": steps,
+        "funnel_chart": charts.funnel_chart(steps),
+        # (id, title, chart, what is measured)
+        "times": [
+            ("time-to-red", "Time to red", to_red,
+             "From pressing Start to the gate's first accepted red run, in minutes."),
+            ("time-on-task", "Time on task", on_task, "From pressing Start to the latest upload, in minutes."),
+        ],
+    }

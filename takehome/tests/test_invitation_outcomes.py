@@ -1,0 +1,63 @@
+"""The invitations board shows what came back: grading, reviews, disagreement, links to read the work."""
+
+import pytest
+
+from grading.tests.reviewing import make_submission, score
+from sessions_app.models import Submission
+
+pytestmark = pytest.mark.django_db
+
+ALL_PASS = {"red_log": True, "model_waited": True, "refusal_specific": True, "test_names_bug": True}
+
+
+def row_of(html: str, invitation_id: int) -> str:
+    return html.split(f'data-invitation="{invitation_id}"')[1].split("</tr>")[0]
+
+
+def test_the_board_shows_grading_reviews_and_disagreement(recruiter_client, sample_packet, make_reviewer):
+    ann, rob = make_reviewer("ann"), make_reviewer("rob")
+    agreed = make_submission(sample_packet, "Ada Agreed")
+    score(agreed, ann, ALL_PASS)
+    score(agreed, rob, ALL_PASS)
+    split = make_submission(sample_packet, "Bo Split")
+    score(split, ann, ALL_PASS)
+    score(split, rob, {**ALL_PASS, "refusal_specific": False})
+    waiting = make_submission(sample_packet, "Cy Waiting", status=Submission.Status.GRADING)
+
+    html = recruiter_client.get(f"/packets/{sample_packet.slug}/invitations/").content.decode()
+
+    row = row_of(html, agreed.invitation_id)
+    assert 'data-grading="graded"' in row and "2 reviews submitted" in row and "data-disagree" not in row
+    assert f'href="/review/{agreed.pk}/"' in row and f'href="/review/debrief/{sample_packet.slug}/"' in row
+    assert 'data-disagree="yes"' in row_of(html, split.invitation_id)
+    row = row_of(html, waiting.invitation_id)
+    assert 'data-grading="grading"' in row and "0 reviews submitted" in row
+
+
+def test_a_candidate_without_an_upload_says_so(recruiter_client, invitation, sample_packet):
+    html = recruiter_client.get(f"/packets/{sample_packet.slug}/invitations/").content.decode()
+    assert "no upload yet" in row_of(html, invitation.pk)
+
+
+def test_the_board_costs_the_same_queries_for_many_candidates(
+        recruiter_client, sample_packet, make_reviewer, django_assert_max_num_queries):
+    ann = make_reviewer("ann")
+    for i in range(3):
+        score(make_submission(sample_packet, f"Few {i}"), ann, ALL_PASS)
+    url = f"/packets/{sample_packet.slug}/invitations/"
+    recruiter_client.get(url)
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as few:
+        recruiter_client.get(url)
+    for i in range(12):
+        score(make_submission(sample_packet, f"Many {i}"), ann, ALL_PASS)
+    with django_assert_max_num_queries(len(few)):
+        recruiter_client.get(url)
+
+
+def test_the_poll_returns_the_rows_alone(recruiter_client, invitation, sample_packet):
+    response = recruiter_client.get(f"/packets/{sample_packet.slug}/invitations/", headers={"HX-Request": "true"})
+    assert b"<html" not in response.content and b'id="invitation-rows"' in response.content
+    assert b"Save decision" in response.content
