@@ -4,7 +4,8 @@ One list, so a new page is checked by adding one line here: its name, who
 looks at it and the path, built from the `Site` the walk sets up (a packet,
 candidates at each stage, a scored submission). `role` is the person the
 browser is logged in as: "recruiter", "reviewer", "norole" (an account in
-neither group), or None for anyone (a candidate's link needs no log-in).
+neither group), "staff" (a superuser), or None for anyone (a candidate's link
+needs no log-in).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Site:
     submitted_token: str  # a candidate with a graded upload
     submission_id: int  # that upload
     scored_id: int  # an upload whose review the reviewer already submitted
+    recruiter_id: int  # the recruiter's account
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class SitePage:
     status: int = 200
     # A write-side outage while the page renders: shows the 503 page (takehome/unavailable.py).
     outage: bool = False
+    # axe-core's findings count; off only for Django's own admin, whose markup is Django's
+    # (its date widgets lack labels, for one). The policy and the phone width still hold there.
+    axe: bool = True
 
 
 PAGES = [
@@ -60,4 +65,9 @@ PAGES = [
     SitePage("candidate submitted", None, lambda s: f"/t/{s.submitted_token}/"),
     SitePage("candidate upload", None, lambda s: f"/t/{s.submitted_token}/uploads/{s.submission_id}"),
     SitePage("candidate bad link", None, lambda s: "/t/not-a-real-token/", 404),
+    # Staff: Django's admin
+    SitePage("admin index", "staff", lambda s: "/admin/", axe=False),
+    SitePage("admin users", "staff", lambda s: "/admin/auth/user/", axe=False),
+    SitePage("admin user", "staff", lambda s: f"/admin/auth/user/{s.recruiter_id}/change/", axe=False),
+    SitePage("admin invitations", "staff", lambda s: "/admin/takehome/invitation/", axe=False),
 ]
