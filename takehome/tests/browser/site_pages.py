@@ -14,6 +14,18 @@ from dataclasses import dataclass
 from typing import Callable
 
 
+def busy() -> Exception:
+    from takehome.unavailable import BUSY, Unavailable
+
+    return Unavailable(BUSY)
+
+
+def too_many() -> Exception:
+    from sessions_app.links import TooManyLookups
+
+    return TooManyLookups(retry_after=30)
+
+
 @dataclass
 class Site:
     """What the walk sets up, for the paths below to name."""
@@ -21,6 +33,8 @@ class Site:
     slug: str
     fresh_token: str  # an invitation nobody opened yet
     started_token: str  # a candidate whose clock runs
+    grace_token: str  # a candidate past the deadline, within the grace period
+    closed_token: str  # a candidate whose time is over
     submitted_token: str  # a candidate with a graded upload
     submission_id: int  # that upload
     scored_id: int  # an upload whose review the reviewer already submitted
@@ -33,8 +47,9 @@ class SitePage:
     role: str | None
     path: Callable[[Site], str]
     status: int = 200
-    # A write-side outage while the page renders: shows the 503 page (takehome/unavailable.py).
-    outage: bool = False
+    # A function that raises while the page renders (dotted name, and what it raises), for the
+    # pages only trouble shows: the 503 of an outage, the 429 of too many link look-ups.
+    raises: tuple[str, Callable[[], Exception]] | None = None
     # axe-core's findings count; off only for Django's own admin, whose markup is Django's
     # (its date widgets lack labels, for one). The policy and the phone width still hold there.
     axe: bool = True
@@ -46,7 +61,7 @@ PAGES = [
     SitePage("404", None, lambda s: "/no-such-page/", 404),
     SitePage("403 no role", "norole", lambda s: "/", 403),
     SitePage("403 wrong role", "reviewer", lambda s: "/packets/", 403),
-    SitePage("503", "recruiter", lambda s: "/packets/", 503, outage=True),
+    SitePage("503", "recruiter", lambda s: "/packets/", 503, raises=("takehome.views.worker_status", busy)),
     # Recruiter
     SitePage("packet list", "recruiter", lambda s: "/packets/"),
     SitePage("packet create", "recruiter", lambda s: "/packets/new/"),
@@ -56,12 +71,17 @@ PAGES = [
     SitePage("invitation board", "recruiter", lambda s: f"/packets/{s.slug}/invitations/"),
     # Reviewer
     SitePage("review queue", "reviewer", lambda s: "/review/"),
+    SitePage("review queue all", "reviewer", lambda s: "/review/?show=all"),
     SitePage("review page", "reviewer", lambda s: f"/review/{s.submission_id}/"),
     SitePage("review page submitted", "reviewer", lambda s: f"/review/{s.scored_id}/"),
     SitePage("debrief", "reviewer", lambda s: f"/review/debrief/{s.slug}/"),
     # Candidate
     SitePage("candidate landing", None, lambda s: f"/t/{s.fresh_token}/"),
     SitePage("candidate session", None, lambda s: f"/t/{s.started_token}/"),
+    SitePage("candidate grace period", None, lambda s: f"/t/{s.grace_token}/"),
+    SitePage("candidate time over", None, lambda s: f"/t/{s.closed_token}/"),
+    SitePage("candidate too many look-ups", None, lambda s: "/t/not-a-real-token/", 429,
+             raises=("sessions_app.views.invitation_for", too_many)),
     SitePage("candidate submitted", None, lambda s: f"/t/{s.submitted_token}/"),
     SitePage("candidate upload", None, lambda s: f"/t/{s.submitted_token}/uploads/{s.submission_id}"),
     SitePage("candidate bad link", None, lambda s: "/t/not-a-real-token/", 404),

@@ -9,11 +9,13 @@ One walk over one set-up site checks all three and reports every page's problems
 
 from __future__ import annotations
 
+from datetime import timedelta
 from unittest.mock import patch
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from django.test import Client
+from django.utils import timezone
 
 from takehome.tests.browser.site_pages import PAGES, Site, SitePage
 
@@ -37,7 +39,8 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
 
     from grading.tests.reviewing import make_submission, score
     from sessions_app.actions import do_start_session
-    from takehome.actions import do_load_sample_packet
+    from takehome.actions import do_load_sample_packet, do_revoke_invitation
+    from takehome.models import Invitation
     from takehome.tests.factories import InvitationFactory
 
     packet, _ = do_load_sample_packet()
@@ -46,6 +49,12 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
     fresh = InvitationFactory(packet_version=version)
     started = InvitationFactory(packet_version=version)
     do_start_session(started)
+    in_grace, closed = (InvitationFactory(packet_version=version) for _ in range(2))
+    for invitation, ago in ((in_grace, timedelta(minutes=1)), (closed, timedelta(hours=3))):
+        do_start_session(invitation)
+        Invitation.objects.filter(pk=invitation.pk).update(deadline=timezone.now() - ago)
+    revoked = InvitationFactory(packet_version=version)
+    do_revoke_invitation(revoked)
     ada = make_submission(packet, "Ada Lovelace")
     grace = make_submission(packet, "Grace Hopper")
     score(grace, rob, dict(red_log=True, model_waited=True, refusal_specific=True, test_names_bug=True))
@@ -55,6 +64,7 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
     score(ada, rob, dict(red_log=True, model_waited=False), submit=False)
     site = Site(
         slug=packet.slug, fresh_token=fresh.raw_token, started_token=started.raw_token,
+        grace_token=in_grace.raw_token, closed_token=closed.raw_token,
         submitted_token=ada.invitation.link_token(), submission_id=ada.pk, scored_id=grace.pk,
         recruiter_id=recruiter.pk,
     )
@@ -75,10 +85,9 @@ def visit(context, live_server, site: Site, entry: SitePage):
     page.set_default_timeout(15000)
     console: list[str] = []
     page.on("console", lambda m: console.append(m.text) if "Content Security Policy" in m.text else None)
-    if entry.outage:
-        from takehome.unavailable import BUSY, Unavailable
-
-        with patch("takehome.views.worker_status", side_effect=Unavailable(BUSY)):
+    if entry.raises:
+        target, exception = entry.raises
+        with patch(target, side_effect=exception()):
             response = page.goto(live_server.url + entry.path(site))
     else:
         response = page.goto(live_server.url + entry.path(site))
