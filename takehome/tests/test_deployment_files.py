@@ -117,6 +117,7 @@ def test_caddyfile_parses_into_one_site_that_proxies_to_gunicorn():
     _, transport = directive(proxy, "transport")
     assert directive(transport, "proxy_protocol")[0] == ["proxy_protocol", "v1"]
     assert "--proxy-protocol v1" in " ".join(web["command"].split())
+    assert directive(proxy, "request_buffers")[0][1] == directive(directive(site, "request_body")[1], "max_size")[0][1]
     _, body = directive(site, "request_body")
     size = directive(body, "max_size")[0][1]
     assert size.endswith("MB") and int(size[:-2]) * 10**6 > 20 * 2**20  # above the default upload limit
