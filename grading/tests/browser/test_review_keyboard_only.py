@@ -30,6 +30,9 @@ def test_a_reviewer_scores_every_cell_and_submits_with_the_keyboard_alone(live_s
     make_reviewer("rob")
     ada = make_submission(packet, "Ada Lovelace")
 
+    # The cells htmx swaps in stay within the Content-Security-Policy too.
+    blocked = []
+    page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
     page.goto(live_server.url + "/")
     tab_to(page, "id_username")
     page.keyboard.type("rob")
@@ -76,3 +79,4 @@ def test_a_reviewer_scores_every_cell_and_submits_with_the_keyboard_alone(live_s
     marks = dict(Mark.objects.filter(review=review).values_list("cell", "passed"))
     assert marks == {"red_log": True, "model_waited": False, "refusal_specific": True, "test_names_bug": True}
     assert Mark.objects.get(review=review, cell="refusal_specific").note == "names the harm precisely"
+    assert blocked == []
