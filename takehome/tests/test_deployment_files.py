@@ -1,8 +1,10 @@
 """docker-compose.yml, .env.example and the settings agree on names."""
 
 import re
+import shlex
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,11 +25,18 @@ def names_in_env_example() -> set[str]:
 
 
 EXTRA_DOCUMENTED = {"TAKEHOME_PORT", "TAKEHOME_WORKER_CONCURRENCY"}  # read by make run's supervisord.conf
+COMPOSE_DOCUMENTED = {"TAKEHOME_HOST"}  # read by docker compose, for Caddy
 
 
 def test_every_setting_is_documented_in_env_example():
     assert names_read_by_settings() <= names_in_env_example()
-    assert names_in_env_example() - names_read_by_settings() <= EXTRA_DOCUMENTED
+    assert names_in_env_example() - names_read_by_settings() <= EXTRA_DOCUMENTED | COMPOSE_DOCUMENTED
+
+
+def test_compose_knobs_are_real():
+    compose, caddyfile = (ROOT / "docker-compose.yml").read_text(), (ROOT / "Caddyfile").read_text()
+    for name in COMPOSE_DOCUMENTED:
+        assert "${" + name in compose and "{$" + name in caddyfile
 
 
 def test_make_run_knobs_are_real():
@@ -38,7 +47,7 @@ def test_make_run_knobs_are_real():
 
 def test_compose_parses_and_has_the_four_services():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    assert set(compose["services"]) == {"postgres", "redis", "web", "worker"}
+    assert set(compose["services"]) == {"caddy", "postgres", "redis", "web", "worker"}
     for name in ("web", "worker"):
         service = compose["services"][name]
         assert service["build"] == "."
@@ -64,3 +73,84 @@ def test_compose_never_runs_with_debug_from_a_development_env():
 def test_the_image_never_holds_a_dotenv():
     ignored = (ROOT / ".dockerignore").read_text().splitlines()
     assert ".env" in ignored
+
+
+# --- Caddy in front (Caddyfile) -------------------------------------------------------------------
+
+
+def parse_caddyfile(text: str) -> list[tuple[list[str], list]]:
+    """The Caddyfile as a tree of (tokens of a line, the lines of its block).
+
+    Enough of Caddy's own grammar to read ours: words split on blanks, quotes,
+    # comments, a block opened by a trailing { and closed by a lone }. Anything
+    else (an unclosed block, a stray }) is an error here as it is for Caddy.
+    """
+    root: list = []
+    stack = [root]
+    for number, line in enumerate(text.splitlines(), 1):
+        lexer = shlex.shlex(line, posix=True)
+        lexer.whitespace_split, lexer.commenters = True, "#"
+        tokens = list(lexer)
+        if not tokens:
+            continue
+        if tokens == ["}"]:
+            assert len(stack) > 1, f"Caddyfile line {number}: }} closes nothing"
+            stack.pop()
+            continue
+        assert "}" not in tokens and tokens.count("{") <= 1, f"Caddyfile line {number}: one block per line"
+        if tokens[-1] == "{":
+            node = (tokens[:-1], [])
+            stack[-1].append(node)
+            stack.append(node[1])
+        else:
+            stack[-1].append((tokens, []))
+    assert len(stack) == 1, "Caddyfile: a block is never closed"
+    return root
+
+
+def directive(block: list, name: str) -> tuple[list[str], list]:
+    found = [node for node in block if node[0][0] == name]
+    assert len(found) == 1, f"expected one {name!r}, found {len(found)}"
+    return found[0]
+
+
+def test_caddyfile_parses_into_one_site_that_proxies_to_gunicorn():
+    sites = parse_caddyfile((ROOT / "Caddyfile").read_text())
+    # A host name from the environment, localhost by default: Caddy gets a public certificate
+    # for a real name and uses its internal CA for localhost; no explicit http:// or port, so
+    # it serves https and redirects http.
+    assert [tokens for tokens, _ in sites] == [["{$TAKEHOME_HOST:localhost}"]]
+    site = sites[0][1]
+    tokens, proxy = directive(site, "reverse_proxy")
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    web = compose["services"]["web"]
+    assert tokens[1:] == ["web:8000"] and "--bind 0.0.0.0:8000" in " ".join(web["command"].split())
+    # Caddy must set X-Forwarded-Proto itself (its default), never pass on a fixed or the client's value.
+    assert not any(t[0] == "header_up" and "X-Forwarded-Proto" in t for t, _ in proxy)
+    _, transport = directive(proxy, "transport")
+    assert directive(transport, "proxy_protocol")[0] == ["proxy_protocol", "v1"]
+    assert "--proxy-protocol v1" in " ".join(web["command"].split())
+    assert directive(proxy, "request_buffers")[0][1] == directive(directive(site, "request_body")[1], "max_size")[0][1]
+    _, body = directive(site, "request_body")
+    size = directive(body, "max_size")[0][1]
+    assert size.endswith("MB") and int(size[:-2]) * 10**6 > 20 * 2**20  # above the default upload limit
+
+
+def test_compose_publishes_only_caddy():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    published = {name for name, service in compose["services"].items() if service.get("ports")}
+    assert published == {"caddy"}
+    caddy = compose["services"]["caddy"]
+    assert {"80:80", "443:443"} <= set(caddy["ports"])
+    assert "./Caddyfile:/etc/caddy/Caddyfile:ro" in caddy["volumes"]
+    assert caddy["image"].startswith("caddy:")
+    assert compose["services"]["web"]["expose"] == ["8000"]
+    # Certificates survive a restart (ACME authorities limit how often a name may ask).
+    assert any(v.startswith("caddydata:/data") for v in caddy["volumes"]) and "caddydata" in compose["volumes"]
+
+
+def test_parse_caddyfile_refuses_unbalanced_blocks():
+    with pytest.raises(AssertionError, match="never closed"):
+        parse_caddyfile("localhost {\n  reverse_proxy web:8000\n")
+    with pytest.raises(AssertionError, match="closes nothing"):
+        parse_caddyfile("localhost\n}\n")

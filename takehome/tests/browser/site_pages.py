@@ -1,0 +1,93 @@
+"""Every page of the site, for the browser tests that walk them all (test_every_page.py).
+
+One list, so a new page is checked by adding one line here: its name, who
+looks at it and the path, built from the `Site` the walk sets up (a packet,
+candidates at each stage, a scored submission). `role` is the person the
+browser is logged in as: "recruiter", "reviewer", "norole" (an account in
+neither group), "staff" (a superuser), or None for anyone (a candidate's link
+needs no log-in).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+def busy() -> Exception:
+    from takehome.unavailable import BUSY, Unavailable
+
+    return Unavailable(BUSY)
+
+
+def too_many() -> Exception:
+    from sessions_app.links import TooManyLookups
+
+    return TooManyLookups(retry_after=30)
+
+
+@dataclass
+class Site:
+    """What the walk sets up, for the paths below to name."""
+
+    slug: str
+    fresh_token: str  # an invitation nobody opened yet
+    started_token: str  # a candidate whose clock runs
+    grace_token: str  # a candidate past the deadline, within the grace period
+    closed_token: str  # a candidate whose time is over
+    submitted_token: str  # a candidate with a graded upload
+    submission_id: int  # that upload
+    scored_id: int  # an upload whose review the reviewer already submitted
+    recruiter_id: int  # the recruiter's account
+
+
+@dataclass(frozen=True)
+class SitePage:
+    name: str
+    role: str | None
+    path: Callable[[Site], str]
+    status: int = 200
+    # A function that raises while the page renders (dotted name, and what it raises), for the
+    # pages only trouble shows: the 503 of an outage, the 429 of too many link look-ups.
+    raises: tuple[str, Callable[[], Exception]] | None = None
+    # axe-core's findings count; off only for Django's own admin, whose markup is Django's
+    # (its date widgets lack labels, for one). The policy and the phone width still hold there.
+    axe: bool = True
+
+
+PAGES = [
+    # Anyone
+    SitePage("login", None, lambda s: "/accounts/login/"),
+    SitePage("404", None, lambda s: "/no-such-page/", 404),
+    SitePage("403 no role", "norole", lambda s: "/", 403),
+    SitePage("403 wrong role", "reviewer", lambda s: "/packets/", 403),
+    SitePage("503", "recruiter", lambda s: "/packets/", 503, raises=("takehome.views.worker_status", busy)),
+    # Recruiter
+    SitePage("packet list", "recruiter", lambda s: "/packets/"),
+    SitePage("packet create", "recruiter", lambda s: "/packets/new/"),
+    SitePage("packet detail", "recruiter", lambda s: f"/packets/{s.slug}/"),
+    SitePage("packet edit", "recruiter", lambda s: f"/packets/{s.slug}/edit/"),
+    SitePage("packet invite", "recruiter", lambda s: f"/packets/{s.slug}/invite/"),
+    SitePage("invitation board", "recruiter", lambda s: f"/packets/{s.slug}/invitations/"),
+    # Reviewer
+    SitePage("review queue", "reviewer", lambda s: "/review/"),
+    SitePage("review queue all", "reviewer", lambda s: "/review/?show=all"),
+    SitePage("review page", "reviewer", lambda s: f"/review/{s.submission_id}/"),
+    SitePage("review page submitted", "reviewer", lambda s: f"/review/{s.scored_id}/"),
+    SitePage("debrief", "reviewer", lambda s: f"/review/debrief/{s.slug}/"),
+    # Candidate
+    SitePage("candidate landing", None, lambda s: f"/t/{s.fresh_token}/"),
+    SitePage("candidate session", None, lambda s: f"/t/{s.started_token}/"),
+    SitePage("candidate grace period", None, lambda s: f"/t/{s.grace_token}/"),
+    SitePage("candidate time over", None, lambda s: f"/t/{s.closed_token}/"),
+    SitePage("candidate too many look-ups", None, lambda s: "/t/not-a-real-token/", 429,
+             raises=("sessions_app.views.invitation_for", too_many)),
+    SitePage("candidate submitted", None, lambda s: f"/t/{s.submitted_token}/"),
+    SitePage("candidate upload", None, lambda s: f"/t/{s.submitted_token}/uploads/{s.submission_id}"),
+    SitePage("candidate bad link", None, lambda s: "/t/not-a-real-token/", 404),
+    # Staff: Django's admin
+    SitePage("admin index", "staff", lambda s: "/admin/", axe=False),
+    SitePage("admin users", "staff", lambda s: "/admin/auth/user/", axe=False),
+    SitePage("admin user", "staff", lambda s: f"/admin/auth/user/{s.recruiter_id}/change/", axe=False),
+    SitePage("admin invitations", "staff", lambda s: "/admin/takehome/invitation/", axe=False),
+]

@@ -1,0 +1,165 @@
+"""Every page of all three roles in headless Chromium (the list is in site_pages.py):
+
+- the Content-Security-Policy holds: not one violation (no inline script or style, no eval);
+- axe-core finds no serious or critical accessibility violation;
+- at 390 px wide (a phone) no page is wider than the screen: wide tables scroll in their own box.
+
+One walk over one set-up site checks all three and reports every page's problems at once.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from unittest.mock import patch
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from django.test import Client
+from django.utils import timezone
+
+from takehome.tests.browser.site_pages import PAGES, Site, SitePage
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PHONE_WIDTH = 390
+# why an init script: a violation is also a console message, but the event names the
+# directive and the blocked URL, and it is seen even when the console is noisy.
+RECORD_CSP = """
+window.__csp = [];
+document.addEventListener("securitypolicyviolation", (e) => {
+  window.__csp.push(e.violatedDirective + " blocked " + (e.blockedURI || "inline") +
+                    (e.sourceFile ? " (" + e.sourceFile + ":" + e.lineNumber + ")" : ""));
+});
+"""
+
+
+def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
+    """A packet, candidates at each stage and a scored upload; the people who look at them."""
+    from django.contrib.auth.models import User
+
+    from grading.tests.reviewing import make_submission, score
+    from sessions_app.actions import do_start_session
+    from takehome.actions import do_load_sample_packet, do_revoke_invitation
+    from takehome.models import Invitation
+    from takehome.tests.factories import InvitationFactory
+
+    packet, _ = do_load_sample_packet()
+    version = packet.latest_version()
+    rob, ann = make_reviewer("rob"), make_reviewer("ann")
+    fresh = InvitationFactory(packet_version=version)
+    started = InvitationFactory(packet_version=version)
+    do_start_session(started)
+    in_grace, closed = (InvitationFactory(packet_version=version) for _ in range(2))
+    for invitation, ago in ((in_grace, timedelta(minutes=1)), (closed, timedelta(hours=3))):
+        do_start_session(invitation)
+        Invitation.objects.filter(pk=invitation.pk).update(deadline=timezone.now() - ago)
+    revoked = InvitationFactory(packet_version=version)
+    do_revoke_invitation(revoked)
+    ada = make_submission(packet, "Ada Lovelace")
+    grace = make_submission(packet, "Grace Hopper")
+    score(grace, rob, dict(red_log=True, model_waited=True, refusal_specific=True, test_names_bug=True))
+    score(grace, ann, dict(red_log=True, model_waited=False, refusal_specific=True, test_names_bug=True),
+          notes={"model_waited": "the stamp came after the fix"})
+    # Ada's review is under way: two cells scored, two to go.
+    score(ada, rob, dict(red_log=True, model_waited=False), submit=False)
+    site = Site(
+        slug=packet.slug, fresh_token=fresh.raw_token, started_token=started.raw_token,
+        grace_token=in_grace.raw_token, closed_token=closed.raw_token,
+        submitted_token=ada.invitation.link_token(), submission_id=ada.pk, scored_id=grace.pk,
+        recruiter_id=recruiter.pk,
+    )
+    people = {"recruiter": recruiter, "reviewer": rob, "norole": User.objects.create_user("nora", password="x"),
+              "staff": User.objects.create_superuser("sam", password="x")}
+    return site, people
+
+
+def session_cookie(user, live_server) -> list[dict]:
+    client = Client()
+    client.force_login(user)
+    return [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
+
+
+def visit(context, live_server, site: Site, entry: SitePage):
+    """Open the page; returns it, or raises AssertionError with what went wrong."""
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    console: list[str] = []
+    page.on("console", lambda m: console.append(m.text) if "Content Security Policy" in m.text else None)
+    if entry.raises:
+        target, exception = entry.raises
+        with patch(target, side_effect=exception()):
+            response = page.goto(live_server.url + entry.path(site))
+    else:
+        response = page.goto(live_server.url + entry.path(site))
+    page.wait_for_load_state("load")
+    page.wait_for_timeout(150)  # deferred scripts and htmx's first requests
+    status = response.status if response else None
+    if status != entry.status:
+        page.close()
+        raise AssertionError(f"answered {status}, not {entry.status}")
+    return page, console
+
+
+def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recruiter, make_reviewer):
+    site, people = build_site(make_reviewer, recruiter)
+    axe = Axe()
+    problems: list[str] = []
+    contexts = {}
+
+    def context_for(role, width):
+        key = (role, width)
+        if key not in contexts:
+            contexts[key] = browser.new_context(viewport={"width": width, "height": 900})
+            contexts[key].add_init_script(RECORD_CSP)
+            if role is not None:
+                contexts[key].add_cookies(session_cookie(people[role], live_server))
+        return contexts[key]
+
+    try:
+        for entry in PAGES:
+            label = f"{entry.name} ({entry.path(site)})"
+            try:
+                page, console = visit(context_for(entry.role, 1280), live_server, site, entry)
+            except AssertionError as exc:
+                problems.append(f"{label}: {exc}")
+                continue
+            violations = page.evaluate("window.__csp") + console
+            problems += [f"{label}: CSP: {v}" for v in dict.fromkeys(violations)]
+            result = axe.run(page) if entry.axe else None
+            for rule in result.response["violations"] if result else []:
+                if rule["impact"] in ("serious", "critical"):
+                    where = ", ".join(" ".join(node["target"]) for node in rule["nodes"][:3])
+                    problems.append(f"{label}: axe {rule['impact']} {rule['id']}: {rule['help']} at {where}")
+            page.close()
+
+            try:
+                page, _ = visit(context_for(entry.role, PHONE_WIDTH), live_server, site, entry)
+            except AssertionError as exc:
+                problems.append(f"{label} at {PHONE_WIDTH} px: {exc}")
+                continue
+            width = page.evaluate("document.documentElement.scrollWidth")
+            if width > PHONE_WIDTH:
+                widest = page.evaluate(WIDEST_ELEMENT, PHONE_WIDTH)
+                problems.append(f"{label}: {width} px wide at {PHONE_WIDTH} px (sticks out: {widest})")
+            page.close()
+    finally:
+        for context in contexts.values():
+            context.close()
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
+
+
+# The outermost elements whose right edge passes the screen's: where to look first.
+WIDEST_ELEMENT = """
+(limit) => {
+  const out = [];
+  for (const el of document.body.querySelectorAll("*")) {
+    const r = el.getBoundingClientRect();
+    if (r.right > limit + 1 && !(el.parentElement && el.parentElement.getBoundingClientRect().right > limit + 1)) {
+      out.push(el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") +
+               (el.className && typeof el.className === "string" ? "." + el.className.trim().split(/\\s+/).join(".") : "") +
+               " " + Math.round(r.right) + " px");
+    }
+  }
+  return out.slice(0, 5).join("; ");
+}
+"""
