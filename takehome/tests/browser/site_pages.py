@@ -69,14 +69,20 @@ PAGES = [
     SitePage("packet edit", "recruiter", lambda s: f"/packets/{s.slug}/edit/"),
     SitePage("packet invite", "recruiter", lambda s: f"/packets/{s.slug}/invite/"),
     SitePage("invitation board", "recruiter", lambda s: f"/packets/{s.slug}/invitations/"),
+    SitePage("packet import", "recruiter", lambda s: "/packets/import/"),
+    SitePage("queue, read by a recruiter", "recruiter", lambda s: "/review/?show=all"),
+    SitePage("review page, read by a recruiter", "recruiter", lambda s: f"/review/{s.scored_id}/"),
+    SitePage("debrief, read by a recruiter", "recruiter", lambda s: f"/review/debrief/{s.slug}/"),
     # Reviewer
     SitePage("review queue", "reviewer", lambda s: "/review/"),
     SitePage("review queue all", "reviewer", lambda s: "/review/?show=all"),
     SitePage("review page", "reviewer", lambda s: f"/review/{s.submission_id}/"),
     SitePage("review page submitted", "reviewer", lambda s: f"/review/{s.scored_id}/"),
     SitePage("debrief", "reviewer", lambda s: f"/review/debrief/{s.slug}/"),
+    SitePage("debrief index", "reviewer", lambda s: "/review/debrief/"),
     # Candidate
     SitePage("candidate landing", None, lambda s: f"/t/{s.fresh_token}/"),
+    SitePage("candidate start confirmation", None, lambda s: f"/t/{s.fresh_token}/start"),
     SitePage("candidate session", None, lambda s: f"/t/{s.started_token}/"),
     SitePage("candidate grace period", None, lambda s: f"/t/{s.grace_token}/"),
     SitePage("candidate time over", None, lambda s: f"/t/{s.closed_token}/"),
@@ -85,6 +91,9 @@ PAGES = [
     SitePage("candidate submitted", None, lambda s: f"/t/{s.submitted_token}/"),
     SitePage("candidate upload", None, lambda s: f"/t/{s.submitted_token}/uploads/{s.submission_id}"),
     SitePage("candidate bad link", None, lambda s: "/t/not-a-real-token/", 404),
+    # Staff: the team, and a set-password link (one that no longer works: the page says so)
+    SitePage("team", "staff", lambda s: "/team/"),
+    SitePage("set password, used link", None, lambda s: "/accounts/set-password/MQ/used-token/"),
     # Staff: Django's admin
     SitePage("admin index", "staff", lambda s: "/admin/", axe=False),
     SitePage("admin users", "staff", lambda s: "/admin/auth/user/", axe=False),
