@@ -37,6 +37,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+def free_port(ports) -> int:
+    """The first of `ports` free on 127.0.0.1 (each test module that serves keeps to its own range)."""
+    import socket
+
+    for port in ports:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"every port in {ports} is in use")
+
+
 def require(condition: bool, reason: str) -> None:
     """Skip on a developer's machine, fail under CI: a green CI run means it ran."""
     if condition:

@@ -26,6 +26,7 @@ import requests
 import yaml
 
 from conftest import ROOT, Worker, _wait_for, require
+from conftest import free_port as conftest_free_port
 from grading.models import Review
 from sessions_app.models import Submission
 
@@ -37,14 +38,7 @@ PASSWORD = "a-long-enough-password-7"
 
 
 def free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError(f"every port in {PORTS} is in use")
+    return conftest_free_port(PORTS)
 
 
 def compose_gunicorn_args(port: int) -> list[str]:

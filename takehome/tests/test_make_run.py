@@ -28,6 +28,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conftest import ROOT, _wait_for, database_url, require
+from conftest import free_port as conftest_free_port
 from grading.models import Evidence
 from sessions_app.actions import do_start_session
 from sessions_app.gate.gate import multipart
@@ -44,14 +45,7 @@ HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback:
 
 
 def free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError(f"every port in {PORTS} is in use")
+    return conftest_free_port(PORTS)
 
 
 def session_pids(session: int) -> set[int]:

@@ -2,7 +2,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from grading.sandbox import SandboxUnavailable
 from takehome.actions import do_check_version_now
-from takehome.models import Packet, PacketCheck
+from takehome.management.lookup import packet_version
+from takehome.models import PacketCheck
 
 
 class Command(BaseCommand):
@@ -20,16 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--logs", action="store_true", help="print each failing check's log too")
 
     def handle(self, *args, **options):
-        packet = Packet.objects.filter(slug=options["slug"]).first()
-        if packet is None:
-            known = ", ".join(Packet.objects.values_list("slug", flat=True)) or "none"
-            raise CommandError(f"No packet with slug {options['slug']!r} (known: {known}).")
-        versions = packet.versions.all()
-        version = (versions.filter(number=options["number"]).first() if options["number"]
-                   else versions.order_by("-number").first())
-        if version is None:
-            numbers = ", ".join(str(n) for n in versions.order_by("number").values_list("number", flat=True))
-            raise CommandError(f"Packet {packet.slug} has no version {options['number']} (versions: {numbers or 'none'}).")
+        packet, version = packet_version(options["slug"], options["number"])
         try:
             check = do_check_version_now(version)
         except SandboxUnavailable as exc:

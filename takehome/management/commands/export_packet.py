@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from takehome.models import Packet
+from takehome.management.lookup import packet_version
 from takehome.packet_zip import export_zip
 
 
@@ -22,15 +22,7 @@ class Command(BaseCommand):
                             help="add the earlier versions under versions/<n>/ (import_packet recreates them)")
 
     def handle(self, *args, **options):
-        packet = Packet.objects.filter(slug=options["slug"]).first()
-        if packet is None:
-            known = ", ".join(Packet.objects.values_list("slug", flat=True)) or "none"
-            raise CommandError(f"No packet with slug {options['slug']!r} (known: {known}).")
-        versions = packet.versions.all()
-        version = (versions.filter(number=options["number"]).first() if options["number"]
-                   else versions.order_by("-number").first())
-        if version is None:
-            raise CommandError(f"Packet {packet.slug} has no version {options['number'] or ''}".rstrip() + ".")
+        packet, version = packet_version(options["slug"], options["number"])
         out: Path = options["output"]
         if out.is_dir():
             raise CommandError(f"{out} is a folder; give the zip file's name, e.g. {out / (packet.slug + '.zip')}.")
