@@ -569,7 +569,8 @@ class Sandbox:
         try:
             sandboxed = _sandboxed_copy(scratch)
         except OSError as exc:
-            raise SandboxUnavailable(f"could not copy {SANDBOXED_DIR} into the scratch folder {scratch}: {exc}") from None
+            raise SandboxUnavailable(f"could not copy {SANDBOXED_DIR} into the scratch folder {scratch}: "
+                                     f"{exc}") from None
         return runner, scratch, sandboxed
 
     def problems(self) -> list[tuple[str, str]]:
