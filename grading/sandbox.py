@@ -11,6 +11,8 @@ Layout of one run (host side, all under ``scratch_dir``, mode 0711)::
     runs/sandbox-<owner>/src  a copy of the tree, bound read-only at /src
                               (<owner>: pid namespace, pid, start time, random;
                               see clean_stale_scratch)
+    sandboxed-<hash>/         a copy of grading/sandboxed/, bound read-only at
+                              /opt/takehome (<hash>: of its content; kept)
 
 and, in /dev/shm/takehome-mounts-<hash of scratch_dir>/ (or ``scratch_dir/mounts``
 where /dev/shm is no tmpfs)::
@@ -26,6 +28,7 @@ see :mod:`grading.cgroups`.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import os
 import re
@@ -50,9 +53,13 @@ BWRAP, SETPRIV, PRLIMIT, ENV = "/usr/bin/bwrap", "/usr/bin/setpriv", "/usr/bin/p
 JUNIT_IN_SANDBOX = "/tmp/.takehome/junit.xml"
 RUNNER_IN_SANDBOX = "/opt/runner"
 # Our own code that runs inside the sandbox (the witness plugin, both sides of
-# the hidden tests' process boundary), bound read-only.
+# the hidden tests' process boundary). What is bound read-only is a copy of it
+# under the scratch folder (see _sandboxed_copy), not this folder itself.
 SANDBOXED_DIR = Path(__file__).resolve().with_name("sandboxed")
 SANDBOXED_IN_SANDBOX = "/opt/takehome"
+# The first line our sh wrapper writes, before anything of the run's: a log that
+# lacks it comes from a sandbox bwrap could not set up (see _execute).
+STARTED_MARKER = "[takehome-sandbox: started]"
 PROXY_SERVER = ("python", "-I", f"{SANDBOXED_IN_SANDBOX}/takehome_proxy_server.py")
 WITNESS_MAX_BYTES = 8 << 20
 SERVER_GRACE_S = 1.0
@@ -199,6 +206,67 @@ def _copy_tree(src: Path, dst: Path) -> None:
             shutil.copyfile(entry.path, target, follow_symlinks=False)
             mode = entry.stat(follow_symlinks=False).st_mode
             os.chmod(target, 0o755 if mode & 0o100 else 0o644)
+
+
+def _sandboxed_files(folder: Path) -> list[Path]:
+    """The regular files of ``folder`` the sandbox needs, sorted (no caches, no links)."""
+    return sorted(p for p in folder.rglob("*")
+                  if p.is_file() and not p.is_symlink() and "__pycache__" not in p.relative_to(folder).parts)
+
+
+def _sandboxed_copy(scratch: Path) -> Path:
+    """A copy of SANDBOXED_DIR under ``scratch`` that the sandbox uid can reach; made once per content.
+
+    why: bwrap runs as the sandbox uid, so a bind source must be reachable by
+    that uid; a checkout under a folder others cannot traverse (/root, 0700)
+    made every run fail at setup. ``scratch`` is 0711 and checked by _prepare.
+    The copy is named by the hash of its content, written under a temporary
+    name and renamed into place, so concurrent workers and threads either find
+    a complete copy or make one; clean_stale_scratch never removes it (its
+    name is no owner's).
+    """
+    source = Path(SANDBOXED_DIR)
+    files = _sandboxed_files(source)
+    digest = hashlib.sha256()
+    for path in files:
+        name = path.relative_to(source).as_posix().encode()
+        data = path.read_bytes()
+        digest.update(b"%d:%s%d:" % (len(name), name, len(data)) + data)
+    final = scratch / f"sandboxed-{digest.hexdigest()[:16]}"
+    if final.is_dir():
+        return final
+    # why an owner's name: a worker killed mid-copy leaves it to clean_stale_scratch
+    tmp = scratch / owned_name("sandbox")
+    tmp.mkdir(mode=0o700)
+    try:
+        for path in files:
+            target = tmp / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+            os.chmod(target, 0o644)
+        for folder in (tmp, *(p for p in tmp.rglob("*") if p.is_dir())):
+            os.chmod(folder, 0o755)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not final.is_dir():  # not another worker's copy that got there first
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _split_marker(text: str) -> tuple[bool, str]:
+    """Whether the wrapper's start line is in ``text``, and ``text`` without it.
+
+    The first one found is the wrapper's own: nothing of the run's starts
+    before it, so a copy printed by the run comes later and is kept as printed.
+    """
+    line = STARTED_MARKER + "\n"
+    at = text.find(line)
+    if at < 0:
+        return False, text
+    return True, text[:at] + text[at + len(line):]
 
 
 def _uid_processes(uid: int) -> list[int]:
@@ -434,6 +502,7 @@ class _Watched:
     witness: bytearray = field(default_factory=bytearray)
     status: bytearray = field(default_factory=bytearray)
     junit_too_big: bool = False
+    stopped: bool = False  # killed by us once the primary was done (a companion)
 
     def take(self, kind: str, data: bytes) -> None:
         if kind == "log":
@@ -485,7 +554,7 @@ class Sandbox:
                     "must be traversable by others (chmod o+x)")
         return None
 
-    def _prepare(self) -> tuple[Path, Path]:
+    def _prepare(self) -> tuple[Path, Path, Path]:
         missing = self._missing_parts()
         if missing:
             raise SandboxUnavailable(missing[0])
@@ -497,7 +566,12 @@ class Sandbox:
         for path in (runner, scratch):
             if problem := self._unreachable(path):
                 raise SandboxUnavailable(problem)
-        return runner, scratch
+        try:
+            sandboxed = _sandboxed_copy(scratch)
+        except OSError as exc:
+            raise SandboxUnavailable(f"could not copy {SANDBOXED_DIR} into the scratch folder {scratch}: "
+                                     f"{exc}") from None
+        return runner, scratch, sandboxed
 
     def problems(self) -> list[tuple[str, str]]:
         """Everything that keeps this machine from grading, as (kind, a sentence saying how to fix it); [] when ready.
@@ -596,7 +670,7 @@ class Sandbox:
                 raise SandboxUnavailable(f"all {self.slots} sandbox uids stayed busy for {SLOT_WAIT_S:g} s")
             time.sleep(0.05)
 
-    def _argv(self, uid: int, runner: Path, src: Path, command: Sequence[str], fds: "_Fds",
+    def _argv(self, uid: int, runner: Path, sandboxed: Path, src: Path, command: Sequence[str], fds: "_Fds",
               env: Mapping[str, str], caps: RunCaps) -> list[str]:
         lim = self.limits
         status_fd, junit_fd = fds.status_w, fds.junit_w
@@ -635,7 +709,8 @@ class Sandbox:
             # why a fixed path inside: a runner kept under /tmp on the host would
             # be hidden by the sandbox's own /tmp, and every run would "fail".
             "--ro-bind", str(runner), RUNNER_IN_SANDBOX,
-            "--ro-bind", str(SANDBOXED_DIR), SANDBOXED_IN_SANDBOX,
+            # why a copy under scratch: see _sandboxed_copy.
+            "--ro-bind", str(sandboxed), SANDBOXED_IN_SANDBOX,
             "--proc", "/proc", "--dev", "/dev",
             # why: bwrap's /dev and /dev/shm are writable tmpfs with no size cap
             # (RAM); cap shm for multiprocessing and make /dev itself read-only.
@@ -666,8 +741,10 @@ class Sandbox:
             *extra_env,
             "--json-status-fd", str(status_fd),
             "/bin/sh", "-c",
+            # The start line first, before anything of the run's (see _execute).
             # The JUnit report leaves through an inherited pipe rather than a
             # writable host folder, which would be a disk with no cap.
+            f"printf '%s\\n' '{STARTED_MARKER}' >&2; "
             'cp -R -p /src/. /tree/ || exit 125; "$@"; rc=$?; '
             f'cat {JUNIT_IN_SANDBOX} >/proc/self/fd/{junit_fd} 2>/dev/null; exit $rc',
             "sh", *command,
@@ -712,7 +789,7 @@ class Sandbox:
                 launch.release()
 
     def _run_group_owned(self, launches: list["_Launch"]) -> list[RunResult]:
-        runner, scratch = self._prepare()
+        runner, scratch, sandboxed = self._prepare()
         with self._slots(len(launches)) as uids:
             run_dirs: list[Path] = []
             try:
@@ -726,7 +803,7 @@ class Sandbox:
                 # candidate's side of the boundary cannot starve the hidden tests' side.
                 with ExitStack() as stack:
                     caps = [stack.enter_context(self.run_caps()) for _ in launches]
-                    return self._execute(uids, runner, [d / "src" for d in run_dirs], launches, caps)
+                    return self._execute(uids, runner, sandboxed, [d / "src" for d in run_dirs], launches, caps)
             except CapsUnavailable as exc:
                 raise SandboxUnavailable(str(exc)) from None
             finally:
@@ -735,7 +812,7 @@ class Sandbox:
                 for run_dir in run_dirs:
                     shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _execute(self, uids: list[int], runner: Path, srcs: list[Path], launches: list["_Launch"],
+    def _execute(self, uids: list[int], runner: Path, sandboxed: Path, srcs: list[Path], launches: list["_Launch"],
                  caps: list[RunCaps]) -> list[RunResult]:
         lim = self.limits
         watched: list[_Watched] = []
@@ -747,7 +824,7 @@ class Sandbox:
                 watched.append(_Watched(launch, _Fds.open(uid), log=_CappedBuffer(lim.output_bytes)))
             for w, uid, src, run_caps in zip(watched, uids, srcs, caps):
                 w.proc = subprocess.Popen(
-                    self._argv(uid, runner, src, w.launch.command, w.fds, w.launch.env, run_caps),
+                    self._argv(uid, runner, sandboxed, src, w.launch.command, w.fds, w.launch.env, run_caps),
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     pass_fds=(*w.fds.child_ends(), *w.launch.pass_fds),
                     start_new_session=True,  # why: one group to kill, whatever the code spawns
@@ -773,6 +850,7 @@ class Sandbox:
                     grace_end = now + SERVER_GRACE_S
                 if grace_end is not None and now >= grace_end:
                     for w in watched[1:]:
+                        w.stopped = True
                         _kill_group(w.proc)
                     grace_end = float("inf")
                 wait = min(deadline, grace_end or deadline) - now
@@ -805,18 +883,21 @@ class Sandbox:
         results = []
         for i, w in enumerate(watched):
             exit_code = None if timed_out else w.proc.returncode
-            if b"child-pid" not in w.status and not timed_out:
-                # bwrap reports the child's pid once the sandbox is set up; without
-                # it, bwrap itself failed (our side), and the log says why.
-                raise SandboxUnavailable(f"bwrap could not start the sandbox (exit {exit_code}): "
-                                         f"{w.log.text()[-2000:]}")
+            started, text = _split_marker(w.log.text())
+            if not started and not timed_out and not w.stopped:
+                # why the wrapper's start line, not bwrap's "child-pid": bwrap reports
+                # the child's pid before the child sets up its mounts, so a bind that
+                # failed looked like a run that exited 1. Without the line the run
+                # never reached our wrapper, so no code of the run's ran: bwrap
+                # itself failed (our side), and its output says why.
+                raise SandboxUnavailable(f"bwrap could not set up the sandbox (exit {exit_code}): {text[-2000:]}")
             results.append(self._result(exit_code, bytes(w.junit), w.junit_too_big, timed_out and i == 0,
-                                        duration, w.log, w.launch.command, caps[i], bytes(w.witness)))
+                                        duration, text, w.log.dropped, w.launch.command, caps[i],
+                                        bytes(w.witness)))
         return results
 
-    def _result(self, exit_code, junit, junit_too_big, timed_out, duration, log, command, caps: RunCaps,
-                witness: bytes = b"") -> RunResult:
-        text = log.text()
+    def _result(self, exit_code, junit, junit_too_big, timed_out, duration, text: str, dropped: int, command,
+                caps: RunCaps, witness: bytes = b"") -> RunResult:
         capped = caps.report()  # while the run's cgroup and mounts still exist
         notes: list[str] = []
         tests: list[TestCase] = []
@@ -858,7 +939,7 @@ class Sandbox:
         if cap_notes:
             logger.warning("a sandboxed run hit its caps: %s", "; ".join(cap_notes))
             text += "".join(f"\n[sandbox: {n}]" for n in cap_notes)
-        if log.dropped:
+        if dropped:
             why.append(f"output truncated: kept the first and last parts of {self.limits.output_bytes} bytes")
         return RunResult(
             outcome=outcome, exit_code=exit_code, duration_s=round(duration, 3), log=text,

@@ -75,7 +75,9 @@ def _tail(log: str) -> str:
 
 def _red(check_id: str, result: RunResult, what: str) -> CheckResult:
     """A run that must fail: some test failed (an import or collection error is not a real red)."""
-    ok = result.outcome == "failed"
+    # why the count too: an outcome "failed" with no test reported is a run that
+    # never got to the tests (a sandbox that could not start, a crash before collection).
+    ok = result.outcome == "failed" and result.failed > 0
     if ok:
         summary = f"{what} fail as they must ({_counts(result)})."
     elif result.outcome == "passed":
@@ -100,8 +102,10 @@ def _green(check_id: str, result: RunResult) -> CheckResult:
 def _decoys(results: Mapping[str, RunResult]) -> CheckResult:
     if not results:
         return CheckResult("decoys_red", TITLES["decoys_red"], True, "The packet has no decoys: nothing to check.", "")
-    # why failed or error: a decoy that crashes the hidden tests is rejected by them, as grading counts it.
-    through = sorted(name for name, r in results.items() if r.outcome not in ("failed", "error"))
+    # why failed or error: a decoy that crashes the hidden tests is rejected by them, as grading counts it;
+    # but only when they ran: a run with no test failed or errored rejected nothing.
+    through = sorted(name for name, r in results.items()
+                     if r.outcome not in ("failed", "error") or not (r.failed or r.errors))
     log = "\n".join(f"===== decoy {name}: {r.outcome} ({_counts(r)}) =====\n{_tail(r.log)}"
                     for name, r in sorted(results.items()))
     if through:

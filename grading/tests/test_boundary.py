@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
 import math
@@ -11,7 +12,7 @@ import sys
 import pytest
 
 from grading.core import STAND_IN, write_tree
-from grading.sandbox import SANDBOXED_DIR
+from grading.sandbox import PROXY_SERVER, SANDBOXED_DIR, STARTED_MARKER, Sandbox, SandboxUnavailable
 
 sys.path.insert(0, str(SANDBOXED_DIR))
 import takehome_wire as wire  # noqa: E402
@@ -187,6 +188,33 @@ def test_output_of_the_candidates_code_is_kept_apart(grading_sandbox, tmp_path):
     assert result.outcome == "passed"
     assert "hello from import" in result.server_log and "in the call" in result.server_log
     assert "hello from import" not in result.log
+    assert STARTED_MARKER not in result.log + result.server_log
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokenSide(Sandbox):
+    """A sandbox whose bwrap cannot set up one side of the boundary: a bind from a path that does not exist."""
+
+    broken: str = "server"
+
+    def _argv(self, uid, runner, sandboxed, src, command, *rest):
+        argv = super()._argv(uid, runner, sandboxed, src, command, *rest)
+        if (tuple(command) == PROXY_SERVER) == (self.broken == "server"):
+            at = argv.index("--json-status-fd")
+            argv[at:at] = ["--ro-bind", "/nonexistent/takehome-gone", "/opt/gone"]
+        return argv
+
+
+@pytest.mark.parametrize("broken", ["server", "trusted"])
+def test_a_side_bwrap_cannot_set_up_is_our_failure_not_a_failed_run(grading_sandbox, tmp_path, broken):
+    trusted, server = tmp_path / "trusted", tmp_path / "server"
+    write_tree({"calc.py": STAND_IN, "test_hidden.py": b"import calc\n\ndef test_a():\n    assert calc.f() == 1\n"},
+               trusted)
+    write_tree({"calc.py": b"def f():\n    return 1\n"}, server)
+    sandbox = BrokenSide(**{f.name: getattr(grading_sandbox, f.name) for f in dataclasses.fields(Sandbox)},
+                         broken=broken)
+    with pytest.raises(SandboxUnavailable, match="bwrap could not set up the sandbox .*takehome-gone"):
+        sandbox.run_across_boundary(trusted, ("python", "-m", "pytest", "-q"), server)
 
 
 # --- the wire, pure ------------------------------------------------------------------------------

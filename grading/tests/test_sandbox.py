@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import os
 import secrets
+import shutil
 import signal
 import socket
 import textwrap
@@ -21,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from grading import sandbox as sandbox_module
 from grading.runner import ensure_runner, runner_python
-from grading.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, _uid_processes
+from grading.sandbox import (STARTED_MARKER, Sandbox, SandboxLimits, SandboxUnavailable, _sandboxed_copy,
+                             _uid_processes, clean_stale_scratch)
 
 VAR = Path(__file__).resolve().parents[2] / "var"
 PYTEST = ("python", "-m", "pytest", "-q")
@@ -190,6 +193,78 @@ def test_ensure_runner_is_idempotent(runner_dir):
     assert ensure_runner(runner_dir) == runner_dir.resolve()
     assert time.monotonic() - start < 1
     assert runner_python(runner_dir).stat().st_mode & 0o005 == 0o005
+
+
+# -- our side's failures are ours, never a red run ---------------------------------
+
+@pytest.fixture
+def private_sandboxed(tmp_path, monkeypatch) -> Path:
+    """grading/sandboxed/ as in a checkout under a folder others cannot traverse (/root, mode 0700)."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    copy = home / "checkout" / "grading" / "sandboxed"
+    shutil.copytree(sandbox_module.SANDBOXED_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(sandbox_module, "SANDBOXED_DIR", copy)
+    return copy
+
+
+def test_a_checkout_under_a_private_folder_grades_normally(sandbox, scratch_dir, private_sandboxed, tmp_path):
+    tree = make_tree(tmp_path / "tree", PASSING)
+    result = sandbox.run(tree, PYTEST)
+    assert (result.outcome, result.passed) == ("passed", 2), result.log
+    assert result.witness.strip(), "the witness plugin was not loaded"
+    assert STARTED_MARKER not in result.log
+    # What the sandbox reads is a copy in the scratch folder, readable by anyone, and nothing finds fault.
+    copy = _sandboxed_copy(scratch_dir.resolve())
+    assert copy.parent == scratch_dir.resolve() and copy.name.startswith("sandboxed-")
+    assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in private_sandboxed.iterdir())
+    assert copy.stat().st_mode & 0o777 == 0o755
+    assert {p.stat().st_mode & 0o777 for p in copy.iterdir()} == {0o644}
+    assert [kind for kind, _ in sandbox.problems() if kind == "reach"] == []
+
+
+def test_the_copy_of_our_sandboxed_code_is_made_once_per_content_and_kept(private_sandboxed, tmp_path):
+    import threading
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    made: list[Path] = []
+    threads = [threading.Thread(target=lambda: made.append(_sandboxed_copy(scratch))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 8 and len(set(made)) == 1
+    assert [p.name for p in scratch.iterdir()] == [made[0].name]  # no temporary folder left behind
+    for path in private_sandboxed.iterdir():
+        assert (made[0] / path.name).read_bytes() == path.read_bytes()
+    assert clean_stale_scratch(scratch) == [] and made[0].is_dir()
+    (private_sandboxed / "takehome_witness.py").write_text("# changed\n")
+    changed = _sandboxed_copy(scratch)
+    assert changed != made[0] and (changed / "takehome_witness.py").read_text() == "# changed\n"
+
+
+def test_a_sandbox_bwrap_cannot_set_up_is_our_failure_not_a_failed_run(sandbox, monkeypatch, tmp_path):
+    # bwrap reports the child's pid before it binds anything: a bind whose source is gone fails after that.
+    monkeypatch.setattr(sandbox_module, "_sandboxed_copy", lambda scratch: scratch / "sandboxed-gone")
+    tree = make_tree(tmp_path / "tree", PASSING)
+    with pytest.raises(SandboxUnavailable, match="bwrap could not set up the sandbox .*sandboxed-gone"):
+        sandbox.run(tree, PYTEST)
+    with pytest.raises(SandboxUnavailable):
+        sandbox.check()
+
+
+def test_a_run_that_prints_a_bwrap_error_and_our_start_line_is_an_ordinary_failed_run(sandbox, tmp_path):
+    tree = make_tree(tmp_path / "tree", {"test_fake.py": f"""
+        import os
+        def test_fake():
+            os.write(2, b"{STARTED_MARKER}\\nbwrap: Can't find source path /opt/x: Permission denied\\n")
+            os._exit(1)
+    """})
+    result = sandbox.run(tree, (*PYTEST, "-s"))
+    assert (result.outcome, result.exit_code) == ("failed", 1), result.log
+    assert "bwrap: Can't find source path /opt/x" in result.log
+    assert result.log.count(STARTED_MARKER) == 1  # the run's own copy is kept as printed; ours is not
 
 
 # -- hostile code ---------------------------------------------------------------

@@ -239,3 +239,49 @@ def test_the_packet_list_marks_versions_that_are_not_published(client, recruiter
     page = client.get(reverse("takehome:packet-list")).content.decode()
     assert 'class="status status-draft">Draft<' in page
     assert 'class="status status-checking">Checking<' in page
+
+
+# --- a red run is a test that failed, not a run that said "failed" ----------------------------------
+
+
+def ran(outcome: str, **counts):
+    """A sandboxed run's result as the sandbox reports it, with no test unless counted."""
+    from grading.sandbox import RunResult
+
+    numbers = dict.fromkeys(("passed", "failed", "errors", "skipped", "xfailed", "xpassed"), 0)
+    numbers.update(counts)
+    return RunResult(outcome=outcome, exit_code=1, duration_s=0.1, log="", **numbers)
+
+
+class EveryRun:
+    """A sandbox whose every run ends as ``result`` (no packet code runs)."""
+
+    def __init__(self, result):
+        self.result = result
+
+    def run(self, tree, command):
+        return self.result
+
+
+def test_runs_that_failed_with_no_test_reported_pass_no_check(tmp_path):
+    from grading.selfcheck import check_packet
+    from grading.spec import PacketSpec
+
+    spec = PacketSpec("calc", 1, {"calc.py": BUG, "test_calc.py": OWN_TEST}, {"calc.py": FIX},
+                      {"test_hidden_calc.py": HIDDEN}, decoys={"special-case": {"calc.py": SPECIAL_CASE}})
+    checks = check_packet(spec, EveryRun(ran("failed")), scratch=tmp_path)
+    assert [c.passed for c in checks] == [False, False, False, False]
+    assert "no tests reported" in checks[0].summary and "not a red run" in checks[0].summary
+    assert "special-case" in checks[3].summary
+    checks = check_packet(spec, EveryRun(ran("failed", failed=1)), scratch=tmp_path)
+    assert [c.passed for c in checks] == [True, True, False, True]
+
+
+def test_a_decoy_is_rejected_only_when_the_hidden_tests_ran():
+    from grading.selfcheck import _decoys
+
+    check = _decoys({"caught": ran("failed", failed=1), "crashes-them": ran("error", errors=1),
+                     "nothing-ran": ran("failed"), "error-before-any-test": ran("error")})
+    assert not check.passed
+    assert "error-before-any-test, nothing-ran." in check.summary
+    assert "caught" not in check.summary and "crashes-them" not in check.summary
