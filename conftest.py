@@ -81,7 +81,7 @@ def media_root(settings, tmp_path):
 def groups(db):
     from django.contrib.auth.models import Group
 
-    from takehome.access import RECRUITER_GROUP, REVIEWER_GROUP
+    from shared.access import RECRUITER_GROUP, REVIEWER_GROUP
 
     return {name: Group.objects.get_or_create(name=name)[0] for name in (RECRUITER_GROUP, REVIEWER_GROUP)}
 

@@ -143,7 +143,7 @@ def make_plan(folder: Path, args: argparse.Namespace, deadline: float) -> dict:
     from grading.models import Cell
     from grading.tests.corpus import PROMPT, red_log, zip_with_times
     from sessions_app.models import Submission
-    from takehome.access import REVIEWER_GROUP
+    from shared.access import REVIEWER_GROUP
     from takehome.actions import InviteRow, do_check_version_now, do_invite_candidates, do_load_sample_packet
 
     packet, _ = do_load_sample_packet()

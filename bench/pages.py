@@ -71,7 +71,7 @@ def fill(n: int, seed: int = 7) -> dict:
     from grading.models import Cell, Evidence, Mark, Review
     from grading.tests.reviewing import IDEAL
     from sessions_app.models import Submission
-    from takehome.access import REVIEWER_GROUP
+    from shared.access import REVIEWER_GROUP
     from takehome.actions import do_load_sample_packet
     from takehome.models import Candidate, Invitation, Packet, PacketVersion
 

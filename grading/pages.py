@@ -175,7 +175,7 @@ def load_submission(pk: int) -> Submission:
 def review_state(submission: Submission, reviewer, reader: bool = False) -> dict:
     """The viewer's review, its cells, and (once submitted) the other reviewers' marks.
 
-    ``reader``: a recruiter reading (takehome.access.reads_only), who has no
+    ``reader``: a recruiter reading (shared.access.reads_only), who has no
     review of their own and marks nothing: every submitted review's marks are
     shown, the diff unfolded, no form.
     """

@@ -13,7 +13,7 @@ from django.db import DatabaseError, connections
 from sessions_app.models import Submission
 
 from . import lifecycle, pipeline, publish
-from takehome.tasks import record_heartbeat
+from shared.tasks import record_heartbeat
 
 from .models import InvalidTransition
 from .runner import RunnerUnavailable, ensure_runner

@@ -21,8 +21,8 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
 
 from sessions_app.models import Submission
-from takehome.access import desk_required, marker_required, reads_only
-from takehome.http import htmx_redirect
+from shared.access import desk_required, marker_required, reads_only
+from shared.http import htmx_redirect
 from takehome.models import Decision, Packet
 
 from . import actions, pages, paging

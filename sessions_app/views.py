@@ -22,7 +22,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from takehome.http import from_gate, htmx_redirect, wants_json
+from shared.http import from_gate, htmx_redirect, wants_json
 from takehome.models import Invitation
 from takehome.unavailable import NO_SPACE, Unavailable
 

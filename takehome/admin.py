@@ -1,7 +1,6 @@
 from django.contrib import admin
 
-from .models import (AuditEvent, Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion,
-                     WorkerHeartbeat)
+from .models import AuditEvent, Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
 
 
 class PacketFileInline(admin.TabularInline):
@@ -64,11 +63,6 @@ class InvitationAdmin(admin.ModelAdmin):
     list_select_related = ("candidate", "packet_version__packet")
     readonly_fields = ("token_hash", "token_nonce")
     search_fields = ("candidate__name", "candidate__email")
-
-
-@admin.register(WorkerHeartbeat)
-class WorkerHeartbeatAdmin(admin.ModelAdmin):
-    list_display = ("hostname", "seen_at", "caps")
 
 
 @admin.register(Decision)

@@ -367,18 +367,6 @@ class Invitation(models.Model):
         return "Candidate " + base64.b32encode(digest).decode()[:6]
 
 
-class WorkerHeartbeat(models.Model):
-    """Written by a periodic task, so pages can say whether a worker is alive."""
-
-    hostname = models.CharField(max_length=200, unique=True)
-    seen_at = models.DateTimeField()
-    # Which run-wide caps the worker's sandbox enforces (grading/cgroups.py).
-    caps = models.CharField(max_length=500, blank=True, default="")
-
-    def __str__(self) -> str:
-        return f"{self.hostname} at {self.seen_at:%Y-%m-%d %H:%M:%S}"
-
-
 # --- the recruiter's desk: hiring decisions and the audit trail ----------------------------
 
 

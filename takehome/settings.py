@@ -114,6 +114,7 @@ INSTALLED_APPS = [
     "csp",
     "template_partials",
     "axes",
+    "shared",
     "takehome",
     "sessions_app",
     "grading",
@@ -311,7 +312,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
-    "record-heartbeat": {"task": "takehome.tasks.record_heartbeat", "schedule": 30.0},
+    "record-heartbeat": {"task": "shared.tasks.record_heartbeat", "schedule": 30.0},
     "sweep-submissions": {"task": "grading.tasks.sweep_submissions", "schedule": 60.0},
     "sweep-packet-checks": {"task": "takehome.tasks.sweep_packet_checks", "schedule": 60.0},
 }

@@ -1,24 +1,6 @@
-"""Small periodic tasks of the project itself."""
-
-import socket
+"""The recruiter side's tasks: a packet version's self-check, and the sweep that sends lost ones again."""
 
 from celery import shared_task
-from django.utils import timezone
-
-from .models import WorkerHeartbeat
-
-
-@shared_task(ignore_result=True)
-def record_heartbeat(hostname: str = "") -> str:
-    """Note that a worker is alive (beat sends this every 30 s) and which caps its
-    sandbox enforces; pages show both."""
-    from grading.pipeline import sandbox_caps  # detected where the task runs: on a worker
-
-    name = hostname or socket.gethostname()
-    WorkerHeartbeat.objects.update_or_create(
-        hostname=name, defaults={"seen_at": timezone.now(), "caps": sandbox_caps()[:500]}
-    )
-    return name
 
 
 @shared_task(bind=True, acks_late=True, max_retries=3, soft_time_limit=300, time_limit=360)

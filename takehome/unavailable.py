@@ -27,7 +27,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.views import defaults
 
-from .http import wants_json
+from shared.http import wants_json
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from . import actions, pages
-from .access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, recruiter_required
+from shared.access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, recruiter_required
 from .forms import DecisionForm, ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
-from .http import htmx_redirect
-from .models import Decision, Invitation, Packet, PacketFile, PacketVersion, WorkerHeartbeat
+from shared.http import htmx_redirect
+from shared.models import WorkerHeartbeat
+
+from .models import Decision, Invitation, Packet, PacketFile, PacketVersion
 from .packet_zip import export_zip
 
 

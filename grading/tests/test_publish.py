@@ -7,8 +7,8 @@ import pytest
 
 from conftest import _wait_for
 from grading import publish
-from takehome.models import WorkerHeartbeat
-from takehome.tasks import record_heartbeat
+from shared.models import WorkerHeartbeat
+from shared.tasks import record_heartbeat
 
 pytestmark = pytest.mark.worker
 

@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from takehome.access import RECRUITER_GROUP, REVIEWER_GROUP
+from shared.access import RECRUITER_GROUP, REVIEWER_GROUP
 
 log = logging.getLogger(__name__)
 

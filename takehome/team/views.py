@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from takehome.http import htmx_redirect
+from shared.http import htmx_redirect
 
 from . import actions
 from .forms import InviteMemberForm, MemberRolesForm

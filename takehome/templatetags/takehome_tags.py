@@ -5,7 +5,7 @@ from django.template.defaultfilters import date as date_filter
 from django.utils import timezone
 from django.utils.html import format_html
 
-from takehome import access
+from shared import access
 from takehome.markup import render_markdown
 
 register = template.Library()

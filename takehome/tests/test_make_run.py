@@ -34,7 +34,7 @@ from sessions_app.actions import do_start_session
 from sessions_app.gate.gate import multipart
 from sessions_app.models import Submission
 from sessions_app.tests.test_end_to_end import slow_zip
-from takehome.models import WorkerHeartbeat
+from shared.models import WorkerHeartbeat
 from takehome.tests.factories import InvitationFactory
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -216,7 +216,7 @@ def test_a_killed_worker_is_restarted_while_the_web_server_keeps_answering(make_
 
 def test_killed_redis_and_beat_are_restarted_and_the_worker_finds_redis_again(make_run):
     from takehome.celery import app
-    from takehome.tasks import record_heartbeat
+    from shared.tasks import record_heartbeat
 
     make_run.start()
     for name in PROGRAMS:

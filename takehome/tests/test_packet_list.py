@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from takehome.models import WorkerHeartbeat
-from takehome.tasks import record_heartbeat
+from shared.models import WorkerHeartbeat
+from shared.tasks import record_heartbeat
 
 pytestmark = pytest.mark.django_db
 

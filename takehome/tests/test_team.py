@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from takehome.access import in_group
+from shared.access import in_group
 from takehome.team import actions
 
 pytestmark = pytest.mark.django_db

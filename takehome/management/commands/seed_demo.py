@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand, CommandError
 
-from takehome.access import RECRUITER_GROUP, REVIEWER_GROUP
+from shared.access import RECRUITER_GROUP, REVIEWER_GROUP
 
 DEMO_USERS = {
     "recruiter": {"groups": [RECRUITER_GROUP]},
