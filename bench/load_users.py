@@ -150,11 +150,14 @@ class Candidate(Visitor):
 
     def work(self, me: dict) -> None:
         base = f"/t/{me['token']}"
-        page = self.call("GET", f"{base}/", "/t/[token]/")
+        if self.call("GET", f"{base}/", "/t/[token]/") is None:
+            return
+        think(0.5, 2)
+        # Start asks first (the time limit, the deadline it sets): its confirmation page holds the form.
+        page = self.call("GET", f"{base}/start", "/t/[token]/start (confirm)")
         if page is None:
             return
         csrf = CSRF_FIELD.search(page.text).group(1)
-        think(0.5, 2)
         if self.call("POST", f"{base}/start", "/t/[token]/start", (302,),
                      data={"csrfmiddlewaretoken": csrf, "confirm": "yes"}) is None:
             return
