@@ -321,7 +321,9 @@ def test_an_upload_while_the_broker_is_paused_is_answered_at_once_and_graded_onc
 def upload_until_stored(base_url: str, invitation, data: bytes) -> list[Answer]:
     """Send the upload as a patient client does: on 503 or 429 with Retry-After, wait and send it again."""
     answers = []
-    for _ in range(30):
+    # why 60: SQLite's busy wait is no queue; with another writer holding the lock three quarters of the
+    # time, one client among forty may lose the race many times running before it wins.
+    for _ in range(60):
         answer = post_upload(base_url, invitation, data)
         answers.append(answer)
         if answer.status not in (429, 503) or "Retry-After" not in answer.headers:

@@ -206,7 +206,8 @@ def test_log_in_invite_upload_grade_and_review_behind_the_proxy(production, peop
     candidate = Browser(base, site)
     landing = f"/t/{token}/"
     assert candidate.get(landing).status_code == 200
-    assert candidate.post(f"/t/{token}/start").status_code in (200, 302)
+    assert candidate.get(f"/t/{token}/start").status_code == 200  # Start asks first
+    assert candidate.post(f"/t/{token}/start", {"confirm": "yes"}).status_code in (200, 302)
     r = candidate.post(f"/t/{token}/upload", files={"archive": ("work.zip", honest_zip(), "application/zip")})
     assert r.status_code in (200, 201, 302), r.text[-2000:]
     submission = Submission.objects.get(invitation__candidate__email="ada@example.com")
@@ -227,7 +228,7 @@ def test_log_in_invite_upload_grade_and_review_behind_the_proxy(production, peop
     for cell in ("red_log", "model_waited", "refusal_specific", "test_names_bug"):
         r = reviewer.post(f"/review/{submission.pk}/mark/{cell}/", {"passed": "true", "note": ""}, htmx=True)
         assert r.status_code == 200 and "Saved: pass" in r.text, r.text[-2000:]
-    r = reviewer.post(f"/review/{submission.pk}/submit/")
+    r = reviewer.post(f"/review/{submission.pk}/submit/", {"confirm": "yes"})  # final marks: confirmed
     assert r.status_code == 302, r.text[-2000:]
     assert reviewer.get(f"/review/{submission.pk}/").text.count("Your review is submitted") == 1
     review = Review.objects.get(submission=submission)

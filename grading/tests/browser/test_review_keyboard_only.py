@@ -70,6 +70,10 @@ def test_a_reviewer_scores_every_cell_and_submits_with_the_keyboard_alone(live_s
     page.locator("#cell-test_names_bug[data-passed=true]").wait_for()
     page.locator("#submit-review:not([disabled])").wait_for()
 
+    # Final marks ask first: the confirmation box, ticked with Space, then the button.
+    tab_to(page, "confirm-submit")
+    page.keyboard.press("Space")
+    assert page.locator("#confirm-submit").is_checked()
     tab_to(page, "submit-review")
     page.keyboard.press("Enter")
     page.get_by_text("Your review is submitted").wait_for()
