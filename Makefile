@@ -39,8 +39,10 @@ test: setup lint
 
 setup: dotenv system venv runner db
 
-# The house's guards (see CONTRIBUTING.md): grading's core imports neither Django nor the apps (.importlinter).
+# The house's guards (see CONTRIBUTING.md): ruff's lint (ruff.toml), and grading's core imports neither
+# Django nor the apps, nor shared the recruiter or candidate side (.importlinter).
 lint: venv
+	$(VENV)/bin/ruff check --quiet
 	$(VENV)/bin/lint-imports --no-cache
 
 dotenv:

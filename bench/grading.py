@@ -55,8 +55,17 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
 from grading.archive import safe_extract  # noqa: E402
-from grading.core import (EXPECTED, RUN_NAMES, STAND_IN, GradeOptions, decoy_trees, grade_archive,  # noqa: E402
-                          hidden_test_tree, rerun_trees, write_tree)
+from grading.core import (  # noqa: E402
+    EXPECTED,
+    RUN_NAMES,
+    STAND_IN,
+    GradeOptions,
+    decoy_trees,
+    grade_archive,
+    hidden_test_tree,
+    rerun_trees,
+    write_tree,
+)
 from grading.runner import RunnerUnavailable, ensure_runner, runner_python, sandbox_home  # noqa: E402
 from grading.sandbox import JUNIT_IN_SANDBOX, SANDBOXED_DIR, Sandbox, SandboxUnavailable, pytest_command  # noqa: E402
 from grading.spec import read_tree, sample_spec  # noqa: E402

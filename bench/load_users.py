@@ -23,7 +23,7 @@ import random
 import re
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import gevent
@@ -167,7 +167,7 @@ class Candidate(Visitor):
         for step, log in (("red", PLAN["red_log"]), ("model", PLAN["prompt"]), ("green", PLAN["green_log"])):
             think(1, 3)
             body = {"log": log, "files": me["files"], "token": me["token"],
-                    "local_time": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                    "local_time": datetime.now(UTC).isoformat(timespec="seconds")}
             if self.call("POST", f"{base}/gate/{step}", f"/t/[token]/gate/{step}", (201,), accepted_receipt,
                          json=body, headers=GATE) is None:
                 return

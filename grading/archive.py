@@ -48,11 +48,11 @@ import struct
 import unicodedata
 import zipfile
 import zlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
-from typing import Iterator, Mapping
 
 CHUNK = 64 * 1024
 ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a first entry, or an empty archive
@@ -486,7 +486,7 @@ def entry_time(info: zipfile.ZipInfo) -> EntryTime:
     extended = ntfs = None
     for tag, data in _extra_fields(info.extra):
         if tag == 0x5455 and len(data) >= 5 and data[0] & 1:  # flags, then mtime if bit 0
-            extended = datetime.fromtimestamp(struct.unpack_from("<i", data, 1)[0], timezone.utc)
+            extended = datetime.fromtimestamp(struct.unpack_from("<i", data, 1)[0], UTC)
         elif tag == 0x000A:
             ntfs = _ntfs_mtime(data)
     if extended is not None:
@@ -513,7 +513,7 @@ def _ntfs_mtime(data: bytes) -> datetime | None:
         if tag == 1 and len(attr) >= 24 and attr[:8] != bytes(8):
             ticks = struct.unpack_from("<Q", attr)[0]  # 100 ns since 1601-01-01 UTC
             try:
-                return datetime(1601, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=ticks // 10)
+                return datetime(1601, 1, 1, tzinfo=UTC) + timedelta(microseconds=ticks // 10)
             except OverflowError:
                 return None
     return None

@@ -13,13 +13,14 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from .archive import ExtractReport, Limits, UnsafeArchive, safe_extract
+from .cgroups import owned_name
 from .checks.artifacts import ARTIFACT_NAMES, check_artifacts, read_artifact
 from .checks.diff import diff_trees
 from .checks.receipts import MIN_RED_TO_GREEN, witness_timeline
@@ -27,7 +28,6 @@ from .checks.redlog import Reproduction, analyse_red_log, collect_test_ids
 from .checks.refusal import check_refusal
 from .checks.timeline import Receipt
 from .integrity import Planted, judge_run, plant_canaries
-from .cgroups import owned_name
 from .sandbox import RunResult, Sandbox, is_pytest
 from .spec import ARTIFACTS_DIR, BUNDLE_PATHS, PacketSpec, is_test_path, read_tree
 

@@ -8,8 +8,8 @@ HTML built by Pygments, which escapes every character of its input).
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -80,7 +80,7 @@ def _parse(at: str | None) -> datetime | None:
     # why naive: zip DOS times carry no zone; drawing them beside UTC values
     # on one axis is the honest picture of what the zip says (the legend says so).
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(UTC).replace(tzinfo=None)
     return value
 
 
@@ -190,7 +190,7 @@ def receipt_rows(receipts: Iterable[Mapping]) -> list[dict]:
 def _aware(at) -> datetime | None:
     """A server time as an aware UTC datetime (the page adds the reader's local time beside it)."""
     value = _parse(at if isinstance(at, str) else None)
-    return value.replace(tzinfo=timezone.utc) if value else None
+    return value.replace(tzinfo=UTC) if value else None
 
 
 def gate_log_rows(lines) -> list[dict] | None:

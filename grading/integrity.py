@@ -32,8 +32,8 @@ import json
 import random
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 from .sandbox import RunResult, SandboxLimits, counts_from_text, decide_outcome
 from .spec import is_test_path

@@ -22,10 +22,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterator
 
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction

@@ -21,8 +21,8 @@ from django.utils import timezone
 from sessions_app.models import GateReceipt, Submission
 
 from . import lifecycle
-from .checks.timeline import Receipt
 from .archive import Limits
+from .checks.timeline import Receipt
 from .core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
 from .display import is_tampered
 from .models import Evidence, GradingRun

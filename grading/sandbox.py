@@ -39,13 +39,22 @@ import subprocess
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
-from .cgroups import (Caps, CapsUnavailable, RunBudget, RunCaps, clean_stale, detect, mount_dir_for, owned_name,
-                      owner_gone)
+from .cgroups import (
+    Caps,
+    CapsUnavailable,
+    RunBudget,
+    RunCaps,
+    clean_stale,
+    detect,
+    mount_dir_for,
+    owned_name,
+    owner_gone,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -465,7 +474,7 @@ class _Fds:
     witness_w: int
 
     @classmethod
-    def open(cls, uid: int) -> "_Fds":
+    def open(cls, uid: int) -> _Fds:
         status_r, status_w = os.pipe()
         junit_r, junit_w = os.pipe()
         witness_r, witness_w = os.pipe()
@@ -670,7 +679,7 @@ class Sandbox:
                 raise SandboxUnavailable(f"all {self.slots} sandbox uids stayed busy for {SLOT_WAIT_S:g} s")
             time.sleep(0.05)
 
-    def _argv(self, uid: int, runner: Path, sandboxed: Path, src: Path, command: Sequence[str], fds: "_Fds",
+    def _argv(self, uid: int, runner: Path, sandboxed: Path, src: Path, command: Sequence[str], fds: _Fds,
               env: Mapping[str, str], caps: RunCaps) -> list[str]:
         lim = self.limits
         status_fd, junit_fd = fds.status_w, fds.junit_w
@@ -780,7 +789,7 @@ class Sandbox:
         result, companion = self._run_group([trusted, server])
         return replace(result, server_log=companion.log)
 
-    def _run_group(self, launches: list["_Launch"]) -> list[RunResult]:
+    def _run_group(self, launches: list[_Launch]) -> list[RunResult]:
         """Start every launch in a sandbox of its own, watch them together, clean up; first is primary."""
         try:
             return self._run_group_owned(launches)
@@ -788,7 +797,7 @@ class Sandbox:
             for launch in launches:
                 launch.release()
 
-    def _run_group_owned(self, launches: list["_Launch"]) -> list[RunResult]:
+    def _run_group_owned(self, launches: list[_Launch]) -> list[RunResult]:
         runner, scratch, sandboxed = self._prepare()
         with self._slots(len(launches)) as uids:
             run_dirs: list[Path] = []
@@ -812,7 +821,7 @@ class Sandbox:
                 for run_dir in run_dirs:
                     shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _execute(self, uids: list[int], runner: Path, sandboxed: Path, srcs: list[Path], launches: list["_Launch"],
+    def _execute(self, uids: list[int], runner: Path, sandboxed: Path, srcs: list[Path], launches: list[_Launch],
                  caps: list[RunCaps]) -> list[RunResult]:
         lim = self.limits
         watched: list[_Watched] = []

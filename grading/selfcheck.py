@@ -17,10 +17,10 @@ candidate's: whoever wrote it, it runs only inside bubblewrap):
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Mapping
 
 from .core import write_tree
 from .sandbox import RunResult, Sandbox

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Mapping, Sequence
 
 ARTIFACTS_DIR = "artifacts"
 # Files the candidate's download adds beside the fixture. They are not the

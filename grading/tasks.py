@@ -11,10 +11,9 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 
 from sessions_app.models import Submission
-
-from . import lifecycle, pipeline, publish
 from shared.tasks import record_heartbeat
 
+from . import lifecycle, pipeline, publish
 from .models import InvalidTransition
 from .runner import RunnerUnavailable, ensure_runner
 

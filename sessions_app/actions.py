@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Mapping
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction

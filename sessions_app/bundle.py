@@ -7,7 +7,7 @@ import json
 import shlex
 import textwrap
 import zipfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -61,8 +61,8 @@ def readme_text(invitation: Invitation, token: str) -> str:
         "title": title,
         "underline": "=" * len(title),
         "name": invitation.candidate.name,
-        "started": invitation.started_at.astimezone(timezone.utc).strftime(fmt),
-        "deadline": invitation.deadline.astimezone(timezone.utc).strftime(fmt),
+        "started": invitation.started_at.astimezone(UTC).strftime(fmt),
+        "deadline": invitation.deadline.astimezone(UTC).strftime(fmt),
         "grace": grace_words(),
         "upload_limits": upload_limits_words(),
         "link": settings.SITE_URL + reverse("sessions_app:landing", args=[token]),

@@ -6,10 +6,10 @@ import json
 import logging
 import shutil
 import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from django.conf import settings
 from django.core.mail import send_mail

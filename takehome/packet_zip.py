@@ -24,7 +24,7 @@ import io
 import json
 import re
 import zipfile
-from typing import Mapping
+from collections.abc import Mapping
 
 from .actions import PacketError, VersionContent
 from .models import PacketFile, PacketVersion

@@ -13,12 +13,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from . import actions, pages
 from shared.access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, recruiter_required
-from .forms import DecisionForm, ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
 from shared.http import htmx_redirect
 from shared.models import WorkerHeartbeat
 
+from . import actions, pages
+from .forms import DecisionForm, ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
 from .models import Decision, Invitation, Packet, PacketFile, PacketVersion
 from .packet_zip import export_zip
 

@@ -37,12 +37,11 @@ import difflib
 import io
 import os
 import re
+import sys
 import tokenize
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Mapping
-
-import sys
 
 from grading.spec import is_test_path
 

@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterable, Mapping
 
 from ..archive import JUNK_FILES, JUNK_PARTS
 from ..spec import ARTIFACTS_DIR, BUNDLE_PATHS

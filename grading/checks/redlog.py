@@ -69,9 +69,9 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterable
 
 from .pytestlog import read_failures, separator_findings, unwrapped
 from .reproduction import Reproduction, compare_with_reproductions, summary_findings

@@ -11,8 +11,8 @@ revenue, it does not fix the sum", is specific. A reviewer decides the cell.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 MIN_WORDS = 5
 WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")

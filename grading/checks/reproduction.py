@@ -39,12 +39,23 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Iterable, NamedTuple
+from typing import NamedTuple
 
-from .pytestlog import (ASSERTION_PREFIX, SUMMARY_FAILED_RE, WHERE_RE, Failure, Frame, basename, excerpt,
-                        read_failures, section_title, unprefixed)
+from .pytestlog import (
+    ASSERTION_PREFIX,
+    SUMMARY_FAILED_RE,
+    WHERE_RE,
+    Failure,
+    Frame,
+    basename,
+    excerpt,
+    read_failures,
+    section_title,
+    unprefixed,
+)
 
 ADDRESS_RE = re.compile(r"\b0x[0-9a-fA-F]{4,}\b")
 PATHCLASS_RE = re.compile(r"\b(?:Posix|Windows|PurePosix|PureWindows)Path\(")

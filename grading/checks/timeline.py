@@ -50,9 +50,10 @@ the autumn clock change and are not held against the candidate.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Iterable, Mapping, Protocol
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 SAME = timedelta(seconds=2)
 ZONE = timedelta(hours=14)
@@ -136,13 +137,13 @@ def parse_stamp(text: str | None) -> datetime | None:
             value = datetime.fromisoformat(s)
         except ValueError:
             return None
-        return value.astimezone(timezone.utc) if value.tzinfo else value
+        return value.astimezone(UTC) if value.tzinfo else value
     if not math.isfinite(seconds) or seconds <= 0:
         return None
     if seconds > 1e11:  # milliseconds, as JavaScript's Date.now() writes
         seconds /= 1000
     try:
-        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+        return datetime.fromtimestamp(seconds, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return None
 
@@ -316,7 +317,7 @@ def build_timeline(
         offset = _candidate_offset(everything) if stamp.tzinfo else None
         slack = CLOCK_SKEW if stamp.tzinfo else CLOCK_SKEW + ZONE
         value = stamp - offset if offset is not None else stamp
-        value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        value = value if value.tzinfo else value.replace(tzinfo=UTC)
         if "red" in first and value + slack < first["red"].at:
             problems.append(f"server receipts: the stamp's value ({_fmt(stamp)}) is before the red "
                             f"receipt ({_fmt(first['red'].at)})")

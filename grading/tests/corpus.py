@@ -7,7 +7,7 @@ Linux and macOS do, so the timeline has something to read.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from grading.spec import sample_spec
@@ -15,7 +15,7 @@ from grading.spec import sample_spec
 from .zips import RawEntry, extended_time, write_raw_zip
 
 LOGS = Path(__file__).parent / "logs"
-T0 = datetime(2026, 11, 30, 9, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC)
 
 HONEST_TEST = b'''from pathlib import Path
 

@@ -27,9 +27,9 @@ import struct
 import subprocess
 import tempfile
 import termios
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from grading.spec import sample_spec
 

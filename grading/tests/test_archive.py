@@ -10,13 +10,13 @@ import stat
 import subprocess
 import zipfile
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from grading import archive as archive_mod
 from conftest import require
+from grading import archive as archive_mod
 from grading.archive import EntryTime, Limits, UnsafeArchive, safe_extract
 from grading.tests import zips
 from grading.tests.zips import RawEntry, make_zip, write_raw_zip
@@ -288,7 +288,7 @@ def test_an_info_zip_archive_unpacks_with_its_times(tmp_path):
     subprocess.run(["zip", "-qr", str(tmp_path / "up.zip"), "project"], cwd=tmp_path, check=True)
     report = safe_extract(tmp_path / "up.zip", tmp_path / "out")
     assert report.kept == ("src/a.py",) and report.stripped_prefix == "project"
-    assert report.times["src/a.py"].utc == datetime.fromtimestamp(1_700_000_000, timezone.utc)
+    assert report.times["src/a.py"].utc == datetime.fromtimestamp(1_700_000_000, UTC)
 
 
 @pytest.mark.parametrize(
@@ -354,7 +354,7 @@ def test_macos_finder_zip_strips_the_wrapping_folder(tmp_path):
     )
     assert (tmp_path / "out/artifacts/red.log").read_bytes() == b"1 failed\n"
     assert not (tmp_path / "out/project").exists()
-    assert report.times["invoices.py"].utc == datetime(2024, 3, 1, 11, 30, 10, tzinfo=timezone.utc)
+    assert report.times["invoices.py"].utc == datetime(2024, 3, 1, 11, 30, 10, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -380,8 +380,8 @@ def test_one_wrapping_folder_is_stripped(tmp_path, names, prefix, kept):
 
 
 def test_times_from_extended_ntfs_and_dos(tmp_path):
-    when = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
-    later = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=timezone.utc)
+    when = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+    later = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
     archive = make_zip(tmp_path, {"ext.py": b"", "ntfs.py": b"", "dos.py": b"", "both.py": b""}, extra={
         "ext.py": zips.extended_time(when),
         "ntfs.py": zips.ntfs_time(later),
@@ -396,7 +396,7 @@ def test_times_from_extended_ntfs_and_dos(tmp_path):
 
 
 def test_windows_explorer_zip_gives_ntfs_times(tmp_path):
-    when = datetime(2024, 2, 29, 23, 59, 58, tzinfo=timezone.utc)
+    when = datetime(2024, 2, 29, 23, 59, 58, tzinfo=UTC)
     report = safe_extract(zips.windows_zip(tmp_path, {"src/a.py": b"x"}, when), tmp_path / "out")
     assert report.kept == ("a.py",) and report.stripped_prefix == "src"
     assert report.times["a.py"] == EntryTime(utc=when, local=datetime(2024, 2, 29, 23, 59, 58), source="ntfs")
@@ -425,7 +425,7 @@ def test_a_powershell_5_zip_with_backslashes_unpacks(tmp_path):
 
 
 def test_a_windows_zip_with_backslashes_and_ntfs_times_unpacks(tmp_path):
-    when = datetime(2024, 1, 1, 9, 30, tzinfo=timezone.utc)
+    when = datetime(2024, 1, 1, 9, 30, tzinfo=UTC)
     report = safe_extract(zips.windows_zip(tmp_path, {"src/a.py": b"x", "src/sub/b.py": b"y", "c.py": b"z"}, when,
                                            backslashes=True), tmp_path / "out")
     assert report.kept == ("c.py", "src/a.py", "src/sub/b.py") and report.stripped_prefix is None
@@ -442,7 +442,7 @@ def test_backslash_junk_is_still_skipped(tmp_path):
 
 
 def test_git_archive_gives_every_entry_the_commit_time(tmp_path):
-    commit = datetime(2024, 4, 1, 10, 0, 0, tzinfo=timezone.utc)
+    commit = datetime(2024, 4, 1, 10, 0, 0, tzinfo=UTC)
     files = {"artifacts/red.log": b"r", "artifacts/green.log": b"g", "invoices.py": b"i"}
     report = safe_extract(zips.git_archive_zip(tmp_path, files, commit, prefix="repo/"), tmp_path / "out")
     assert report.stripped_prefix == "repo"

@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from grading.checks.receipts import (
-    LOG_LIMIT, check_receipts, content_hashes, parse_gate_log, same_log, witness_timeline,
+    LOG_LIMIT,
+    check_receipts,
+    content_hashes,
+    parse_gate_log,
+    same_log,
+    witness_timeline,
 )
 from grading.checks.timeline import Receipt
 from grading.spec import sample_spec
 from grading.tests import corpus
 
-T0 = datetime(2026, 11, 30, 9, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC)
 SPEC = sample_spec()
 PRODUCTION = {p: SPEC.fixture[p] for p in SPEC.production_paths}
 RED_LOG = corpus.red_log().decode()

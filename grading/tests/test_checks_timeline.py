@@ -1,12 +1,12 @@
 """Timeline check: honest archives of every kind are in order, backwards ones are not."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from grading.checks.timeline import Receipt, ZipTime, build_timeline, parse_stamp
 
-UTC = timezone.utc
+UTC = UTC
 T0 = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)  # the red run, in UTC
 
 

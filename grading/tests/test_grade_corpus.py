@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -143,7 +144,7 @@ def test_out_of_time_after_a_clean_red_run(grade, tmp_path):
 
 
 def test_windows_line_endings_and_paths(grade, tmp_path):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     def crlf(data: bytes) -> bytes:
         return data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
@@ -151,7 +152,7 @@ def test_windows_line_endings_and_paths(grade, tmp_path):
     files = {name: crlf(data) for name, data in corpus.honest_files().items()}
     files["artifacts/red.log"] = crlf(corpus.red_log("pytest9_orig_default.log")
                                       .replace(b"rootdir: /", b"rootdir: C:\\Users\\ada\\"))
-    evidence = grade(windows_zip(tmp_path / "s.zip", files, datetime(2026, 11, 30, 10, 0, 0, tzinfo=timezone.utc)))
+    evidence = grade(windows_zip(tmp_path / "s.zip", files, datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)))
     assert evidence["red_log"]["genuine"] is True, evidence["red_log"]
     assert outcomes(evidence) == ALL_RIGHT
     assert not any(flag.startswith("protected") for flag in evidence["diff"]["flags"])
@@ -245,7 +246,7 @@ def test_a_red_log_from_another_project_is_not_genuine(grade, tmp_path):
 def test_green_older_than_red(grade, tmp_path):
     minutes = {"artifacts/green.log": 0, "artifacts/red.log": 5, "artifacts/model_allowed.at": 6}
     files = corpus.honest_files(**{"artifacts/model_allowed.at":
-                                   str((corpus.T0.timestamp() + 6 * 60)).encode()})
+                                   str(corpus.T0.timestamp() + 6 * 60).encode()})
     evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files, minutes))
     assert evidence["timeline"]["ok"] is False
     assert any("green" in p for p in evidence["timeline"]["problems"])

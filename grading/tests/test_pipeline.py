@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 import os
+from datetime import timedelta
 from pathlib import Path
 from unittest.mock import patch
 

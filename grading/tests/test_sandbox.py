@@ -24,8 +24,15 @@ import pytest
 
 from grading import sandbox as sandbox_module
 from grading.runner import ensure_runner, runner_python
-from grading.sandbox import (STARTED_MARKER, Sandbox, SandboxLimits, SandboxUnavailable, _sandboxed_copy,
-                             _uid_processes, clean_stale_scratch)
+from grading.sandbox import (
+    STARTED_MARKER,
+    Sandbox,
+    SandboxLimits,
+    SandboxUnavailable,
+    _sandboxed_copy,
+    _uid_processes,
+    clean_stale_scratch,
+)
 
 VAR = Path(__file__).resolve().parents[2] / "var"
 PYTEST = ("python", "-m", "pytest", "-q")

@@ -15,7 +15,7 @@ import struct
 import tarfile
 import zlib
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 STORED, DEFLATED = 0, 8
@@ -115,7 +115,7 @@ def extended_time(when: datetime) -> bytes:
 
 def ntfs_time(when: datetime) -> bytes:
     """An NTFS extra field (0x000a) with mtime, atime and ctime all set to ``when``."""
-    epoch = datetime(1601, 1, 1, tzinfo=timezone.utc)
+    epoch = datetime(1601, 1, 1, tzinfo=UTC)
     delta = when - epoch
     ticks = (delta.days * 86_400 + delta.seconds) * 10_000_000 + delta.microseconds * 10
     return struct.pack("<HHIHHQQQ", 0x000A, 32, 0, 1, 24, ticks, ticks, ticks)
@@ -139,7 +139,7 @@ def zeros_entry(name: str, size: int, *, declared: int | None = None) -> RawEntr
 
 def finder_zip(path: Path, files: dict[str, bytes], folder: str = "project") -> Path:
     """What macOS Finder's Compress makes: a wrapping folder, __MACOSX/._* twins, .DS_Store."""
-    when = extended_time(datetime(2024, 3, 1, 11, 30, 10, tzinfo=timezone.utc))
+    when = extended_time(datetime(2024, 3, 1, 11, 30, 10, tzinfo=UTC))
     raw = [RawEntry(f"{folder}/", method=STORED, external_attr=DIR_MODE, extra=when)]
     raw += [RawEntry(f"{folder}/{name}", data, extra=when) for name, data in files.items()]
     raw.append(RawEntry(f"{folder}/.DS_Store", b"\x00\x00\x00\x01Bud1" + bytes(64), extra=when))
@@ -151,7 +151,7 @@ def finder_zip(path: Path, files: dict[str, bytes], folder: str = "project") -> 
 
 def git_archive_zip(path: Path, files: dict[str, bytes], commit_time: datetime, prefix: str = "") -> Path:
     """Like ``git archive --format=zip``: every entry carries the commit's time."""
-    dt = commit_time.astimezone(timezone.utc).timetuple()[:6]
+    dt = commit_time.astimezone(UTC).timetuple()[:6]
     when = extended_time(commit_time)
     raw = [RawEntry(prefix, method=STORED, external_attr=DIR_MODE, date_time=dt, extra=when)] if prefix else []
     raw += [RawEntry(prefix + name, data, date_time=dt, extra=when) for name, data in files.items()]

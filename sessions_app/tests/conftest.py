@@ -11,7 +11,6 @@ from django.urls import reverse
 from conftest import require
 
 
-
 @pytest.fixture(autouse=True)
 def _fresh_lookup_counts():
     # why: the per-address limit counts in the cache, which outlives a test.

@@ -28,8 +28,16 @@ from takehome.models import Invitation
 from takehome.tests.factories import InvitationFactory
 
 from .conftest import url
-from .helpers import (apply_fix, do_honest_work, download_tree, honest_zip, receipts_jsonl, run_gate,
-                      slow_zip, write_refusal)
+from .helpers import (
+    apply_fix,
+    do_honest_work,
+    download_tree,
+    honest_zip,
+    receipts_jsonl,
+    run_gate,
+    slow_zip,
+    write_refusal,
+)
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 GRADING_WAIT_S = 90

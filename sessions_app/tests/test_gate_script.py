@@ -10,8 +10,16 @@ from sessions_app.actions import do_start_session
 from sessions_app.models import GateReceipt, Submission
 from takehome.tests.factories import InvitationFactory
 
-from .helpers import (apply_fix, do_honest_work, download_tree, fill_artifacts, receipts_jsonl, run_gate,
-                      runner_python, write_refusal)
+from .helpers import (
+    apply_fix,
+    do_honest_work,
+    download_tree,
+    fill_artifacts,
+    receipts_jsonl,
+    run_gate,
+    runner_python,
+    write_refusal,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

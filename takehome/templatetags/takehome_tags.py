@@ -1,4 +1,4 @@
-from datetime import timezone as dt_timezone
+from datetime import UTC
 
 from django import template
 from django.template.defaultfilters import date as date_filter
@@ -31,5 +31,5 @@ def utc_time(value, fmt: str = "Y-m-d H:i T"):
     if not value:
         return ""
     return format_html('<time datetime="{}" data-format="{}">{}</time>',
-                       value.astimezone(dt_timezone.utc).isoformat(timespec="seconds"), fmt,
+                       value.astimezone(UTC).isoformat(timespec="seconds"), fmt,
                        date_filter(timezone.localtime(value), fmt))

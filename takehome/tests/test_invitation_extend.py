@@ -10,7 +10,6 @@ from sessions_app.actions import do_start_session
 from takehome.actions import do_revoke_invitation
 from takehome.models import Invitation
 
-
 pytestmark = pytest.mark.django_db
 
 

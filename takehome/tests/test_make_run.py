@@ -215,8 +215,8 @@ def test_a_killed_worker_is_restarted_while_the_web_server_keeps_answering(make_
 
 
 def test_killed_redis_and_beat_are_restarted_and_the_worker_finds_redis_again(make_run):
-    from takehome.celery import app
     from shared.tasks import record_heartbeat
+    from takehome.celery import app
 
     make_run.start()
     for name in PROGRAMS:

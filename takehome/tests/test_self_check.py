@@ -7,9 +7,15 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from takehome.actions import (InviteError, InviteRow, do_create_packet, do_invite_candidates,
-                              do_resend_stale_checks, do_run_packet_check)
-from takehome.actions import VersionContent
+from takehome.actions import (
+    InviteError,
+    InviteRow,
+    VersionContent,
+    do_create_packet,
+    do_invite_candidates,
+    do_resend_stale_checks,
+    do_run_packet_check,
+)
 from takehome.models import Invitation, PacketCheck, PacketVersion
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ needs no log-in).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 def busy() -> Exception:
