@@ -27,8 +27,10 @@ run: setup
 	@scripts/run-supervised
 
 # While make run runs: each program's state, pid and uptime, from supervisord.
+# Its socket is under TAKEHOME_VAR_DIR, from the environment or else from .env, as run-supervised reads it.
 status:
-	@$(VENV)/bin/supervisorctl -c scripts/supervisord.conf status
+	@TAKEHOME_VAR_DIR="$${TAKEHOME_VAR_DIR:-$$(sed -n 's/^TAKEHOME_VAR_DIR=//p' .env 2>/dev/null)}"; \
+	TAKEHOME_VAR_DIR="$${TAKEHOME_VAR_DIR:-$(CURDIR)/var}" $(VENV)/bin/supervisorctl -c scripts/supervisord.conf status
 
 # The tests never read .env: they get what they need here and from their own fixtures.
 test: SYSTEM_FLAGS = --browser

@@ -320,7 +320,8 @@ CELERY_BEAT_SCHEDULE = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"client_errors": {"()": "shared.logs.NoTracebackForClientErrors"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["client_errors"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # why: in DEBUG, Django's own "django" logger has a console handler too, so a
     # 403 or 404 printed its traceback twice; everything goes through the root's.

@@ -171,3 +171,10 @@ def test_every_page_takes_as_many_queries_with_200_rows_as_with_10(rob, reviewer
     for url, n in zip(urls(first + more), small):
         with django_assert_max_num_queries(n):
             rob.get(url)
+
+
+def test_one_row_is_counted_in_the_singular(rob, sample_packet):
+    make_queue(sample_packet, 4)
+    Submission.objects.exclude(pk=Submission.objects.order_by("pk").first().pk).delete()
+    assert re.search(r"\b1 submission\b(?!s)", rob.get("/review/?show=all").content.decode())
+    assert re.search(r"\b1 candidate\b(?!s)", rob.get(f"/review/debrief/{sample_packet.slug}/").content.decode())

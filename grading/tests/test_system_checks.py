@@ -62,3 +62,10 @@ def test_warnings_never_stop_a_command(settings, tmp_path, command):
     settings.GRADING_RUNNER_DIR = tmp_path / "no-runner"
     cmd = load_command_class(get_commands()[command], command)
     cmd.check()  # raises SystemCheckError on an error; warnings only print
+
+
+def test_build_runner_does_not_warn_about_the_runner_it_builds():
+    """make's first set-up runs it before the runner exists: no warning about what it is about to build."""
+    from django.core.management import get_commands, load_command_class
+
+    assert load_command_class(get_commands()["build_runner"], "build_runner").requires_system_checks == []

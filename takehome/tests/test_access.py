@@ -63,3 +63,15 @@ def test_a_page_reads_the_viewers_groups_once(client, recruiter, reviewer, sampl
     with CaptureQueriesContext(connection) as queries:
         assert client.get(url).status_code == 200
     assert sum("auth_group" in q["sql"] for q in queries.captured_queries) == 1
+
+
+def test_a_403_logs_one_line_and_no_traceback(client, recruiter, caplog):
+    """A right answer to the wrong role is no crash: the log says so in one line."""
+    import logging
+
+    client.force_login(recruiter)
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        assert client.get("/team/").status_code == 403
+    records = [r for r in caplog.records if r.name == "django.request"]
+    # Django attaches the exception; the console handler's filter (settings.LOGGING) took it off.
+    assert records and all(r.exc_info is None and "Forbidden" in r.getMessage() for r in records)

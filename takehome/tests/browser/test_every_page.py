@@ -125,6 +125,9 @@ def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recrui
                 continue
             violations = page.evaluate("window.__csp") + console
             problems += [f"{label}: CSP: {v}" for v in dict.fromkeys(violations)]
+            # At a desktop width no table needs its scroll box: every control of a row is in view.
+            cut = page.evaluate(CUT_TABLES)
+            problems += [f"{label}: at 1280 px a table is cut off inside its scroll box: {c}" for c in cut]
             result = axe.run(page) if entry.axe else None
             for rule in result.response["violations"] if result else []:
                 if rule["impact"] in ("serious", "critical"):
@@ -147,6 +150,14 @@ def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recrui
             context.close()
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
 
+
+CUT_TABLES = """
+() => [...document.querySelectorAll(".table-scroll")]
+  .filter(box => box.scrollWidth > box.clientWidth + 1)
+  .map(box => (box.querySelector("table") || box).className + " " + box.scrollWidth + " px in " + box.clientWidth +
+       " (columns: " + [...box.querySelectorAll("th")].map(th => th.textContent.trim().slice(0, 12) + " " +
+       Math.round(th.getBoundingClientRect().width)).join(", ") + ")")
+"""
 
 # The outermost elements whose right edge passes the screen's: where to look first.
 WIDEST_ELEMENT = """
