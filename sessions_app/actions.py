@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from grading import lifecycle
 from grading.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
+from shared.words import counted
 from takehome.models import Invitation
 
 from .models import GateReceipt, Submission
@@ -67,7 +68,7 @@ def grace_words() -> str:
     """The grace period as a person says it: '5 minutes', '1 minute', '30 seconds'."""
     seconds = settings.UPLOAD_GRACE_S
     if seconds % 60:
-        return f"{seconds} second{'s' if seconds != 1 else ''}"
+        return counted(seconds, "second")
     return f"{seconds // 60} minute{'s' if seconds != 60 else ''}"
 
 
@@ -76,16 +77,16 @@ def upload_limits_words() -> str:
     interval, most = settings.UPLOAD_INTERVAL_S, settings.UPLOAD_MAX_COUNT
     parts = []
     if interval > 0:
-        parts.append(f"once every {interval} second{'s' if interval != 1 else ''}")
+        parts.append(f"once every {counted(interval, 'second')}")
     if most > 0:
-        parts.append(f"{most} time{'s' if most != 1 else ''} in all")
+        parts.append(f"{counted(most, 'time')} in all")
     return "at most " + " and ".join(parts) if parts else "as often as you like"
 
 
 def unpacked_limits_words() -> str:
     """What one upload may unpack to, from settings: 'at most 2000 files, 10 MB per file and 50 MB in all'."""
     files = settings.UPLOAD_MAX_FILES
-    return (f"at most {files} file{'s' if files != 1 else ''}, {human_size(settings.UPLOAD_MAX_FILE_BYTES)} "
+    return (f"at most {counted(files, 'file')}, {human_size(settings.UPLOAD_MAX_FILE_BYTES)} "
             f"per file and {human_size(settings.UPLOAD_MAX_UNPACKED_BYTES)} in all")
 
 
@@ -122,7 +123,7 @@ def _too_many_uploads(invitation: Invitation, now: datetime) -> SessionRefused |
         return None
     found = Submission.objects.filter(invitation_id=invitation.pk).aggregate(n=Count("pk"), last=Max("uploaded_at"))
     if most > 0 and found["n"] >= most:
-        taken = f"{found['n']} upload{'s' if found['n'] != 1 else ''}"
+        taken = counted(found["n"], "upload")
         return SessionRefused(
             f"This link has taken {taken}, the most it accepts, so this one was not stored. Your uploads are "
             "kept, and the latest accepted one is reviewed. If you need to upload again, write to the person "

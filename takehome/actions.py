@@ -21,6 +21,7 @@ from django.utils import timezone
 from grading import rubric
 from grading.archive import Limits, UnsafeArchive, safe_extract
 from grading.spec import DECOY_NAME_RE, SAMPLE_PACKET_DIR, join_decoys, load_spec_dir, split_decoys
+from shared.words import counted
 
 from .audit import record
 from .invites import InviteRow
@@ -452,9 +453,9 @@ def _minutes_in_words(minutes: int) -> str:
     hours, rest = divmod(minutes, 60)
     parts = []
     if hours:
-        parts.append(f"{hours} hour{'s' if hours != 1 else ''}")
+        parts.append(counted(hours, "hour"))
     if rest:
-        parts.append(f"{rest} minute{'s' if rest != 1 else ''}")
+        parts.append(counted(rest, "minute"))
     return " ".join(parts)
 
 

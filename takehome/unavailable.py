@@ -28,6 +28,7 @@ from django.template.loader import render_to_string
 from django.views import defaults
 
 from shared.http import wants_json
+from shared.words import counted
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ def _not_done(request: HttpRequest) -> str:
 
 def message(request: HttpRequest, outage: Outage) -> str:
     seconds = outage.retry_after
-    wait = f"Try again in {seconds} second{'s' if seconds != 1 else ''}"
+    wait = f"Try again in {counted(seconds, 'second')}"
     if outage.kind == BUSY:
         return f"The server is busy right now, so {_not_done(request)}. {wait}."
     if outage.kind == NO_SPACE:

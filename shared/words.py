@@ -1,0 +1,6 @@
+"""Numbers as a person says them in a message."""
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 minute', '5 minutes', '0 uploads': the number and its noun, plural unless the number is 1."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
