@@ -2,7 +2,7 @@
 
 Plain data, no Django: the recruiter side turns a ``PacketVersion`` row into a
 ``PacketSpec`` (``PacketVersion.to_spec()``), and tests and the command line can
-build one from a folder laid out like ``takehome/sample_packet/``.
+build one from a folder laid out like ``takehome/sample_packets/refund-sum/``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,11 @@ class PacketSpec:
     test_command: tuple[str, ...] = ("python", "-m", "pytest", "-q")
     time_limit_minutes: int = 90
     decoys: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
+    # The environment the tests run in: a pip requirements file (pinned, from
+    # the package index only; "" = pytest alone) and a Python version such as
+    # "3.11" ("" = the server's default interpreter). See grading/runner.py.
+    requirements: str = ""
+    python: str = ""
 
     @property
     def production_paths(self) -> tuple[str, ...]:
@@ -97,8 +102,10 @@ def read_tree(root: Path) -> dict[str, bytes]:
 
 
 def load_spec_dir(root: Path, version: int = 1) -> PacketSpec:
-    """Build a spec from a packet folder: packet.json, fixture/, solution/, reference_tests/, decoys/<name>/."""
+    """Build a spec from a packet folder: packet.json, fixture/, solution/, reference_tests/, decoys/<name>/,
+    and requirements.txt when the packet needs more than pytest."""
     meta = json.loads((root / "packet.json").read_text())
+    requirements = root / "requirements.txt"
     return PacketSpec(
         slug=meta["slug"],
         version=version,
@@ -111,10 +118,13 @@ def load_spec_dir(root: Path, version: int = 1) -> PacketSpec:
         test_command=tuple(shlex.split(meta.get("test_command", "python -m pytest -q"))),
         time_limit_minutes=int(meta.get("time_limit_minutes", 90)),
         decoys=split_decoys(read_tree(root / "decoys")),
+        requirements=requirements.read_text() if requirements.is_file() else "",
+        python=str(meta.get("python_version", "")),
     )
 
 
-SAMPLE_PACKET_DIR = Path(__file__).resolve().parent.parent / "takehome" / "sample_packet"
+SAMPLE_PACKET_DIR = Path(__file__).resolve().parent.parent / "takehome" / "sample_packets" / "refund-sum"
+SAMPLE_PACKETS_DIR = SAMPLE_PACKET_DIR.parent
 
 
 def sample_spec() -> PacketSpec:

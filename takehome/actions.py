@@ -170,7 +170,7 @@ class ImportedPacket:
 
 
 def do_import_packet(uploaded, user=None) -> ImportedPacket:
-    """Import a packet zip (the layout of ``takehome/sample_packet/``), all or nothing.
+    """Import a packet zip (the layout of ``takehome/sample_packets/refund-sum/``), all or nothing.
 
     A slug this installation has already gets a new version (never an
     overwrite) from the zip's top level; a new slug, a new packet, with the

@@ -1,4 +1,4 @@
-"""A packet as a folder (or a zip of one), laid out like ``takehome/sample_packet/``.
+"""A packet as a folder (or a zip of one), laid out like ``takehome/sample_packets/refund-sum/``.
 
 ::
 

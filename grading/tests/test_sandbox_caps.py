@@ -25,7 +25,7 @@ from grading.cgroups import RunBudget, RunCaps, _mounts, detect
 from grading.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, _uid_processes
 from grading.tests.test_sandbox import FORK_BOMB, make_tree
 
-SAMPLE = Path(__file__).resolve().parents[2] / "takehome" / "sample_packet"
+SAMPLE = Path(__file__).resolve().parents[2] / "takehome" / "sample_packets" / "refund-sum"
 PYTEST = ("python", "-m", "pytest", "-q", "-s")
 # A pool of our own, apart from test_sandbox.py's (62100) and a worker's (62000).
 UID_BASE = 62120

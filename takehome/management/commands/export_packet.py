@@ -8,7 +8,7 @@ from takehome.packet_zip import export_zip
 
 class Command(BaseCommand):
     help = (
-        "Write a packet's latest version (or --version N) to a zip laid out like takehome/sample_packet/ "
+        "Write a packet's latest version (or --version N) to a zip laid out like takehome/sample_packets/refund-sum/ "
         "(packet.json, prompt.md, fixture/, solution/, reference_tests/, decoys/<name>/), for import_packet."
     )
 

@@ -11,7 +11,7 @@ from takehome.models import PacketCheck
 
 class Command(BaseCommand):
     help = (
-        "Import a packet zip made by export_packet (or by hand, laid out like takehome/sample_packet/). "
+        "Import a packet zip made by export_packet (or by hand, laid out like takehome/sample_packets/refund-sum/). "
         "A slug that exists gets a new version, never an overwrite. The new version's self-check runs here "
         "when this machine has the sandbox (else a worker runs it); exits 0 only when every check passes."
     )
