@@ -66,7 +66,7 @@ runner: venv dotenv
 
 db: venv dotenv
 	@$(PY) manage.py migrate --noinput -v0
-	@$(PY) manage.py load_sample_packet
+	@$(PY) manage.py load_sample_packet --all
 
 bench: setup
 	$(PY) bench/grading.py

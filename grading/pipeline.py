@@ -25,8 +25,13 @@ from .archive import Limits
 from .checks.timeline import Receipt
 from .core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
 from .display import is_tampered
+from .environments import sandbox_for
 from .models import Evidence, GradingRun
+from .pythons import PythonUnavailable
+from .requirements import RequirementsRefused
+from .runner import RunnerUnavailable
 from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable, clean_stale_scratch
+from .spec import PacketSpec
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,19 @@ def sandbox_from_settings() -> Sandbox:
         caps=settings.GRADING_SANDBOX_CAPS,
         tmpfs=settings.GRADING_SANDBOX_TMPFS,
     )
+
+
+def sandbox_for_spec(spec: PacketSpec) -> Sandbox:
+    """The sandbox with ``spec``'s runner virtualenv, built first if missing.
+
+    An environment that cannot be built is our failure here, not the
+    candidate's (the version's self-check built it once): SandboxUnavailable,
+    so the task retries and, in the end, the submission says why.
+    """
+    try:
+        return sandbox_for(sandbox_from_settings(), spec)
+    except (RequirementsRefused, PythonUnavailable, RunnerUnavailable) as exc:
+        raise SandboxUnavailable(f"the packet's environment could not be built: {exc}") from exc
 
 
 def clean_stale_runs() -> list[str]:
@@ -132,7 +150,7 @@ def grade_run(run: GradingRun) -> str:
         evidence = grade_archive(
             archive,
             spec,
-            sandbox_from_settings(),
+            sandbox_for_spec(spec),
             receipts=receipts_for(submission),
             deadline=submission.invitation.deadline,
             options=grade_options(),

@@ -526,6 +526,28 @@ class _Watched:
             self.junit_too_big = True
 
 
+def interpreter_binds(runner: Path) -> list[str]:
+    """bwrap arguments that show the runner's base interpreter inside the sandbox, read-only.
+
+    A runner built from Debian's python3 needs none (/usr is bound already);
+    one built from an interpreter installed elsewhere (/opt/python3.12, say)
+    needs that installation's prefix at the same path, or its python cannot
+    start. Never the root or a top-level folder: only a prefix two levels deep.
+    """
+    try:
+        config = (Path(runner) / "pyvenv.cfg").read_text()
+    except OSError:
+        return []
+    home = next((value.strip() for key, _, value in (line.partition("=") for line in config.splitlines())
+                 if key.strip() == "home"), "")
+    if not home:
+        return []
+    prefix = Path(home).resolve().parent
+    if prefix == Path("/usr") or Path("/usr") in prefix.parents or len(prefix.parts) < 3:
+        return []
+    return ["--ro-bind", str(prefix), str(prefix)]
+
+
 @dataclass(frozen=True)
 class Sandbox:
     runner_dir: Path
@@ -718,6 +740,7 @@ class Sandbox:
             # why a fixed path inside: a runner kept under /tmp on the host would
             # be hidden by the sandbox's own /tmp, and every run would "fail".
             "--ro-bind", str(runner), RUNNER_IN_SANDBOX,
+            *interpreter_binds(runner),
             # why a copy under scratch: see _sandboxed_copy.
             "--ro-bind", str(sandboxed), SANDBOXED_IN_SANDBOX,
             "--proc", "/proc", "--dev", "/dev",

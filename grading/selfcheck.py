@@ -1,7 +1,10 @@
 """A packet checks itself before any candidate gets it. Plain Python, no Django.
 
-Four checks, each run in the sandbox (the packet's code is as untrusted as a
-candidate's: whoever wrote it, it runs only inside bubblewrap):
+First the packet's environment: its requirements install into a runner
+virtualenv (built outside the sandbox, by pip, never running the packet's
+code; see grading/runner.py). Then four checks, each run in the sandbox (the
+packet's code is as untrusted as a candidate's: whoever wrote it, it runs only
+inside bubblewrap):
 
 1. ``fixture_red``: the fixture's own tests fail (the candidate starts red);
 2. ``hidden_red_on_fixture``: the hidden reference tests fail on the fixture
@@ -22,11 +25,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from shared.words import counted
+
 from .core import write_tree
+from .requirements import requirement_names
 from .sandbox import RunResult, Sandbox
 from .spec import PacketSpec, is_test_path
 
 CHECKS = (
+    ("environment", "The packet's environment installs"),
     ("fixture_red", "The fixture's own tests fail"),
     ("hidden_red_on_fixture", "The hidden tests fail on the fixture"),
     ("hidden_green_on_solution", "The hidden tests pass on the reference solution"),
@@ -116,9 +123,29 @@ def _decoys(results: Mapping[str, RunResult]) -> CheckResult:
     return CheckResult("decoys_red", TITLES["decoys_red"], not through, summary, log)
 
 
+def environment_result(spec: PacketSpec, problem: str | None = None, runner: str = "") -> CheckResult:
+    """The first check: whether ``spec``'s environment could be built (``problem`` says why not)."""
+    wanted = f"Python {spec.python or 'default'}, " + (
+        counted(len(requirement_names(spec.requirements)), "pinned package") if spec.requirements.strip()
+        else "pytest alone")
+    if problem is None:
+        return CheckResult("environment", TITLES["environment"], True, f"The environment is ready ({wanted}).",
+                           f"Runner virtualenv: {runner}" if runner else "")
+    return CheckResult("environment", TITLES["environment"], False,
+                       f"The environment could not be built ({wanted}): {problem}", "")
+
+
+def environment_failed(spec: PacketSpec, problem: str) -> list[CheckResult]:
+    """Every check's result when the environment cannot be built: the tests never ran."""
+    why = "Not run: the packet's environment could not be built (see the first check)."
+    return [environment_result(spec, problem),
+            *(CheckResult(cid, TITLES[cid], False, why, "") for cid, _ in CHECKS[1:])]
+
+
 def check_packet(spec: PacketSpec, sandbox: Sandbox, scratch: Path | None = None,
                  workers: int = 2) -> list[CheckResult]:
-    """Run the four checks; one result per check, in ``CHECKS`` order.
+    """Run the four checks in the sandbox, which runs ``spec``'s environment; one result per check,
+    in ``CHECKS`` order after ``environment`` (the caller's: see environment_result).
 
     Raises SandboxUnavailable when the sandbox cannot start (our failure, to
     retry); what the packet's code does is a result.
@@ -141,7 +168,7 @@ def check_packet(spec: PacketSpec, sandbox: Sandbox, scratch: Path | None = None
     checks = [_red("fixture_red", results["fixture"], "The fixture's own tests")]
     if not spec.reference_tests:
         why = "The packet has no hidden reference tests: add some, or a wrong fix cannot be told from a right one."
-        checks += [CheckResult(cid, TITLES[cid], False, why, "") for cid, _ in CHECKS[1:]]
+        checks += [CheckResult(cid, TITLES[cid], False, why, "") for cid, _ in CHECKS[2:]]
         return checks
     checks.append(_red("hidden_red_on_fixture", results["hidden:fixture"], "The hidden tests over the fixture"))
     checks.append(_green("hidden_green_on_solution", results["hidden:solution"]))

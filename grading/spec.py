@@ -16,9 +16,10 @@ from pathlib import Path, PurePosixPath
 
 ARTIFACTS_DIR = "artifacts"
 # Files the candidate's download adds beside the fixture. They are not the
-# candidate's work (and gate.py holds their personal link), so the grader
+# candidate's work (gate.py holds their personal link; the reruns use the
+# packet's own environment, whatever requirements.txt says), so the grader
 # leaves them out of an upload unless the packet's own fixture has them.
-BUNDLE_PATHS = ("gate.py", "README.txt")
+BUNDLE_PATHS = ("gate.py", "README.txt", "requirements.txt")
 TEST_FILE_RE = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|conftest\.py)$")
 
 

@@ -14,6 +14,7 @@ from sessions_app.models import Submission
 from shared.tasks import record_heartbeat
 
 from . import lifecycle, pipeline, publish
+from .environments import build_runners
 from .models import InvalidTransition
 from .runner import RunnerUnavailable, ensure_runner
 
@@ -75,6 +76,15 @@ def sweep_submissions() -> int:
     return sent
 
 
+@shared_task(ignore_result=True)
+def build_packet_runners() -> int:
+    """Build the runner virtualenv of every packet version in use that lacks one (sent at worker start)."""
+    built = build_runners()
+    for line in built.failed:
+        log.error("a packet's environment could not be built: %s", line)
+    return len(built.ready)
+
+
 @worker_ready.connect
 def prepare_worker(sender=None, **kwargs) -> None:
     """A worker that starts builds the runner virtualenv if it is missing, says
@@ -86,6 +96,8 @@ def prepare_worker(sender=None, **kwargs) -> None:
     except RunnerUnavailable as exc:
         # Grading will fail with SandboxUnavailable and be retried; say why now.
         log.error("the sandbox's runner virtualenv cannot be built: %s", exc)
+    # why a task: building a packet's environment may take a minute; the pool does it, not this handler.
+    build_packet_runners.delay()
     log.info("sandbox caps in force: %s", pipeline.sandbox_caps())
     pipeline.clean_stale_runs()
     resume_own_runs(getattr(sender, "hostname", "") or "")

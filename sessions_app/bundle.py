@@ -1,4 +1,5 @@
-"""The download: the version's fixture tree, a personalised gate.py and a README.txt, as one zip."""
+"""The download: the version's fixture tree, a personalised gate.py, a README.txt and the
+packet's requirements.txt (when it has one), as one zip."""
 
 from __future__ import annotations
 
@@ -13,14 +14,13 @@ from pathlib import Path
 from django.conf import settings
 from django.urls import reverse
 
-from grading.spec import BUNDLE_PATHS
+from grading.environments import usable_versions
 from takehome.models import Invitation, PacketFile
 
 from .actions import grace_words, unpacked_limits_words, upload_limits_words
 from .uploads import human_size
 
 GATE_DIR = Path(__file__).resolve().parent / "gate"
-RESERVED = set(BUNDLE_PATHS)
 
 
 def limits_text() -> str:
@@ -53,6 +53,33 @@ def personalise_gate(*, server: str, token: str, test_command: str, max_bytes: i
     return source
 
 
+def server_python(version) -> str:
+    """The Python version the server reruns ``version``'s tests with, e.g. "3.11"."""
+    return version.python_version or next(iter(usable_versions()), "3")
+
+
+VENV_STEPS = (
+    "python -m venv .venv",
+    ". .venv/bin/activate          (Windows: .venv\\Scripts\\activate)",
+    "python -m pip install pytest -r requirements.txt",
+)
+
+
+def environment_text(version) -> str:
+    """README.txt's paragraph on the project's environment: the Python, and how to install the requirements."""
+    python = server_python(version)
+    if not version.requirements:
+        return textwrap.fill(f"The server reruns your tests with Python {python} and pytest; "
+                             "the project needs nothing else.", 76) + "\n\n"
+    steps = "".join(f"  {step}\n" for step in VENV_STEPS)
+    return (textwrap.fill(f"This project needs packages beyond pytest. They are listed in requirements.txt, pinned "
+                          f"to the versions the server's reruns use (with Python {python}). Set them up once, in "
+                          "a virtual environment inside this folder:", 76)
+            + "\n\n" + steps + "\n"
+            + textwrap.fill("and run every step below with it active (.venv is left out of your upload).", 76)
+            + "\n\n")
+
+
 def readme_text(invitation: Invitation, token: str) -> str:
     version = invitation.packet_version
     title = f"{version.packet.title} (take-home)"
@@ -68,6 +95,7 @@ def readme_text(invitation: Invitation, token: str) -> str:
         "link": settings.SITE_URL + reverse("sessions_app:landing", args=[token]),
         "max_size": human_size(settings.UPLOAD_MAX_BYTES),
         "unpacked_limits": unpacked_limits_words(),
+        "environment": environment_text(version),
     }
     text = (GATE_DIR / "README.txt").read_text()
     for key, value in values.items():
@@ -92,11 +120,14 @@ def build_bundle(invitation: Invitation, token: str) -> bytes:
         return info
 
     buffer = io.BytesIO()
+    ours = {"gate.py": gate, "README.txt": readme_text(invitation, token)}
+    if version.requirements:
+        ours["requirements.txt"] = version.requirements
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
         for path, data in sorted(fixture.items()):
-            if path in RESERVED:  # ours win: the gate must be the personalised one
+            if path in ours:  # ours win: the gate must be the personalised one, the environment the packet's
                 continue
             zf.writestr(entry(path), data, zipfile.ZIP_DEFLATED)
-        for name, text in (("gate.py", gate), ("README.txt", readme_text(invitation, token))):
+        for name, text in ours.items():
             zf.writestr(entry(name), text.encode("utf-8"), zipfile.ZIP_DEFLATED)
     return buffer.getvalue()

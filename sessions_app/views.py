@@ -27,7 +27,7 @@ from takehome.models import Invitation
 from takehome.unavailable import NO_SPACE, Unavailable
 
 from . import actions
-from .bundle import build_bundle
+from .bundle import VENV_STEPS, build_bundle, server_python
 from .forms import GateReceiptForm, UploadForm
 from .links import TooManyLookups, invitation_for
 from .models import GateReceipt, Submission
@@ -147,6 +147,8 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
         "reviewed": reviewed_upload(submissions),
         "grading_pending": any(not s.is_finished for s in submissions),
         "receipts": list(invitation.receipts.exclude(step=GateReceipt.Step.UPLOAD).order_by("received_at", "pk")),
+        "server_python": server_python(invitation.packet_version),
+        "venv_steps": VENV_STEPS,
     }
 
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from grading import rubric
 from grading.archive import Limits, UnsafeArchive, safe_extract
-from grading.spec import DECOY_NAME_RE, SAMPLE_PACKET_DIR, join_decoys, load_spec_dir, split_decoys
+from grading.spec import DECOY_NAME_RE, SAMPLE_PACKET_DIR, SAMPLE_PACKETS_DIR, join_decoys, load_spec_dir, split_decoys
 from shared.words import counted
 
 from .audit import record
@@ -53,6 +53,8 @@ class VersionContent:
     rubric: Mapping[str, str] | None = None  # cell key -> label
     rubric_definitions: Mapping[str, str] | None = None  # cell key -> what passes and fails it
     decoys: Mapping[str, Mapping[str, bytes]] | None = None
+    requirements: str = ""  # pip requirements, pinned, from the package index only ("" = pytest alone)
+    python_version: str = ""  # one of TAKEHOME_PYTHONS' versions ("" = the default)
 
 
 def read_zip_tree(uploaded, what: str) -> dict[str, bytes]:
@@ -92,8 +94,13 @@ def read_zip_report(uploaded, what: str) -> tuple[dict[str, bytes], str | None]:
 
 def validate_content(content: VersionContent) -> None:
     """Refuse a version the grader could not use, with a sentence saying why."""
+    from grading.environments import environment_problems
+
     if not content.fixture:
         raise PacketError("The fixture has no files.")
+    problems = environment_problems(content.requirements, content.python_version)
+    if problems:
+        raise PacketError(" ".join(problems))
     missing = [p for p in content.solution if p not in content.fixture]
     if missing:
         raise PacketError(
@@ -134,6 +141,8 @@ def do_create_version(packet: Packet, content: VersionContent, user=None, send_c
         forbidden_patterns=dict(content.forbidden_patterns or {}),
         refusal_hints=dict(content.refusal_hints or {}),
         time_limit_minutes=content.time_limit_minutes,
+        requirements=content.requirements,
+        python_version=content.python_version,
         # why every cell written out: a version carries its whole rubric, whatever the defaults become.
         rubric={c.key: c.label for c in rubric.cells(content.rubric)},
         rubric_definitions={c.key: c.definition for c in rubric.cells(definitions=content.rubric_definitions)},
@@ -193,12 +202,19 @@ def do_import_packet(uploaded, user=None) -> ImportedPacket:
         return ImportedPacket(packet, do_create_version(packet, content, user), True, earlier)
 
 
-def sample_content() -> tuple[str, str, VersionContent]:
-    """The built-in refund-sum packet as (slug, title, content)."""
-    meta = json.loads((SAMPLE_PACKET_DIR / "packet.json").read_text())
-    spec = load_spec_dir(SAMPLE_PACKET_DIR)
+def sample_packet_dirs() -> list[Path]:
+    """The built-in sample packets, refund-sum first (the one ``load_sample_packet`` loads alone)."""
+    others = sorted(p for p in SAMPLE_PACKETS_DIR.iterdir()
+                    if (p / "packet.json").is_file() and p != SAMPLE_PACKET_DIR)
+    return [SAMPLE_PACKET_DIR, *others]
+
+
+def sample_content(folder: Path = SAMPLE_PACKET_DIR) -> tuple[str, str, VersionContent]:
+    """A built-in sample packet (refund-sum by default) as (slug, title, content)."""
+    meta = json.loads((folder / "packet.json").read_text())
+    spec = load_spec_dir(folder)
     content = VersionContent(
-        prompt=(SAMPLE_PACKET_DIR / "prompt.md").read_text(),
+        prompt=(folder / "prompt.md").read_text(),
         fixture=spec.fixture,
         solution=spec.solution,
         reference_tests=spec.reference_tests,
@@ -210,6 +226,8 @@ def sample_content() -> tuple[str, str, VersionContent]:
         rubric=meta.get("rubric"),
         rubric_definitions=meta.get("rubric_definitions"),
         decoys=spec.decoys,
+        requirements=spec.requirements,
+        python_version=spec.python,
     )
     return meta["slug"], meta["title"], content
 
@@ -226,18 +244,20 @@ def _same_content(version: PacketVersion, content: VersionContent) -> bool:
         and version.forbidden_patterns == dict(content.forbidden_patterns or {})
         and version.refusal_hints == dict(content.refusal_hints or {})
         and version.time_limit_minutes == content.time_limit_minutes
+        and version.requirements == content.requirements
+        and version.python_version == content.python_version
         and version.rubric_cells() == rubric.cells(content.rubric, content.rubric_definitions)
     )
 
 
 @transaction.atomic
-def do_load_sample_packet(send_check: bool = True) -> tuple[Packet, bool]:
-    """Create the sample packet, or a new version if its files changed. Idempotent.
+def do_load_sample_packet(send_check: bool = True, folder: Path = SAMPLE_PACKET_DIR) -> tuple[Packet, bool]:
+    """Create a sample packet (refund-sum by default), or a new version if its files changed. Idempotent.
 
     Returns the packet and whether anything was written. `send_check`: False
     when the caller runs the new version's self-check itself.
     """
-    slug, title, content = sample_content()
+    slug, title, content = sample_content(folder)
     packet = Packet.objects.filter(slug=slug).first()
     if packet is None:
         return do_create_packet(slug, title, content, send_check=send_check), True
@@ -308,24 +328,35 @@ def do_run_packet_check(check_id: int, final: bool = True) -> PacketCheck | None
     saying why; the version stays unpublished either way.
     """
     from grading.cgroups import owned_name
+    from grading.environments import sandbox_for
     from grading.pipeline import sandbox_from_settings
+    from grading.pythons import PythonUnavailable
+    from grading.requirements import RequirementsRefused
+    from grading.runner import RunnerUnavailable
     from grading.sandbox import SandboxUnavailable
-    from grading.selfcheck import check_packet
+    from grading.selfcheck import check_packet, environment_failed, environment_result
 
     check = claim_packet_check(check_id)
     if check is None:
         return None
+    spec = check.version.to_spec()
     scratch = Path(settings.GRADING_SCRATCH_DIR)
     scratch.mkdir(parents=True, exist_ok=True)
     # why named by its owner: a worker killed mid-check leaves this folder, and the next start removes it.
     work = scratch / owned_name("grade")
     work.mkdir(mode=0o700)
     try:
-        results = check_packet(check.version.to_spec(), sandbox_from_settings(), scratch=work)
-    except SandboxUnavailable as exc:
+        # why first and outside the sandbox: pip needs the network, and the packet's
+        # code never runs while its environment is built (only wheels are installed).
+        sandbox = sandbox_for(sandbox_from_settings(), spec)
+        results = [environment_result(spec, runner=str(sandbox.runner_dir)),
+                   *check_packet(spec, sandbox, scratch=work)]
+    except (RequirementsRefused, PythonUnavailable) as exc:
+        results = environment_failed(spec, str(exc))
+    except (SandboxUnavailable, RunnerUnavailable) as exc:
         if not final:
             PacketCheck.objects.filter(pk=check.pk).update(status=PacketCheck.Status.QUEUED, started_at=None)
-            raise
+            raise SandboxUnavailable(str(exc)) from exc
         return _finish_check(check, PacketCheck.Status.ERROR, [],
                              f"The sandbox could not start, so nothing was checked: {exc}. "
                              "Run the self-check again once a worker with bubblewrap is running.")

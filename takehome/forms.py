@@ -8,6 +8,8 @@ import shlex
 from django import forms
 
 from grading import rubric
+from grading.environments import environment_problems, usable_versions
+from grading.requirements import check_requirements
 from grading.spec import split_decoys
 
 from .actions import PacketError, VersionContent, read_decoys_zip, read_zip_tree
@@ -87,6 +89,19 @@ class PacketVersionForm(forms.Form):
         "catches the bug rejects them.",
     )
     test_command = forms.CharField(initial="python -m pytest -q", max_length=200)
+    requirements = forms.CharField(
+        required=False, strip=False, label="Requirements (requirements.txt)",
+        widget=forms.Textarea(attrs={"rows": 4, "placeholder": "python-dateutil==2.9.0.post0\nsix==1.17.0",
+                                     "spellcheck": "false"}),
+        help_text="What the tests need beyond pytest, as a pip requirements file: one package per line, pinned "
+        "with == (hashes accepted, --hash=sha256:...), from the package index only: no URLs, paths, -e or "
+        "index options. Only packages with wheels install (nothing is compiled on the server). The self-check "
+        "builds the environment; candidates get the file in their download. Leave empty for pytest alone.",
+    )
+    python_version = forms.ChoiceField(
+        required=False, label="Python",
+        help_text="The interpreter the tests run with, from those this server has (TAKEHOME_PYTHONS).",
+    )
     time_limit_minutes = forms.IntegerField(
         initial=90, min_value=5, max_value=7 * 24 * 60, label="Time limit (minutes)",
         help_text="From 5 minutes to 7 days (10080). The clock starts when the candidate presses Start.",
@@ -115,6 +130,8 @@ class PacketVersionForm(forms.Form):
                 "prompt": base.prompt,
                 "test_command": base.test_command,
                 "time_limit_minutes": base.time_limit_minutes,
+                "requirements": base.requirements,
+                "python_version": base.python_version,
                 "protected_paths": "\n".join(base.protected_paths),
                 "forbidden_patterns": _format_map(base.forbidden_patterns),
                 "refusal_hints": _format_map(base.refusal_hints),
@@ -135,6 +152,11 @@ class PacketVersionForm(forms.Form):
             )
         self.fields[f"rubric_{rubric.TEST_NAMES_BUG.key}_definition"].help_text += (
             " The four cells are each pass or fail, never added up.")
+        versions = usable_versions()
+        default = f"The server's default ({versions[0]})" if versions else "The server's default"
+        kept = [base.python_version] if base is not None and base.python_version not in ("", *versions) else []
+        self.fields["python_version"].choices = [("", default), *((v, f"Python {v}") for v in versions),
+                                                 *((v, f"Python {v} (not on this server)") for v in kept)]
         if base is None:
             self.fields["fixture_zip"].required = True
             self.fields["solution_zip"].required = True
@@ -150,6 +172,24 @@ class PacketVersionForm(forms.Form):
             raise forms.ValidationError(f"The command cannot be read: {exc}.")
         if not parts:
             raise forms.ValidationError("Give the command that runs the tests.")
+        return value
+
+    def clean_requirements(self) -> str:
+        value = self.cleaned_data["requirements"]
+        text = value.replace("\r\n", "\n")
+        if not text.strip():
+            return ""
+        problems = check_requirements(text)
+        if problems:
+            raise forms.ValidationError(problems)
+        return text if text.endswith("\n") else text + "\n"
+
+    def clean_python_version(self) -> str:
+        value = self.cleaned_data["python_version"]
+        if value:
+            problems = environment_problems("", value)
+            if problems:
+                raise forms.ValidationError(problems)
         return value
 
     def clean_forbidden_patterns(self) -> dict[str, str]:
@@ -217,6 +257,8 @@ class PacketVersionForm(forms.Form):
             rubric={c.key: data[f"rubric_{c.key}"] for c in rubric.CELLS},
             rubric_definitions={c.key: data[f"rubric_{c.key}_definition"] or c.definition for c in rubric.CELLS},
             decoys=self._trees["decoys"] or {},
+            requirements=data["requirements"],
+            python_version=data["python_version"],
         )
 
 

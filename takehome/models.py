@@ -62,6 +62,11 @@ class PacketVersion(models.Model):
     forbidden_patterns = models.JSONField(default=dict, blank=True)
     refusal_hints = models.JSONField(default=dict, blank=True)
     time_limit_minutes = models.PositiveIntegerField(default=90)
+    # The environment the tests run in (grading/runner.py): a pip requirements
+    # file, pinned, from the package index only ("" = pytest alone), and a
+    # Python version such as "3.11" ("" = the server's default interpreter).
+    requirements = models.TextField(blank=True, default="")
+    python_version = models.CharField(max_length=20, blank=True, default="")
     # The rubric in this version's words: cell key -> label, and cell key -> what passes and fails it.
     rubric = models.JSONField(default=dict, blank=True)
     rubric_definitions = models.JSONField(default=dict, blank=True)
@@ -148,6 +153,8 @@ class PacketVersion(models.Model):
             refusal_hints=dict(self.refusal_hints),
             test_command=tuple(shlex.split(self.test_command)),
             time_limit_minutes=self.time_limit_minutes,
+            requirements=self.requirements,
+            python=self.python_version,
         )
 
 

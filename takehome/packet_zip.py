@@ -3,8 +3,10 @@
 ::
 
     packet.json          slug, title, test_command, time_limit_minutes, protected_paths,
-                         forbidden_patterns, refusal_hints (a name: a pattern or a list), rubric, rubric_definitions
+                         forbidden_patterns, refusal_hints (a name: a pattern or a list), rubric, rubric_definitions,
+                         python_version (optional: "3.11"; the server's default when absent)
     prompt.md            the candidate's prompt (Markdown)
+    requirements.txt     what the tests need beyond pytest (optional; pinned, from the package index only)
     fixture/             the tree handed to candidates
     solution/            the fixed production files
     reference_tests/     the hidden tests
@@ -36,19 +38,17 @@ FOLDERS = {
     "decoys": "decoys",
 }
 TOP_FILES = ("packet.json", "prompt.md")
+OPTIONAL_FILES = ("requirements.txt",)
 # Earlier versions, each laid out as the top level is: ``versions/<n>/packet.json``...
 HISTORY_FOLDER = "versions"
 KNOWN_KEYS = {"slug", "title", "test_command", "time_limit_minutes", "protected_paths",
-              "forbidden_patterns", "refusal_hints", "rubric", "rubric_definitions"}
-# Keys a later release of this format adds (a packet's own requirements and
-# Python version): accepted and not used yet, so a newer export still imports.
-FUTURE_KEYS = {"requirements", "python_version"}
+              "forbidden_patterns", "refusal_hints", "rubric", "rubric_definitions", "python_version"}
 SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
 
 
 def version_meta(version: PacketVersion) -> dict:
     """packet.json for a version."""
-    return {
+    meta = {
         "slug": version.packet.slug,
         "title": version.packet.title,
         "test_command": version.test_command,
@@ -59,6 +59,9 @@ def version_meta(version: PacketVersion) -> dict:
         "rubric": dict(version.rubric or {}),
         "rubric_definitions": dict(version.rubric_definitions or {}),
     }
+    if version.python_version:
+        meta["python_version"] = version.python_version
+    return meta
 
 
 def version_files(version: PacketVersion) -> dict[str, bytes]:
@@ -69,6 +72,8 @@ def version_files(version: PacketVersion) -> dict[str, bytes]:
         "packet.json": (json.dumps(version_meta(version), indent=2) + "\n").encode(),
         "prompt.md": version.prompt.encode(),
     }
+    if version.requirements:
+        files["requirements.txt"] = version.requirements.encode()
     for f in version.files.all():
         files[f"{folder[f.kind]}/{f.path}"] = bytes(f.content)
     return files
@@ -122,7 +127,7 @@ def parse_meta(data: bytes) -> dict:
         raise PacketError(f"packet.json is not valid JSON: {exc}.") from None
     if not isinstance(meta, dict):
         raise PacketError("packet.json must hold one JSON object ({...}).")
-    unknown = sorted(set(meta) - KNOWN_KEYS - FUTURE_KEYS)
+    unknown = sorted(set(meta) - KNOWN_KEYS)
     if unknown:
         raise PacketError("packet.json has keys this installation does not know: " + ", ".join(unknown)
                           + ". Known keys: " + ", ".join(sorted(KNOWN_KEYS)) + ".")
@@ -137,12 +142,15 @@ def parse_meta(data: bytes) -> dict:
     minutes = meta.get("time_limit_minutes", 90)
     if not isinstance(minutes, int) or isinstance(minutes, bool) or not 1 <= minutes <= 10080:
         raise PacketError("packet.json: time_limit_minutes must be a whole number from 1 to 10080.")
+    python_version = meta.get("python_version", "")
+    if not isinstance(python_version, str) or len(python_version) > 20:
+        raise PacketError('packet.json: python_version must be a version such as "3.11".')
     protected = meta.get("protected_paths", [])
     if not isinstance(protected, list) or not all(isinstance(p, str) for p in protected):
         raise PacketError("packet.json: protected_paths must be a list of fixture paths.")
     return {
         "slug": slug, "title": title.strip(), "test_command": command, "time_limit_minutes": minutes,
-        "protected_paths": tuple(protected),
+        "protected_paths": tuple(protected), "python_version": python_version,
         "forbidden_patterns": _patterns(meta.get("forbidden_patterns", {}), "forbidden_patterns"),
         "refusal_hints": _patterns(meta.get("refusal_hints", {}), "refusal_hints", several=True),
         "rubric": _strings(meta.get("rubric", {}), "rubric"),
@@ -179,11 +187,11 @@ def parse_packet(files: Mapping[str, bytes], nested: bool = False) -> tuple[str,
     """
     allowed = (*FOLDERS,) if nested else (*FOLDERS, HISTORY_FOLDER)
     unknown = sorted({p.split("/", 1)[0] + ("/" if "/" in p else "") for p in files
-                      if p not in TOP_FILES and p.split("/", 1)[0] not in allowed})
+                      if p not in (*TOP_FILES, *OPTIONAL_FILES) and p.split("/", 1)[0] not in allowed})
     if unknown:
         raise PacketError("Unknown files at the top of the packet: " + ", ".join(unknown)
-                          + ". A packet holds packet.json, prompt.md, fixture/, solution/, "
-                            "reference_tests/ and decoys/<name>/ only.")
+                          + ". A packet holds packet.json, prompt.md, requirements.txt (optional), fixture/, "
+                            "solution/, reference_tests/ and decoys/<name>/ only.")
     for name in TOP_FILES:
         if name not in files:
             raise PacketError(f"The packet has no {name} at its top level.")
@@ -195,6 +203,10 @@ def parse_packet(files: Mapping[str, bytes], nested: bool = False) -> tuple[str,
         prompt = files["prompt.md"].decode("utf-8")
     except UnicodeDecodeError:
         raise PacketError("prompt.md must be UTF-8 text.") from None
+    try:
+        requirements = files.get("requirements.txt", b"").decode("utf-8").replace("\r\n", "\n")
+    except UnicodeDecodeError:
+        raise PacketError("requirements.txt must be UTF-8 text.") from None
     trees = {folder: {p.split("/", 1)[1]: d for p, d in files.items() if p.startswith(folder + "/")}
              for folder in FOLDERS}
     loose = sorted(p for p in trees["decoys"] if "/" not in p)
@@ -218,5 +230,7 @@ def parse_packet(files: Mapping[str, bytes], nested: bool = False) -> tuple[str,
         rubric=meta["rubric"] or None,
         rubric_definitions=meta["rubric_definitions"] or None,
         decoys=decoys,
+        requirements=requirements,
+        python_version=meta["python_version"],
     )
     return meta["slug"], meta["title"], content

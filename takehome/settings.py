@@ -335,6 +335,14 @@ LOGGING = {
 SANDBOX_HOME = sandbox_home(VAR_DIR)
 GRADING_RUNNER_DIR = Path(env.str("TAKEHOME_RUNNER_DIR", default=str(SANDBOX_HOME / "runner")))
 GRADING_SCRATCH_DIR = Path(env.str("TAKEHOME_SCRATCH_DIR", default=str(SANDBOX_HOME / "scratch")))
+# Packets that need more than pytest (a requirements.txt, another Python) run in
+# a virtualenv of their own, built once per (Python, requirements) under
+# RUNNERS_DIR (grading/runner.py); PYTHONS lists the interpreters a packet may
+# choose from, the first being the default; PIP_INDEX_URL, when set, is the
+# package index those builds use (else pip's own configuration decides).
+GRADING_RUNNERS_DIR = Path(env.str("TAKEHOME_RUNNERS_DIR", default=str(SANDBOX_HOME / "runners")))
+GRADING_PYTHONS = env.list("TAKEHOME_PYTHONS", default=["/usr/bin/python3"])
+GRADING_PIP_INDEX_URL = env.str("TAKEHOME_PIP_INDEX_URL", default="")
 GRADING_UID_BASE = env.int("TAKEHOME_SANDBOX_UID_BASE", default=62000)
 GRADING_SANDBOX_SLOTS = env.int("TAKEHOME_SANDBOX_SLOTS", default=8)
 GRADING_RUN_WALL_S = env.int("TAKEHOME_RUN_WALL_S", default=60)

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from grading.requirements import requirement_names
 from shared.access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, recruiter_required
 from shared.http import htmx_redirect
 from shared.models import WorkerHeartbeat
@@ -110,6 +111,7 @@ def packet_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "invitation_count": Invitation.objects.filter(packet_version__packet=packet).count(),
             "check": check,
             "funnel": pages.funnel(packet),
+            "requirement_count": len(requirement_names(version.requirements)),
         },
     )
 

@@ -20,6 +20,7 @@ import datetime
 import hashlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -107,11 +108,25 @@ def run_tests():
 
 
 def tests_could_not_run(output):
-    """Stop with a sentence to act on when pytest itself is missing (nothing is written or sent)."""
+    """Stop with a sentence to act on when pytest, or a package the project needs, is missing
+    (nothing is written or sent)."""
+    needs = os.path.isfile(os.path.join(str(ROOT), "requirements.txt"))
+    install = "-r requirements.txt" if needs else "pytest"
     if "No module named pytest" in output:
         sys.exit("pytest is not installed for this Python (%s). Install it with\n"
-                 "    %s -m pip install pytest\n"
-                 "then run this step again. Nothing was written or sent." % (sys.executable, sys.executable))
+                 "    %s -m pip install pytest%s\n"
+                 "then run this step again. Nothing was written or sent."
+                 % (sys.executable, sys.executable, " -r requirements.txt" if needs else ""))
+    # why only when no test ran to FAILED: a failing test may name a missing module on purpose.
+    missing = re.search(r"No module named '([^']+)'", output)
+    if needs and missing and "FAILED" not in output:
+        sys.exit("%s\n\nThe tests could not import %r with this Python (%s). The project's packages\n"
+                 "are listed in requirements.txt; install them with\n"
+                 "    %s -m pip install %s\n"
+                 "(in a virtual environment: see README.txt), then run this step again. If %r is a\n"
+                 "typo in a test, fix the test instead. Nothing was written or sent."
+                 % (tail(output), missing.group(1).split(".")[0], sys.executable, sys.executable, install,
+                    missing.group(1).split(".")[0]))
 
 
 def tail(output, lines=15):

@@ -13,8 +13,9 @@ from django.urls import reverse
 
 from grading.spec import SAMPLE_PACKET_DIR, read_tree
 from grading.tests.zips import make_zip, write_raw_zip, zeros_entry
-from takehome.actions import PacketError, do_import_packet
+from takehome.actions import PacketError, do_import_packet, do_load_sample_packet
 from takehome.models import Packet, PacketCheck, PacketFile, PacketVersion
+from takehome.packet_zip import export_zip
 
 pytestmark = pytest.mark.django_db
 
@@ -91,13 +92,27 @@ def test_importing_a_slug_that_exists_adds_a_version_and_changes_nothing_else(sa
     assert imported.version.checks.get().status == PacketCheck.Status.QUEUED
 
 
-def test_a_hand_made_zip_in_a_wrapping_folder_with_a_future_key_imports():
+def test_a_hand_made_zip_in_a_wrapping_folder_with_its_environment_imports_and_exports_the_same():
     files = sample_files()
     meta = json.loads(files["packet.json"])
     meta["python_version"] = "3.11"
     files["packet.json"] = json.dumps(meta).encode()
+    files["requirements.txt"] = b"six==1.17.0\r\n"
     imported = do_import_packet(upload(zip_bytes({f"refund-sum/{p}": d for p, d in files.items()})))
-    assert imported.new_packet and imported.version.files.filter(kind=PacketFile.Kind.DECOY).count() == 3
+    version = imported.version
+    assert imported.new_packet and version.files.filter(kind=PacketFile.Kind.DECOY).count() == 3
+    assert (version.python_version, version.requirements) == ("3.11", "six==1.17.0\n")
+    spec = version.to_spec()
+    assert (spec.python, spec.requirements) == ("3.11", "six==1.17.0\n")
+    again = zipfile.ZipFile(io.BytesIO(export_zip(version)))
+    assert again.read("requirements.txt") == b"six==1.17.0\n"
+    assert json.loads(again.read("packet.json"))["python_version"] == "3.11"
+
+
+def test_a_packet_without_an_environment_exports_none():
+    names = zipfile.ZipFile(io.BytesIO(export_zip(do_load_sample_packet(send_check=False)[0].latest_version())))
+    assert "requirements.txt" not in names.namelist()
+    assert "python_version" not in json.loads(names.read("packet.json"))
 
 
 def broken(change) -> bytes:
@@ -123,6 +138,9 @@ def with_meta(**changes):
     (broken(lambda f: f.update({"packet.json": b"{\"slug\": "})), "packet.json is not valid JSON"),
     (broken(lambda f: f.update({"packet.json": b"[1, 2]"})), "one JSON object"),
     (broken(with_meta(tittle="typo")), "keys this installation does not know: tittle"),
+    (broken(with_meta(python_version="2.7")), "Python 2.7 is not on this server"),
+    (broken(lambda f: f.update({"requirements.txt": b"requests @ https://example.com/r.whl\n"})), "line 1"),
+    (broken(lambda f: f.update({"requirements.txt": b"\xff\xfe"})), "requirements.txt must be UTF-8 text"),
     (broken(with_meta(slug="no spaces allowed")), "slug is required"),
     (broken(with_meta(time_limit_minutes="ninety")), "time_limit_minutes must be a whole number"),
     (broken(with_meta(refusal_hints={"x": "(unclosed"})), "not a valid regular expression"),

@@ -7,7 +7,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from grading.core import grade_archive
 from grading.management.packets import find_packet_version
-from grading.pipeline import grade_options, sandbox_from_settings
+from grading.pipeline import grade_options, sandbox_for_spec
+from grading.sandbox import SandboxUnavailable
 
 
 class Command(BaseCommand):
@@ -29,8 +30,11 @@ class Command(BaseCommand):
         path = Path(options["path"])
         if not path.is_file():
             raise CommandError(f"No file at {path}.")
+        spec = version.to_spec()
         try:
-            evidence = grade_archive(path, version.to_spec(), sandbox_from_settings(), options=grade_options())
+            evidence = grade_archive(path, spec, sandbox_for_spec(spec), options=grade_options())
+        except SandboxUnavailable as exc:  # this machine cannot grade: the sentence says why and how to fix it
+            raise CommandError(f"Grading cannot run here: {exc}") from exc
         except Exception as exc:  # an internal error: say what, exit 1
             traceback.print_exc(file=sys.stderr)
             raise CommandError(f"Grading failed on our side: {exc}") from exc
