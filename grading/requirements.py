@@ -136,8 +136,8 @@ def _parse_line(number: int, line: str) -> tuple[Pin | None, list[str]]:
     if not specifiers:
         problems.append(f"Line {number}: {name} has no version; pin one exactly, as {name}==<version>.")
     elif len(specifiers) > 1 or specifiers[0].operator != "==" or "*" in specifiers[0].version:
-        problems.append(f"Line {number}: {name}{requirement.specifier} is a range; pin one version "
-                        f"exactly, as {name}==<version>.")
+        problems.append(f"Line {number}: {name}{requirement.specifier} is not pinned to one version; pin "
+                        f"it exactly, as {name}==<version>.")
     if problems:
         return None, problems
     requirement.name = canonicalize_name(name)
