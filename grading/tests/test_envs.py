@@ -269,7 +269,7 @@ def test_concurrent_builds_of_one_env_build_it_once(env_root, system_python, loc
 
     def one() -> None:
         try:
-            results.append(build(env_root, system_python, "tinylib==1.1\n", local_index))
+            results.append(build(env_root, system_python, "", local_index))  # no requirements: pytest alone
         except BaseException as exc:  # shown by the assert below
             results.append(exc)
 
@@ -278,8 +278,9 @@ def test_concurrent_builds_of_one_env_build_it_once(env_root, system_python, loc
         thread.start()
     for thread in threads:
         thread.join()
-    assert results == [env_root / env_key("3.11", "tinylib==1.1\n")] * 2
+    assert results == [env_root / env_key("3.11", "")] * 2
     assert len(venvs) == 1
+    assert run_in(results[0], "import pytest; print(pytest.__version__)") == "9.2.0"
 
 
 def test_a_killed_build_is_not_used_and_is_cleaned(env_root, system_python, local_index):
@@ -290,3 +291,18 @@ def test_a_killed_build_is_not_used_and_is_cleaned(env_root, system_python, loca
     env = build(env_root, system_python, "tinylib==1.0\n", local_index)
     assert env == env_root / key and not half.exists() and not (env / "leftover").exists()
     assert run_in(env, "import tinylib; print(tinylib.VERSION)") == "1.0"
+
+
+@pytest.mark.slow
+def test_an_unreachable_index_is_the_machine_s_problem(env_root, system_python):
+    # why: port 9 (discard) has no listener here: the connection is refused at once.
+    with pytest.raises(RunnerUnavailable, match="the package index could not be reached"):
+        ensure_env(env_root, system_python, "tinylib==1.0\n", index_url="http://127.0.0.1:9/simple", isolated=True)
+    assert [path.name for path in env_root.iterdir() if path.is_dir() and path.name != ".pip-cache"] == []
+
+
+@pytest.mark.slow
+def test_an_index_without_the_runner_s_pins_is_the_machine_s_problem(env_root, system_python, tmp_path):
+    url = write_index(tmp_path / "index", [make_wheel(tmp_path, "tinylib", "1.0")])
+    with pytest.raises(RunnerUnavailable, match="the runner's own pins cannot be installed: .* is not on the package index"):
+        ensure_env(env_root, system_python, "tinylib==1.0\n", index_url=url, isolated=True)
