@@ -280,7 +280,15 @@ def _indented_after(output: str, heading: str) -> list[str]:
     return block
 
 
-def explain_pip_failure(output: str, pip: _Pip, python_version: str, ours: set[str]) -> Exception:
+def _unhashed(line: str) -> str:
+    """pip's line for a requirement without a pin or hash, less its download URL and temporary paths."""
+    if "--hash=" in line:  # pip wrote the line to add: "name==version --hash=sha256:..."
+        return line
+    parent = re.search(r"\(from ([^)\s]+?)(?:->|\))", line)
+    return line.split()[0] + (f" (needed by {parent.group(1)})" if parent else "")
+
+
+def _explain_pip_failure(output: str, pip: _Pip, python_version: str, ours: set[str]) -> Exception:
     """The exception for a failed pip install: RequirementsRefused naming the package when the
     packet is at fault, RunnerUnavailable when the machine or the index is.
 
@@ -298,10 +306,10 @@ def explain_pip_failure(output: str, pip: _Pip, python_version: str, ours: set[s
         return RequirementsRefused(f"These downloads do not match the --hash given for them: {named or output[-PIP_OUTPUT_KEPT:]}. "
                                    "Fix the hash or the version.")
     for heading in ("Hashes are required in --require-hashes mode", "all requirements must have their versions pinned"):
-        missing = _indented_after(output, heading)
+        missing = [_unhashed(line) for line in _indented_after(output, heading)]
         if missing:
             return RequirementsRefused("In hash-checking mode every package installed, dependencies too, needs "
-                                       f"a line name==version --hash=...; add: {'; '.join(missing)}.")
+                                       f"a line name==version --hash=...; these have none: {'; '.join(missing)}.")
     too_new = re.search(r"Package '(\S+)' requires a different Python: \S+ not in '([^']+)'", output)
     if too_new:
         return RequirementsRefused(f"{too_new.group(1)} needs Python {too_new.group(2)}, and this packet uses "
@@ -342,7 +350,7 @@ def _build_env(staging: Path, python: Interpreter, packet: list[Pin], pip: _Pip)
         for step in steps:
             done = pip(*step, *pip.index)
             if done.returncode != 0:
-                raise explain_pip_failure(done.stdout + done.stderr, pip, python.version, ours)
+                raise _explain_pip_failure(done.stdout + done.stderr, pip, python.version, ours)
     done = pip("check")
     if done.returncode != 0:
         output = (done.stdout + done.stderr).strip()

@@ -43,7 +43,7 @@ SYSTEM = Path("/usr/bin/python3")
 @dataclass(frozen=True)
 class LocalIndex:
     url: str
-    tinylib_sha256: str
+    sha256: dict[str, str]  # of each hand-made wheel, by project name
     setup_ran: Path  # the source-only release's setup.py would create this file
 
 
@@ -84,7 +84,7 @@ def local_index(tmp_path_factory) -> LocalIndex:
     ]
     url = write_index(tmp_path_factory.mktemp("index"), files,
                       requires_python={"needsnew-1.0-py3-none-any.whl": ">=3.99"})
-    return LocalIndex(url, sha256_of(files[0]), setup_ran)
+    return LocalIndex(url, {"tinylib": sha256_of(files[0]), "clash": sha256_of(files[2])}, setup_ran)
 
 
 @pytest.fixture
@@ -239,8 +239,11 @@ def test_the_sandbox_runs_tests_that_import_the_package(env_root, system_python,
                       "pytest 9.2.0 depends on pluggy<2 and >=1.6; The user requested (constraint) pluggy==0.9."),
     ("clash==1.0\n", "conflict with each other or with the runner's pytest (grading/runner-requirements.txt): "
                      "clash 1.0 has requirement pluggy<1, but you have pluggy 1.7.0."),
+    ("clash==1.0 --hash=sha256:{clash}\n", "In hash-checking mode every package installed, dependencies too, "
+                                           "needs a line name==version --hash=...; these have none: pluggy<1 (needed by clash==1.0)."),
 ])
 def test_what_cannot_be_installed_is_refused_by_name(env_root, system_python, local_index, requirements, message):
+    requirements = requirements.format(**local_index.sha256)
     with pytest.raises(RequirementsRefused) as refused:
         build(env_root, system_python, requirements, local_index)
     assert message in str(refused.value)
@@ -250,7 +253,7 @@ def test_what_cannot_be_installed_is_refused_by_name(env_root, system_python, lo
 
 
 def test_hash_checking_mode(env_root, system_python, local_index):
-    right = f"tinylib==1.0 \\\n    --hash=sha256:{local_index.tinylib_sha256}\n"
+    right = f"tinylib==1.0 \\\n    --hash=sha256:{local_index.sha256['tinylib']}\n"
     env = build(env_root, system_python, right, local_index)
     assert run_in(env, "import tinylib; print(tinylib.VERSION)") == "1.0"
     wrong = f"tinylib==1.0 --hash=sha256:{'0' * 64}\n"
@@ -258,7 +261,7 @@ def test_hash_checking_mode(env_root, system_python, local_index):
         build(env_root, system_python, wrong, local_index)
     assert str(refused.value).startswith(
         f"These downloads do not match the --hash given for them: tinylib 1.0 (the index has "
-        f"sha256:{local_index.tinylib_sha256})")
+        f"sha256:{local_index.sha256['tinylib']})")
 
 
 def test_concurrent_builds_of_one_env_build_it_once(env_root, system_python, local_index, monkeypatch):
@@ -306,3 +309,28 @@ def test_an_index_without_the_runner_s_pins_is_the_machine_s_problem(env_root, s
     url = write_index(tmp_path / "index", [make_wheel(tmp_path, "tinylib", "1.0")])
     with pytest.raises(RunnerUnavailable, match="the runner's own pins cannot be installed: .* is not on the package index"):
         ensure_env(env_root, system_python, "tinylib==1.0\n", index_url=url, isolated=True)
+
+
+HASHES_REQUIRED = """\
+ERROR: Hashes are required in --require-hashes mode, but they are missing from some requirements. Here is a list of \
+those requirements along with the hashes their downloaded archives actually had. Add lines like these to your \
+requirements files to prevent tampering. (If you did not enable --require-hashes manually, note that it turns on \
+automatically when any package has a hash.)
+    pluggy==0.9 --hash=sha256:bba34e24
+"""
+
+
+@pytest.mark.parametrize("output, kind, message", [
+    (HASHES_REQUIRED, RequirementsRefused, "dependencies too, needs a line name==version --hash=...; these have "
+                                           "none: pluggy==0.9 --hash=sha256:bba34e24."),
+    ("ERROR: Package 'needsnew' requires a different Python: 3.11.2 not in '>=3.99'\n", RequirementsRefused,
+     "needsnew needs Python >=3.99, and this packet uses Python 3.11."),
+    ("ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device\n", RunnerUnavailable,
+     "the disk is full"),
+    ("x" * 3000 + "\nERROR: something pip had never said before\n", RequirementsRefused,
+     "pip could not install the requirements:\n" + "x" * 1400),
+])
+def test_pip_s_other_failures_are_explained(output, kind, message):
+    explained = runner._explain_pip_failure(output, pip=None, python_version="3.11", ours=set())
+    assert isinstance(explained, kind) and message in str(explained)
+    assert len(str(explained)) < 1700
