@@ -190,6 +190,8 @@ def check_requirements(text: str | bytes) -> list[str]:
 def pins(text: str | bytes) -> list[Pin]:
     """The accepted pins, sorted by name; raises RequirementsRefused with every problem."""
     found, problems = _pins(text)
+    if len(problems) > 10:  # why: a 64 KB file of bad lines would make a page-long message
+        problems = [*problems[:10], f"And {len(problems) - 10:,} more problems."]
     if problems:
         raise RequirementsRefused(" ".join(problems))
     return sorted(found, key=lambda pin: pin.name)

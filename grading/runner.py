@@ -1,10 +1,12 @@
-"""The dedicated runner virtualenv that candidates' tests run in.
+"""The runner virtualenvs that candidates' tests run in.
 
-Built from Debian's ``/usr/bin/python3`` (never the pyenv interpreter under
-``/root``: mode 0700, so the sandbox's unprivileged uid could not execute it),
-under a world-readable folder, with only the pinned pytest. Plain Python, no
-Django: ``python -m grading.runner PATH`` builds it for ``make``, and the
-worker calls :func:`ensure_runner` on start.
+The default one (:func:`ensure_runner`) is built from Debian's ``/usr/bin/python3``
+(never the pyenv interpreter under ``/root``: mode 0700, so the sandbox's
+unprivileged uid could not execute it), under a world-readable folder, with only
+the pinned pytest: ``python -m grading.runner PATH`` builds it for ``make``, and
+the worker calls it on start. A packet that declares requirements or a Python
+gets its own (:func:`ensure_env`), one per (Python, requirements), shared by
+every packet that asks for the same. Plain Python, no Django.
 """
 
 from __future__ import annotations

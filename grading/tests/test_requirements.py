@@ -106,3 +106,9 @@ def test_normalised_refuses_bad_text_with_every_sentence():
     with pytest.raises(RequirementsRefused) as refused:
         normalised("attrs\nsix>=1\n")
     assert "Line 1: attrs has no version" in str(refused.value) and "Line 2: six>=1 is not pinned to one version" in str(refused.value)
+
+
+def test_the_refusal_lists_ten_problems_at_most():
+    with pytest.raises(RequirementsRefused) as refused:
+        normalised("attrs\n" * 25)
+    assert str(refused.value).count("Line ") == 10 and str(refused.value).endswith("And 15 more problems.")
