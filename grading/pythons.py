@@ -94,5 +94,7 @@ def choose(interpreters: Sequence[Interpreter], version: str) -> Interpreter:
     broken = [python for python in interpreters if python.version == version and python.problem]
     if broken:
         raise PythonUnavailable(f"Python {version} cannot be used on this server: {broken[0].problem}")
-    wanted = f"Python {version} is" if version else "No Python is"
-    raise PythonUnavailable(f"{wanted} not on this server; it has {have} (TAKEHOME_PYTHONS).")
+    if not version:
+        problems = " ".join(python.problem for python in interpreters) or "none is listed."
+        raise PythonUnavailable(f"No Python on this server can be used (TAKEHOME_PYTHONS): {problems}")
+    raise PythonUnavailable(f"Python {version} is not on this server; it has {have} (TAKEHOME_PYTHONS).")

@@ -136,8 +136,8 @@ def _parse_line(number: int, line: str) -> tuple[Pin | None, list[str]]:
     if not specifiers:
         problems.append(f"Line {number}: {name} has no version; pin one exactly, as {name}==<version>.")
     elif len(specifiers) > 1 or specifiers[0].operator != "==" or "*" in specifiers[0].version:
-        problems.append(f"Line {number}: {name}{requirement.specifier} is a range; pin one version "
-                        f"exactly, as {name}==<version>.")
+        problems.append(f"Line {number}: {name}{requirement.specifier} is not pinned to one version; pin "
+                        f"it exactly, as {name}==<version>.")
     if problems:
         return None, problems
     requirement.name = canonicalize_name(name)
@@ -190,6 +190,8 @@ def check_requirements(text: str | bytes) -> list[str]:
 def pins(text: str | bytes) -> list[Pin]:
     """The accepted pins, sorted by name; raises RequirementsRefused with every problem."""
     found, problems = _pins(text)
+    if len(problems) > 10:  # why: a 64 KB file of bad lines would make a page-long message
+        problems = [*problems[:10], f"And {len(problems) - 10:,} more problems."]
     if problems:
         raise RequirementsRefused(" ".join(problems))
     return sorted(found, key=lambda pin: pin.name)
