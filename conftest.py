@@ -7,6 +7,7 @@ missing part is a failure with the reason, never a silent skip.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -404,3 +406,56 @@ def screenshot(page, name: str) -> Path:
 def _fast_password_hashing(settings):
     # why: the default hasher is slow on purpose; tests log in hundreds of times.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+# -- a package index on disk, for packets' environments (no network) ----------------------
+
+@dataclass(frozen=True)
+class LocalIndex:
+    url: str
+    sha256: dict[str, str]  # of each hand-made wheel, by project name
+    setup_ran: Path  # the source-only release's setup.py would create this file
+
+
+def _runner_wheels() -> Path:
+    """The runner's pinned wheels, downloaded once into var/ (for each version of the pins)."""
+    from django.conf import settings
+
+    from grading.runner import RUNNER_REQUIREMENTS
+
+    digest = hashlib.sha256(RUNNER_REQUIREMENTS.read_bytes()).hexdigest()[:12]
+    folder = Path(settings.VAR_DIR) / "test-wheels" / digest
+    if not (folder / "complete").exists():
+        staging = folder.with_name(folder.name + f".{os.getpid()}")
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",
+             "-d", str(staging), "-r", str(RUNNER_REQUIREMENTS)],
+            capture_output=True, text=True,
+        )
+        require(done.returncode == 0, f"could not download the runner's wheels: {done.stderr[-500:]}")
+        (staging / "complete").write_text("")
+        shutil.rmtree(folder, ignore_errors=True)
+        staging.rename(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def local_index(tmp_path_factory) -> LocalIndex:
+    """A PEP 503 index on disk: tinylib 1.0 and 1.1, clash (needs pluggy<1), an old pluggy,
+    needsnew (Python >=3.99 only), srconly (source only) and the runner's pinned wheels."""
+    from grading.tests.pypi import make_sdist, make_wheel, sha256_of, write_index
+
+    made = tmp_path_factory.mktemp("wheels")
+    setup_ran = tmp_path_factory.mktemp("setup") / "setup-ran"
+    files = [
+        make_wheel(made, "tinylib", "1.0"),
+        make_wheel(made, "tinylib", "1.1"),
+        make_wheel(made, "clash", "1.0", requires=["pluggy<1"]),
+        make_wheel(made, "pluggy", "0.9"),
+        make_wheel(made, "needsnew", "1.0", requires_python=">=3.99"),
+        make_sdist(made, "srconly", "1.0", setup_writes=setup_ran),
+        *sorted(_runner_wheels().glob("*.whl")),
+    ]
+    url = write_index(tmp_path_factory.mktemp("index"), files,
+                      requires_python={"needsnew-1.0-py3-none-any.whl": ">=3.99"})
+    return LocalIndex(url, {"tinylib": sha256_of(files[0]), "clash": sha256_of(files[2])}, setup_ran)

@@ -8,15 +8,12 @@ var/), with pip isolated from this machine's configuration: no network.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,56 +32,9 @@ from grading.runner import (
     prune_envs,
     runner_python,
 )
-from grading.tests.pypi import make_sdist, make_wheel, sha256_of, write_index
+from grading.tests.pypi import make_wheel, write_index
 
 SYSTEM = Path("/usr/bin/python3")
-
-
-@dataclass(frozen=True)
-class LocalIndex:
-    url: str
-    sha256: dict[str, str]  # of each hand-made wheel, by project name
-    setup_ran: Path  # the source-only release's setup.py would create this file
-
-
-def _runner_wheels() -> Path:
-    """The runner's pinned wheels, downloaded once into var/ (for each version of the pins)."""
-    from django.conf import settings
-
-    digest = hashlib.sha256(RUNNER_REQUIREMENTS.read_bytes()).hexdigest()[:12]
-    folder = Path(settings.VAR_DIR) / "test-wheels" / digest
-    if not (folder / "complete").exists():
-        staging = folder.with_name(folder.name + f".{os.getpid()}")
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",
-             "-d", str(staging), "-r", str(RUNNER_REQUIREMENTS)],
-            capture_output=True, text=True,
-        )
-        require(done.returncode == 0, f"could not download the runner's wheels: {done.stderr[-500:]}")
-        (staging / "complete").write_text("")
-        shutil.rmtree(folder, ignore_errors=True)
-        staging.rename(folder)
-    return folder
-
-
-@pytest.fixture(scope="session")
-def local_index(tmp_path_factory) -> LocalIndex:
-    """A PEP 503 index on disk: tinylib 1.0 and 1.1, clash (needs pluggy<1), an old pluggy,
-    needsnew (Python >=3.99 only), srconly (source only) and the runner's pinned wheels."""
-    made = tmp_path_factory.mktemp("wheels")
-    setup_ran = tmp_path_factory.mktemp("setup") / "setup-ran"
-    files = [
-        make_wheel(made, "tinylib", "1.0"),
-        make_wheel(made, "tinylib", "1.1"),
-        make_wheel(made, "clash", "1.0", requires=["pluggy<1"]),
-        make_wheel(made, "pluggy", "0.9"),
-        make_wheel(made, "needsnew", "1.0", requires_python=">=3.99"),
-        make_sdist(made, "srconly", "1.0", setup_writes=setup_ran),
-        *sorted(_runner_wheels().glob("*.whl")),
-    ]
-    url = write_index(tmp_path_factory.mktemp("index"), files,
-                      requires_python={"needsnew-1.0-py3-none-any.whl": ">=3.99"})
-    return LocalIndex(url, {"tinylib": sha256_of(files[0]), "clash": sha256_of(files[2])}, setup_ran)
 
 
 @pytest.fixture

@@ -2,7 +2,11 @@
 page, the packet's page, and `manage.py check` (step 8)."""
 
 import io
+import os
+import shutil
+import tempfile
 import zipfile
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -12,8 +16,8 @@ from grading import environments
 from grading.sandbox import interpreter_binds
 from grading.system_checks import pythons_available
 from sessions_app.tests.conftest import url
-from takehome.actions import VersionContent, do_create_version, sample_content
-from takehome.models import Invitation, Packet, PacketVersion
+from takehome.actions import VersionContent, do_check_version_now, do_create_version, sample_content
+from takehome.models import Invitation, Packet, PacketCheck, PacketVersion
 from takehome.tests.factories import InvitationFactory
 
 from .test_packet_create import form_data
@@ -26,12 +30,12 @@ def post_new(client, **overrides):
 
 
 @pytest.mark.parametrize("requirements, words", [
-    ("requests @ https://example.com/requests.whl\n", "line 1"),
-    ("six==1.17.0\n./local-package\n", "line 2"),
-    ("-e git+https://example.com/x.git#egg=x\n", "line 1"),
-    ("six>=1.0\n", "six"),
-    ("--index-url https://evil.example.com/simple\nsix==1.17.0\n", "line 1"),
-    ("six==1.17.0\n" + "# padding\n" * 120_000, "requirements"),
+    ("requests @ https://example.com/requests.whl\n", "Line 1: requests @ https://example.com/requests.whl is a URL"),
+    ("six==1.17.0\n./local-package\n", "Line 2: ./local-package is a local path"),
+    ("-e git+https://example.com/x.git#egg=x\n", "Line 1"),
+    ("six>=1.0\n", "Line 1: six&gt;=1.0 is not pinned"),
+    ("--index-url https://evil.example.com/simple\nsix==1.17.0\n", "Line 1: --index-url changes where packages come from"),
+    ("six==1.17.0\n" + "# padding\n" * 120_000, "the limit is 65,536 bytes"),
 ])
 def test_requirements_that_are_not_pinned_packages_from_the_index_are_refused_at_save(
         recruiter_client, requirements, words):
@@ -58,7 +62,7 @@ def test_the_form_offers_the_servers_pythons_and_keeps_a_good_environment(recrui
     detail = recruiter_client.get(version.packet.get_absolute_url()).content.decode()
     assert 'id="packet-requirements"' in detail and "six==1.17.0" in detail and "Python 3.11" in detail
     edit = recruiter_client.get(reverse("takehome:packet-edit", args=["adding"])).content.decode()
-    assert "six==1.17.0</textarea>" in edit
+    assert "six==1.17.0\n</textarea>" in edit
 
 
 def test_validate_content_refuses_a_bad_environment_from_any_door():
@@ -91,16 +95,18 @@ def test_the_download_carries_the_requirements_and_says_how_to_install_them(clie
     files = unzip(client.get(url("download", needs)).content)
     assert files["refund-sum/requirements.txt"] == b"six==1.17.0\n"
     readme = files["refund-sum/README.txt"].decode()
-    assert "python -m venv .venv" in readme and "python -m pip install pytest -r requirements.txt" in readme
+    assert "  python -m venv .venv\n" in readme and "python -m pip install pytest -r requirements.txt" in readme
     assert "Python 3.11" in readme
     page = client.get(url("landing", needs)).content.decode()
     assert 'id="environment-step"' in page and "pip install pytest -r requirements.txt" in page
 
 
-def test_a_packet_without_requirements_downloads_none_and_says_pytest_is_enough(client, started):
+def test_a_packet_without_requirements_downloads_none_and_says_pytest_is_enough(client, invitation):
+    started = invitation
+    client.post(url("start", started), {"confirm": "yes"})
     files = unzip(client.get(url("download", started)).content)
     assert "refund-sum/requirements.txt" not in files
-    assert "needs nothing else" in files["refund-sum/README.txt"].decode()
+    assert "the project needs nothing else" in " ".join(files["refund-sum/README.txt"].decode().split())
     assert 'id="environment-step"' not in client.get(url("landing", started)).content.decode()
 
 
@@ -140,3 +146,69 @@ def test_a_runner_built_from_an_interpreter_outside_usr_sees_its_prefix_read_onl
                         ("/bin", []), ("/opt/bin", [])):
         (runner / "pyvenv.cfg").write_text(f"home = {home}\ninclude-system-site-packages = false\n")
         assert interpreter_binds(runner) == binds, home
+
+
+@pytest.fixture
+def runners_root(settings, local_index):
+    """Packets' environments built from the local index into a folder the sandbox's uids can reach."""
+    folder = Path(tempfile.mkdtemp(prefix="th-runners-", dir="/var/tmp"))
+    os.chmod(folder, 0o755)
+    settings.GRADING_RUNNERS_DIR = folder
+    settings.GRADING_PIP_INDEX_URL = local_index.url
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def version_needing(requirements: str) -> PacketVersion:
+    slug, title, content = sample_content()
+    packet = Packet.objects.create(slug=f"env-{abs(hash(requirements)) % 10_000}", title=title)
+    return do_create_version(packet, VersionContent(**{**content.__dict__, "requirements": requirements}),
+                             send_check=False)
+
+
+@pytest.mark.parametrize("requirements, named", [
+    ("tinylib==9.9\n", "tinylib"),
+    ("no-such-project-anywhere==1.0\n", "no-such-project-anywhere"),
+    ("srconly==1.0\n", "srconly"),
+])
+def test_a_package_that_cannot_be_installed_fails_the_self_check_by_name_and_stays_a_draft(
+        runners_root, requirements, named):
+    version = version_needing(requirements)
+    check = do_check_version_now(version)
+    assert check.status == PacketCheck.Status.FAILED, check.error
+    first = check.results[0]
+    assert first["check_id"] == "environment" and not first["passed"]
+    assert named in first["summary"] and "could not be built" in first["summary"]
+    assert all(not r["passed"] and "Not run" in r["summary"] for r in check.results[1:])
+    assert version.state == PacketVersion.DRAFT and version.refusal_to_invite()
+    assert not [p for p in runners_root.iterdir() if p.name.startswith("py") and not p.name.endswith(".lock")]
+
+
+def test_an_installable_environment_is_built_once_and_the_checks_run_in_it(runners_root, client, invitation):
+    version = version_needing("tinylib==1.0\n")
+    check = do_check_version_now(version)
+    assert check.status == PacketCheck.Status.PASSED, check.results
+    first = check.results[0]
+    assert first["check_id"] == "environment" and first["passed"] and "1 pinned package" in first["summary"]
+    (built,) = [p for p in runners_root.iterdir() if p.is_dir() and p.name.startswith("py3.11-")]
+    assert str(built) in first["log"]
+    assert environments.ready_runner(version.to_spec()) == built
+    # The sandbox runs the packet's own environment: tinylib imports there, and not in the shared runner.
+    from grading.pipeline import sandbox_for_spec
+
+    with tempfile.TemporaryDirectory() as tree:
+        Path(tree, "test_env.py").write_text("import tinylib\n\ndef test_it():\n    assert tinylib.VERSION == '1.0'\n")
+        os.chmod(tree, 0o755)
+        assert sandbox_for_spec(version.to_spec()).run(Path(tree), ("python", "-m", "pytest", "-q")).outcome == "passed"
+    again = do_check_version_now(version)
+    assert again.status == PacketCheck.Status.PASSED
+    assert [p for p in runners_root.iterdir() if p.is_dir() and p.name.startswith("py3.11-")] == [built]
+    # build_runners finds it ready; prune_runners keeps it while the version is in use, removes it after.
+    out = io.StringIO()
+    call_command("build_runners", stdout=out)
+    assert f"ready  {version}: {built}" in out.getvalue()
+    call_command("prune_runners", stdout=out)
+    assert built.is_dir()
+    do_create_version(version.packet, sample_content()[2], send_check=False)  # a new latest, no live invitation
+    call_command("prune_runners", stdout=out)
+    assert not built.exists() and f"removed {built}" in out.getvalue()

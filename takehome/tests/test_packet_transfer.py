@@ -139,7 +139,7 @@ def with_meta(**changes):
     (broken(lambda f: f.update({"packet.json": b"[1, 2]"})), "one JSON object"),
     (broken(with_meta(tittle="typo")), "keys this installation does not know: tittle"),
     (broken(with_meta(python_version="2.7")), "Python 2.7 is not on this server"),
-    (broken(lambda f: f.update({"requirements.txt": b"requests @ https://example.com/r.whl\n"})), "line 1"),
+    (broken(lambda f: f.update({"requirements.txt": b"requests @ https://example.com/r.whl\n"})), "Line 1: requests @ https://example.com/r.whl is a URL"),
     (broken(lambda f: f.update({"requirements.txt": b"\xff\xfe"})), "requirements.txt must be UTF-8 text"),
     (broken(with_meta(slug="no spaces allowed")), "slug is required"),
     (broken(with_meta(time_limit_minutes="ninety")), "time_limit_minutes must be a whole number"),
