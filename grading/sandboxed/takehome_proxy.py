@@ -241,8 +241,8 @@ def _attribute(module, path):
     return _describe(module, path, reply)
 
 
-def import_root(module, file):
-    """The folder, relative to the working folder (the tree's root), that ``module`` at ``file`` is imported from.
+def import_root(module, file, cwd):
+    """The folder, relative to ``cwd`` (the tree's root), that ``module`` at ``file`` is imported from.
 
     ``payterms.terms`` at ``/tree/src/payterms/terms.py`` gives ``src``; a
     package's ``__init__.py`` counts as the package. A file outside the tree,
@@ -256,7 +256,7 @@ def import_root(module, file):
         if name != part:
             return ""
         folder, name = os.path.split(folder)
-    root = os.path.relpath(os.path.join(folder, name), os.getcwd())
+    root = os.path.relpath(os.path.join(folder, name), cwd)
     if root == os.curdir or root == os.pardir or root.startswith(os.pardir + os.sep):
         return ""
     return root
@@ -265,7 +265,7 @@ def import_root(module, file):
 def module_hooks(module, file=None):
     """``__getattr__`` and ``__dir__`` for a stand-in module named ``module`` at ``file`` (PEP 562)."""
     if file:
-        _roots[module] = import_root(module, file)
+        _roots[module] = import_root(module, file, os.getcwd())
 
     def __getattr__(name):
         if name == "__all__":

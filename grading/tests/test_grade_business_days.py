@@ -1,0 +1,132 @@
+"""The grader on submissions to business-days, a packet shaped like a real project.
+
+A src/ package on python-dateutil, tests under tests/ with conftest.py
+fixtures, pytest configured in pyproject.toml: every rerun, the hidden tests
+across the boundary, the decoys, the red log, canaries and diff must work
+for it as they do for refund-sum (test_grade_corpus.py). Real bubblewrap,
+a runner that holds the packet's requirements, real pytest.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from grading.core import RUN_NAMES, GradeOptions, grade_archive
+
+from . import corpus
+
+PACKET = corpus.BUSINESS_DAYS
+SPEC = PACKET.spec()
+TERMS = "src/payterms/terms.py"
+HOLIDAYS = "src/payterms/holidays.txt"
+ALL_RIGHT = {
+    "submitted": ("passed", True),
+    "tests_vs_original": ("failed", True),
+    "tests_vs_solution": ("passed", True),
+    "reference_vs_submitted": ("passed", True),
+}
+# A test of the weekday case alone: it catches the bug, but none of the decoys (each is right on it).
+WEEKDAY_ONLY = SPEC.fixture["tests/test_terms.py"].replace(b"import pytest\n", b"from datetime import date\n\nimport pytest\n", 1) + b'''
+
+def test_a_monday_invoice_on_net_1_is_due_tuesday():
+    assert due_date(date(2026, 3, 2), "Net 1", holidays=()) == date(2026, 3, 3)
+'''
+
+
+@pytest.fixture
+def grade(business_days_sandbox, tmp_path):
+    def run(files: dict[str, bytes], spec=SPEC) -> dict:
+        path = corpus.zip_with_times(tmp_path / "s.zip", files, packet=PACKET)
+        return grade_archive(path, spec, business_days_sandbox, options=GradeOptions(cache_dir=tmp_path / "cache"))
+    return run
+
+
+def outcomes(evidence: dict) -> dict[str, tuple[str, bool]]:
+    return {name: (run["outcome"], run["as_expected"]) for name, run in evidence["runs"].items() if name in RUN_NAMES}
+
+
+def decoys_caught(evidence: dict) -> dict[str, bool]:
+    return {d["name"]: d["caught"] for d in evidence["runs"]["tests_vs_decoys"]["decoys"]}
+
+
+@pytest.mark.parametrize("tests_package", [False, True], ids=["tests-folder", "tests-package"])
+def test_the_ideal_submission_grades_like_refund_sums(grade, tests_package):
+    spec, files = SPEC, corpus.honest_files(PACKET)
+    if tests_package:  # the same packet with tests/__init__.py: pytest imports tests.test_terms
+        spec = replace(SPEC, fixture={**SPEC.fixture, "tests/__init__.py": b""})
+        files["tests/__init__.py"] = b""
+    evidence = grade(files, spec)
+    assert evidence["archive"]["accepted"] is True
+    assert evidence["red_log"]["genuine"] is True, evidence["red_log"]
+    assert evidence["timeline"]["ok"] is True, evidence["timeline"]["problems"]
+    assert outcomes(evidence) == ALL_RIGHT, {n: evidence["runs"][n]["log"][-2000:] for n in RUN_NAMES}
+    reference = evidence["runs"]["reference_vs_submitted"]
+    assert (reference["passed"], reference["missing_reference_tests"]) == (8, [])
+    assert all(t["nodeid"].startswith("tests/test_reference_due_dates.py::") for t in reference["tests"])
+    assert set(decoys_caught(evidence).values()) == {True}
+    decoys = evidence["runs"]["tests_vs_decoys"]
+    assert (decoys["outcome"], decoys["as_expected"], decoys["caught"], decoys["total"]) == ("failed", True, 3, 3)
+    for name in ("submitted", "tests_vs_original", "tests_vs_solution"):
+        integrity = evidence["runs"][name]["integrity"]
+        assert (integrity["canaries_failed"], integrity["tampered"], integrity["unconfirmed"]) == (3, [], []), integrity
+        assert all(c.startswith("tests/test_terms.py::") for c in integrity["canaries"])
+    assert evidence["diff"]["flags"] == []
+    assert [f["path"] for f in evidence["diff"]["files"]] == ["tests/test_terms.py", TERMS]
+    assert evidence["refusal"] == {"present": True, "specific": True, "mentions": ["one more day"]}
+    assert (evidence["original_run"]["outcome"], evidence["original_run"]["failing_ids"]) == ("passed", [])
+    # The same evidence as refund-sum's ideal submission gives, section by section and run by run.
+    ideal = json.loads((Path(__file__).parent / "evidence_ideal.json").read_text())
+    assert evidence.keys() == ideal.keys()
+    for name, run in ideal["runs"].items():
+        assert run.keys() <= evidence["runs"][name].keys(), name
+
+
+@pytest.mark.parametrize("log", ["business-days/pytest7_cand_default.log", "business-days/pytest8_cand_v.log"])
+def test_a_red_log_from_an_older_pytest_is_genuine(grade, log):
+    evidence = grade(corpus.honest_files(PACKET, **{"artifacts/red.log": corpus.red_log(log)}))
+    assert evidence["red_log"]["genuine"] is True, evidence["red_log"]
+    assert any(s.endswith("matches the tests_vs_original run") for s in evidence["red_log"]["signals"])
+
+
+def test_a_fix_that_counts_one_more_day_fails_the_hidden_tests(grade):
+    files = corpus.honest_files(PACKET, **{TERMS: SPEC.decoys["count-one-more"][TERMS],
+                                           "tests/test_terms.py": WEEKDAY_ONLY})
+    evidence = grade(files)
+    assert outcomes(evidence) == {**ALL_RIGHT, "reference_vs_submitted": ("failed", False)}
+    assert "test_a_weekend_issue_counts_from_monday" in evidence["runs"]["reference_vs_submitted"]["log"]
+    assert set(decoys_caught(evidence).values()) == {False}
+
+
+def test_a_test_that_does_not_catch_the_bug_is_seen(grade):
+    saturday = WEEKDAY_ONLY.replace(b"date(2026, 3, 2), \"Net 1\"", b"date(2026, 3, 7), \"Net 1\"").replace(
+        b"date(2026, 3, 3)\n", b"date(2026, 3, 9)\n").replace(b"a_monday", b"a_saturday").replace(b"tuesday", b"monday")
+    evidence = grade(corpus.honest_files(PACKET, **{"tests/test_terms.py": saturday}))
+    assert outcomes(evidence)["tests_vs_original"] == ("passed", False)
+    assert outcomes(evidence)["reference_vs_submitted"] == ("passed", True)
+
+
+def test_a_conftest_that_forces_passes_is_caught(grade):
+    cheat = SPEC.fixture["tests/conftest.py"] + b'''
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+'''
+    evidence = grade(corpus.honest_files(PACKET, **{TERMS: SPEC.fixture[TERMS], "tests/conftest.py": cheat}))
+    assert "conftest_hooks:tests/conftest.py" in evidence["diff"]["flags"]
+    assert evidence["runs"]["submitted"]["outcome"] != "passed"
+    assert evidence["runs"]["submitted"]["integrity"]["tampered"]
+    assert outcomes(evidence)["reference_vs_submitted"] == ("failed", False)
+
+
+def test_the_packets_closures_are_restored_for_the_hidden_tests(grade):
+    # One more closure on 28 December moves the reference's Net 2 from 23 December to the 30th.
+    edited = SPEC.fixture[HOLIDAYS] + b"2026-12-28  Staff day\n"
+    evidence = grade(corpus.honest_files(PACKET, **{HOLIDAYS: edited}))
+    assert f"protected_changed:{HOLIDAYS}" in evidence["diff"]["flags"]
+    assert outcomes(evidence)["reference_vs_submitted"] == ("passed", True)
