@@ -20,6 +20,7 @@ import datetime
 import hashlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -107,11 +108,20 @@ def run_tests():
 
 
 def tests_could_not_run(output):
-    """Stop with a sentence to act on when pytest itself is missing (nothing is written or sent)."""
+    """Stop with a sentence to act on when pytest, or a package the project needs, is missing (nothing is
+    written or sent)."""
     if "No module named pytest" in output:
         sys.exit("pytest is not installed for this Python (%s). Install it with\n"
                  "    %s -m pip install pytest\n"
                  "then run this step again. Nothing was written or sent." % (sys.executable, sys.executable))
+    missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", output)
+    # why not when a test FAILED: then the tests ran, and the import is the candidate's own business.
+    if missing and "FAILED" not in output and (ROOT / "requirements.txt").is_file():
+        sys.exit("%s\n\nThe tests could not import %s. The packages this project needs are in requirements.txt;\n"
+                 "install them for this Python (%s) with\n"
+                 "    %s -m pip install -r requirements.txt\n"
+                 "then run this step again. Nothing was written or sent."
+                 % (tail(output), missing.group(1), sys.executable, sys.executable))
 
 
 def tail(output, lines=15):
