@@ -83,11 +83,11 @@ REFUND_SUM = Sample("refund-sum", "test_invoices.py", HONEST_TEST, "pytest9_orig
                     PROMPT, MODEL, REFUSE, HONEST_MINUTES)
 
 _TERMS_TEST = sample_spec("business-days").fixture["tests/test_terms.py"]
-# The fixture's tests, plus one written first that names the bug (the red log's failing test).
+# The fixture's tests (one fails: the Monday invoice), plus one that names the rule the bug breaks.
 BUSINESS_DAYS = Sample(
     "business-days",
     "tests/test_terms.py",
-    _TERMS_TEST.replace(b"import pytest\n", b"from datetime import date\n\nimport pytest\n", 1) + b'''
+    _TERMS_TEST + b'''
 
 @pytest.mark.parametrize(("issued", "terms", "due"), [
     (date(2026, 3, 2), "Net 1", date(2026, 3, 3)),  # Monday: the issue day does not count
@@ -97,7 +97,7 @@ BUSINESS_DAYS = Sample(
 def test_due_date_counts_business_days_after_the_issue_day(closures, issued, terms, due):
     assert due_date(issued, terms, holidays=closures) == due
 ''',
-    "business-days/pytest9_cand_q.log",
+    "business-days/pytest9_orig_q.log",
     "business-days/pytest9_green_q.log",
     b"""payterms.due_date counts the issue day when an invoice is issued on a weekday.
 tests/test_terms.py expects Net 1 from Monday 2 March 2026 to be due Tuesday 3 March.
@@ -109,7 +109,7 @@ Do not touch holidays.txt or the existing tests.
     b"The model also offered to take one more occurrence (count + 1). That is right for a weekday issue but "
     b"a day late for an invoice issued on a Saturday, so I did not apply it.\n",
     {**{k: v for k, v in HONEST_MINUTES.items() if k not in ("test_invoices.py", "invoices.py")},
-     "tests/test_terms.py": 0.5, "src/payterms/terms.py": 6},
+     "tests/test_terms.py": 2, "src/payterms/terms.py": 6},
 )
 
 
