@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grading.core import RUN_NAMES, GradeOptions, grade_archive
+from grading.core import RUN_NAMES, STAND_IN, GradeOptions, grade_archive, hidden_test_tree, rerun_trees
 from grading.selfcheck import check_packet
 
 from . import corpus
@@ -46,6 +46,22 @@ def outcomes(evidence: dict) -> dict[str, tuple[str, bool]]:
 
 def decoys_caught(evidence: dict) -> dict[str, bool]:
     return {d["name"]: d["caught"] for d in evidence["runs"]["tests_vs_decoys"]["decoys"]}
+
+
+def test_the_trees_of_a_package_project_keep_its_paths():
+    hidden = hidden_test_tree(SPEC)
+    # The packet's own package, data, configuration and fixtures; a stand-in for the production module.
+    assert sorted(hidden) == ["pyproject.toml", "src/payterms/__init__.py", "src/payterms/holidays.py",
+                              HOLIDAYS, TERMS, "tests/conftest.py", "tests/test_reference_due_dates.py"]
+    assert hidden[TERMS] == STAND_IN
+    files = corpus.honest_files(PACKET, **{HOLIDAYS: b"2026-12-28\n", "tests/test_more.py": b"def test_x():\n    pass\n"})
+    trees = rerun_trees(files, SPEC)
+    assert trees["tests_vs_original"][TERMS] == SPEC.fixture[TERMS]
+    assert trees["tests_vs_solution"][TERMS] == SPEC.solution[TERMS]
+    assert {trees[name][HOLIDAYS] for name in RUN_NAMES[1:]} == {SPEC.fixture[HOLIDAYS]}
+    # The candidate's side of the reference run: their code under src/, none of their tests or configuration.
+    assert sorted(trees["reference_vs_submitted"]) == ["src/payterms/__init__.py", "src/payterms/holidays.py",
+                                                       HOLIDAYS, TERMS]
 
 
 @pytest.mark.parametrize("tests_package", [False, True], ids=["tests-folder", "tests-package"])
