@@ -52,6 +52,7 @@ def _module(name, root=""):
     """Import the candidate's module once; an import that fails fails every use, the same way."""
     if name not in _modules:
         _add_import_root(root)
+
         def give_up(signum, frame):
             raise TimeoutError("importing %s took longer than %g s" % (name, CALL_TIMEOUT_S))
         signal.signal(signal.SIGALRM, give_up)
