@@ -52,7 +52,7 @@ CANDIDATE_TEST_RUNS = ("submitted", "tests_vs_original", "tests_vs_solution")
 # The stand-in for a production module in the hidden tests' tree (see sandboxed/takehome_proxy.py).
 STAND_IN = (b'"""Stands in for the candidate\'s module: every use runs in another sandbox (docs/evidence.md)."""\n'
             b"import takehome_proxy as _proxy\n\n"
-            b"__getattr__, __dir__ = _proxy.module_hooks(__name__)\n")
+            b"__getattr__, __dir__ = _proxy.module_hooks(__name__, __file__)\n")
 SERVER_LOG_LIMIT = 20_000
 TEXT_ARTIFACTS = ("red.log", "prompt.txt", "model.md", "green.log", "refuse.md", "notes.md", "model_allowed.at")
 TEXT_LIMIT = 64 * 1024

@@ -128,6 +128,6 @@ SAMPLE_PACKET_DIR = Path(__file__).resolve().parent.parent / "takehome" / "sampl
 SAMPLE_PACKETS_DIR = SAMPLE_PACKET_DIR.parent
 
 
-def sample_spec() -> PacketSpec:
-    """The built-in refund-sum packet, read from the repository."""
-    return load_spec_dir(SAMPLE_PACKET_DIR)
+def sample_spec(slug: str = "refund-sum") -> PacketSpec:
+    """A built-in sample packet (refund-sum unless named), read from the repository."""
+    return load_spec_dir(SAMPLE_PACKETS_DIR / slug)

@@ -15,6 +15,12 @@ value, or the name and message of an exception, which is raised here as the
 same built-in type (``ValueError``...) or as a class named like the
 candidate's own (a subclass of :class:`CandidateError`).
 
+A stand-in also says where its module is imported from (``src`` for
+``src/payterms/terms.py`` imported as ``payterms.terms``, as pytest's
+``pythonpath`` setting arranges), and the server imports the candidate's
+module from that folder of their tree: src layouts and packages work as
+they do in a plain pytest run.
+
 Paths the test passes are shipped with the call: files under ``/tmp`` (what
 the test wrote, e.g. in ``tmp_path``) and data files under ``/tree`` (the
 packet's own copies), never ``.py`` files; they are written at the same
@@ -83,6 +89,10 @@ class _Channel:
 _channel = None
 
 
+# Module name -> the folder it is imported from, relative to the tree's root ("" = the root).
+_roots = {}
+
+
 def _ask(message):
     global _channel
     if _channel is None:
@@ -90,7 +100,7 @@ def _ask(message):
         if not spec:
             raise BoundaryError("no channel to the candidate's code (TAKEHOME_PROXY_FDS is not set)")
         _channel = _Channel(spec)
-    reply = _channel.ask(message)
+    reply = _channel.ask(dict(message, root=_roots.get(message.get("module"), "")))
     if "error" in reply:
         raise _exception(reply["error"])
     return reply
@@ -231,8 +241,31 @@ def _attribute(module, path):
     return _describe(module, path, reply)
 
 
-def module_hooks(module):
-    """``__getattr__`` and ``__dir__`` for a stand-in module named ``module`` (PEP 562)."""
+def import_root(module, file, cwd):
+    """The folder, relative to ``cwd`` (the tree's root), that ``module`` at ``file`` is imported from.
+
+    ``payterms.terms`` at ``/tree/src/payterms/terms.py`` gives ``src``; a
+    package's ``__init__.py`` counts as the package. A file outside the tree,
+    or one whose path does not end in the module's name, gives the root.
+    """
+    parts = module.split(".")
+    if os.path.basename(file) == "__init__.py":
+        parts.append("__init__")
+    folder, name = os.path.split(os.path.splitext(os.path.abspath(file))[0])
+    for part in reversed(parts):
+        if name != part:
+            return ""
+        folder, name = os.path.split(folder)
+    root = os.path.relpath(os.path.join(folder, name), cwd)
+    if root == os.curdir or root == os.pardir or root.startswith(os.pardir + os.sep):
+        return ""
+    return root
+
+
+def module_hooks(module, file=None):
+    """``__getattr__`` and ``__dir__`` for a stand-in module named ``module`` at ``file`` (PEP 562)."""
+    if file:
+        _roots[module] = import_root(module, file, os.getcwd())
 
     def __getattr__(name):
         if name == "__all__":

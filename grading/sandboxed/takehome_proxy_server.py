@@ -38,9 +38,21 @@ def _error(exc, boundary=False):
                       "traceback": "".join(traceback.format_exception(kind, exc, exc.__traceback__))[-8000:]}}
 
 
-def _module(name):
+def _add_import_root(root):
+    """Put ``root`` (a folder of the tree, e.g. ``src``) on sys.path, as pytest's ``pythonpath`` does."""
+    root = os.path.normpath(str(root or ""))
+    if root == os.curdir or os.path.isabs(root) or root.split(os.sep)[0] == os.pardir:
+        return
+    folder = os.path.join(os.getcwd(), root)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+
+
+def _module(name, root=""):
     """Import the candidate's module once; an import that fails fails every use, the same way."""
     if name not in _modules:
+        _add_import_root(root)
+
         def give_up(signum, frame):
             raise TimeoutError("importing %s took longer than %g s" % (name, CALL_TIMEOUT_S))
         signal.signal(signal.SIGALRM, give_up)
@@ -58,7 +70,7 @@ def _module(name):
 
 
 def _resolve(message):
-    target = _module(str(message.get("module")))
+    target = _module(str(message.get("module")), message.get("root"))
     for name in message.get("path") or ():
         target = getattr(target, str(name))
     return target
@@ -85,7 +97,8 @@ def _attr(message):
 
 
 def _dir(message):
-    return {"names": [n for n in dir(_module(str(message.get("module")))) if isinstance(n, str)]}
+    names = dir(_module(str(message.get("module")), message.get("root")))
+    return {"names": [n for n in names if isinstance(n, str)]}
 
 
 def _place_files(files):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
 import pytest
 
 from conftest import require
+from grading import runner
 from grading.runner import ensure_runner
 from grading.sandbox import Sandbox, SandboxLimits
+from grading.spec import sample_spec
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +44,21 @@ def grading_sandbox(runner_dir, scratch_dir) -> Sandbox:
         slots=settings.GRADING_SANDBOX_SLOTS,
         limits=SandboxLimits(wall_s=30),
     )
+
+
+@pytest.fixture(scope="session")
+def business_days_sandbox(grading_sandbox, runner_dir) -> Sandbox:
+    """The tests' sandbox over a runner that also holds the business-days packet's requirements (python-dateutil).
+
+    Built once beside the runner, the way ``ensure_runner`` builds it, from
+    the runner's requirements followed by the packet's.
+    """
+    folder = runner_dir.with_name(runner_dir.name + "-business-days")
+    requirements = folder.with_name(folder.name + "-requirements.txt")
+    requirements.write_text(runner.RUNNER_REQUIREMENTS.read_text() + sample_spec("business-days").requirements)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "RUNNER_REQUIREMENTS", requirements)
+        return dataclasses.replace(grading_sandbox, runner_dir=ensure_runner(folder))
 
 
 @pytest.fixture

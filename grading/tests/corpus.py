@@ -1,16 +1,19 @@
-"""Submissions built in code: honest, dishonest and hostile, for the sample packet.
+"""Submissions built in code: honest, dishonest and hostile, for the sample packets.
 
 Each builder returns {path: bytes} for a candidate's tree; `zip_with_times`
 writes it with an extended-timestamp (UTC) time per entry, as zip tools on
-Linux and macOS do, so the timeline has something to read.
+Linux and macOS do, so the timeline has something to read. refund-sum is the
+default; `BUSINESS_DAYS` describes the second sample (a src-layout package
+with tests/) the same way, for the builders' ``packet`` argument.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from grading.spec import sample_spec
+from grading.spec import PacketSpec, sample_spec
 
 from .zips import RawEntry, extended_time, write_raw_zip
 
@@ -45,25 +48,7 @@ def red_log(name: str = "pytest9_orig_q.log") -> bytes:
     return (LOGS / name).read_bytes()
 
 
-def honest_files(**overrides) -> dict[str, bytes]:
-    """The ideal submission: red first, a named test, the stamp, the fix, green, a specific refusal."""
-    spec = sample_spec()
-    files = {
-        "invoices.py": spec.solution["invoices.py"],
-        "test_invoices.py": HONEST_TEST,
-        "sample.csv": spec.fixture["sample.csv"],
-        "artifacts/red.log": red_log(),
-        "artifacts/prompt.txt": PROMPT,
-        "artifacts/model_allowed.at": str((T0 + timedelta(minutes=3)).timestamp()).encode(),
-        "artifacts/model.md": MODEL,
-        "artifacts/green.log": red_log("pytest9_green_q.log"),
-        "artifacts/refuse.md": REFUSE,
-    }
-    files.update(overrides)
-    return {k: v for k, v in files.items() if v is not None}
-
-
-# Minutes after T0 at which an honest candidate wrote each file.
+# Minutes after T0 at which an honest candidate wrote each file (refund-sum).
 HONEST_MINUTES = {
     "artifacts/red.log": 1,
     "test_invoices.py": 2,
@@ -76,10 +61,80 @@ HONEST_MINUTES = {
 }
 
 
+@dataclass(frozen=True)
+class Sample:
+    """What an honest submission to one sample packet holds, beside the packet's own files."""
+
+    slug: str
+    test_path: str  # the test file the candidate changes
+    honest_test: bytes
+    red_log: str  # a log under LOGS
+    green_log: str
+    prompt: bytes
+    model: bytes
+    refuse: bytes
+    minutes: dict[str, float]
+
+    def spec(self) -> PacketSpec:
+        return sample_spec(self.slug)
+
+
+REFUND_SUM = Sample("refund-sum", "test_invoices.py", HONEST_TEST, "pytest9_orig_q.log", "pytest9_green_q.log",
+                    PROMPT, MODEL, REFUSE, HONEST_MINUTES)
+
+_TERMS_TEST = sample_spec("business-days").fixture["tests/test_terms.py"]
+# The fixture's tests (one fails: the Monday invoice), plus one that names the rule the bug breaks.
+BUSINESS_DAYS = Sample(
+    "business-days",
+    "tests/test_terms.py",
+    _TERMS_TEST + b'''
+
+@pytest.mark.parametrize(("issued", "terms", "due"), [
+    (date(2026, 3, 2), "Net 1", date(2026, 3, 3)),  # Monday: the issue day does not count
+    (date(2026, 3, 7), "Net 5", date(2026, 3, 13)),  # Saturday: counted from Monday
+    (date(2026, 3, 3), "Net 30", date(2026, 4, 16)),  # six weeks, over Good Friday and Easter Monday
+])
+def test_due_date_counts_business_days_after_the_issue_day(closures, issued, terms, due):
+    assert due_date(issued, terms, holidays=closures) == due
+''',
+    "business-days/pytest9_orig_q.log",
+    "business-days/pytest9_green_q.log",
+    b"""payterms.due_date counts the issue day when an invoice is issued on a weekday.
+tests/test_terms.py expects Net 1 from Monday 2 March 2026 to be due Tuesday 3 March.
+Propose a minimal patch to src/payterms/terms.py. Keep python-dateutil; no new dependency.
+Do not touch holidays.txt or the existing tests.
+""",
+    b"Start the rule on the day after issue: `dtstart=issued + timedelta(days=1)`. "
+    b"Or simpler: keep dtstart and use `count + 1` occurrences.\n",
+    b"The model also offered to take one more occurrence (count + 1). That is right for a weekday issue but "
+    b"a day late for an invoice issued on a Saturday, so I did not apply it.\n",
+    {**{k: v for k, v in HONEST_MINUTES.items() if k not in ("test_invoices.py", "invoices.py")},
+     "tests/test_terms.py": 2, "src/payterms/terms.py": 6},
+)
+
+
+def honest_files(packet: Sample = REFUND_SUM, **overrides) -> dict[str, bytes]:
+    """The ideal submission: red first, a named test, the stamp, the fix, green, a specific refusal."""
+    spec = packet.spec()
+    files = {
+        **spec.solution,
+        packet.test_path: packet.honest_test,
+        **{p: d for p, d in spec.fixture.items() if p not in spec.solution and p != packet.test_path},
+        "artifacts/red.log": red_log(packet.red_log),
+        "artifacts/prompt.txt": packet.prompt,
+        "artifacts/model_allowed.at": str((T0 + timedelta(minutes=3)).timestamp()).encode(),
+        "artifacts/model.md": packet.model,
+        "artifacts/green.log": red_log(packet.green_log),
+        "artifacts/refuse.md": packet.refuse,
+    }
+    files.update(overrides)
+    return {k: v for k, v in files.items() if v is not None}
+
+
 def zip_with_times(path: Path, files: dict[str, bytes], minutes: dict[str, float] | None = None,
-                   prefix: str = "") -> Path:
-    """A zip whose entries carry UTC times T0 + minutes (default: the honest order)."""
-    minutes = {**HONEST_MINUTES, **(minutes or {})}
+                   prefix: str = "", packet: Sample = REFUND_SUM) -> Path:
+    """A zip whose entries carry UTC times T0 + minutes (default: the packet's honest order)."""
+    minutes = {**packet.minutes, **(minutes or {})}
     entries = []
     for name, data in files.items():
         when = T0 + timedelta(minutes=minutes.get(name, 0))

@@ -15,6 +15,7 @@ from grading.core import STAND_IN, write_tree
 from grading.sandbox import PROXY_SERVER, SANDBOXED_DIR, STARTED_MARKER, Sandbox, SandboxUnavailable
 
 sys.path.insert(0, str(SANDBOXED_DIR))
+import takehome_proxy as proxy  # noqa: E402
 import takehome_wire as wire  # noqa: E402
 
 CANDIDATE = b'''import os
@@ -189,6 +190,40 @@ def test_output_of_the_candidates_code_is_kept_apart(grading_sandbox, tmp_path):
     assert "hello from import" in result.server_log and "in the call" in result.server_log
     assert "hello from import" not in result.log
     assert STARTED_MARKER not in result.log + result.server_log
+
+
+# A project laid out as a package under src/ (pytest's pythonpath = ["src"]), whose __init__ imports the
+# module the hidden tests reach: the stand-in at src/shop/calc.py must be served from the candidate's src/.
+SRC_LAYOUT_PYPROJECT = b'[tool.pytest.ini_options]\npythonpath = ["src"]\ntestpaths = ["tests"]\n'
+SRC_LAYOUT_INIT = b"from .calc import f\nfrom .rates import RATE\n"
+SRC_LAYOUT_HIDDEN = (b"import shop\nfrom shop import calc\n\n\ndef test_through_the_package():\n"
+                     b"    assert shop.f() == calc.f() == shop.RATE * 6\n")
+
+
+@pytest.mark.parametrize("tests_package", [False, True], ids=["tests-folder", "tests-package"])
+def test_a_src_layout_package_is_served_from_the_candidates_src(grading_sandbox, tmp_path, tests_package):
+    trusted, server = tmp_path / "trusted", tmp_path / "server"
+    packet = {"pyproject.toml": SRC_LAYOUT_PYPROJECT, "src/shop/__init__.py": SRC_LAYOUT_INIT,
+              "src/shop/rates.py": b"RATE = 7\n", **({"tests/__init__.py": b""} if tests_package else {})}
+    write_tree({**packet, "src/shop/calc.py": STAND_IN, "tests/test_hidden.py": SRC_LAYOUT_HIDDEN}, trusted)
+    write_tree({**packet, "src/shop/calc.py": b"from .rates import RATE\n\n\ndef f():\n    return RATE * 6\n"},
+               server)
+    result = grading_sandbox.run_across_boundary(trusted, ("python", "-m", "pytest", "-q"), server)
+    assert (result.outcome, result.passed) == ("passed", 1), result.log + "\n--- server ---\n" + result.server_log
+
+
+@pytest.mark.parametrize(("module", "file", "root"), [
+    ("invoices", "/tree/invoices.py", ""),
+    ("payterms.terms", "/tree/src/payterms/terms.py", "src"),
+    ("payterms", "/tree/src/payterms/__init__.py", "src"),
+    ("a.b.c", "/tree/lib/python/a/b/c.py", "lib/python"),
+    ("src.payterms.terms", "/tree/src/payterms/terms.py", ""),  # imported from the root, as a namespace
+    ("terms", "/tree/src/payterms/terms.py", "src/payterms"),
+    ("elsewhere", "/tree/src/other.py", ""),  # the name does not match the file: the root
+    ("outside", "/opt/outside.py", ""),  # outside the tree: the root
+])
+def test_a_stand_in_says_which_folder_its_module_is_imported_from(module, file, root):
+    assert proxy.import_root(module, file, "/tree") == root
 
 
 @dataclasses.dataclass(frozen=True)

@@ -133,6 +133,17 @@ def test_without_pytest_the_gate_says_so_and_sends_nothing(tree, tmp_path):
     assert not GateReceipt.objects.exists()
 
 
+def test_without_the_projects_packages_the_gate_says_how_to_install_them(tree):
+    # The runner's Python has pytest alone, as a candidate's has before `pip install -r requirements.txt`.
+    (tree / "requirements.txt").write_text("python-dateutil==2.9.0.post0\n")
+    (tree / "invoices.py").write_text("import dateutil.rrule\n" + (tree / "invoices.py").read_text())
+    r = run_gate(tree, "red")
+    assert r.returncode != 0
+    assert "could not import dateutil" in r.stderr and "-m pip install -r requirements.txt" in r.stderr
+    assert not (tree / "artifacts" / "red.log").exists()
+    assert not GateReceipt.objects.exists()
+
+
 def test_status_reads_in_plain_times_and_usage_is_an_error(tree):
     assert run_gate(tree, "red").returncode == 0
     r = run_gate(tree, "status")

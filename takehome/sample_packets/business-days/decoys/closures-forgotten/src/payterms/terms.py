@@ -1,0 +1,34 @@
+"""When an invoice falls due under its payment terms."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import date, timedelta
+
+TERMS_RE = re.compile(r"^\s*net\s*(\d{1,3})\s*$", re.IGNORECASE)
+
+
+def parse_terms(text: str) -> int:
+    """The number of business days in terms such as "Net 30"."""
+    match = TERMS_RE.match(text)
+    if match is None:
+        raise ValueError(f"unknown payment terms {text!r}: expected something like 'Net 30'")
+    return int(match.group(1))
+
+
+def due_date(issued: date, terms: str, holidays: Iterable[date] | None = None) -> date:
+    """The day an invoice issued on ``issued`` falls due: ``terms`` business days later.
+
+    Business days are Monday to Friday, less the office's closures
+    (``holidays``; by default the ones in holidays.txt). "Net 0" is due the day it is issued.
+    """
+    days = parse_terms(terms)
+    if days == 0:
+        return issued
+    due = issued
+    while days:
+        due += timedelta(days=1)
+        if due.weekday() < 5:
+            days -= 1
+    return due
