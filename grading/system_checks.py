@@ -8,6 +8,8 @@ without the sandbox on its own (grading.sandbox.SandboxUnavailable).
 
 from __future__ import annotations
 
+import sys
+
 from django.core.checks import Info, Tags, Warning, register
 
 SANDBOX_TAG = "sandbox"
@@ -27,7 +29,8 @@ def sandbox_ready(app_configs=None, **kwargs) -> list[Warning]:
 
 @register(SANDBOX_TAG, Tags.compatibility)
 def pythons_available(app_configs=None, **kwargs) -> list:
-    """Which of TAKEHOME_PYTHONS a packet may choose (one Info line), and why any other cannot be used."""
+    """Which of TAKEHOME_PYTHONS a packet may choose (one Info line, under ``manage.py check``), and why any
+    other cannot be used."""
     from .environments import interpreters, usable_versions
 
     found = [Warning(f"{i.path}: {i.problem}", id=CHECK_IDS["python"],
@@ -37,6 +40,10 @@ def pythons_available(app_configs=None, **kwargs) -> list:
     if not versions:
         return [*found, Warning("None of TAKEHOME_PYTHONS can run packets' tests.", id=CHECK_IDS["python"],
                                 hint="Install python3 and python3-venv, or list a usable interpreter.")]
+    if sys.argv[1:2] != ["check"]:
+        # why: Django prints every message of every command's checks (migrate, runserver...);
+        # the list is news only to someone who asked for it.
+        return found
     usable = ", ".join(f"{i.version} ({i.path})" for i in interpreters() if not i.problem)
     return [*found, Info(f"Pythons packets may choose: {usable}; the default is {versions[0]}.",
                          id="takehome.I107")]

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 
 import pytest
 
 from conftest import require
-from grading import runner
 from grading.runner import ensure_runner
 from grading.sandbox import Sandbox, SandboxLimits
 from grading.spec import sample_spec
@@ -47,18 +45,12 @@ def grading_sandbox(runner_dir, scratch_dir) -> Sandbox:
 
 
 @pytest.fixture(scope="session")
-def business_days_sandbox(grading_sandbox, runner_dir) -> Sandbox:
-    """The tests' sandbox over a runner that also holds the business-days packet's requirements (python-dateutil).
+def business_days_sandbox(grading_sandbox) -> Sandbox:
+    """The tests' sandbox over the business-days packet's own environment (python-dateutil), built as
+    the server builds it (grading.environments: under TAKEHOME_RUNNERS_DIR, from the package index)."""
+    from grading.environments import sandbox_for
 
-    Built once beside the runner, the way ``ensure_runner`` builds it, from
-    the runner's requirements followed by the packet's.
-    """
-    folder = runner_dir.with_name(runner_dir.name + "-business-days")
-    requirements = folder.with_name(folder.name + "-requirements.txt")
-    requirements.write_text(runner.RUNNER_REQUIREMENTS.read_text() + sample_spec("business-days").requirements)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(runner, "RUNNER_REQUIREMENTS", requirements)
-        return dataclasses.replace(grading_sandbox, runner_dir=ensure_runner(folder))
+    return sandbox_for(grading_sandbox, sample_spec("business-days"))
 
 
 @pytest.fixture

@@ -110,7 +110,9 @@ def test_a_packet_without_requirements_downloads_none_and_says_pytest_is_enough(
     assert 'id="environment-step"' not in client.get(url("landing", started)).content.decode()
 
 
-def test_check_lists_the_pythons_and_warns_of_one_that_cannot_be_used(settings, tmp_path):
+def test_check_lists_the_pythons_and_warns_of_one_that_cannot_be_used(settings, tmp_path, monkeypatch):
+    assert pythons_available() == []  # other commands: nothing to say while every Python is usable
+    monkeypatch.setattr("sys.argv", ["manage.py", "check"])
     settings.GRADING_PYTHONS = ["/usr/bin/python3", str(tmp_path / "python9.9")]
     messages = pythons_available()
     text = [m.msg for m in messages]
