@@ -70,5 +70,6 @@ db: venv dotenv
 
 bench: setup
 	$(PY) bench/grading.py
+	$(PY) bench/grading.py --packets
 	$(PY) bench/pages.py
 	$(PY) bench/load.py

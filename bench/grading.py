@@ -25,6 +25,15 @@ What is measured, in one process, alternately over several rounds:
   ``true``, and a sandboxed pytest against a bare pytest on one tree (the
   submitted tree), one run at a time.
 
+With ``--packets``, it compares the two sample packets instead: a run of
+``business-days`` (a src/ package on python-dateutil, tests/ with conftest
+fixtures, in its own runner environment) against a run of ``refund-sum``
+(pytest alone, in the shared runner): the grading of each one's ideal
+submission, one sandboxed pytest run of each one's submitted tree, and the
+same tree (refund-sum's) run in each environment, which shows what the
+larger environment alone costs. Its last line is ``ratio: X.XX``, that
+same-tree ratio (the larger environment over the shared runner).
+
 The order of grading and bare alternates from round to round (ABBA), so
 a drift of the machine's speed does not favour either side. Nothing here
 asserts on a time. The last line is ``ratio: X.XX``: grading over bare, the
@@ -91,6 +100,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="sandboxed and bare single-tree pytest runs per round (default 3)")
     parser.add_argument("--runner", type=Path, default=default_dir("TAKEHOME_RUNNER_DIR", "runner"),
                         help="runner virtualenv (default $TAKEHOME_RUNNER_DIR or var/runner; built if missing)")
+    parser.add_argument("--runners", type=Path, default=default_dir("TAKEHOME_RUNNERS_DIR", "runners"),
+                        help="packets' environments, for --packets (default $TAKEHOME_RUNNERS_DIR or var/runners)")
+    parser.add_argument("--packets", action="store_true",
+                        help="compare a run of business-days with a run of refund-sum instead")
     parser.add_argument("--scratch", type=Path, default=default_dir("TAKEHOME_SCRATCH_DIR", "scratch"),
                         help="scratch folder (default $TAKEHOME_SCRATCH_DIR or var/scratch)")
     parser.add_argument("--uid-base", type=int, default=int(os.environ.get("TAKEHOME_SANDBOX_UID_BASE", 62000)),
@@ -197,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: the sandbox cannot run here: {exc}", file=sys.stderr)
         return 2
 
+    if args.packets:
+        return compare_packets(args, sandbox, scratch)
     spec = sample_spec()
     # why the system's temp folder: a tree under the repository would make bare
     # pytest find the project's own pytest.ini above it; in the sandbox the
@@ -305,6 +320,94 @@ def main(argv: list[str] | None = None) -> int:
               f"{(min(sb_true) - min(bare_true)) * 1000:.1f} ms (`true`), "
               f"{(min(sb_pytest) - min(bare_pytest)) * 1000:.1f} ms (pytest, one tree)")
         print(f"target ratio <= {RATIO_TARGET}")
+        print(f"ratio: {ratio:.2f}")
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def folder_size(root: Path) -> tuple[int, int]:
+    """(files, bytes) under ``root``."""
+    files = [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def compare_packets(args: argparse.Namespace, sandbox: Sandbox, scratch: Path) -> int:
+    """--packets: business-days in its own environment against refund-sum in the shared runner."""
+    from dataclasses import replace
+
+    from grading.pythons import choose, discover
+    from grading.runner import SYSTEM_PYTHON, ensure_env, env_ready
+    from grading.tests.corpus import BUSINESS_DAYS, REFUND_SUM
+
+    packets = {p.slug: p for p in (REFUND_SUM, BUSINESS_DAYS)}
+    specs = {slug: p.spec() for slug, p in packets.items()}
+    python = choose(discover([SYSTEM_PYTHON]), "")
+    requirements = specs["business-days"].requirements
+    built_before = env_ready(args.runners, python.version, requirements) is not None
+    build_s, env = timed(ensure_env, args.runners, python, requirements)
+    sandboxes = {"refund-sum": sandbox, "business-days": replace(sandbox, runner_dir=env)}
+    work = Path(tempfile.mkdtemp(prefix="takehome-bench-"))
+    try:
+        archives, trees = {}, {}
+        for slug, packet in packets.items():
+            archives[slug] = zip_with_times(work / f"{slug}.zip", honest_files(packet), packet=packet)
+            report = safe_extract(archives[slug], work / "unpacked" / slug)
+            trees[slug] = work / "trees" / slug
+            trees[slug].mkdir(parents=True)
+            write_tree(rerun_trees(read_tree(report.root), specs[slug])["submitted"], trees[slug])
+        options = GradeOptions(cache_dir=work / "original-runs")
+
+        def grade(slug: str) -> dict:
+            return grade_archive(archives[slug], specs[slug], sandboxes[slug], options=options, scratch=scratch)
+
+        def one_run(slug: str, tree: str) -> None:
+            result = sandboxes[slug].run(trees[tree], specs[tree].test_command)
+            if result.outcome != "passed":
+                raise SystemExit(f"bench: {tree}'s submitted tree did not pass in {slug}'s environment:\n"
+                                 f"{result.log[-2000:]}")
+
+        load_before = os.getloadavg()[0]
+        for slug in packets:  # warm-up, not measured: the original-run caches, the page cache
+            check_evidence(grade(slug))
+        grading = {slug: [] for slug in packets}
+        runs = {slug: [] for slug in packets}
+        same_tree = {slug: [] for slug in packets}
+        for r in range(args.rounds):
+            order = list(packets) if r % 2 == 0 else list(packets)[::-1]
+            for slug in order:
+                seconds, evidence = timed(grade, slug)
+                check_evidence(evidence)
+                grading[slug].append(seconds)
+            for _ in range(args.pytest_runs):
+                for slug in order:
+                    runs[slug].append(timed(one_run, slug, slug)[0])
+                    same_tree[slug].append(timed(one_run, slug, "refund-sum")[0])
+        med = statistics.median
+        print("packets benchmark: business-days (python-dateutil and six, src/ layout, tests/ with conftest) "
+              "against refund-sum (pytest alone), ideal submissions")
+        print(f"machine: {os.cpu_count()} cores, Python {python.version}; rounds: {args.rounds}, "
+              f"the packets alternating (ABBA); load average (1 min): {load_before:.2f} before, "
+              f"{os.getloadavg()[0]:.2f} after")
+        for slug, sb in sandboxes.items():
+            files, size = folder_size(Path(sb.runner_dir))
+            print(f"{slug} environment: {sb.runner_dir}, {files} files, {size / 1e6:.1f} MB")
+        print("business-days environment: " + ("built before this run" if built_before
+                                                else f"built in this run in {build_s:.1f} s (pip, wheels only)"))
+        print()
+        print(f"{'ms':<44} {'median':>9} {'min':>9} {'max':>9} {'n':>4}")
+        for slug in packets:
+            print(row(f"grading {slug} (grade_archive)", grading[slug]))
+        for slug in packets:
+            print(row(f"one sandboxed pytest run, {slug}", runs[slug]))
+        for slug in packets:
+            print(row(f"refund-sum's tree in {slug}'s environment", same_tree[slug]))
+        print()
+        print(f"grading, business-days / refund-sum: {med(grading['business-days']) / med(grading['refund-sum']):.2f}")
+        print(f"one run, business-days / refund-sum: {med(runs['business-days']) / med(runs['refund-sum']):.2f}")
+        ratio = med(same_tree["business-days"]) / med(same_tree["refund-sum"])
+        print("the same tree, business-days' environment / the shared runner (what a larger environment "
+              "alone costs a run):")
         print(f"ratio: {ratio:.2f}")
         return 0
     finally:

@@ -22,7 +22,6 @@ from .runner import (
     SYSTEM_PYTHON,
     RunnerUnavailable,
     ensure_env,
-    ensure_runner,
     env_key,
     env_ready,
     prune_envs,
@@ -76,14 +75,16 @@ def _uses_shared_runner(spec: PacketSpec) -> bool:
 
 
 def runner_for(spec: PacketSpec) -> Path:
-    """The runner virtualenv of ``spec``, built first if missing.
+    """The runner virtualenv of ``spec``: the shared runner, or its own, built first if missing.
 
     Raises RequirementsRefused when its packages cannot be installed,
     PythonUnavailable when its Python is not on this server, RunnerUnavailable
     for a fault of this machine.
     """
     if _uses_shared_runner(spec):
-        return ensure_runner(settings.GRADING_RUNNER_DIR)
+        # why not built here: make and the worker's start build it; a missing one is the
+        # sandbox's to report (SandboxUnavailable, with the command that builds it).
+        return Path(settings.GRADING_RUNNER_DIR)
     return ensure_env(settings.GRADING_RUNNERS_DIR, choose(interpreters(), spec.python), spec.requirements,
                       index_url=settings.GRADING_PIP_INDEX_URL or None)
 

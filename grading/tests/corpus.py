@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from grading.spec import PacketSpec, sample_spec
+from grading.spec import SAMPLE_PACKETS_DIR, PacketSpec, sample_spec
 
 from .zips import RawEntry, extended_time, write_raw_zip
 
@@ -77,6 +77,9 @@ class Sample:
 
     def spec(self) -> PacketSpec:
         return sample_spec(self.slug)
+
+    def spec_dir(self) -> Path:
+        return SAMPLE_PACKETS_DIR / self.slug
 
 
 REFUND_SUM = Sample("refund-sum", "test_invoices.py", HONEST_TEST, "pytest9_orig_q.log", "pytest9_green_q.log",

@@ -23,3 +23,17 @@ def test_grading_bench_runs_and_ends_with_the_ratio(runner_dir, scratch_dir):
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.strip().splitlines()
     assert re.fullmatch(r"ratio: \d+\.\d\d", lines[-1]), done.stdout
+
+
+def test_the_packets_bench_compares_business_days_with_refund_sum(runner_dir, scratch_dir, business_days_sandbox):
+    from django.conf import settings
+
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "grading.py"), "--packets", "--rounds", "1", "--pytest-runs", "1",
+         "--runner", str(runner_dir), "--runners", str(settings.GRADING_RUNNERS_DIR), "--scratch", str(scratch_dir)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "grading business-days (grade_archive)" in done.stdout and "built before this run" in done.stdout
+    assert re.fullmatch(r"ratio: \d+\.\d\d", done.stdout.strip().splitlines()[-1]), done.stdout

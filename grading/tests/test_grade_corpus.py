@@ -421,11 +421,11 @@ CONTRACT = {
 RUN_FIELDS = {"outcome", "passed", "failed", "errors", "duration_s", "log"}
 
 
-def grade_zip_command(path: Path) -> subprocess.CompletedProcess:
+def grade_zip_command(path: Path, packet: str = "refund-sum") -> subprocess.CompletedProcess:
     from conftest import database_url
 
     return subprocess.run(
-        [sys.executable, "manage.py", "grade_zip", str(path), "--packet", "refund-sum"],
+        [sys.executable, "manage.py", "grade_zip", str(path), "--packet", packet],
         cwd=ROOT, env={**os.environ, "DEBUG": "true", "DATABASE_URL": database_url()},
         capture_output=True, text=True, timeout=300,
     )
@@ -445,6 +445,34 @@ def test_grade_zip_prints_the_evidence_as_json(sample_packet, tmp_path, grading_
     evidence = json.loads(result.stdout)
     check_contract(evidence)
     assert outcomes(evidence) == ALL_RIGHT
+
+
+def shape(value):
+    """The keys of every object in ``value``, recursively, with lists reduced to their first item's shape."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    return type(value).__name__
+
+
+@pytest.mark.django_db(transaction=True)
+def test_grade_zip_gives_a_package_project_the_same_evidence_shape(sample_packet, tmp_path, grading_sandbox):
+    from takehome.actions import do_load_sample_packet
+    from takehome.tests.factories import mark_checked
+
+    packet, _ = do_load_sample_packet(send_check=False, folder=corpus.BUSINESS_DAYS.spec_dir())
+    mark_checked(packet.latest_version())
+    ours = grade_zip_command(corpus.zip_with_times(tmp_path / "b.zip", corpus.honest_files(corpus.BUSINESS_DAYS),
+                                                   packet=corpus.BUSINESS_DAYS), "business-days")
+    assert ours.returncode == 0, ours.stderr
+    theirs = grade_zip_command(corpus.zip_with_times(tmp_path / "r.zip", corpus.honest_files()))
+    evidence, reference = json.loads(ours.stdout), json.loads(theirs.stdout)
+    check_contract(evidence)
+    assert outcomes(evidence) == outcomes(reference) == ALL_RIGHT
+    assert shape(evidence) == shape(reference)
+    assert evidence["runs"]["tests_vs_decoys"]["caught"] == 3 and evidence["red_log"]["genuine"]
+    assert "src/payterms/terms.py" in [f["path"] for f in evidence["diff"]["files"]]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -43,7 +43,7 @@ def test_a_changed_rubric_definition_makes_a_new_sample_version(sample_packet, m
 
     _, _, content = actions.sample_content()
     changed = dataclasses.replace(content, rubric_definitions={"red_log": "Pass: FAILED. Fail: green."})
-    monkeypatch.setattr(actions, "sample_content", lambda: ("refund-sum", "Refunds", changed))
+    monkeypatch.setattr(actions, "sample_content", lambda folder: ("refund-sum", "Refunds", changed))
     actions.do_load_sample_packet()
     assert sample_packet.latest_version().rubric_cells()[0].definition == "Pass: FAILED. Fail: green."
 

@@ -59,8 +59,9 @@ def test_a_sound_packet_is_published():
     check = version.last_check()
     assert check.status == PacketCheck.Status.PASSED
     assert [r["check_id"] for r in check.results] == [
-        "fixture_red", "hidden_red_on_fixture", "hidden_green_on_solution", "decoys_red"]
-    assert "1 failed" in check.results[0]["log"]  # the sandbox's own pytest output is kept
+        "environment", "fixture_red", "hidden_red_on_fixture", "hidden_green_on_solution", "decoys_red"]
+    assert "pytest alone" in check.results[0]["summary"]  # no requirements: the shared runner
+    assert "1 failed" in check.results[1]["log"]  # the sandbox's own pytest output is kept
 
 
 @pytest.mark.parametrize("slug, overrides, failing", [
@@ -84,8 +85,8 @@ def test_a_broken_packet_is_a_draft_naming_the_failing_check(slug, overrides, fa
     for result in version.last_check().failed_checks():
         assert result["summary"]
     if slug == "decoy-gets-through":
-        assert "right-after-all" in version.last_check().results[3]["summary"]
-        assert "special-case" not in version.last_check().results[3]["summary"]
+        assert "right-after-all" in version.last_check().results[4]["summary"]
+        assert "special-case" not in version.last_check().results[4]["summary"]
 
 
 def test_a_draft_cannot_be_invited_to(client, recruiter):
@@ -117,7 +118,7 @@ def test_the_packet_page_shows_each_check_and_its_log(client, recruiter):
     client.force_login(recruiter)
     page = client.get(version.packet.get_absolute_url()).content.decode()
     assert "Draft: not invitable" in page
-    assert page.count('class="check ok"') == 3 and page.count('class="check bad"') == 1
+    assert page.count('class="check ok"') == 4 and page.count('class="check bad"') == 1
     assert "Failed: The hidden tests pass on the reference solution" in page
     assert "assert 6 == 5" in page  # the failing run's log
     assert "hx-trigger" not in page.split('id="packet-check"')[1].split("</section>")[0]
@@ -176,7 +177,7 @@ def test_check_packet_exits_zero_only_when_every_check_passes():
     call_command("load_sample_packet", "--no-check", stdout=StringIO())
     out = StringIO()
     call_command("check_packet", "refund-sum", "--version", "1", stdout=out)
-    assert out.getvalue().count("PASS  ") == 4
+    assert out.getvalue().count("PASS  ") == 5
     assert PacketVersion.objects.get(packet__slug="refund-sum").state == PacketVersion.PUBLISHED
     do_create_packet("wrong", "Wrong", content(solution={"calc.py": b"def add(a, b):\n    return a * b\n"}))
     out = StringIO()
