@@ -8,17 +8,23 @@ submits; the worker grades it in that environment.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
-from conftest import _wait_for
+from conftest import Worker, _wait_for
+from grading import environments
 from grading.environments import ready_runner
 from grading.models import Evidence
-from grading.runner import runner_python
+from grading.runner import MARKER, runner_python
 from grading.tests.corpus import BUSINESS_DAYS
 from sessions_app.models import Submission
 from takehome.actions import do_load_sample_packet
 from takehome.models import PacketVersion
-from takehome.tests.factories import InvitationFactory
+from takehome.tests.factories import InvitationFactory, mark_checked
 
 from .conftest import url
 from .helpers import download_tree, run_gate
@@ -76,4 +82,22 @@ def test_business_days_is_self_checked_solved_through_the_gate_and_graded_in_its
     assert runs["reference_vs_submitted"]["passed"] == 8
     assert evidence["red_log"]["genuine"] and evidence["timeline"]["ok"], evidence["timeline"]
     assert "requirements.txt" not in evidence["archive"]["kept"]  # the packet's environment, not the upload's
-    assert [f["path"] for f in evidence["diff"]["files"]] == ["src/payterms/terms.py", "tests/test_terms.py"]
+    assert sorted(f["path"] for f in evidence["diff"]["files"]) == ["src/payterms/terms.py", "tests/test_terms.py"]
+
+
+def test_a_worker_builds_the_environments_in_use_when_it_starts(worker_env, tmp_path):
+    packet, _ = do_load_sample_packet(send_check=False, folder=BUSINESS_DAYS.spec_dir())
+    mark_checked(packet.latest_version())
+    runners = Path(tempfile.mkdtemp(prefix="th-runners-", dir="/var/tmp"))
+    os.chmod(runners, 0o755)
+    worker = Worker({**worker_env, "TAKEHOME_RUNNERS_DIR": str(runners)}, tmp_path / "worker.log")
+    worker.start()
+    try:
+        key = environments.runner_key(packet.latest_version().to_spec())
+        _wait_for(lambda: (runners / key / "bin" / "python").exists() and (runners / key / MARKER).exists(), 300,
+                  "the worker to build business-days' environment at its start", interval=0.5)
+    except AssertionError:
+        raise AssertionError("worker log:\n" + worker.output()[-6000:])
+    finally:
+        worker.stop()
+        shutil.rmtree(runners, ignore_errors=True)
