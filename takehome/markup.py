@@ -21,5 +21,7 @@ def render_markdown(text: str) -> SafeString:
         attributes={"a": {"href", "title"}},
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
+        # why: a long code line scrolls inside its block, which keyboard users must be able to reach.
+        set_tag_attribute_values={"pre": {"tabindex": "0"}},
     )
     return mark_safe(clean)

@@ -39,6 +39,8 @@ class Site:
     submission_id: int  # that upload
     scored_id: int  # an upload whose review the reviewer already submitted
     recruiter_id: int  # the recruiter's account
+    packages_slug: str  # a packet with requirements, a src/ layout and tests/ (business-days)
+    packages_token: str  # a candidate of it whose clock runs
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ PAGES = [
     SitePage("packet create", "recruiter", lambda s: "/packets/new/"),
     SitePage("packet detail", "recruiter", lambda s: f"/packets/{s.slug}/"),
     SitePage("packet edit", "recruiter", lambda s: f"/packets/{s.slug}/edit/"),
+    SitePage("packet detail, with requirements", "recruiter", lambda s: f"/packets/{s.packages_slug}/"),
     SitePage("packet invite", "recruiter", lambda s: f"/packets/{s.slug}/invite/"),
     SitePage("invitation board", "recruiter", lambda s: f"/packets/{s.slug}/invitations/"),
     SitePage("packet import", "recruiter", lambda s: "/packets/import/"),
@@ -84,6 +87,7 @@ PAGES = [
     SitePage("candidate landing", None, lambda s: f"/t/{s.fresh_token}/"),
     SitePage("candidate start confirmation", None, lambda s: f"/t/{s.fresh_token}/start"),
     SitePage("candidate session", None, lambda s: f"/t/{s.started_token}/"),
+    SitePage("candidate session, with requirements", None, lambda s: f"/t/{s.packages_token}/"),
     SitePage("candidate grace period", None, lambda s: f"/t/{s.grace_token}/"),
     SitePage("candidate time over", None, lambda s: f"/t/{s.closed_token}/"),
     SitePage("candidate too many look-ups", None, lambda s: "/t/not-a-real-token/", 429,

@@ -39,12 +39,16 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
 
     from grading.tests.reviewing import make_submission, score
     from sessions_app.actions import do_start_session
+    from grading.spec import SAMPLE_PACKETS_DIR
     from takehome.actions import do_load_sample_packet, do_revoke_invitation
     from takehome.models import Invitation
     from takehome.tests.factories import InvitationFactory
 
     packet, _ = do_load_sample_packet()
     version = packet.latest_version()
+    packages, _ = do_load_sample_packet(send_check=False, folder=SAMPLE_PACKETS_DIR / "business-days")
+    on_packages = InvitationFactory(packet_version=packages.latest_version())
+    do_start_session(on_packages)
     rob, ann = make_reviewer("rob"), make_reviewer("ann")
     fresh = InvitationFactory(packet_version=version)
     started = InvitationFactory(packet_version=version)
@@ -66,7 +70,7 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
         slug=packet.slug, fresh_token=fresh.raw_token, started_token=started.raw_token,
         grace_token=in_grace.raw_token, closed_token=closed.raw_token,
         submitted_token=ada.invitation.link_token(), submission_id=ada.pk, scored_id=grace.pk,
-        recruiter_id=recruiter.pk,
+        recruiter_id=recruiter.pk, packages_slug=packages.slug, packages_token=on_packages.raw_token,
     )
     people = {"recruiter": recruiter, "reviewer": rob, "norole": User.objects.create_user("nora", password="x"),
               "staff": User.objects.create_superuser("sam", password="x")}

@@ -55,7 +55,7 @@ def test_a_failing_packet_is_a_draft_until_a_new_version_fixes_it(live_server, p
     page.set_input_files("#id_fixture_zip", files=[zip_of({"calc.py": BUG, "test_calc.py": OWN_TEST})])
     page.get_by_role("button", name="Save as a new version").click()
     page.get_by_text("Published").wait_for(timeout=90_000)
-    assert page.locator("li.check.ok").count() == 4
+    assert page.locator("li.check.ok").count() == 5  # the environment, then the four checks
     packet = Packet.objects.get(slug="adder")
     assert [v.state for v in packet.versions.order_by("number")] == [PacketVersion.DRAFT, PacketVersion.PUBLISHED]
 
