@@ -37,9 +37,9 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
     """A packet, candidates at each stage and a scored upload; the people who look at them."""
     from django.contrib.auth.models import User
 
+    from grading.spec import SAMPLE_PACKETS_DIR
     from grading.tests.reviewing import make_submission, score
     from sessions_app.actions import do_start_session
-    from grading.spec import SAMPLE_PACKETS_DIR
     from takehome.actions import do_load_sample_packet, do_revoke_invitation
     from takehome.models import Invitation
     from takehome.tests.factories import InvitationFactory
