@@ -136,11 +136,15 @@ class Built:
 
 
 def build_runners() -> Built:
-    """Build every runner a version in use needs (each environment once); the failures say why."""
+    """Build every runner a version in use needs (each environment once); the failures say why.
+
+    Drafts are left out: a version whose self-check failed is not graded, and its next
+    self-check builds what it needs (a packet's broken requirements cost no worker start).
+    """
     ready, failed, seen = [], [], set()
     for version in versions_in_use().select_related("packet").order_by("packet__slug", "number"):
         wanted = (version.python_version, version.requirements)
-        if wanted in seen:
+        if wanted in seen or version.state == version.DRAFT:
             continue
         seen.add(wanted)
         spec = version.to_spec()

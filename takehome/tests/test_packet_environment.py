@@ -214,3 +214,12 @@ def test_an_installable_environment_is_built_once_and_the_checks_run_in_it(runne
     do_create_version(version.packet, sample_content()[2], send_check=False)  # a new latest, no live invitation
     call_command("prune_runners", stdout=out)
     assert not built.exists() and f"removed {built}" in out.getvalue()
+
+
+def test_build_runners_leaves_drafts_to_their_next_self_check(runners_root):
+    version = version_needing("tinylib==9.9\n")
+    do_check_version_now(version)
+    assert version.state == PacketVersion.DRAFT
+    out, err = io.StringIO(), io.StringIO()
+    call_command("build_runners", stdout=out, stderr=err)
+    assert str(version) not in out.getvalue() + err.getvalue()
