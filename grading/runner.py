@@ -406,7 +406,23 @@ def prune_envs(root: Path, keep: Iterable[str]) -> list[Path]:
             removed.append(path)
             if key not in keep:
                 lock.unlink(missing_ok=True)
+    # The lock files of builds that failed (nothing was built, so no folder above took them along).
+    for lock in sorted(root.glob("*.lock")):
+        key = lock.name.removesuffix(".lock")
+        if ENV_KEY.fullmatch(key) and key not in keep and not (root / key).exists():
+            with _lock(lock, wait=False) as held:
+                if held:
+                    lock.unlink(missing_ok=True)
     return removed
+
+
+def installed(env: Path) -> list[str]:
+    """The distributions in the virtualenv ``env``, as "name version", sorted (for the self-check's log)."""
+    found = []
+    for info in Path(env).glob("lib/python*/site-packages/*.dist-info"):
+        name, _, version = info.name.removesuffix(".dist-info").partition("-")
+        found.append(f"{name} {version}")
+    return sorted(found, key=str.lower)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,7 @@ from shared.words import counted
 
 from .core import write_tree
 from .requirements import requirement_names
+from .runner import installed
 from .sandbox import RunResult, Sandbox
 from .spec import PacketSpec, is_test_path
 
@@ -129,8 +130,8 @@ def environment_result(spec: PacketSpec, problem: str | None = None, runner: str
         counted(len(requirement_names(spec.requirements)), "pinned package") if spec.requirements.strip()
         else "pytest alone")
     if problem is None:
-        return CheckResult("environment", TITLES["environment"], True, f"The environment is ready ({wanted}).",
-                           f"Runner virtualenv: {runner}" if runner else "")
+        log = f"Runner virtualenv: {runner}\nInstalled: {', '.join(installed(Path(runner)))}\n" if runner else ""
+        return CheckResult("environment", TITLES["environment"], True, f"The environment is ready ({wanted}).", log)
     return CheckResult("environment", TITLES["environment"], False,
                        f"The environment could not be built ({wanted}): {problem}", "")
 

@@ -232,9 +232,14 @@ def sample_content(folder: Path = SAMPLE_PACKET_DIR) -> tuple[str, str, VersionC
     return meta["slug"], meta["title"], content
 
 
+def _text(prompt: str) -> str:
+    """A prompt as compared: the form strips its ends and a file keeps them; line ends as in a file."""
+    return prompt.replace("\r\n", "\n").strip()
+
+
 def _same_content(version: PacketVersion, content: VersionContent) -> bool:
     return (
-        version.prompt == content.prompt
+        _text(version.prompt) == _text(content.prompt)
         and version.files_of(PacketFile.Kind.FIXTURE) == dict(content.fixture)
         and version.files_of(PacketFile.Kind.SOLUTION) == dict(content.solution)
         and version.files_of(PacketFile.Kind.REFERENCE_TEST) == dict(content.reference_tests)
@@ -252,7 +257,8 @@ def _same_content(version: PacketVersion, content: VersionContent) -> bool:
 
 @transaction.atomic
 def do_load_sample_packet(send_check: bool = True, folder: Path = SAMPLE_PACKET_DIR) -> tuple[Packet, bool]:
-    """Create a sample packet (refund-sum by default), or a new version if its files changed. Idempotent.
+    """Create a sample packet (refund-sum by default), or a new version if its files changed since
+    every version it has. Idempotent.
 
     Returns the packet and whether anything was written. `send_check`: False
     when the caller runs the new version's self-check itself.
@@ -261,8 +267,9 @@ def do_load_sample_packet(send_check: bool = True, folder: Path = SAMPLE_PACKET_
     packet = Packet.objects.filter(slug=slug).first()
     if packet is None:
         return do_create_packet(slug, title, content, send_check=send_check), True
-    latest = packet.latest_version()
-    if latest is not None and _same_content(latest, content):
+    # why any version, not only the latest: a recruiter's own later version of a sample packet
+    # stays the latest; only a release that changes the sample's files adds a version.
+    if any(_same_content(version, content) for version in packet.versions.prefetch_related("files")):
         return packet, False
     do_create_version(packet, content, send_check=send_check)
     return packet, True

@@ -100,7 +100,8 @@ class PacketVersionForm(forms.Form):
     )
     python_version = forms.ChoiceField(
         required=False, label="Python",
-        help_text="The interpreter the tests run with, from those this server has (TAKEHOME_PYTHONS).",
+        help_text="The interpreter the tests run with, from those this server has (TAKEHOME_PYTHONS). The "
+        "server's default follows the server when its default changes; a version keeps this packet on it.",
     )
     time_limit_minutes = forms.IntegerField(
         initial=90, min_value=5, max_value=7 * 24 * 60, label="Time limit (minutes)",
@@ -163,6 +164,11 @@ class PacketVersionForm(forms.Form):
         else:
             for name in ("fixture_zip", "solution_zip", "reference_tests_zip", "decoys_zip"):
                 self.fields[name].help_text += " Leave empty to keep the current files."
+
+    def clean_prompt(self) -> str:
+        # why: browsers send \r\n; stored as typed, an unchanged prompt would differ from the same text loaded
+        # from a file, and the sample loader would take a recruiter's untouched save for a change.
+        return self.cleaned_data["prompt"].replace("\r\n", "\n")
 
     def clean_test_command(self) -> str:
         value = self.cleaned_data["test_command"]

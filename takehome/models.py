@@ -46,6 +46,14 @@ class Packet(models.Model):
     def latest_version(self) -> PacketVersion | None:
         return self.versions.order_by("-number").first()
 
+    def invitable_version(self) -> PacketVersion | None:
+        """The version candidates are invited to: the newest one that may be (published or unchecked).
+
+        A newer draft, or one still being checked, does not lock invitations out: they go to
+        the last good version until it is fixed (the invite page and command say so).
+        """
+        return next((v for v in self.versions.order_by("-number") if v.refusal_to_invite() is None), None)
+
 
 class PacketVersion(models.Model):
     """One frozen state of a packet. Editing a packet writes a new version.

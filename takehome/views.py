@@ -216,9 +216,10 @@ def packet_edit(request: HttpRequest, slug: str) -> HttpResponse:
 @recruiter_required
 def packet_invite(request: HttpRequest, slug: str) -> HttpResponse:
     packet = get_object_or_404(Packet, slug=slug)
-    version = packet.latest_version()
-    if version is None:
+    latest = packet.latest_version()
+    if latest is None:
         raise Http404("This packet has no version yet.")
+    version = packet.invitable_version() or latest
     form = InviteForm(request.POST or None)
     refusal = version.refusal_to_invite()
     created = []
@@ -235,7 +236,8 @@ def packet_invite(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "takehome/packet_invite.html",
-        {"packet": packet, "version": version, "form": form, "created": created, "refusal": refusal},
+        {"packet": packet, "version": version, "form": form, "created": created, "refusal": refusal,
+         "passed_over": latest if latest != version else None},
     )
 
 

@@ -2,12 +2,14 @@
 
 import dataclasses
 import importlib
+import json
 
 import pytest
 from django.apps import apps
 
 from grading import rubric
 from grading.models import CELLS_BEFORE_DIFF, Cell
+from grading.spec import SAMPLE_PACKET_DIR
 from grading.tests.reviewing import make_submission, score
 from takehome.actions import do_create_version, sample_content
 from takehome.models import PacketVersion
@@ -53,7 +55,11 @@ def worded_packet(sample_packet):
 @pytest.mark.django_db
 def test_a_new_version_stores_its_whole_rubric(sample_packet):
     version = sample_packet.latest_version()
-    assert version.rubric == rubric.DEFAULT_LABELS and version.rubric_definitions == rubric.DEFAULT_DEFINITIONS
+    own = json.loads((SAMPLE_PACKET_DIR / "packet.json").read_text())["rubric_definitions"]
+    assert set(own) == {"refusal_specific", "test_names_bug"}  # refund-sum's own words for two cells
+    assert version.rubric == rubric.DEFAULT_LABELS
+    assert version.rubric_definitions == {**rubric.DEFAULT_DEFINITIONS, **own}
+    assert "refund" not in " ".join(rubric.DEFAULT_DEFINITIONS.values())  # the defaults name no sample
 
 
 @pytest.mark.django_db
@@ -110,4 +116,4 @@ def test_the_migration_fills_the_defaults_and_keeps_a_versions_own_words(sample_
     migration.fill_rubric(apps, None)
     version = PacketVersion.objects.get(pk=version.pk)
     assert version.rubric == {**rubric.DEFAULT_LABELS, "red_log": "Kept"}
-    assert version.rubric_definitions == rubric.DEFAULT_DEFINITIONS
+    assert version.rubric_definitions == migration.DEFINITIONS  # the words of its day, frozen in the migration

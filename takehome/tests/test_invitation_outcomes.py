@@ -61,3 +61,14 @@ def test_the_poll_returns_the_rows_alone(recruiter_client, invitation, sample_pa
     response = recruiter_client.get(f"/packets/{sample_packet.slug}/invitations/", headers={"HX-Request": "true"})
     assert b"<html" not in response.content and b'id="invitation-rows"' in response.content
     assert b"Save decision" in response.content
+
+
+def test_the_clock_column_says_invited_started_and_deadline(recruiter_client, invitation, sample_packet):
+    from sessions_app.actions import do_start_session
+
+    board = f"/packets/{sample_packet.slug}/invitations/"
+    cell = recruiter_client.get(board).content.decode().split('class="when"')[1].split("</td>")[0]
+    assert "data-invited" in cell and "data-started" not in cell and "not started yet" in cell
+    do_start_session(invitation)
+    cell = recruiter_client.get(board).content.decode().split('class="when"')[1].split("</td>")[0]
+    assert "data-invited" in cell and "data-started" in cell and "data-deadline" in cell

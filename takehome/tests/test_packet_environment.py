@@ -193,7 +193,7 @@ def test_an_installable_environment_is_built_once_and_the_checks_run_in_it(runne
     first = check.results[0]
     assert first["check_id"] == "environment" and first["passed"] and "1 pinned package" in first["summary"]
     (built,) = [p for p in runners_root.iterdir() if p.is_dir() and p.name.startswith("py3.11-")]
-    assert str(built) in first["log"]
+    assert str(built) in first["log"] and "tinylib 1.0" in first["log"] and "pytest 9.2.0" in first["log"]
     assert environments.ready_runner(version.to_spec()) == built
     # The sandbox runs the packet's own environment: tinylib imports there, and not in the shared runner.
     from grading.pipeline import sandbox_for_spec
@@ -216,10 +216,17 @@ def test_an_installable_environment_is_built_once_and_the_checks_run_in_it(runne
     assert not built.exists() and f"removed {built}" in out.getvalue()
 
 
-def test_build_runners_leaves_drafts_to_their_next_self_check(runners_root):
+def test_build_runners_leaves_drafts_to_their_next_self_check_and_prune_takes_a_failed_builds_lock(runners_root):
     version = version_needing("tinylib==9.9\n")
     do_check_version_now(version)
     assert version.state == PacketVersion.DRAFT
     out, err = io.StringIO(), io.StringIO()
     call_command("build_runners", stdout=out, stderr=err)
     assert str(version) not in out.getvalue() + err.getvalue()
+    failed_lock = runners_root / f"{environments.runner_key(version.to_spec())}.lock"
+    assert failed_lock.exists()
+    call_command("prune_runners", stdout=io.StringIO())
+    assert failed_lock.exists()  # the packet's latest version: in use, its next check may build it
+    do_create_version(version.packet, sample_content()[2], send_check=False)
+    call_command("prune_runners", stdout=io.StringIO())
+    assert not failed_lock.exists()  # a failed build leaves nothing behind once pruned

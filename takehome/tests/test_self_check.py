@@ -12,6 +12,7 @@ from takehome.actions import (
     InviteRow,
     VersionContent,
     do_create_packet,
+    do_create_version,
     do_invite_candidates,
     do_resend_stale_checks,
     do_run_packet_check,
@@ -292,3 +293,23 @@ def test_a_decoy_is_rejected_only_when_the_hidden_tests_ran():
     assert not check.passed
     assert "error-before-any-test, nothing-ran." in check.summary
     assert "caught" not in check.summary and "crashes-them" not in check.summary
+
+
+def test_a_newer_draft_sends_invitations_to_the_last_published_version_and_says_so(client, recruiter):
+    first = checked("sound")
+    broken = do_create_version(first.packet, content(solution={"calc.py": b"def add(a, b):\n    return a * b\n"}))
+    do_run_packet_check(broken.checks.get().pk)
+    assert PacketVersion.objects.get(pk=broken.pk).state == PacketVersion.DRAFT
+    assert first.packet.invitable_version() == first
+    client.force_login(recruiter)
+    url = reverse("takehome:packet-invite", args=["sound"])
+    page = client.get(url).content.decode()
+    assert 'id="invite-earlier-version"' in page and "get <strong>version 1</strong>" in page
+    assert 'id="invite-refused"' not in page
+    client.post(url, {"lines": "Ada, ada@example.com"})
+    assert Invitation.objects.get().packet_version == first
+    err = StringIO()
+    call_command("invite", "--packet", "sound", "--name", "Bo", "--email", "bo@example.com", "--no-email",
+                 stdout=StringIO(), stderr=err)
+    assert "Inviting to version 1" in err.getvalue()
+    assert Invitation.objects.get(candidate__email="bo@example.com").packet_version == first

@@ -22,9 +22,13 @@ class Command(BaseCommand):
         if packet is None:
             known = ", ".join(Packet.objects.values_list("slug", flat=True)) or "none"
             raise CommandError(f"No packet with slug {options['packet']!r} (known: {known}).")
-        version = packet.latest_version()
-        if version is None:
+        latest = packet.latest_version()
+        if latest is None:
             raise CommandError(f"Packet {packet.slug} has no version yet.")
+        version = packet.invitable_version() or latest
+        if version != latest:
+            self.stderr.write(f"{latest.refusal_to_invite()} Inviting to version {version.number}, the latest "
+                              "that may be invited to.")
         # The same parser as the recruiter's form, so both accept the same input.
         line = f'"{options["name"].replace(chr(34), "")}",{options["email"]}'
         rows, errors = parse_invite_lines(line)
