@@ -27,9 +27,9 @@ os.environ["TAKEHOME_ENV_FILE"] = ""
 CHROMIUM = "/usr/bin/chromium"
 
 
-# Fixtures that start a browser, a worker or a sandboxed run: a test that uses one is marked slow.
+# Fixtures that start a browser, a worker, a live server or a sandboxed run: a test that uses one is marked slow.
 SLOW_FIXTURES = {"browser", "page", "worker_env", "celery_worker_proc", "runner_dir", "grading_sandbox",
-                 "use_test_sandbox", "pythons", "real_logs", "local_index"}
+                 "use_test_sandbox", "pythons", "real_logs", "local_index", "live_server"}
 
 
 def pytest_collection_modifyitems(config, items):

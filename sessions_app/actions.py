@@ -24,7 +24,7 @@ from grading.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
 from shared.words import counted
 from takehome.models import Invitation
 
-from .models import GateReceipt, Submission
+from .models import GateReceipt, ModelExchange, Submission
 from .uploads import IncomingArchive, human_size
 
 log = logging.getLogger(__name__)
@@ -269,6 +269,22 @@ def do_record_gate_step(invitation: Invitation, step: str, report: GateReport) -
         late.receipt = receipt
         raise late
     return receipt
+
+
+def do_record_model_exchange(invitation: Invitation, **fields) -> ModelExchange:
+    """Store one model-window exchange; the first one is also the model step's receipt.
+
+    why a receipt: a request sent through the window after red is the model
+    step, witnessed by the server rather than said by the gate. It is written
+    only when no accepted model receipt exists yet (gate.py model may have come first).
+    """
+    with transaction.atomic():
+        # why lock: two first exchanges at once must not both write the receipt.
+        Invitation.objects.select_for_update().filter(pk=invitation.pk).first()
+        exchange = ModelExchange.objects.create(invitation=invitation, **fields)
+        if not GateReceipt.objects.filter(invitation=invitation, step=Step.MODEL, accepted=True).exists():
+            GateReceipt.objects.create(invitation=invitation, step=Step.MODEL, received_at=exchange.at)
+    return exchange
 
 
 def stored_name(sha256: str) -> str:

@@ -1,4 +1,4 @@
-"""The candidate's side: what the server witnessed (gate receipts) and what was uploaded."""
+"""The candidate's side: what the server witnessed (gate receipts, model exchanges) and what was uploaded."""
 
 from __future__ import annotations
 
@@ -155,3 +155,32 @@ class Submission(models.Model):
         if deadline is None or self.uploaded_at <= deadline:
             return None
         return math.ceil((self.uploaded_at - deadline).total_seconds() / 60)
+
+
+class ModelExchange(models.Model):
+    """One request through the model window (sessions_app/model_window.py) and what came back.
+
+    Written once, after the reply ended or failed: ``messages`` is the exact
+    list sent upstream, ``reply`` the text assembled from the reply (or the
+    stream), ``error`` what went wrong in words ("" when nothing did). Token
+    counts come from the upstream's usage when it gives them, else they are
+    estimated (see model_window.rough_tokens). The upstream key is never stored.
+    """
+
+    invitation = models.ForeignKey(Invitation, on_delete=models.CASCADE, related_name="model_exchanges")
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    messages = models.JSONField(default=list)
+    reply = models.TextField(blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    streamed = models.BooleanField(default=False)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    tokens_estimated = models.BooleanField(default=False, help_text="The upstream gave no usage; counted roughly.")
+    latency_s = models.FloatField(default=0.0)
+    error = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
+
+    def __str__(self) -> str:
+        return f"model exchange at {self.at:%H:%M:%S}" + (f" ({self.error})" if self.error else "")

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import views
+from . import model_views, views
 
 app_name = "sessions_app"
 
@@ -14,4 +14,7 @@ urlpatterns = [
     path("<str:token>/status", views.status, name="status"),
     path("<str:token>/upload", views.upload, name="upload"),
     path("<str:token>/uploads/<int:pk>", views.submission_detail, name="submission-detail"),
+    # The model window, OpenAI-compatible: a client's base URL is /t/<token>/model/v1.
+    path("<str:token>/model/v1/chat/completions", model_views.chat_completions, name="model-chat"),
+    path("<str:token>/model/v1/models", model_views.models, name="model-list"),
 ]

@@ -75,6 +75,18 @@ class PacketVersion(models.Model):
     # Python version such as "3.11" ("" = the server's default interpreter).
     requirements = models.TextField(blank=True, default="")
     python_version = models.CharField(max_length=20, blank=True, default="")
+    # Who provides the model (sessions_app/model_window.py): "" = provided when
+    # TAKEHOME_MODEL_URL is set, else own; "provided" = this server's model
+    # window; "own" = the candidate's own model; "none" = no model at all.
+    # model_name overrides TAKEHOME_MODEL_NAME for this version ("" = the setting).
+    class ModelPolicy(models.TextChoices):
+        DEFAULT = "", "Provided when this server has a model, else the candidate's own"
+        PROVIDED = "provided", "Provided by this server (the model window)"
+        OWN = "own", "The candidate's own model"
+        NONE = "none", "No model"
+
+    model_policy = models.CharField(max_length=10, blank=True, default="", choices=ModelPolicy.choices)
+    model_name = models.CharField(max_length=200, blank=True, default="")
     # The rubric in this version's words: cell key -> label, and cell key -> what passes and fails it.
     rubric = models.JSONField(default=dict, blank=True)
     rubric_definitions = models.JSONField(default=dict, blank=True)
@@ -107,6 +119,11 @@ class PacketVersion(models.Model):
     @property
     def time_limit(self) -> timedelta:
         return timedelta(minutes=self.time_limit_minutes)
+
+    @property
+    def model_in_use(self) -> str:
+        """The model name the window asks for: this version's, else TAKEHOME_MODEL_NAME."""
+        return self.model_name or settings.MODEL_NAME
 
     def rubric_cells(self) -> tuple[rubric.RubricCell, ...]:
         """The four cells in the one order, in this version's words (defaults where a word is missing)."""
@@ -455,3 +472,10 @@ class AuditEvent(models.Model):
         if self.pk is not None:
             raise ImmutableRowError("Audit events are append-only.")
         super().save(*args, **kwargs)
+
+
+def effective_policy(version: PacketVersion) -> str:
+    """provided, own or none: the version's model policy, with the default worked out from settings."""
+    if version.model_policy:
+        return version.model_policy
+    return PacketVersion.ModelPolicy.PROVIDED if settings.MODEL_URL else PacketVersion.ModelPolicy.OWN

@@ -416,6 +416,24 @@ UPLOAD_GRACE_S = env.int("TAKEHOME_UPLOAD_GRACE_S", default=300)
 # past either, 429 with a message the candidate can act on. 0 turns a limit off.
 UPLOAD_INTERVAL_S = env.int("TAKEHOME_UPLOAD_INTERVAL_S", default=10)
 UPLOAD_MAX_COUNT = env.int("TAKEHOME_UPLOAD_MAX_COUNT", default=30)
+# The model window (sessions_app/model_window.py): an OpenAI-compatible chat API the
+# candidate reaches through /t/<token>/model/v1 once a red run is witnessed. The
+# base URL ends before /chat/completions, e.g. http://127.0.0.1:11434/v1 for Ollama;
+# empty: no model is provided, and candidates use their own. The key (or the file
+# holding it) is sent to that URL only, never shown or logged.
+MODEL_URL = env.str("TAKEHOME_MODEL_URL", default="").rstrip("/")
+MODEL_NAME = env.str("TAKEHOME_MODEL_NAME", default="")
+MODEL_KEY = _secret("TAKEHOME_MODEL_KEY", default="")
+MODEL_TIMEOUT_S = env.float("TAKEHOME_MODEL_TIMEOUT_S", default=60.0)
+# Caps per invitation (requests, tokens in and out) and per request (body bytes, max_tokens asked for).
+MODEL_MAX_REQUESTS = env.int("TAKEHOME_MODEL_MAX_REQUESTS", default=100)
+MODEL_MAX_TOKENS = env.int("TAKEHOME_MODEL_MAX_TOKENS", default=60_000)
+MODEL_MAX_REQUEST_BYTES = env.int("TAKEHOME_MODEL_MAX_REQUEST_BYTES", default=64 * 1024)
+MODEL_MAX_REPLY_TOKENS = env.int("TAKEHOME_MODEL_MAX_REPLY_TOKENS", default=4096)
+if MODEL_URL and not MODEL_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(f"TAKEHOME_MODEL_URL={MODEL_URL} must start with http:// or https://.")
+if MODEL_URL and not MODEL_NAME:
+    raise ImproperlyConfigured("TAKEHOME_MODEL_URL is set but TAKEHOME_MODEL_NAME is not: name the model to ask.")
 # Form fields other than files (and a gate receipt's JSON body) may hold this much.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = 5
