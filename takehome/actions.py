@@ -55,6 +55,8 @@ class VersionContent:
     decoys: Mapping[str, Mapping[str, bytes]] | None = None
     requirements: str = ""  # pip requirements, pinned, from the package index only ("" = pytest alone)
     python_version: str = ""  # one of TAKEHOME_PYTHONS' versions ("" = the default)
+    model_policy: str = ""  # PacketVersion.ModelPolicy ("" = provided when an upstream is configured, else own)
+    model_name: str = ""  # overrides TAKEHOME_MODEL_NAME ("" = the setting)
 
 
 def read_zip_tree(uploaded, what: str) -> dict[str, bytes]:
@@ -143,6 +145,8 @@ def do_create_version(packet: Packet, content: VersionContent, user=None, send_c
         time_limit_minutes=content.time_limit_minutes,
         requirements=content.requirements,
         python_version=content.python_version,
+        model_policy=content.model_policy,
+        model_name=content.model_name,
         # why every cell written out: a version carries its whole rubric, whatever the defaults become.
         rubric={c.key: c.label for c in rubric.cells(content.rubric)},
         rubric_definitions={c.key: c.definition for c in rubric.cells(definitions=content.rubric_definitions)},
@@ -251,6 +255,8 @@ def _same_content(version: PacketVersion, content: VersionContent) -> bool:
         and version.time_limit_minutes == content.time_limit_minutes
         and version.requirements == content.requirements
         and version.python_version == content.python_version
+        and version.model_policy == content.model_policy
+        and version.model_name == content.model_name
         and version.rubric_cells() == rubric.cells(content.rubric, content.rubric_definitions)
     )
 

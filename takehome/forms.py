@@ -103,6 +103,16 @@ class PacketVersionForm(forms.Form):
         help_text="The interpreter the tests run with, from those this server has (TAKEHOME_PYTHONS). The "
         "server's default follows the server when its default changes; a version keeps this packet on it.",
     )
+    model_policy = forms.ChoiceField(
+        required=False, label="Model", choices=PacketVersion.ModelPolicy.choices,
+        help_text="Who provides the model the candidate asks once the red run is witnessed: this server's model "
+        "window (TAKEHOME_MODEL_URL), the candidate's own model (they save the prompt and reply in artifacts/), "
+        "or no model at all.",
+    )
+    model_name = forms.CharField(
+        required=False, max_length=200, label="Model name (optional)",
+        help_text="The model the window asks for this packet, e.g. qwen2.5-coder:7b. Empty: TAKEHOME_MODEL_NAME.",
+    )
     time_limit_minutes = forms.IntegerField(
         initial=90, min_value=5, max_value=7 * 24 * 60, label="Time limit (minutes)",
         help_text="From 5 minutes to 7 days (10080). The clock starts when the candidate presses Start.",
@@ -133,6 +143,8 @@ class PacketVersionForm(forms.Form):
                 "time_limit_minutes": base.time_limit_minutes,
                 "requirements": base.requirements,
                 "python_version": base.python_version,
+                "model_policy": base.model_policy,
+                "model_name": base.model_name,
                 "protected_paths": "\n".join(base.protected_paths),
                 "forbidden_patterns": _format_map(base.forbidden_patterns),
                 "refusal_hints": _format_map(base.refusal_hints),
@@ -265,6 +277,8 @@ class PacketVersionForm(forms.Form):
             decoys=self._trees["decoys"] or {},
             requirements=data["requirements"],
             python_version=data["python_version"],
+            model_policy=data["model_policy"],
+            model_name=data["model_name"],
         )
 
 

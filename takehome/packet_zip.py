@@ -4,7 +4,8 @@
 
     packet.json          slug, title, test_command, time_limit_minutes, protected_paths,
                          forbidden_patterns, refusal_hints (a name: a pattern or a list), rubric, rubric_definitions,
-                         python_version (optional: "3.11"; the server's default when absent)
+                         python_version (optional: "3.11"; the server's default when absent),
+                         model_policy (optional: provided, own or none), model_name (optional)
     prompt.md            the candidate's prompt (Markdown)
     requirements.txt     what the tests need beyond pytest (optional; pinned, from the package index only)
     fixture/             the tree handed to candidates
@@ -42,7 +43,8 @@ OPTIONAL_FILES = ("requirements.txt",)
 # Earlier versions, each laid out as the top level is: ``versions/<n>/packet.json``...
 HISTORY_FOLDER = "versions"
 KNOWN_KEYS = {"slug", "title", "test_command", "time_limit_minutes", "protected_paths",
-              "forbidden_patterns", "refusal_hints", "rubric", "rubric_definitions", "python_version"}
+              "forbidden_patterns", "refusal_hints", "rubric", "rubric_definitions", "python_version",
+              "model_policy", "model_name"}
 SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
 
 
@@ -61,6 +63,10 @@ def version_meta(version: PacketVersion) -> dict:
     }
     if version.python_version:
         meta["python_version"] = version.python_version
+    if version.model_policy:
+        meta["model_policy"] = version.model_policy
+    if version.model_name:
+        meta["model_name"] = version.model_name
     return meta
 
 
@@ -145,12 +151,21 @@ def parse_meta(data: bytes) -> dict:
     python_version = meta.get("python_version", "")
     if not isinstance(python_version, str) or len(python_version) > 20:
         raise PacketError('packet.json: python_version must be a version such as "3.11".')
+    model_policy = meta.get("model_policy", "")
+    if model_policy not in PacketVersion.ModelPolicy.values:
+        raise PacketError('packet.json: model_policy must be "provided", "own" or "none" (or left out: provided '
+                          "when this server has a model, else the candidate's own).")
+    model_name = meta.get("model_name", "")
+    if not isinstance(model_name, str) or len(model_name) > 200:
+        raise PacketError('packet.json: model_name must be a model name such as "qwen2.5-coder:7b" '
+                          "(at most 200 characters).")
     protected = meta.get("protected_paths", [])
     if not isinstance(protected, list) or not all(isinstance(p, str) for p in protected):
         raise PacketError("packet.json: protected_paths must be a list of fixture paths.")
     return {
         "slug": slug, "title": title.strip(), "test_command": command, "time_limit_minutes": minutes,
         "protected_paths": tuple(protected), "python_version": python_version,
+        "model_policy": model_policy, "model_name": model_name.strip(),
         "forbidden_patterns": _patterns(meta.get("forbidden_patterns", {}), "forbidden_patterns"),
         "refusal_hints": _patterns(meta.get("refusal_hints", {}), "refusal_hints", several=True),
         "rubric": _strings(meta.get("rubric", {}), "rubric"),
@@ -232,5 +247,7 @@ def parse_packet(files: Mapping[str, bytes], nested: bool = False) -> tuple[str,
         decoys=decoys,
         requirements=requirements,
         python_version=meta["python_version"],
+        model_policy=meta["model_policy"],
+        model_name=meta["model_name"],
     )
     return meta["slug"], meta["title"], content
