@@ -276,14 +276,18 @@ def do_record_model_exchange(invitation: Invitation, **fields) -> ModelExchange:
 
     why a receipt: a request sent through the window after red is the model
     step, witnessed by the server rather than said by the gate. It is written
-    only when no accepted model receipt exists yet (gate.py model may have come first).
+    only when no accepted model receipt exists yet (gate.py model may have come first),
+    with the last user message as its prompt, as gate.py model sends artifacts/prompt.txt.
     """
     with transaction.atomic():
         # why lock: two first exchanges at once must not both write the receipt.
         Invitation.objects.select_for_update().filter(pk=invitation.pk).first()
         exchange = ModelExchange.objects.create(invitation=invitation, **fields)
         if not GateReceipt.objects.filter(invitation=invitation, step=Step.MODEL, accepted=True).exists():
-            GateReceipt.objects.create(invitation=invitation, step=Step.MODEL, received_at=exchange.at)
+            prompt = next((m["content"] for m in reversed(exchange.messages)
+                           if m.get("role") == "user" and isinstance(m.get("content"), str)), "")
+            GateReceipt.objects.create(invitation=invitation, step=Step.MODEL, received_at=exchange.at,
+                                       log_text=prompt[-LOG_LIMIT:])
     return exchange
 
 

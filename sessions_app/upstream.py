@@ -22,7 +22,7 @@ ERROR_BODY_LIMIT = 2000  # bytes of an upstream's error body read for its messag
 @dataclass(frozen=True)
 class Upstream:
     base_url: str  # e.g. http://127.0.0.1:11434/v1, without /chat/completions
-    key: str
+    key: str = field(repr=False)  # why: a traceback's locals must not show it
     timeout_s: float
 
     def redact(self, text: str) -> str:

@@ -9,6 +9,7 @@ Django's test client.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,11 +19,12 @@ import pytest
 from django.utils import timezone
 
 from conftest import free_port
+from sessions_app import model_window
 from sessions_app.models import GateReceipt, ModelExchange
 from takehome.models import PacketVersion
 
 from .conftest import url
-from .helpers import RED_LOG, receipt
+from .helpers import GREEN_LOG, RED_LOG, receipt
 
 pytestmark = pytest.mark.django_db
 # why transaction: live_server serves from another thread, which sees only committed rows.
@@ -177,6 +179,9 @@ def test_the_first_exchange_is_the_model_step_and_opens_green(client, upstream, 
     ask(client, red)
     model = GateReceipt.objects.filter(invitation=red, step="model")
     assert [(r.accepted, r.received_at) for r in model] == [(True, ModelExchange.objects.first().at)]
+    assert model[0].log_text == "Why is the refund total wrong?"  # the prompt, as gate.py model sends it
+    green = client.post(url("gate-step", red, step="green"), receipt(GREEN_LOG), content_type="application/json")
+    assert green.status_code == 201, green.json()
 
 
 def test_a_packet_model_name_wins_over_the_setting(client, upstream, red):
@@ -209,12 +214,16 @@ def test_a_streamed_reply_is_relayed_and_assembled(client, upstream, red):
     ("malformed", 502, "not valid JSON"),
     ("slow", 502, "did not answer within 1 second."),
 ])
-def test_an_upstream_fault_is_a_clear_error_on_record(client, upstream, red, mode, status, words):
+def test_an_upstream_fault_is_a_clear_error_on_record(client, upstream, red, mode, status, words, caplog):
     upstream.mode = mode
-    response = ask(client, red)
+    with caplog.at_level(logging.DEBUG):
+        response = ask(client, red)
     assert response.status_code == status
     assert words in error_of(response)["message"] and KEY not in response.content.decode()
-    assert words in ModelExchange.objects.get().error
+    exchange = ModelExchange.objects.get()
+    assert words in exchange.error
+    assert KEY not in json.dumps(list(ModelExchange.objects.values()), default=str) + caplog.text
+    assert KEY not in repr(model_window.upstream())
 
 
 def test_an_upstream_that_is_down_is_a_clear_error_on_record(client, upstream, red, settings):
