@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -109,7 +110,7 @@ def chat_completions(request: HttpRequest, token: str) -> HttpResponse:
     return JsonResponse(reply)
 
 
-def _relay(invitation: Invitation, call: Call, sent_at) -> Iterator[bytes]:
+def _relay(invitation: Invitation, call: Call, sent_at: datetime) -> Iterator[bytes]:
     """The upstream's events as they arrive; an error event when the stream breaks; the record at the end."""
     error = ""
     try:
@@ -126,7 +127,7 @@ def _relay(invitation: Invitation, call: Call, sent_at) -> Iterator[bytes]:
         _record(invitation, call, sent_at, error)
 
 
-def _record(invitation: Invitation, call: Call, sent_at, error: str) -> None:
+def _record(invitation: Invitation, call: Call, sent_at: datetime, error: str) -> None:
     """Store the exchange. Token counts without the upstream's usage: one per four characters."""
     reply, messages = call.reply, call.body["messages"]
     estimated = reply.tokens_in is None

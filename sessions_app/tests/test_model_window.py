@@ -38,7 +38,8 @@ REPLY = "".join(WORDS)
 
 class FakeUpstream(ThreadingHTTPServer):
     """An OpenAI-compatible chat API whose ``mode`` says how it answers: plain, stream, slow,
-    http500, malformed, cut (a stream that stops mid-way) or no_usage."""
+    http500, malformed, cut (a stream that stops mid-way), no_usage, or held (a stream that waits
+    after its first chunk until ``release`` is set, noting in ``held_too_long`` if it never was)."""
 
     daemon_threads = True
 
@@ -46,6 +47,7 @@ class FakeUpstream(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), Handler)
         self.mode = "plain"
         self.got: list[dict] = []  # {"path", "headers", "body"} per request
+        self.release, self.held_too_long = threading.Event(), False
 
     @property
     def base_url(self) -> str:
@@ -87,6 +89,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(_chunk(word))
                 self.wfile.flush()
                 time.sleep(0.05)
+                if mode == "held" and word == WORDS[0]:
+                    self.server.held_too_long = not self.server.release.wait(5)
             if mode == "cut":
                 return
             self.wfile.write(_chunk(usage=usage) + b"data: [DONE]\n\n")
@@ -207,6 +211,15 @@ def test_a_streamed_reply_is_relayed_and_assembled(client, upstream, red):
     assert upstream.got[0]["body"]["stream_options"] == {"include_usage": True}
     exchange = ModelExchange.objects.get()
     assert (exchange.reply, exchange.streamed, exchange.tokens_out, exchange.error) == (REPLY, True, 7, "")
+
+
+def test_streamed_events_reach_the_client_as_they_arrive(client, upstream, red):
+    upstream.mode = "held"
+    events = iter(ask(client, red, stream=True).streaming_content)
+    assert b'"Use "' in next(events)  # while the upstream still holds the rest
+    upstream.release.set()
+    assert b"[DONE]" in b"".join(events) and not upstream.held_too_long
+    assert ModelExchange.objects.get().reply == REPLY
 
 
 @pytest.mark.parametrize("mode, status, words", [
