@@ -122,3 +122,21 @@ def test_an_upload_limit_below_one_stops_with_its_name():
     result = manage("check", DEBUG="true", TAKEHOME_UPLOAD_MAX_FILES="0")
     assert result.returncode != 0
     assert "TAKEHOME_UPLOAD_MAX_FILES=0 must be at least 1." in result.stderr
+
+
+def test_the_model_key_file_wins_over_the_key(tmp_path):
+    key = tmp_path / "model-key"
+    key.write_text("sk-from-file\n")
+    result = manage("shell", "-c", "from django.conf import settings; print(settings.MODEL_KEY)", DEBUG="true",
+                    TAKEHOME_MODEL_KEY="sk-from-env", TAKEHOME_MODEL_KEY_FILE=str(key))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "sk-from-file"
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"TAKEHOME_MODEL_URL": "127.0.0.1:11434/v1", "TAKEHOME_MODEL_NAME": "m"}, "must start with http://"),
+    ({"TAKEHOME_MODEL_URL": "http://127.0.0.1:11434/v1", "TAKEHOME_MODEL_NAME": ""}, "TAKEHOME_MODEL_NAME is not"),
+])
+def test_a_model_url_that_cannot_work_stops_the_process(env, words):
+    result = manage("check", DEBUG="true", **env)
+    assert result.returncode != 0 and words in result.stderr
