@@ -97,7 +97,7 @@ def upstream_body(request_body: dict, version: PacketVersion, tokens_left: int) 
     cap = min(settings.MODEL_MAX_REPLY_TOKENS, tokens_left)
     body = {key: request_body[key] for key in PASSED_KEYS if key in request_body}
     body.update(messages=messages, model=version.model_in_use,
-                max_tokens=min(asked, cap) if isinstance(asked, int) and asked > 0 else cap)
+                max_tokens=min(asked, cap) if type(asked) is int and asked > 0 else cap)  # why type(): True is an int too
     if request_body.get("stream") is True:
         # why include_usage: the last chunk then carries the token counts the caps need.
         body.update(stream=True, stream_options={"include_usage": True})

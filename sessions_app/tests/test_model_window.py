@@ -276,6 +276,17 @@ def test_the_request_cap_is_a_429_saying_which(client, upstream, red, settings):
     assert "2 requests" in error_of(response)["message"] and len(upstream.got) == 2
 
 
+@pytest.mark.parametrize("asked, sent", [(100, 100), (100_000, 4096), (True, 4096), ("9", 4096), (0, 4096)])
+def test_max_tokens_is_capped_per_request(client, upstream, red, asked, sent):
+    ask(client, red, max_tokens=asked)
+    assert upstream.got[0]["body"]["max_tokens"] == sent
+
+
+def test_max_completion_tokens_counts_as_max_tokens(client, upstream, red):
+    ask(client, red, max_completion_tokens=50)
+    assert upstream.got[0]["body"]["max_tokens"] == 50 and "max_completion_tokens" not in upstream.got[0]["body"]
+
+
 def test_the_token_cap_is_a_429_and_limits_max_tokens_before_it(client, upstream, red, settings):
     settings.MODEL_MAX_TOKENS = 30
     ask(client, red)
