@@ -38,7 +38,8 @@ REPLY = "".join(WORDS)
 
 class FakeUpstream(ThreadingHTTPServer):
     """An OpenAI-compatible chat API whose ``mode`` says how it answers: plain, stream, slow,
-    http500, malformed, cut (a stream that stops mid-way), no_usage, or held (a stream that waits
+    http500, malformed, cut (a stream that stops mid-way), no_usage, chunked (HTTP/1.1 chunks that
+    split events, as uvicorn and Ollama send them), or held (a stream that waits
     after its first chunk until ``release`` is set, noting in ``held_too_long`` if it never was)."""
 
     daemon_threads = True
@@ -81,6 +82,8 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "malformed":
             return self._send(200, b'{"choices": [')
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        if body.get("stream") and mode == "chunked":
+            return self._send_chunked(b"".join(_chunk(w) for w in WORDS) + _chunk(usage=usage) + b"data: [DONE]\n\n")
         if body.get("stream"):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -101,6 +104,19 @@ class Handler(BaseHTTPRequestHandler):
         if mode != "no_usage":
             reply["usage"] = usage
         self._send(200, json.dumps(reply).encode())
+
+    def _send_chunked(self, data: bytes) -> None:
+        self.protocol_version = "HTTP/1.1"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for start in range(0, len(data), 50):  # 50 bytes: every event is split across chunks
+            part = data[start:start + 50]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
 
     def _send(self, status: int, data: bytes) -> None:
         self.send_response(status)
@@ -211,6 +227,14 @@ def test_a_streamed_reply_is_relayed_and_assembled(client, upstream, red):
     assert upstream.got[0]["body"]["stream_options"] == {"include_usage": True}
     exchange = ModelExchange.objects.get()
     assert (exchange.reply, exchange.streamed, exchange.tokens_out, exchange.error) == (REPLY, True, 7, "")
+
+
+def test_a_chunked_stream_is_read_across_chunk_boundaries(client, upstream, red):
+    upstream.mode = "chunked"
+    events = b"".join(ask(client, red, stream=True).streaming_content)
+    assert events.rstrip().endswith(b"data: [DONE]")
+    exchange = ModelExchange.objects.get()
+    assert (exchange.reply, exchange.tokens_out, exchange.error) == (REPLY, 7, "")
 
 
 def test_streamed_events_reach_the_client_as_they_arrive(client, upstream, red):
