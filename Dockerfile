@@ -23,4 +23,6 @@ ENV TAKEHOME_RUNNER_DIR=/opt/takehome-runner
 
 # tini reaps the sandboxes' processes when the worker is pid 1.
 ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD ["gunicorn", "takehome.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]
+# gthread and a 120 s timeout: a streamed model reply holds its request for up to
+# TAKEHOME_MODEL_TIMEOUT_S, which a sync worker's 30 s timeout would cut.
+CMD ["gunicorn", "takehome.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--worker-class", "gthread", "--threads", "8", "--timeout", "120"]

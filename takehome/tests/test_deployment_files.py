@@ -58,6 +58,14 @@ def test_compose_parses_and_has_the_four_services():
     assert "gunicorn" in compose["services"]["web"]["command"]
 
 
+def test_the_web_server_holds_a_streamed_model_reply_past_its_timeout():
+    # A reply streams for up to TAKEHOME_MODEL_TIMEOUT_S: sync workers (30 s) would cut it.
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["web"]["command"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for where in (compose, dockerfile.replace('", "', " ")):
+        assert "--worker-class gthread" in where and "--timeout 120" in where, where
+
+
 def test_dockerfile_installs_the_sandbox():
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "bubblewrap" in dockerfile and "grading.runner" in dockerfile
