@@ -59,6 +59,15 @@ def check_open(invitation: Invitation) -> None:
                             "first, then ask again.", "red_not_witnessed", "permission_error")
 
 
+def closed_because(invitation: Invitation) -> str:
+    """Why the window is closed for this invitation now, in the endpoint's words; "" when it is open."""
+    try:
+        check_open(invitation)
+    except WindowRefused as refused:
+        return refused.message
+    return ""
+
+
 def used(invitation: Invitation) -> tuple[int, int]:
     """Requests and tokens (in and out) this invitation has used so far."""
     found = invitation.model_exchanges.aggregate(n=Count("pk"), tin=Sum("tokens_in"), tout=Sum("tokens_out"))

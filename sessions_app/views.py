@@ -23,10 +23,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from shared.http import from_gate, htmx_redirect, wants_json
-from takehome.models import Invitation
+from takehome.models import Invitation, PacketVersion, effective_policy
 from takehome.unavailable import NO_SPACE, Unavailable
 
-from . import actions
+from . import actions, model_window
 from .bundle import VENV_STEPS, build_bundle, server_python
 from .forms import GateReceiptForm, UploadForm
 from .links import TooManyLookups, invitation_for
@@ -149,7 +149,23 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
         "receipts": list(invitation.receipts.exclude(step=GateReceipt.Step.UPLOAD).order_by("received_at", "pk")),
         "server_python": server_python(invitation.packet_version),
         "venv_steps": VENV_STEPS,
+        "model_panel": model_panel(invitation),
     }
+
+
+@dataclass(frozen=True)
+class ModelPanel:
+    """The chat panel on the candidate's page: closed and why (or open), and the exchanges so far."""
+
+    closed_because: str
+    exchanges: list
+
+
+def model_panel(invitation: Invitation) -> ModelPanel | None:
+    """The panel, only for a version whose model is provided here; None for own or none."""
+    if effective_policy(invitation.packet_version) != PacketVersion.ModelPolicy.PROVIDED:
+        return None
+    return ModelPanel(model_window.closed_because(invitation), list(invitation.model_exchanges.all()))
 
 
 @require_GET
@@ -157,11 +173,14 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
 @vary_on_headers("HX-Request")
 @with_invitation
 def landing(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
-    """The page behind the link: prompt, rules, clock, download, upload, uploads so far."""
+    """The page behind the link: prompt, rules, clock, download, upload, uploads so far.
+
+    htmx asks for one part: the model window's history after an exchange, else the uploads.
+    """
     actions.do_open_invitation(invitation)
     template = "sessions_app/session_detail.html"
     if request.htmx:
-        template += "#upload-list"
+        template += "#model-history" if request.htmx.target == "model-history" else "#upload-list"
     return render(request, template, session_context(invitation, token))
 
 
