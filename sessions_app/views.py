@@ -30,7 +30,7 @@ from . import actions, model_window
 from .bundle import VENV_STEPS, build_bundle, server_python
 from .forms import GateReceiptForm, UploadForm
 from .links import TooManyLookups, invitation_for
-from .models import GateReceipt, Submission
+from .models import GateReceipt, ModelExchange, Submission
 from .uploads import HashingUploadHandler, human_size
 
 INVALID = "This link is not valid."
@@ -158,7 +158,7 @@ class ModelPanel:
     """The chat panel on the candidate's page: closed and why (or open), and the exchanges so far."""
 
     closed_because: str
-    exchanges: list
+    exchanges: list[ModelExchange]
 
 
 def model_panel(invitation: Invitation) -> ModelPanel | None:

@@ -7,6 +7,7 @@
   const send = document.getElementById("model-send");
   const reply = document.getElementById("model-reply");
   const error = document.getElementById("model-error");
+  form.hidden = false;
 
   const showError = (message) => {
     error.textContent = message;
