@@ -43,7 +43,7 @@ class ModelRecord:
     exchanges: tuple[Exchange, ...] = ()
 
 
-def _content_text(content) -> str:
+def content_text(content) -> str:
     """A message's content as text: a string, or the text parts of a list of parts."""
     if isinstance(content, str):
         return content
@@ -57,7 +57,7 @@ def user_messages(messages) -> list[str]:
     """The text of each user message sent, in order."""
     if not isinstance(messages, list):
         return []
-    return [_content_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    return [content_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
 
 
 def _prompts(messages) -> list[str]:
