@@ -53,9 +53,13 @@ def test_a_reply_that_differs_shows_its_diff(rob, sample_packet):
     assert stamp.count('class="diff highlight"') == 2
 
 
-def test_no_exchange_and_older_evidence(rob, sample_packet):
+def test_no_exchange_the_command_line_and_older_evidence(rob, sample_packet):
     stamp = stamp_section(rob, make_submission(sample_packet, evidence=evidence_with()))
     assert "No exchange through the window before this upload." in stamp
     assert stamp.count('data-result="absent"') == 2
-    older = stamp_section(rob, make_submission(sample_packet))  # evidence without a model section
+    command_line = stamp_section(rob, make_submission(sample_packet))  # grade_zip's: no server record
+    assert "not known here (graded on the command line)" in command_line
+    graded_before = ideal_evidence()
+    del graded_before["model"]
+    older = stamp_section(rob, make_submission(sample_packet, evidence=graded_before))
     assert "Graded before the model window was part of the evidence." in older
