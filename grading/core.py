@@ -23,6 +23,7 @@ from .archive import ExtractReport, Limits, UnsafeArchive, safe_extract
 from .cgroups import owned_name
 from .checks.artifacts import ARTIFACT_NAMES, check_artifacts, read_artifact
 from .checks.diff import diff_trees
+from .checks.model import ModelRecord, model_section
 from .checks.receipts import MIN_RED_TO_GREEN, witness_timeline
 from .checks.redlog import Reproduction, analyse_red_log, collect_test_ids
 from .checks.refusal import check_refusal
@@ -307,8 +308,8 @@ def _original_run_dict(result: RunResult) -> dict:
     }
 
 
-def empty_evidence(reason: str, skipped: Iterable[str] = ()) -> dict:
-    """Evidence for a refused archive: every section present, empty or false."""
+def empty_evidence(reason: str, skipped: Iterable[str] = (), model: ModelRecord | None = None) -> dict:
+    """Evidence for a refused archive: every section present, empty or false (the server's model record kept)."""
     return {
         "grader_version": GRADER_VERSION,
         "archive": {"accepted": False, "reason": reason, "kept": [], "skipped": list(skipped)},
@@ -321,6 +322,7 @@ def empty_evidence(reason: str, skipped: Iterable[str] = ()) -> dict:
         "refusal": {"present": False, "specific": False, "mentions": []},
         "texts": {},
         "original_run": None,
+        "model": model_section(model, None, None),
     }
 
 
@@ -330,6 +332,7 @@ def grade_tree(
     sandbox: Sandbox,
     *,
     receipts: Iterable[Receipt] | None = None,
+    model: ModelRecord | None = None,
     deadline: datetime | None = None,
     min_red_to_green_s: float = MIN_RED_TO_GREEN.total_seconds(),
     cache: OriginalRunCache | None = None,
@@ -340,8 +343,9 @@ def grade_tree(
 
     The reruns' trees are written under ``scratch`` (the system's temporary folder when None).
 
-    ``receipts`` (every gate receipt up to the upload, refused ones too) and
-    ``deadline`` are the server's record; None when it is not known here.
+    ``receipts`` (every gate receipt up to the upload, refused ones too),
+    ``model`` (the model window's exchanges up to the upload) and ``deadline``
+    are the server's record; None when it is not known here.
     """
     tree = report.root
     bundled = [p for p in BUNDLE_PATHS if p in report.kept and p not in spec.fixture]
@@ -444,6 +448,7 @@ def grade_tree(
         "refusal": refusal.to_dict(),
         "texts": {name: text for name, text in texts.items() if text is not None},
         "original_run": original,
+        "model": model_section(model, texts.get("prompt.txt"), texts.get("model.md")),
     }
 
 
@@ -461,6 +466,7 @@ def grade_archive(
     sandbox: Sandbox,
     *,
     receipts: Iterable[Receipt] | None = None,
+    model: ModelRecord | None = None,
     deadline: datetime | None = None,
     options: GradeOptions = GradeOptions(),
     scratch: Path | None = None,
@@ -476,9 +482,9 @@ def grade_archive(
         try:
             report = safe_extract(Path(archive), work / "tree", options.limits)
         except UnsafeArchive as exc:
-            return clean_evidence(empty_evidence(exc.reason))
+            return clean_evidence(empty_evidence(exc.reason, model=model))
         return clean_evidence(grade_tree(
-            report, spec, sandbox, receipts=receipts, deadline=deadline,
+            report, spec, sandbox, receipts=receipts, model=model, deadline=deadline,
             min_red_to_green_s=options.min_red_to_green_s, cache=OriginalRunCache(options.cache_dir),
             workers=options.workers, scratch=work,
         ))

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import DiffLexer
+
+from .checks.model import content_text
 
 # CSI (colours, cursor moves), OSC (titles, hyperlinks) and two-byte escapes.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
@@ -85,6 +87,7 @@ def _parse(at: str | None) -> datetime | None:
 
 
 REFUSED = " (refused)"
+EXCHANGE = "model exchange"
 
 
 def _kind(event: Mapping) -> str:
@@ -93,6 +96,8 @@ def _kind(event: Mapping) -> str:
         return "refused" if name.endswith(REFUSED) else "receipt"
     if name == "stamp value":
         return "stamp"
+    if name.startswith(EXCHANGE) and event.get("source") == "server exchange":
+        return "exchange"
     return "zip"
 
 
@@ -107,6 +112,8 @@ def _mentioned(event: Mapping, problem: str) -> bool:
         return (f"'{step}'" in problem and "refused" not in problem) or f"{step} receipt" in problem
     if kind == "stamp":
         return "stamp's value" in problem
+    if kind == "exchange":
+        return False  # why: the timeline check knows nothing of exchanges
     # why a word match: "red.log" must not be found inside another name
     return bool(name) and re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", problem) is not None
 
@@ -116,24 +123,29 @@ def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
 
     Returns {width, height, axis_left, axis_right, rows, start, end, undated}.
     Each row: {name, source, precision, when, x, y, kind, flagged, label_x,
-    anchor}; ``kind`` is receipt, refused (a refused receipt), stamp or zip.
-    Events without a time are listed under ``undated``.
+    anchor, x_end}; ``kind`` is receipt, refused (a refused receipt), stamp,
+    exchange (a model exchange) or zip. An event with ``until`` (an exchange's
+    reply end) has ``x_end`` there, else None. Events without a time are
+    listed under ``undated``.
     """
     problems = list(problems)
     dated, undated = [], []
     for event in events:
         when = _parse(event.get("at"))
-        (dated if when else undated).append((event, when))
-    times = [w for _, w in dated]
+        (dated if when else undated).append((event, when, _parse(event.get("until"))))
+    times = [w for _, w, _ in dated] + [u for _, _, u in dated if u]
     start, end = (min(times), max(times)) if times else (None, None)
     span = (end - start).total_seconds() if times else 0
-    rows = []
-    for i, (event, when) in enumerate(dated):
-        y = TOP + i * ROW_HEIGHT
+
+    def x_of(when: datetime) -> float:
         if span > 0:
-            x = AXIS_LEFT + (AXIS_RIGHT - AXIS_LEFT) * (when - start).total_seconds() / span
-        else:
-            x = (AXIS_LEFT + AXIS_RIGHT) / 2
+            return AXIS_LEFT + (AXIS_RIGHT - AXIS_LEFT) * (when - start).total_seconds() / span
+        return (AXIS_LEFT + AXIS_RIGHT) / 2
+
+    rows = []
+    for i, (event, when, until) in enumerate(dated):
+        y = TOP + i * ROW_HEIGHT
+        x = x_of(when)
         rows.append({
             "name": str(event.get("name", "")),
             "source": str(event.get("source", "")),
@@ -148,6 +160,7 @@ def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
             # why: a label near the right edge would run out of the drawing.
             "label_x": round(x - 9, 1) if x > AXIS_RIGHT - 70 else round(x + 9, 1),
             "anchor": "end" if x > AXIS_RIGHT - 70 else "start",
+            "x_end": round(x_of(until), 1) if until else None,
         })
     return {
         "width": SVG_WIDTH,
@@ -158,7 +171,7 @@ def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
         "rows": rows,
         "start": start.strftime("%Y-%m-%d %H:%M:%S") if start else None,
         "end": end.strftime("%H:%M:%S") if end else None,
-        "undated": [str(e.get("name", "")) for e, _ in undated],
+        "undated": [str(e.get("name", "")) for e, _, _ in undated],
     }
 
 
@@ -198,6 +211,63 @@ def gate_log_rows(lines) -> list[dict] | None:
     if not isinstance(lines, list):
         return None
     return [{**line, "local": candidate_clock(line.get("local_time"))} for line in lines if isinstance(line, Mapping)]
+
+
+# --- the model window ------------------------------------------------------------------
+
+SLOW_S = 30.0  # why: past this a reply is slow enough that a reviewer should see it without looking
+
+
+def _seconds(value) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def exchange_events(exchanges) -> list[dict]:
+    """The model section's exchanges as timeline events: sent at ``at``, the reply ending ``latency_s`` later."""
+    events = []
+    for number, e in enumerate(exchanges if isinstance(exchanges, list) else [], start=1):
+        if not isinstance(e, Mapping):
+            continue
+        sent = _parse(e.get("at") if isinstance(e.get("at"), str) else None)
+        latency = _seconds(e.get("latency_s"))
+        events.append({
+            "name": f"{EXCHANGE} {number} ({latency:.1f} s)", "at": e.get("at") if sent else None,
+            "until": (sent + timedelta(seconds=latency)).isoformat() if sent else None,
+            "source": "server exchange", "precision": "server clock",
+        })
+    return events
+
+
+def exchange_rows(exchanges) -> list[dict]:
+    """The exchanges as the page lists them: each message's text, the server's time, slow replies marked."""
+    rows = []
+    for number, e in enumerate(exchanges if isinstance(exchanges, list) else [], start=1):
+        if not isinstance(e, Mapping):
+            continue
+        messages = e.get("messages") if isinstance(e.get("messages"), list) else []
+        latency = _seconds(e.get("latency_s"))
+        rows.append({
+            "number": number, "at_utc": _aware(e.get("at")), "when": _when(e.get("at")),
+            "messages": [{"role": str(m.get("role", "")), "text": content_text(m.get("content"))}
+                         for m in messages if isinstance(m, Mapping)],
+            "reply": str(e.get("reply") or ""), "model": str(e.get("model") or ""),
+            "tokens_in": e.get("tokens_in"), "tokens_out": e.get("tokens_out"),
+            "latency_s": round(latency, 1), "slow": latency >= SLOW_S, "error": str(e.get("error") or ""),
+        })
+    return rows
+
+
+def comparison_rows(model) -> list[dict]:
+    """prompt.txt and model.md beside what went through the window: {name, what, result, exchange, diff}."""
+    if not isinstance(model, Mapping):
+        return []
+    rows = []
+    for key, name, what in (("prompt_matches", "prompt.txt", "what was sent"),
+                            ("reply_matches", "model.md", "the reply received")):
+        c = model.get(key) if isinstance(model.get(key), Mapping) else {}
+        rows.append({"name": name, "what": what, "result": str(c.get("result") or "absent"),
+                     "exchange": c.get("exchange"), "diff": str(c.get("diff") or "")})
+    return rows
 
 
 # --- the reruns ------------------------------------------------------------------------

@@ -246,6 +246,8 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
         receipts = display.receipt_rows(_receipt_dicts(
             GateReceipt.objects.filter(invitation_id=submission.invitation_id).order_by("received_at", "pk")))
     runs = data.get("runs") or {}
+    model = data.get("model")  # None: graded before the model window was part of the evidence
+    exchanges = (model or {}).get("exchanges") or []
     return {
         **state,
         "submission": submission,
@@ -261,7 +263,11 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
         "red_receipts": [r for r in receipts if r.get("step") == GateReceipt.Step.RED],
         "receipts": receipts,
         "gate_log": display.gate_log_rows(timeline.get("gate_log")),  # None: graded before the log was read
-        "timeline": display.layout_timeline(timeline.get("events") or [], timeline.get("problems") or []),
+        "timeline": display.layout_timeline([*(timeline.get("events") or []), *display.exchange_events(exchanges)],
+                                            timeline.get("problems") or []),
+        "model": model,
+        "exchanges": display.exchange_rows(exchanges),
+        "model_comparisons": display.comparison_rows(model),
         "texts": texts,
         "diff_files": display.order_files((data.get("diff") or {}).get("files") or []),
         "test_runs": [(name, runs[name]) for name in display.TEST_RUNS if name in runs],

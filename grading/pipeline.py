@@ -18,10 +18,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions_app.models import GateReceipt, Submission
+from sessions_app.models import GateReceipt, ModelExchange, Submission
+from takehome.models import effective_policy
 
 from . import lifecycle
 from .archive import Limits
+from .checks.model import Exchange, ModelRecord
 from .checks.timeline import Receipt
 from .core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
 from .display import is_tampered
@@ -112,6 +114,18 @@ def receipts_for(submission: Submission) -> list[Receipt]:
     ]
 
 
+def model_record_for(submission: Submission) -> ModelRecord:
+    """The packet's model policy and the invitation's model exchanges up to this upload, as the core wants them."""
+    rows = ModelExchange.objects.filter(
+        invitation_id=submission.invitation_id, at__lte=submission.uploaded_at).order_by("at", "pk")
+    return ModelRecord(
+        policy=effective_policy(submission.invitation.packet_version),
+        configured=bool(settings.MODEL_URL),
+        exchanges=tuple(Exchange(at=r.at, messages=r.messages, reply=r.reply, model=r.model, tokens_in=r.tokens_in,
+                                 tokens_out=r.tokens_out, latency_s=r.latency_s, error=r.error) for r in rows),
+    )
+
+
 def claim(submission_id: int, task_id: str = "", worker: str = "") -> GradingRun | None:
     """Start a run for this process, or None when there is nothing to do (see lifecycle.start_run)."""
     return lifecycle.start_run(submission_id, task_id=task_id, worker=worker, pid=os.getpid())
@@ -152,6 +166,7 @@ def grade_run(run: GradingRun) -> str:
             spec,
             sandbox_for_spec(spec),
             receipts=receipts_for(submission),
+            model=model_record_for(submission),
             deadline=submission.invitation.deadline,
             options=grade_options(),
             scratch=settings.GRADING_SCRATCH_DIR,

@@ -11,10 +11,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db.models import Count, F, Max, Min, Q
+from django.db.models import Count, F, Max, Min, Q, Sum
 
 from grading.models import Mark, Review
-from sessions_app.models import GateReceipt, Submission
+from sessions_app.models import GateReceipt, ModelExchange, Submission
 
 from . import charts
 from .models import AuditEvent, Decision, Invitation, Packet
@@ -87,7 +87,7 @@ TIME_ON_TASK_EDGES = (15, 30, 45, 60, 75, 90, 120)
 
 
 def funnel(packet: Packet) -> dict:
-    """The packet's funnel and time distributions, counted by the database: six queries, whatever the numbers.
+    """The packet's funnel, time distributions and model window use, counted by the database: seven queries.
 
     Every candidate invited to any version of the packet counts, revoked ones
     included (they were invited). "Red run witnessed" is an accepted red
@@ -96,7 +96,9 @@ def funnel(packet: Packet) -> dict:
     advance or decline. Time to red runs from Start to the first accepted red
     receipt; time on task from Start to the latest upload. Each distribution is
     counted as "at most N minutes" per edge, in the same query as its step,
-    and the buckets are the differences.
+    and the buckets are the differences. The model window: how many candidates
+    sent at least one request through it, the requests (failed ones too) and
+    the tokens in and out.
     """
     # why one grouped query per table and no correlated subquery per invitation: a subquery
     # referenced by each of the edges' filters is run again for each of them (measured: 15 s
@@ -132,6 +134,9 @@ def funnel(packet: Packet) -> dict:
                           .values("submission_id").distinct().count())
     counts["decided"] = (Decision.objects.filter(invitation__packet_version__packet=packet)
                          .exclude(choice=Decision.Choice.UNDECIDED).count())
+    model = ModelExchange.objects.filter(invitation__packet_version__packet=packet).aggregate(
+        candidates=Count("invitation_id", distinct=True), requests=Count("pk"),
+        tokens_in=Sum("tokens_in", default=0), tokens_out=Sum("tokens_out", default=0))
     steps = [(key, label, counts[key]) for key, label in FUNNEL_STEPS]
     to_red = charts.histogram(
         charts.buckets(TIME_TO_RED_EDGES, [counts[f"red_le_{e}"] for e in TIME_TO_RED_EDGES], counts["red_timed"]))
@@ -146,4 +151,5 @@ def funnel(packet: Packet) -> dict:
              "From pressing Start to the gate's first accepted red run, in minutes."),
             ("time-on-task", "Time on task", on_task, "From pressing Start to the latest upload, in minutes."),
         ],
+        "model": model,
     }

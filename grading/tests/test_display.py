@@ -98,3 +98,16 @@ def test_the_candidates_clock_is_written_out(text, shown):
     from grading.display import candidate_clock
 
     assert candidate_clock(text) == shown
+
+
+def test_a_model_exchange_is_drawn_from_its_request_to_the_end_of_its_reply():
+    from grading.display import exchange_events, layout_timeline
+
+    events = exchange_events([{"at": "2026-11-30T10:00:00+00:00", "latency_s": 120},
+                              {"at": "not a time", "latency_s": "x"}, "junk"])
+    assert [e["name"] for e in events] == ["model exchange 1 (120.0 s)", "model exchange 2 (0.0 s)"]
+    layout = layout_timeline([{"name": "red.log", "at": "2026-11-30T09:58:00", "source": "zip"}, *events], [])
+    red, exchange = layout["rows"]
+    assert exchange["kind"] == "exchange" and red["x_end"] is None
+    assert exchange["x_end"] == layout["axis_right"]  # the reply's end is the last time on the axis
+    assert layout["undated"] == ["model exchange 2 (0.0 s)"]

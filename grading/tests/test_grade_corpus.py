@@ -445,6 +445,9 @@ def test_grade_zip_prints_the_evidence_as_json(sample_packet, tmp_path, grading_
     evidence = json.loads(result.stdout)
     check_contract(evidence)
     assert outcomes(evidence) == ALL_RIGHT
+    # No server here: no model record, and prompt.txt and model.md have nothing to be compared with.
+    assert evidence["model"]["exchanges"] == [] and evidence["model"]["policy"] is None
+    assert evidence["model"]["prompt_matches"]["result"] == evidence["model"]["reply_matches"]["result"] == "absent"
 
 
 def shape(value):

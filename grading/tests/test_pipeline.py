@@ -14,7 +14,7 @@ from django.utils import timezone
 from grading import lifecycle, pipeline, tasks
 from grading.models import Evidence, GradingRun, InvalidTransition
 from grading.sandbox import SandboxUnavailable
-from sessions_app.models import GateReceipt, Submission
+from sessions_app.models import GateReceipt, ModelExchange, Submission
 
 from . import corpus
 
@@ -87,6 +87,36 @@ def test_the_servers_receipts_are_folded_into_the_timeline(invitation, media_roo
     assert receipt_events == ["receipt: red", "receipt: model", "receipt: green", "receipt: green (refused)"]
     assert [(r["step"], r["accepted"], r["refusal"]) for r in timeline["receipts"]] == [
         ("red", True, None), ("model", True, None), ("green", True, None), ("green", False, "still red")]
+
+
+def test_the_model_windows_exchanges_up_to_the_upload_reach_the_evidence(invitation, media_root, tmp_path,
+                                                                         settings):
+    settings.MODEL_URL, settings.MODEL_NAME = "http://127.0.0.1:8650/v1", "qwen"
+    files = corpus.honest_files()
+    t0 = corpus.T0
+    ModelExchange.objects.create(invitation=invitation, at=t0 + timedelta(minutes=3), model="qwen",
+                                 messages=[{"role": "user", "content": files["artifacts/prompt.txt"].decode()}],
+                                 reply="Something else entirely.", tokens_in=40, tokens_out=5, latency_s=42.5)
+    ModelExchange.objects.create(invitation=invitation, at=t0 + timedelta(minutes=20), reply="after the upload")
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", files),
+                        uploaded_at=t0 + timedelta(minutes=10))
+    assert pipeline.grade_submission(submission.pk) == "graded"
+    model = Evidence.objects.get().data["model"]
+    assert (model["policy"], model["configured"]) == ("provided", True)
+    assert [(e["reply"], e["latency_s"], e["tokens_in"]) for e in model["exchanges"]] == [
+        ("Something else entirely.", 42.5, 40)]
+    assert model["prompt_matches"]["result"] == "matches"
+    assert model["reply_matches"]["result"] == "differs" and "+" in model["reply_matches"]["diff"]
+
+
+def test_a_refused_archive_keeps_the_model_windows_record(invitation, media_root, tmp_path):
+    ModelExchange.objects.create(invitation=invitation, reply="Use Decimal.")
+    bad = tmp_path / "s.zip"
+    bad.write_bytes(b"PK\x03\x04 truncated nonsense")
+    assert pipeline.grade_submission(submit(invitation, bad).pk) == "rejected"
+    model = Evidence.objects.get().data["model"]
+    assert model["policy"] == "own" and model["configured"] is False
+    assert [e["reply"] for e in model["exchanges"]] == ["Use Decimal."]
 
 
 def sha(data: bytes) -> str:

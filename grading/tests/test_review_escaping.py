@@ -61,6 +61,14 @@ def hostile_evidence() -> dict:
     e["refusal"]["mentions"] = [PAYLOAD]
     e["texts"] = {name: PAYLOAD + "\n[link](javascript:alert(3))\n" for name in
                   ("red.log", "prompt.txt", "model.md", "green.log", "refuse.md", "notes.md", "model_allowed.at")}
+    exchange = {"at": "2026-11-30T14:09:00+00:00", "messages": [{"role": PAYLOAD, "content": PAYLOAD},
+                                                                {"role": "user", "content": [{"type": "text", "text": PAYLOAD}]}],
+                "reply": PAYLOAD, "model": PAYLOAD, "tokens_in": PAYLOAD, "tokens_out": 3, "latency_s": 40.0,
+                "error": PAYLOAD}
+    diff = f"--- exchange 1 (server)\n+++ artifacts/prompt.txt\n@@ -1 +1 @@\n-{PAYLOAD}\n+{PAYLOAD}\n"
+    e["model"] = {"policy": PAYLOAD, "configured": True, "exchanges": [exchange, {**exchange, "at": PAYLOAD}],
+                  "prompt_matches": {"result": "differs", "exchange": PAYLOAD, "diff": diff},
+                  "reply_matches": {"result": "matches", "exchange": PAYLOAD, "diff": ""}}
     e["archive"]["reason"] = PAYLOAD
     e["archive"]["accepted"] = False  # so the refusal banner (with the reason) is drawn too
     return e
@@ -96,6 +104,7 @@ def test_the_review_page_escapes_everything(client, reviewer, hostile):
     assert_inert(html)
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
     assert html.count('<b id="injected">') == 0
+    assert 'data-event="model exchange 1 (40.0 s)"' in html and 'data-compared="prompt.txt" data-result="differs"' in html
 
 
 def test_stored_receipts_are_escaped_when_the_evidence_has_none(client, reviewer, hostile):

@@ -8,12 +8,12 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from grading.tests.reviewing import make_submission, score
-from sessions_app.models import GateReceipt, Submission
+from sessions_app.models import GateReceipt, ModelExchange, Submission
 from takehome import charts
 from takehome.actions import do_decide
 from takehome.models import Invitation
 from takehome.pages import funnel
-from takehome.tests.factories import InvitationFactory
+from takehome.tests.factories import InvitationFactory, make_packet
 
 ALL_PASS = {"red_log": True, "model_waited": True, "refusal_specific": True, "test_names_bug": True}
 
@@ -95,7 +95,7 @@ def test_the_funnel_counts_each_step(sample_packet, make_reviewer, recruiter):
 
 
 @pytest.mark.django_db
-def test_the_funnel_costs_six_queries_whatever_the_number_of_candidates(sample_packet):
+def test_the_funnel_costs_seven_queries_whatever_the_number_of_candidates(sample_packet):
     for i in range(3):
         journey(sample_packet, red_after=i, upload_after=30 + i)
     with CaptureQueriesContext(connection) as few:
@@ -104,7 +104,7 @@ def test_the_funnel_costs_six_queries_whatever_the_number_of_candidates(sample_p
         journey(sample_packet, red_after=i, upload_after=30 + i)
     with CaptureQueriesContext(connection) as many:
         funnel(sample_packet)
-    assert len(few) == len(many) == 6
+    assert len(few) == len(many) == 7
 
 
 @pytest.mark.django_db
@@ -118,3 +118,21 @@ def test_the_packet_page_draws_accessible_charts_with_the_numbers(recruiter_clie
     numbers = funnel_html.split('data-numbers="funnel"')[1].split("</table>")[0]
     assert '<tr data-step="red"><th scope="row">Red run witnessed</th><td>1</td></tr>' in numbers
     assert "<script" not in funnel_html and "style=" not in funnel_html
+
+
+@pytest.mark.django_db
+def test_the_packet_page_counts_who_used_the_model_window_requests_and_tokens(recruiter_client, sample_packet):
+    used, twice = journey(sample_packet, red_after=3), journey(sample_packet, red_after=5)
+    journey(sample_packet, red_after=4)  # red, but never asked the model
+    ModelExchange.objects.create(invitation=used, tokens_in=100, tokens_out=40)
+    ModelExchange.objects.create(invitation=twice, tokens_in=200, tokens_out=60)
+    ModelExchange.objects.create(invitation=twice, error="the model server timed out", tokens_in=50)
+    elsewhere = InvitationFactory(packet_version=make_packet().latest_version())  # another packet's window
+    ModelExchange.objects.create(invitation=elsewhere, tokens_in=999, tokens_out=999)
+
+    assert funnel(sample_packet)["model"] == {"candidates": 2, "requests": 3, "tokens_in": 350, "tokens_out": 100}
+    html = recruiter_client.get(f"/packets/{sample_packet.slug}/").content.decode()
+    numbers = html.split('data-numbers="model-window"')[1].split("</table>")[0]
+    assert '<th scope="row">Candidates who used it</th><td>2</td>' in numbers
+    assert '<th scope="row">Requests (failed ones included)</th><td>3</td>' in numbers
+    assert "<td>350 / 100</td>" in numbers

@@ -1,0 +1,107 @@
+"""The model window's record beside what the zip says was asked and answered.
+
+No Django. The server's exchanges (sessions_app.models.ModelExchange) come in
+as plain ``Exchange`` values, like gate receipts do; ``model_section`` builds
+the evidence's ``model`` section (docs/evidence.md).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+MATCHES, DIFFERS, ABSENT = "matches", "differs", "absent"
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request through the model window and what came back, as the server stored it."""
+
+    at: datetime
+    messages: list
+    reply: str
+    model: str
+    tokens_in: int
+    tokens_out: int
+    latency_s: float
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        return {"at": self.at.isoformat(), "messages": self.messages, "reply": self.reply, "model": self.model,
+                "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
+                "latency_s": round(self.latency_s, 3), "error": self.error or None}
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """The packet's model policy, whether an upstream is configured, and the invitation's exchanges."""
+
+    policy: str
+    configured: bool
+    exchanges: tuple[Exchange, ...] = ()
+
+
+def content_text(content) -> str:
+    """A message's content as text: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content
+                         if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str))
+    return ""
+
+
+def user_messages(messages) -> list[str]:
+    """The text of each user message sent, in order."""
+    if not isinstance(messages, list):
+        return []
+    return [content_text(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+
+
+def _prompts(messages) -> list[str]:
+    """What may stand in prompt.txt: each user message, and all of them together (a conversation)."""
+    users = user_messages(messages)
+    return users + ["\n\n".join(users)] if len(users) > 1 else users
+
+
+def _lines(text: str) -> list[str]:
+    # why: editors and terminals change line ends and trailing blanks; the words are what count
+    return [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").strip().split("\n")]
+
+
+def _same(a: str, b: str) -> bool:
+    return a.split() == b.split()
+
+
+def compare(text: str | None, sent: Iterable[tuple[int, str]], name: str) -> dict:
+    """``text`` (a file of the zip) against the server's texts, each with its exchange's number.
+
+    matches: equal to one of them, whitespace and line ends aside; differs: a
+    unified diff against the last one; absent: no file (or a blank one), or
+    nothing on record to compare with.
+    """
+    sent = [(number, s) for number, s in sent if s.strip()]
+    if text is None or not text.strip() or not sent:
+        return {"result": ABSENT, "exchange": None, "diff": ""}
+    for number, s in sent:
+        if _same(text, s):
+            return {"result": MATCHES, "exchange": number, "diff": ""}
+    number, s = sent[-1]
+    diff = difflib.unified_diff(_lines(s), _lines(text), f"exchange {number} (server)", f"artifacts/{name}",
+                                lineterm="")
+    return {"result": DIFFERS, "exchange": number, "diff": "\n".join(diff) + "\n"}
+
+
+def model_section(record: ModelRecord | None, prompt: str | None, reply: str | None) -> dict:
+    """The evidence's ``model`` section; ``record`` None when the server's record is not known (grade_zip)."""
+    exchanges = record.exchanges if record else ()
+    numbered = list(enumerate(exchanges, start=1))
+    return {
+        "policy": record.policy if record else None,
+        "configured": record.configured if record else False,
+        "exchanges": [e.to_dict() for e in exchanges],
+        "prompt_matches": compare(prompt, [(n, m) for n, e in numbered for m in _prompts(e.messages)], "prompt.txt"),
+        "reply_matches": compare(reply, [(n, e.reply) for n, e in numbered], "model.md"),
+    }

@@ -1,0 +1,65 @@
+"""The stamp section shows the model window's record: the exchanges on the timeline and listed, and the comparison."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from grading.checks.model import Exchange, ModelRecord, model_section
+from grading.tests.reviewing import ideal_evidence, make_submission
+
+pytestmark = pytest.mark.django_db
+
+
+def evidence_with(*exchanges: Exchange) -> dict:
+    e = ideal_evidence()
+    e["model"] = model_section(ModelRecord("provided", True, exchanges), e["texts"]["prompt.txt"],
+                               e["texts"]["model.md"])
+    return e
+
+
+def ask(minute: int, prompt: str, reply: str, latency_s: float = 2.0, error: str = "") -> Exchange:
+    return Exchange(at=datetime(2026, 11, 30, 14, minute, tzinfo=UTC), messages=[{"role": "user", "content": prompt}],
+                    reply=reply, model="qwen2.5-coder", tokens_in=31, tokens_out=17, latency_s=latency_s, error=error)
+
+
+def stamp_section(client, submission) -> str:
+    html = client.get(f"/review/{submission.pk}/").content.decode()
+    return html.split('data-section="stamp"')[1].split('data-section="refusal"')[0]
+
+
+def test_each_exchange_is_drawn_listed_and_the_first_is_open(rob, sample_packet):
+    prompt = ideal_evidence()["texts"]["prompt.txt"]
+    submission = make_submission(sample_packet, evidence=evidence_with(
+        ask(9, prompt, "First answer."), ask(12, "And the tax?", "Second answer.", latency_s=95.0,
+                                             error="the model server stopped mid-reply")))
+    stamp = stamp_section(rob, submission)
+    assert 'data-event="model exchange 1 (2.0 s)"' in stamp
+    assert 'data-event="model exchange 2 (95.0 s)"' in stamp and 'class="reply"' in stamp
+    assert '<details class="exchange" data-exchange="1" open>' in stamp
+    assert '<details class="exchange" data-exchange="2">' in stamp
+    assert "First answer." in stamp and "And the tax?" in stamp and "qwen2.5-coder" in stamp
+    assert "31 tokens in, 17 out" in stamp
+    assert "95.0 s (a slow reply)" in stamp  # the slow reply's latency, without opening it
+    assert "Upstream error: the model server stopped mid-reply" in stamp
+    assert 'data-compared="prompt.txt" data-result="matches"' in stamp
+
+
+def test_a_reply_that_differs_shows_its_diff(rob, sample_packet):
+    submission = make_submission(sample_packet, evidence=evidence_with(ask(9, "Something else.", "A reply.")))
+    stamp = stamp_section(rob, submission)
+    assert 'data-compared="prompt.txt" data-result="differs"' in stamp
+    assert 'data-compared="model.md" data-result="differs"' in stamp
+    assert "exchange 1 (server)" in stamp and "Something else." in stamp
+    assert stamp.count('class="diff highlight"') == 2
+
+
+def test_no_exchange_the_command_line_and_older_evidence(rob, sample_packet):
+    stamp = stamp_section(rob, make_submission(sample_packet, evidence=evidence_with()))
+    assert "No exchange through the window before this upload." in stamp
+    assert stamp.count('data-result="absent"') == 2
+    command_line = stamp_section(rob, make_submission(sample_packet))  # grade_zip's: no server record
+    assert "not known here (graded on the command line)" in command_line
+    graded_before = ideal_evidence()
+    del graded_before["model"]
+    older = stamp_section(rob, make_submission(sample_packet, evidence=graded_before))
+    assert "Graded before the model window was part of the evidence." in older
