@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
 import pytest
@@ -23,131 +20,12 @@ from sessions_app import model_window
 from sessions_app.models import GateReceipt, ModelExchange
 from takehome.models import PacketVersion
 
-from .conftest import url
+from .conftest import KEY, REPLY, WORDS, url
 from .helpers import GREEN_LOG, RED_LOG, receipt
 
 pytestmark = pytest.mark.django_db
 # why transaction: live_server serves from another thread, which sees only committed rows.
 live = pytest.mark.django_db(transaction=True)
-
-KEY = "sk-upstream-SECRET-4711"
-PORTS = range(8620, 8630)
-WORDS = ["Use ", "Decimal", " for cents."]
-REPLY = "".join(WORDS)
-
-
-class FakeUpstream(ThreadingHTTPServer):
-    """An OpenAI-compatible chat API whose ``mode`` says how it answers: plain, stream, slow,
-    http500, malformed, cut (a stream that stops mid-way), no_usage, chunked (HTTP/1.1 chunks that
-    split events, as uvicorn and Ollama send them), or held (a stream that waits
-    after its first chunk until ``release`` is set, noting in ``held_too_long`` if it never was)."""
-
-    daemon_threads = True
-
-    def __init__(self, port: int):
-        super().__init__(("127.0.0.1", port), Handler)
-        self.mode = "plain"
-        self.got: list[dict] = []  # {"path", "headers", "body"} per request
-        self.release, self.held_too_long = threading.Event(), False
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-def _chunk(content: str | None = None, usage: dict | None = None) -> bytes:
-    body = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "upstream-model",
-            "choices": [] if content is None else [{"index": 0, "delta": {"content": content},
-                                                    "finish_reason": None}]}
-    if usage:
-        body["usage"] = usage
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
-
-
-class Handler(BaseHTTPRequestHandler):
-    # HTTP/1.0: every reply ends by closing the connection, so a cut stream is a plain close.
-    server: FakeUpstream
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.got.append({"path": self.path, "headers": dict(self.headers), "body": body})
-        mode = self.server.mode
-        if mode == "slow":
-            time.sleep(2)
-        if mode == "http500":
-            return self._send(500, json.dumps({"error": {"message": f"overloaded (key {KEY})"}}).encode())
-        if mode == "malformed":
-            return self._send(200, b'{"choices": [')
-        usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
-        if body.get("stream") and mode == "chunked":
-            return self._send_chunked(b"".join(_chunk(w) for w in WORDS) + _chunk(usage=usage) + b"data: [DONE]\n\n")
-        if body.get("stream"):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()
-            for word in WORDS[:1] if mode == "cut" else WORDS:
-                self.wfile.write(_chunk(word))
-                self.wfile.flush()
-                time.sleep(0.05)
-                if mode == "held" and word == WORDS[0]:
-                    self.server.held_too_long = not self.server.release.wait(5)
-            if mode == "cut":
-                return
-            self.wfile.write(_chunk(usage=usage) + b"data: [DONE]\n\n")
-            return
-        reply = {"id": "c1", "object": "chat.completion", "created": 1, "model": "upstream-model",
-                 "choices": [{"index": 0, "message": {"role": "assistant", "content": REPLY},
-                              "finish_reason": "stop"}]}
-        if mode != "no_usage":
-            reply["usage"] = usage
-        self._send(200, json.dumps(reply).encode())
-
-    def _send_chunked(self, data: bytes) -> None:
-        self.protocol_version = "HTTP/1.1"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        for start in range(0, len(data), 50):  # 50 bytes: every event is split across chunks
-            part = data[start:start + 50]
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
-
-    def _send(self, status: int, data: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
-def serve_on(ports) -> FakeUpstream:
-    # why not free_port(): the fake closes each connection, so its port sits in TIME_WAIT after a
-    # test, which a plain bind probe takes for busy; the server itself binds with SO_REUSEADDR.
-    for port in ports:
-        try:
-            return FakeUpstream(port)
-        except OSError:
-            continue
-    raise AssertionError(f"every port in {ports} is in use")
-
-
-@pytest.fixture
-def upstream(settings):
-    server = serve_on(PORTS)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    settings.MODEL_URL, settings.MODEL_NAME, settings.MODEL_KEY = server.base_url, "packet-model", KEY
-    settings.MODEL_TIMEOUT_S = 1
-    yield server
-    server.shutdown()
-    server.server_close()
-
 
 @pytest.fixture
 def red(client, started):
