@@ -23,11 +23,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from shared.http import from_gate, htmx_redirect, wants_json
-from takehome.models import Invitation
+from takehome.models import Invitation, effective_policy
 from takehome.unavailable import NO_SPACE, Unavailable
 
 from . import actions
-from .bundle import VENV_STEPS, build_bundle, server_python
+from .bundle import VENV_STEPS, build_bundle, model_base_url, server_python
 from .forms import GateReceiptForm, UploadForm
 from .links import TooManyLookups, invitation_for
 from .models import GateReceipt, Submission
@@ -149,6 +149,8 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
         "receipts": list(invitation.receipts.exclude(step=GateReceipt.Step.UPLOAD).order_by("received_at", "pk")),
         "server_python": server_python(invitation.packet_version),
         "venv_steps": VENV_STEPS,
+        "model_policy": effective_policy(invitation.packet_version),
+        "model_base_url": model_base_url(token),
     }
 
 
