@@ -22,6 +22,7 @@ Add --offline to any step to skip the server on purpose.
 
 import datetime
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -326,13 +327,15 @@ def cmd_ask(offline):
             reply = stream_reply(response)
     except urllib.error.HTTPError as exc:
         sys.exit(server_error(exc.read(), exc.code) + "\nNothing was written.")
-    except (OSError, ValueError) as exc:
+    except urllib.error.URLError as exc:
+        sys.exit("The server could not be reached (%s). Nothing was written." % exc.reason)
+    except (OSError, ValueError, http.client.HTTPException) as exc:
         sys.exit("\nThe model's reply did not arrive whole (%s). Nothing was saved; run python gate.py ask "
                  "again." % getattr(exc, "reason", exc))
     target = next_reply_file()
     # why a temporary file renamed into place: a reply is either whole in its file or not there at all.
-    with tempfile.NamedTemporaryFile("w", dir=str(ART), suffix=".part", delete=False, encoding="utf-8") as f:
-        f.write(reply)
+    with tempfile.NamedTemporaryFile("wb", dir=str(ART), suffix=".part", delete=False) as f:
+        f.write(reply.encode("utf-8"))
     os.replace(f.name, str(target))
     if not STAMP.exists():
         STAMP.write_text(asked_at)

@@ -10,7 +10,15 @@ from takehome.models import PacketVersion
 from takehome.tests.factories import InvitationFactory
 
 from .conftest import REPLY
-from .helpers import apply_fix, do_honest_work, download_tree, receipts_jsonl, run_gate, runner_python
+from .helpers import (
+    apply_fix,
+    do_honest_work,
+    download_tree,
+    point_gate_at,
+    receipts_jsonl,
+    run_gate,
+    runner_python,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 UPSTREAM_PORTS = range(8640, 8645)
@@ -113,6 +121,16 @@ def test_without_a_model_green_follows_red_and_there_is_no_model_step(tree_with)
         (tree / "artifacts" / name).unlink()
     r = run_gate(tree, "submit")  # stdin is not a terminal: it names what is missing and uploads nothing
     assert "refuse.md" in r.stderr and "model" not in r.stderr and "prompt.txt" not in r.stderr
+
+
+def test_ask_with_the_server_out_of_reach_says_so_and_writes_nothing(tree_with):
+    tree = tree_with("provided")
+    point_gate_at(tree, "http://127.0.0.1:9")  # nothing listens on port 9
+    (tree / "artifacts").mkdir()
+    (tree / "artifacts" / "prompt.txt").write_text("hi\n")
+    r = run_gate(tree, "ask")
+    assert r.returncode != 0 and "The server could not be reached" in r.stderr and "Traceback" not in r.stderr
+    assert artifacts(tree) == {"prompt.txt"}
 
 
 def test_the_usage_lists_ask(tree_with):
