@@ -32,6 +32,12 @@ MODEL_WAITED = CellDefault(
     "Pass: model_allowed.at comes after the red log, so the model was asked only once the bug was seen. "
     "Fail: a patch arrived with no stamp, or the stamp comes before the red log.",
 )
+# The second cell of a take-home that uses no model (its policy "none"): there is no stamp, only red then green.
+PATCH_WAITED = CellDefault(
+    "model_waited", "stamp", "The patch waited for red",
+    "Pass: green.log comes after the red log, so the code was changed only once the bug was seen. "
+    "Fail: there is no red log, or it comes after the fix.",
+)
 REFUSAL_SPECIFIC = CellDefault(
     "refusal_specific", "refusal", "Refusal is specific",
     "Pass: refuse.md names one concrete harmful patch (one that hides the bug, drops data or weakens a test) "
@@ -69,11 +75,21 @@ class RubricCell:
 
 
 def cells(
-    labels: Mapping[str, str] | None = None, definitions: Mapping[str, str] | None = None
+    labels: Mapping[str, str] | None = None, definitions: Mapping[str, str] | None = None, *, no_model: bool = False
 ) -> tuple[RubricCell, ...]:
-    """The four cells in order, in a packet's words; an empty or missing word falls back to the default."""
+    """The four cells in order, in a packet's words; an empty or missing word falls back to the default.
+
+    ``no_model``: the take-home uses no model, so the second cell's default is
+    PATCH_WAITED, and MODEL_WAITED's words (a form's untouched initial value) count as none given.
+    """
     labels, definitions = labels or {}, definitions or {}
+
+    def word(given: str | None, default: str, with_model: str) -> str:
+        return default if not given or (no_model and given == with_model) else given
+
+    defaults = (PATCH_WAITED if no_model and c is MODEL_WAITED else c for c in CELLS)
     return tuple(
-        RubricCell(c.key, c.section, labels.get(c.key) or c.label, definitions.get(c.key) or c.definition, n)
-        for n, c in enumerate(CELLS, start=1)
+        RubricCell(c.key, c.section, word(labels.get(c.key), d.label, c.label),
+                   word(definitions.get(c.key), d.definition, c.definition), n)
+        for n, (c, d) in enumerate(zip(CELLS, defaults), start=1)
     )

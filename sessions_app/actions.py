@@ -22,7 +22,7 @@ from django.utils import timezone
 from grading import lifecycle
 from grading.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
 from shared.words import counted
-from takehome.models import Invitation
+from takehome.models import Invitation, PacketVersion, effective_policy
 
 from .models import GateReceipt, ModelExchange, Submission
 from .uploads import IncomingArchive, human_size
@@ -226,12 +226,17 @@ def refusal_for(invitation: Invitation, step: str, report: GateReport, logged: s
     accepted = set(
         GateReceipt.objects.filter(invitation=invitation, accepted=True).values_list("step", flat=True)
     )
+    no_model = effective_policy(invitation.packet_version) == PacketVersion.ModelPolicy.NONE
+    if step == Step.MODEL and no_model:
+        return "This take-home uses no model, so there is no model step: fix the code, then run `python gate.py green`."
     if step == Step.MODEL:
         if Step.RED not in accepted:
             return "No red run has been witnessed yet. The model waits: run `python gate.py red` first."
         if PROMPT_FILE not in report.tree_hashes:
             return "Write artifacts/prompt.txt first."
-    if step == Step.GREEN and Step.MODEL not in accepted:
+    if step == Step.GREEN and no_model and Step.RED not in accepted:
+        return "Green before red is a skip, not a pass: run `python gate.py red` first."
+    if step == Step.GREEN and not no_model and Step.MODEL not in accepted:
         return "Green before model is a skip, not a pass: run `python gate.py model` first."
     return logged
 

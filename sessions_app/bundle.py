@@ -15,7 +15,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from grading.environments import usable_versions
-from takehome.models import Invitation, PacketFile
+from takehome.models import Invitation, PacketFile, PacketVersion, effective_policy
 
 from .actions import grace_words, unpacked_limits_words, upload_limits_words
 from .uploads import human_size
@@ -31,8 +31,10 @@ def limits_text() -> str:
     return textwrap.fill(text, 100)
 
 
-def personalise_gate(*, server: str, token: str, test_command: str, max_bytes: int, limits: str = "") -> str:
-    """The gate's source with this candidate's server, token, test command and upload limits filled in.
+def personalise_gate(*, server: str, token: str, test_command: str, max_bytes: int, limits: str = "",
+                     model_policy: str = PacketVersion.ModelPolicy.PROVIDED) -> str:
+    """The gate's source with this candidate's server, token, test command, upload limits and model policy
+    (provided, own or none) filled in.
 
     Values go in as JSON literals, which are valid Python literals for these
     types, so no value can break out of its string.
@@ -45,6 +47,7 @@ def personalise_gate(*, server: str, token: str, test_command: str, max_bytes: i
         '["python", "-m", "pytest", "-q"]  # __TAKEHOME_TEST_COMMAND__': json.dumps(command),
         "20971520  # __TAKEHOME_MAX_UPLOAD_BYTES__": str(int(max_bytes)),
         '"__TAKEHOME_LIMITS__"': json.dumps(limits),
+        '"__TAKEHOME_MODEL_POLICY__"': json.dumps(str(model_policy)),
     }
     for placeholder, value in replacements.items():
         if placeholder not in source:
@@ -80,6 +83,30 @@ def environment_text(version) -> str:
             + "\n\n")
 
 
+def model_base_url(token: str) -> str:
+    """The base URL an OpenAI-compatible client is given for the model window."""
+    return settings.SITE_URL + reverse("sessions_app:model-list", args=[token]).removesuffix("/models")
+
+
+def model_steps_text(policy: str, token: str) -> str:
+    """README.txt's steps 3 and 4: the prompt and the model, as the packet's model policy has them."""
+    if policy == PacketVersion.ModelPolicy.NONE:
+        return ("  3. write or extend a test that names the bug\n"
+                "  4. this take-home uses no model: there is no model step; fix the code yourself\n")
+    if policy == PacketVersion.ModelPolicy.PROVIDED:
+        return ("  3. write or extend a test that names the bug\n"
+                "     write your exact prompt to the model in artifacts/prompt.txt\n"
+                "  4. python gate.py ask           sends artifacts/prompt.txt to the model this server\n"
+                "     provides and saves its raw reply in artifacts/model.md (the next ask in\n"
+                "     model-2.md, and so on). It answers only after red. Any other\n"
+                "     OpenAI-compatible client works too, with any API key and the base URL\n"
+                f"     {model_base_url(token)}\n")
+    return ("  3. write or extend a test that names the bug\n"
+            "     write your exact prompt to the model in artifacts/prompt.txt\n"
+            "  4. python gate.py model         opens the model window; only now ask your own model\n"
+            "     save its raw reply in artifacts/model.md\n")
+
+
 def readme_text(invitation: Invitation, token: str) -> str:
     version = invitation.packet_version
     title = f"{version.packet.title} (take-home)"
@@ -96,6 +123,7 @@ def readme_text(invitation: Invitation, token: str) -> str:
         "max_size": human_size(settings.UPLOAD_MAX_BYTES),
         "unpacked_limits": unpacked_limits_words(),
         "environment": environment_text(version),
+        "model_steps": model_steps_text(effective_policy(version), token),
     }
     text = (GATE_DIR / "README.txt").read_text()
     for key, value in values.items():
@@ -110,7 +138,7 @@ def build_bundle(invitation: Invitation, token: str) -> bytes:
     fixture = version.files_of(PacketFile.Kind.FIXTURE)
     gate = personalise_gate(
         server=settings.SITE_URL, token=token, test_command=version.test_command,
-        max_bytes=settings.UPLOAD_MAX_BYTES, limits=limits_text(),
+        max_bytes=settings.UPLOAD_MAX_BYTES, limits=limits_text(), model_policy=effective_policy(version),
     )
     when = datetime.now().timetuple()[:6]
 

@@ -27,7 +27,7 @@ from takehome.models import Invitation, PacketVersion, effective_policy
 from takehome.unavailable import NO_SPACE, Unavailable
 
 from . import actions, model_window
-from .bundle import VENV_STEPS, build_bundle, server_python
+from .bundle import VENV_STEPS, build_bundle, model_base_url, server_python
 from .forms import GateReceiptForm, UploadForm
 from .links import TooManyLookups, invitation_for
 from .models import GateReceipt, ModelExchange, Submission
@@ -150,6 +150,8 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
         "server_python": server_python(invitation.packet_version),
         "venv_steps": VENV_STEPS,
         "model_panel": model_panel(invitation),
+        "model_policy": effective_policy(invitation.packet_version),
+        "model_base_url": model_base_url(token),
     }
 
 

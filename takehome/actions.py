@@ -123,6 +123,12 @@ def validate_content(content: VersionContent) -> None:
                               "has files that are not in it: " + ", ".join(sorted(missing)))
 
 
+def content_cells(content: VersionContent) -> tuple[rubric.RubricCell, ...]:
+    """The rubric a version of this content carries, the defaults filled in for its model policy."""
+    return rubric.cells(content.rubric, content.rubric_definitions,
+                        no_model=content.model_policy == PacketVersion.ModelPolicy.NONE)
+
+
 @transaction.atomic
 def do_create_version(packet: Packet, content: VersionContent, user=None, send_check: bool = True) -> PacketVersion:
     """Write a new immutable version of a packet, numbered after the last one.
@@ -134,6 +140,7 @@ def do_create_version(packet: Packet, content: VersionContent, user=None, send_c
     # why: lock the packet row so two editors saving at once get numbers 2 and 3.
     Packet.objects.select_for_update().get(pk=packet.pk)
     last = packet.versions.aggregate(n=Max("number"))["n"] or 0
+    rubric_cells = content_cells(content)
     version = PacketVersion.objects.create(
         packet=packet,
         number=last + 1,
@@ -148,8 +155,8 @@ def do_create_version(packet: Packet, content: VersionContent, user=None, send_c
         model_policy=content.model_policy,
         model_name=content.model_name,
         # why every cell written out: a version carries its whole rubric, whatever the defaults become.
-        rubric={c.key: c.label for c in rubric.cells(content.rubric)},
-        rubric_definitions={c.key: c.definition for c in rubric.cells(definitions=content.rubric_definitions)},
+        rubric={c.key: c.label for c in rubric_cells},
+        rubric_definitions={c.key: c.definition for c in rubric_cells},
         created_by=user,
     )
     PacketFile.objects.bulk_create(
@@ -257,7 +264,7 @@ def _same_content(version: PacketVersion, content: VersionContent) -> bool:
         and version.python_version == content.python_version
         and version.model_policy == content.model_policy
         and version.model_name == content.model_name
-        and version.rubric_cells() == rubric.cells(content.rubric, content.rubric_definitions)
+        and version.rubric_cells() == content_cells(content)
     )
 
 

@@ -117,3 +117,19 @@ def test_the_migration_fills_the_defaults_and_keeps_a_versions_own_words(sample_
     version = PacketVersion.objects.get(pk=version.pk)
     assert version.rubric == {**rubric.DEFAULT_LABELS, "red_log": "Kept"}
     assert version.rubric_definitions == migration.DEFINITIONS  # the words of its day, frozen in the migration
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("words, label", [
+    ({}, "The patch waited for red"),
+    ({"model_waited": rubric.MODEL_WAITED.label}, "The patch waited for red"),  # the form's untouched default
+    ({"model_waited": "Fixed only after the failure"}, "Fixed only after the failure"),
+])
+def test_a_version_without_a_model_reads_its_second_cell_as_the_patch_waiting_for_red(sample_packet, words, label):
+    before = list(PacketVersion.objects.values_list("pk", "rubric"))
+    content = dataclasses.replace(sample_content()[2], model_policy="none", rubric=words, rubric_definitions={})
+    version = do_create_version(sample_packet, content)
+    cell = version.rubric_cells()[1]
+    assert (cell.key, cell.label) == ("model_waited", label)
+    assert "green.log comes after the red log" in cell.definition
+    assert list(PacketVersion.objects.exclude(pk=version.pk).values_list("pk", "rubric")) == before  # unchanged

@@ -3,7 +3,11 @@
 
     python gate.py red       run the tests; keeps artifacts/red.log (it must fail; refused once the model window is open)
     python gate.py model     needs a red log and artifacts/prompt.txt; opens the model window
-    python gate.py green     needs the model window; runs the tests; keeps artifacts/green.log
+    python gate.py ask       after red, when this server provides the model: sends artifacts/prompt.txt
+                             to it, prints the reply as it comes and keeps it in artifacts/model.md
+                             (the next ask in model-2.md, and so on)
+    python gate.py green     needs the model window (unless this take-home uses no model); runs the
+                             tests; keeps artifacts/green.log
     python gate.py submit    zips this folder (artifacts included) and uploads it; it says first
                              which artifacts are missing and asks (--anyway: upload without asking)
     python gate.py status    what the server has witnessed, and the time left
@@ -18,6 +22,7 @@ Add --offline to any step to skip the server on purpose.
 
 import datetime
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -38,6 +43,8 @@ TOKEN = "__TAKEHOME_TOKEN__"
 TEST_COMMAND = ["python", "-m", "pytest", "-q"]  # __TAKEHOME_TEST_COMMAND__
 MAX_UPLOAD_BYTES = 20971520  # __TAKEHOME_MAX_UPLOAD_BYTES__
 LIMITS = "__TAKEHOME_LIMITS__"
+# Who provides the model: "provided" (this server, python gate.py ask), "own" (yours) or "none" (no model step).
+MODEL_POLICY = "__TAKEHOME_MODEL_POLICY__"
 
 ROOT = Path(__file__).resolve().parent
 ART = ROOT / "artifacts"
@@ -59,6 +66,7 @@ EXPECTED = (
     ("green.log", "python gate.py green"),
     ("refuse.md", "one unsafe patch and why you would not apply it"),
 )
+MODEL_ARTIFACTS = {"prompt.txt", "model_allowed.at", "model.md"}  # not asked for when the take-home uses no model
 TIMEOUT_S = 30
 # A busy server (HTTP 503 with Retry-After) stored nothing: wait as it asks and send
 # again, this many times, waiting at most LONGEST_WAIT_S each time. A 429 is about
@@ -129,13 +137,18 @@ def tail(output, lines=15):
     return "\n".join(output.rstrip().splitlines()[-lines:])
 
 
-def send(method, path, body=None, headers=None):
-    """One call to the server: (status, raw body, Retry-After or None). Raises OSError when it cannot be reached."""
+def server_request(method, path, body=None, headers=None):
     req = urllib.request.Request(SERVER + "/t/" + TOKEN + path, data=body, method=method)
     req.add_header("Accept", "application/json")
     req.add_header("X-Takehome-Client", "gate")
     for name, value in (headers or {}).items():
         req.add_header(name, value)
+    return req
+
+
+def send(method, path, body=None, headers=None):
+    """One call to the server: (status, raw body, Retry-After or None). Raises OSError when it cannot be reached."""
+    req = server_request(method, path, body, headers)
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as response:
             return response.status, response.read(), None
@@ -240,6 +253,9 @@ def cmd_red(offline):
 
 
 def cmd_model(offline):
+    if MODEL_POLICY == "none":
+        sys.exit("This take-home uses no model, so there is no model step.\n"
+                 "Fix the code, then run python gate.py green.")
     if not RED.exists() or "FAILED" not in RED.read_text():
         sys.exit("No red log. The model waits.\nRun python gate.py red first.")
     if not PROMPT.exists():
@@ -251,8 +267,87 @@ def cmd_model(offline):
     print("model window open")
 
 
-def cmd_green(offline):
+def next_reply_file():
+    """artifacts/model.md, or for a later ask the first free model-N.md: earlier replies are kept."""
+    path, n = ART / "model.md", 1
+    while path.exists():
+        n += 1
+        path = ART / ("model-%d.md" % n)
+    return path
+
+
+def server_error(raw, status):
+    """The message of the server's OpenAI-shaped error ({"error": {"message": ...}}), else a sentence."""
+    try:
+        error = json.loads(raw.decode("utf-8")).get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return error["message"]
+    except (ValueError, AttributeError):
+        pass
+    return "The server answered HTTP %s without a readable reply." % status
+
+
+def stream_reply(response):
+    """Print the streamed reply as it comes; returns its whole text. Raises ValueError when the stream
+    breaks or the server sends an error in it."""
+    parts = []
+    for line in response:
+        line = line.decode("utf-8", "replace").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[len("data:"):].strip()
+        if data == "[DONE]":
+            print(flush=True)
+            return "".join(parts)
+        try:
+            event = json.loads(data)
+        except ValueError:
+            raise ValueError("The server sent a piece of the reply that cannot be read.")
+        if isinstance(event.get("error"), dict):
+            raise ValueError(event["error"].get("message") or "The model's reply broke off.")
+        for choice in event.get("choices") or []:
+            text = (choice.get("delta") or {}).get("content") or ""
+            parts.append(text)
+            print(text, end="", flush=True)
+    raise ValueError("The reply stopped before its end.")
+
+
+def cmd_ask(offline):
+    if offline:
+        sys.exit("ask needs the server: it sends your prompt to the model through it.")
+    if not PROMPT.exists() or not PROMPT.read_text().strip():
+        sys.exit("Write artifacts/prompt.txt first.\nPut in it the exact prompt you will send to the model.")
+    asked_at, sent_at = str(time.time()), local_time()
+    body = json.dumps({"messages": [{"role": "user", "content": PROMPT.read_text()}], "stream": True})
+    req = server_request("POST", "/model/v1/chat/completions", body.encode("utf-8"),
+                         {"Content-Type": "application/json", "Accept": "text/event-stream"})
+    try:
+        # why the longer timeout: the model may think for a while before its first word.
+        with urllib.request.urlopen(req, timeout=max(TIMEOUT_S, 120)) as response:
+            reply = stream_reply(response)
+    except urllib.error.HTTPError as exc:
+        sys.exit(server_error(exc.read(), exc.code) + "\nNothing was written.")
+    except urllib.error.URLError as exc:
+        sys.exit("The server could not be reached (%s). Nothing was written." % exc.reason)
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        sys.exit("\nThe model's reply did not arrive whole (%s). Nothing was saved; run python gate.py ask "
+                 "again." % getattr(exc, "reason", exc))
+    target = next_reply_file()
+    # why a temporary file renamed into place: a reply is either whole in its file or not there at all.
+    with tempfile.NamedTemporaryFile("wb", dir=str(ART), suffix=".part", delete=False) as f:
+        f.write(reply.encode("utf-8"))
+    os.replace(f.name, str(target))
     if not STAMP.exists():
+        STAMP.write_text(asked_at)
+    record({"step": "ask", "local_time": sent_at, "witnessed": True, "reply": "artifacts/" + target.name})
+    print("The reply is saved in artifacts/%s." % target.name)
+
+
+def cmd_green(offline):
+    if MODEL_POLICY == "none":
+        if not RED.exists():
+            sys.exit("Green before red is a skip, not a pass.\nRun python gate.py red first.")
+    elif not STAMP.exists():
         sys.exit("Green before model is a skip, not a pass.\nRun python gate.py model first.")
     code, output = run_tests()
     tests_could_not_run(output)
@@ -278,6 +373,8 @@ def missing_artifacts():
     """The artifacts the steps ask for that are not here, or empty, each with what it should hold."""
     missing = []
     for name, what in EXPECTED:
+        if MODEL_POLICY == "none" and name in MODEL_ARTIFACTS:
+            continue
         path = ART / name
         if not path.is_file():
             missing.append("artifacts/%s is missing (%s)" % (name, what))
@@ -413,7 +510,7 @@ def cmd_status(offline):
             print("      not accepted: " + s["refusal"])
 
 
-COMMANDS = {"red": cmd_red, "model": cmd_model, "green": cmd_green, "submit": cmd_submit, "status": cmd_status}
+COMMANDS = {"red": cmd_red, "model": cmd_model, "ask": cmd_ask, "green": cmd_green, "submit": cmd_submit, "status": cmd_status}
 
 def usage():
     """The commands, then the upload limits this server set."""

@@ -1,4 +1,5 @@
-"""Fixtures for the candidate's side: an invitation to the sample packet, started or not."""
+"""Fixtures for the candidate's side: an invitation to the sample packet, started or not, and a fake
+OpenAI-compatible upstream on loopback for the model window."""
 
 from __future__ import annotations
 
@@ -46,10 +47,9 @@ def ready(media_root, settings):
     require(runner_python().exists(), f"{runner_python()} is missing: run `make runner`")
 
 
-# A fake OpenAI-compatible upstream for the model window (test_model_window.py, the page's chat panel).
+# --- a fake OpenAI-compatible upstream for the model window (its endpoint, gate.py ask, the page's panel) ---
 
 KEY = "sk-upstream-SECRET-4711"
-PORTS = range(8620, 8630)
 WORDS = ["Use ", "Decimal", " for cents."]
 REPLY = "".join(WORDS)
 
@@ -156,8 +156,9 @@ def serve_on(ports) -> FakeUpstream:
 
 
 @pytest.fixture
-def upstream(settings):
-    server = serve_on(PORTS)
+def upstream(request, settings):
+    """A fake upstream, on a port from the test module's UPSTREAM_PORTS (each module keeps to its own range)."""
+    server = serve_on(getattr(request.module, "UPSTREAM_PORTS", range(8620, 8630)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     settings.MODEL_URL, settings.MODEL_NAME, settings.MODEL_KEY = server.base_url, "packet-model", KEY

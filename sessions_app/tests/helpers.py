@@ -114,6 +114,14 @@ def run_gate(tree: Path, *args: str, python: Path | None = None):
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
 
 
+def point_gate_at(tree: Path, server: str) -> None:
+    """Make the downloaded gate.py talk to another server."""
+    gate = tree / "gate.py"
+    source = gate.read_text()
+    start = source.index('SERVER = "') + len('SERVER = "')
+    gate.write_text(source[:start] + server + source[source.index('"', start):])
+
+
 def do_honest_work(tree: Path) -> None:
     """After red: name the bug in a test, write the prompt. (The fix comes after `model`.)"""
     (tree / "test_invoices.py").write_bytes(HONEST_TEST.replace(b"== 1300", b"== 1300  # was 1700 with abs()"))

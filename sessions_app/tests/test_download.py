@@ -67,3 +67,34 @@ def test_a_value_cannot_break_out_of_the_gate_strings():
     exec(compile(source.split("ROOT = ")[0], "gate.py", "exec"), namespace)
     assert namespace["SERVER"].startswith('http://x"; import os')
     assert namespace["MAX_UPLOAD_BYTES"] == 10
+
+
+MODEL_STEPS = {
+    "provided": ["python gate.py ask", "any API key and the base URL", "artifacts/model.md"],
+    "own": ["python gate.py model", "ask your own model", "artifacts/model.md"],
+    "none": ["uses no model: there is no model step"],
+}
+
+
+@pytest.mark.parametrize("policy, setting_url", [("provided", ""), ("own", ""), ("", ""), ("none", ""),
+                                                   ("", "http://127.0.0.1:9/v1")])
+def test_the_readme_and_the_page_explain_the_model_step_as_the_policy_has_it(client, started, settings, policy,
+                                                                             setting_url):
+    from takehome.models import PacketVersion, effective_policy
+
+    settings.SITE_URL, settings.MODEL_URL = "https://jobs.example.com", setting_url
+    PacketVersion.objects.filter(pk=started.packet_version.pk).update(model_policy=policy)
+    started.packet_version.refresh_from_db()
+    effective = effective_policy(started.packet_version)
+    others = {w for p, words in MODEL_STEPS.items() if p != effective for w in words} - set(MODEL_STEPS[effective])
+    base_url = f"https://jobs.example.com/t/{started.raw_token}/model/v1"
+
+    files = unzip(client.get(url("download", started)).content)
+    readme = files["refund-sum/README.txt"].decode()
+    page = client.get(url("landing", started)).content.decode()
+    step = page[page.index('id="model-step"'):page.index("</li>", page.index('id="model-step"'))]
+    for text in (readme, step):
+        assert all(w in text for w in MODEL_STEPS[effective]), text
+        assert not any(w in text for w in others), text
+        assert (base_url in text) == (effective == "provided")
+    assert f'MODEL_POLICY = "{effective}"' in files["refund-sum/gate.py"].decode()

@@ -15,6 +15,7 @@ from .helpers import (
     do_honest_work,
     download_tree,
     fill_artifacts,
+    point_gate_at,
     receipts_jsonl,
     run_gate,
     runner_python,
@@ -151,13 +152,6 @@ def test_status_reads_in_plain_times_and_usage_is_an_error(tree):
     assert "Witnessed by the server:" in r.stdout
     r = run_gate(tree, "rde")
     assert r.returncode == 2 and "python gate.py red" in r.stdout
-
-
-def point_gate_at(tree, server: str) -> None:
-    gate = tree / "gate.py"
-    source = gate.read_text()
-    start = source.index('SERVER = "') + len('SERVER = "')
-    gate.write_text(source[:start] + server + source[source.index('"', start):])
 
 
 class QuietHandler(http.server.BaseHTTPRequestHandler):

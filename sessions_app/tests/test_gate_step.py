@@ -143,3 +143,15 @@ def test_a_late_step_and_a_late_upload_say_it_in_the_same_words(client, started,
     assert upload.status_code == 403
     deadline = upload.json()["message"].split(", and ")[0]
     assert step.split(", and ")[0] == deadline and deadline.startswith("Time is up: the deadline was ")
+
+
+def test_without_a_model_green_follows_red_and_a_model_step_is_refused(client, started):
+    type(started.packet_version).objects.filter(pk=started.packet_version.pk).update(model_policy="none")
+    r = post(client, started, "green", receipt(GREEN_LOG))
+    assert r.status_code == 409 and "Green before red is a skip" in r.json()["message"]
+    assert post(client, started, "red", receipt(RED_LOG)).status_code == 201
+    r = post(client, started, "model", receipt("my prompt"))
+    assert r.status_code == 409 and "uses no model, so there is no model step" in r.json()["message"]
+    r = post(client, started, "green", receipt(GREEN_LOG))
+    assert r.status_code == 201 and r.json()["accepted"] is True
+    assert list(GateReceipt.objects.filter(accepted=True).values_list("step", flat=True)) == ["red", "green"]

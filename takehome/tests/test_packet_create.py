@@ -202,3 +202,11 @@ def test_a_rubric_definition_too_long_is_refused_and_nothing_is_saved(recruiter_
     response = recruiter_client.post(url, data)
     assert response.status_code == 200 and "at most 1000 characters" in response.content.decode()
     assert sample_packet.versions.count() == 1
+
+
+def test_a_packet_without_a_model_gets_the_red_then_green_rubric_cell_from_the_form(recruiter_client):
+    response = recruiter_client.post(reverse("takehome:packet-create"), form_data(model_policy="none"))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    version = Packet.objects.get(slug="adding").latest_version()
+    assert version.rubric["model_waited"] == "The patch waited for red"
+    assert version.rubric["red_log"] == "Red log is a real pytest failure"
