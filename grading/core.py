@@ -21,9 +21,9 @@ from pathlib import Path
 
 from .archive import ExtractReport, Limits, UnsafeArchive, safe_extract
 from .cgroups import owned_name
-from .checks.artifacts import ARTIFACT_NAMES, check_artifacts, read_artifact
+from .checks.artifacts import ARTIFACT_NAMES, MODEL_ARTIFACTS, check_artifacts, read_artifact
 from .checks.diff import diff_trees
-from .checks.model import ModelRecord, model_section
+from .checks.model import ModelRecord, has_model_step, model_section
 from .checks.receipts import MIN_RED_TO_GREEN, witness_timeline
 from .checks.redlog import Reproduction, analyse_red_log, collect_test_ids
 from .checks.refusal import check_refusal
@@ -313,7 +313,8 @@ def empty_evidence(reason: str, skipped: Iterable[str] = (), model: ModelRecord 
     return {
         "grader_version": GRADER_VERSION,
         "archive": {"accepted": False, "reason": reason, "kept": [], "skipped": list(skipped)},
-        "artifacts": {name: False for name in ARTIFACT_NAMES},
+        "artifacts": {name: None if name in MODEL_ARTIFACTS and not has_model_step(model) else False
+                      for name in ARTIFACT_NAMES},
         "red_log": {"present": False, "failed": False, "genuine": False, "signals": [], "missing": [],
                     "failing_ids": []},
         "timeline": {"ok": False, "events": [], "problems": []},
@@ -413,7 +414,7 @@ def grade_tree(
     timeline = witness_timeline(
         artifact_times, texts.get("model_allowed.at"), receipts, candidate,
         {p: spec.fixture[p] for p in spec.production_paths if p in spec.fixture},
-        deadline=deadline, min_red_to_green=timedelta(seconds=min_red_to_green_s),
+        deadline=deadline, min_red_to_green=timedelta(seconds=min_red_to_green_s), model_step=has_model_step(model),
     )
     diff = diff_trees(
         spec.fixture,
@@ -440,7 +441,7 @@ def grade_tree(
             "skipped": sorted([*report.skipped, *bundled]),
             "stripped_prefix": report.stripped_prefix,
         },
-        "artifacts": check_artifacts(tree),
+        "artifacts": check_artifacts(tree, has_model_step(model)),
         "red_log": red.to_dict(),
         "timeline": timeline,
         "runs": runs,

@@ -21,6 +21,8 @@ ARTIFACT_NAMES = (
     "refuse.md",
     "notes.md",
 )
+# The model step's artifacts: not asked for when the packet's policy is "none".
+MODEL_ARTIFACTS = ("prompt.txt", "model.md", "model_allowed.at")
 DEFAULT_LIMIT = 256 * 1024
 
 _BOMS = (
@@ -92,10 +94,16 @@ def read_artifact(tree: Path, name: str, limit: int = DEFAULT_LIMIT) -> str | No
     return decode_text(_read_capped(path, limit))
 
 
-def check_artifacts(tree: Path) -> dict[str, bool]:
-    """For each expected artifact: present and not blank (after strip)."""
-    found = {}
+def check_artifacts(tree: Path, model_step: bool = True) -> dict[str, bool | None]:
+    """For each expected artifact: present and not blank (after strip).
+
+    Without a model step (policy "none") a model artifact that is absent is
+    None, "not asked for", rather than False, "missing".
+    """
+    found: dict[str, bool | None] = {}
     for name in ARTIFACT_NAMES:
         text = read_artifact(tree, name)
         found[name] = bool(text and text.strip())
+        if not found[name] and not model_step and name in MODEL_ARTIFACTS:
+            found[name] = None
     return found

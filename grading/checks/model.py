@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 MATCHES, DIFFERS, ABSENT = "matches", "differs", "absent"
+NO_MODEL = "none"  # PacketVersion.ModelPolicy.NONE: the "paper patch", red then green with no model step
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,11 @@ class ModelRecord:
     policy: str
     configured: bool
     exchanges: tuple[Exchange, ...] = ()
+
+
+def has_model_step(record: ModelRecord | None) -> bool:
+    """Whether the packet asks for the model step (prompt, stamp, reply); unknown policy: it does."""
+    return record is None or record.policy != NO_MODEL
 
 
 def content_text(content) -> str:
@@ -95,7 +101,7 @@ def compare(text: str | None, sent: Iterable[tuple[int, str]], name: str) -> dic
 
 
 def model_section(record: ModelRecord | None, prompt: str | None, reply: str | None) -> dict:
-    """The evidence's ``model`` section; ``record`` None when the server's record is not known (grade_zip)."""
+    """The evidence's ``model`` section; ``record`` None when the policy is not known (grade_zip gives it, with no exchange)."""
     exchanges = record.exchanges if record else ()
     numbered = list(enumerate(exchanges, start=1))
     return {

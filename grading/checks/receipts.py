@@ -258,6 +258,7 @@ def check_receipts(
     *,
     deadline: datetime | None = None,
     min_red_to_green: timedelta = MIN_RED_TO_GREEN,
+    model_step: bool = True,
 ) -> WitnessReport:
     """Compare the server's receipts with the uploaded files; name what does not fit.
 
@@ -265,7 +266,8 @@ def check_receipts(
     refused ones included; ``files`` the uploaded tree ({path: bytes}, the
     download's gate.py and README.txt already left out); ``production`` the
     packet's original production files (the fixture's version of each path
-    the reference solution replaces). The rules are in the module docstring.
+    the reference solution replaces). ``model_step`` False: the packet has no
+    model step (policy "none"). The rules are in the module docstring.
     """
     receipts = sorted(receipts, key=lambda r: r.at)
     gate = [r for r in receipts if r.step in GATE_STEPS]
@@ -294,7 +296,8 @@ def check_receipts(
                          f"without it ({offline_steps()}). The order rests on the zip's times and the stamp alone.")
         else:
             where = "records none" if RECEIPTS_LOG in files else "is not in the zip"
-            problems.append(f"server receipts: the server witnessed no gate step (no red, model or green receipt), "
+            steps = "red, model or green" if model_step else "red or green"
+            problems.append(f"server receipts: the server witnessed no gate step (no {steps} receipt), "
                             f"and artifacts/receipts.jsonl {where}: nothing shows the gate was run")
     else:
         for step, artifact in STEP_ARTIFACT.items():
@@ -328,7 +331,7 @@ def check_receipts(
             problems.append(f"server receipts: the '{step}' step was refused {times} (last at {_fmt(last.at)}"
                             f"{late}: {_short(last.refusal)}) and never accepted after it")
 
-    # Red to green too fast to have asked a model anything.
+    # Red to green too fast to have asked a model anything (or, without a model step, to write a fix).
     if accepted["green"] and accepted["red"]:
         green = accepted["green"][0]
         reds = [r for r in accepted["red"] if r.at <= green.at]
@@ -336,7 +339,8 @@ def check_receipts(
             gap = (green.at - reds[-1].at).total_seconds()
             problems.append(f"server receipts: red to green took {gap:.1f} s (red receipt {_fmt(reds[-1].at)}, green "
                             f"receipt {_fmt(green.at)}); under {min_red_to_green.total_seconds():g} s leaves no time "
-                            "to ask a model, read the reply and apply a fix")
+                            + ("to ask a model, read the reply and apply a fix" if model_step
+                               else "to read the failure and write a fix"))
 
     # Steps after the deadline, in one sentence.
     if deadline is not None:
@@ -443,6 +447,7 @@ def witness_timeline(
     *,
     deadline: datetime | None = None,
     min_red_to_green: timedelta = MIN_RED_TO_GREEN,
+    model_step: bool = True,
 ) -> dict:
     """The evidence's ``timeline``: the order of the steps and what the receipts say of the zip.
 
@@ -450,23 +455,32 @@ def witness_timeline(
     on the command line): the order is checked on the zip alone and no
     receipt-based problem is raised. Problems of both kinds go in one list,
     the timeline's first; ``notes`` hold what honest work may show.
+    ``model_step`` False (policy "none"): no stamp is expected, and a model's
+    reply in the zip is a note for the reviewer.
     """
     known = receipts is not None
     receipts = list(receipts or ())
     reply = files.get(f"{ARTIFACTS_DIR}/model.md")
-    timeline = build_timeline(times, stamp_text, receipts,
-                              reply_written=reply is None or bool(decode_text(reply).strip()))
+    written = reply is not None and bool(decode_text(reply).strip())
+    timeline = build_timeline(times, stamp_text, receipts, reply_written=reply is None or written,
+                              model_step=model_step)
     if known:
-        report = check_receipts(receipts, files, production, deadline=deadline, min_red_to_green=min_red_to_green)
+        report = check_receipts(receipts, files, production, deadline=deadline, min_red_to_green=min_red_to_green,
+                                model_step=model_step)
     else:
         lines, cut = parse_gate_log(files.get(RECEIPTS_LOG))
         report = WitnessReport(gate_log=lines, gate_log_cut=cut)
     problems = [*timeline.problems, *report.problems]
+    notes = list(report.notes)
+    if written and not model_step:
+        # why a note: the reviewer judges it; a model.md may also be the candidate's own notes
+        notes.append("artifacts/model.md is in the zip, but this packet has no model step (its policy is none): "
+                     "the candidate may have used a model where the packet forbids one.")
     return {
         **timeline.to_dict(),
         "ok": not problems,
         "problems": problems,
-        "notes": list(report.notes),
+        "notes": notes,
         "receipts_known": known,
         "receipts": [row.to_dict() for row in report.rows],
         "gate_log": [line.to_dict() for line in report.gate_log],

@@ -34,6 +34,9 @@ red receipt on the server's clock (only for a UTC zip time, and only when the
 receipts' ``local_time`` gives the candidate's clock offset). A blank
 model.md is a placeholder, not a reply: it is not compared.
 
+A packet whose model policy is "none" has no model step: green.log without
+a stamp is no problem there, and red before green is what is checked.
+
 Refused receipts are events too (``receipt: <step> (refused)``), but never
 count as a step: every order check uses accepted receipts only.
 
@@ -219,13 +222,16 @@ def build_timeline(
     receipts: Iterable[Receipt] = (),
     *,
     reply_written: bool = True,
+    model_step: bool = True,
 ) -> Timeline:
     """Collect every time we know of the three steps and state what runs backwards.
 
     ``times`` maps artifact names (``red.log`` or ``artifacts/red.log``) to zip
     entry times; ``stamp_text`` is model_allowed.at's text; ``receipts`` are
     the server's. ``reply_written`` False says model.md is blank (a placeholder
-    made early is no reply): its time is shown but not compared. The
+    made early is no reply): its time is shown but not compared.
+    ``model_step`` False says the packet has no model step (policy "none"):
+    no stamp is expected, and red before green is what is checked. The
     comparison rule is in the module docstring.
     """
     entries = {name.rsplit("/", 1)[-1]: t for name, t in times.items()}
@@ -261,7 +267,7 @@ def build_timeline(
         return x in first and y in first and first[x].at <= first[y].at
 
     red, stamp_file, green = (entries.get(n) for n in ("red.log", "model_allowed.at", "green.log"))
-    if green is not None and stamp is None:
+    if green is not None and stamp is None and model_step:
         what = "missing or empty" if not (stamp_text or "").strip() else "not a time"
         problems.append(f"green.log is there but model_allowed.at is {what}")
     elif stamp is None and (stamp_text or "").strip():

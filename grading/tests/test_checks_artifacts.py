@@ -70,3 +70,13 @@ def test_long_file_keeps_head_and_tail(tmp_path, encode):
     assert text.endswith("noise line\n1 failed in 0.03s\n")
     assert "bytes not shown ...]" in text
     assert len(text) < 64 * 1024 + 100  # the two halves and the marker
+
+
+def test_without_a_model_step_the_model_artifacts_are_not_asked_for(tmp_path):
+    for name in ("red.log", "green.log", "refuse.md"):
+        write(tmp_path, name, b"something\n")
+    write(tmp_path, "model.md", b"a reply\n")
+    found = check_artifacts(tmp_path, model_step=False)
+    assert (found["prompt.txt"], found["model_allowed.at"], found["model.md"]) == (None, None, True)
+    assert found["red.log"] is found["green.log"] is True and found["notes.md"] is False
+    assert check_artifacts(tmp_path)["prompt.txt"] is False  # the model step asked for it: missing

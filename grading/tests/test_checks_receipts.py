@@ -457,3 +457,29 @@ def test_without_the_servers_record_nothing_is_held_against_the_receipts():
     data = witness_timeline({}, None, None, files, PRODUCTION)
     assert data["receipts_known"] is False and data["problems"] == [] and data["receipts"] == []
     assert [line["why"] for line in data["gate_log"]] == ["--offline"] * 3
+
+
+def test_a_models_reply_under_the_none_policy_is_a_note_not_a_problem():
+    times = {"artifacts/red.log": corpus_time(0), "artifacts/model.md": corpus_time(60),
+             "artifacts/green.log": corpus_time(120)}
+    files = {"artifacts/model.md": corpus.MODEL}
+    none = witness_timeline(times, None, None, files, PRODUCTION, model_step=False)
+    assert none["problems"] == [] and any("this packet has no model step" in n for n in none["notes"])
+    provided = witness_timeline(times, None, None, files, PRODUCTION)
+    assert provided["problems"] == ["green.log is there but model_allowed.at is missing or empty"]
+    assert not any("no model step" in n for n in provided["notes"])
+
+
+def test_red_to_green_too_fast_under_the_none_policy_speaks_of_a_fix_not_a_model():
+    red = Receipt("red", T0, tree_hashes={p: sha(d) for p, d in PRODUCTION.items()})
+    green = Receipt("green", T0 + timedelta(seconds=5))
+    data = witness_timeline({}, None, [red, green], {}, PRODUCTION, model_step=False)
+    assert any("under 20 s leaves no time to read the failure and write a fix" in p for p in data["problems"])
+
+
+def test_under_the_none_policy_red_must_still_come_before_green():
+    times = {"artifacts/red.log": corpus_time(600), "artifacts/green.log": corpus_time(120)}
+    data = witness_timeline(times, None, None, {}, PRODUCTION, model_step=False)
+    assert [p for p in data["problems"] if p.startswith("zip times: red.log")] == [
+        f"zip times: red.log ({(T0 + timedelta(seconds=600)).isoformat(sep=' ')}) is newer than green.log "
+        f"({(T0 + timedelta(seconds=120)).isoformat(sep=' ')})"]

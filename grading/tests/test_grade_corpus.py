@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from grading.checks.model import ModelRecord
 from grading.core import RUN_NAMES, GradeOptions, grade_archive
 from grading.spec import sample_spec
 
@@ -32,8 +33,8 @@ def spec():
 
 @pytest.fixture
 def grade(grading_sandbox, spec, tmp_path):
-    def run(path: Path, sandbox=None) -> dict:
-        return grade_archive(path, spec, sandbox or grading_sandbox,
+    def run(path: Path, sandbox=None, model: ModelRecord | None = None) -> dict:
+        return grade_archive(path, spec, sandbox or grading_sandbox, model=model,
                              options=GradeOptions(cache_dir=tmp_path / "cache"))
     return run
 
@@ -74,6 +75,22 @@ def test_the_ideal_submission(grade, tmp_path):
     # The red log is the original tree's own failure, line for line; the run's log stays out of the evidence.
     assert "the failure of test_charges_only matches the original run" in evidence["red_log"]["signals"]
     assert "log" not in evidence["original_run"]
+
+
+def test_the_paper_patch_under_the_none_policy_asks_for_no_model_step(grade, tmp_path):
+    # red, the fix, green and a refusal: no prompt, no reply, no stamp, as a packet without a model step asks
+    files = corpus.honest_files(**{f"artifacts/{n}": None for n in ("prompt.txt", "model.md", "model_allowed.at")})
+    path = corpus.zip_with_times(tmp_path / "s.zip", files)
+    none = grade(path, model=ModelRecord(policy="none", configured=False))
+    assert outcomes(none) == ALL_RIGHT
+    assert none["timeline"]["problems"] == [] and none["timeline"]["ok"] is True
+    assert [n for n, found in none["artifacts"].items() if found is None] == ["prompt.txt", "model.md",
+                                                                             "model_allowed.at"]
+    assert none["artifacts"]["red.log"] is none["artifacts"]["green.log"] is True
+    # The same files where the packet asks for the model step: the stamp is missing.
+    provided = grade(path, model=ModelRecord(policy="provided", configured=True))
+    assert "green.log is there but model_allowed.at is missing or empty" in provided["timeline"]["problems"]
+    assert provided["artifacts"]["model_allowed.at"] is False
 
 
 def test_the_ideal_test_rejects_the_decoy_it_can_see(grade, tmp_path):
@@ -445,8 +462,8 @@ def test_grade_zip_prints_the_evidence_as_json(sample_packet, tmp_path, grading_
     evidence = json.loads(result.stdout)
     check_contract(evidence)
     assert outcomes(evidence) == ALL_RIGHT
-    # No server here: no model record, and prompt.txt and model.md have nothing to be compared with.
-    assert evidence["model"]["exchanges"] == [] and evidence["model"]["policy"] is None
+    # No server here: the version's policy, no exchange, and prompt.txt and model.md have nothing to be compared with.
+    assert evidence["model"]["exchanges"] == [] and evidence["model"]["policy"] == "own"
     assert evidence["model"]["prompt_matches"]["result"] == evidence["model"]["reply_matches"]["result"] == "absent"
 
 

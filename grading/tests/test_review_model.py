@@ -63,3 +63,23 @@ def test_no_exchange_the_command_line_and_older_evidence(rob, sample_packet):
     del graded_before["model"]
     older = stamp_section(rob, make_submission(sample_packet, evidence=graded_before))
     assert "Graded before the model window was part of the evidence." in older
+
+
+def test_under_the_none_policy_the_stamp_section_shows_red_then_green_and_no_missing_stamp(rob, sample_packet):
+    e = ideal_evidence()
+    model_files = ("prompt.txt", "model.md", "model_allowed.at")
+    for name in model_files:
+        e["texts"].pop(name)
+        e["artifacts"][name] = None
+    zip_time = {"source": "zip extended timestamp (UTC)", "precision": "1 s", "local_time": None}
+    e["timeline"]["events"] = [{"name": "red.log", "at": "2026-11-30T14:01:00+00:00", **zip_time},
+                               {"name": "green.log", "at": "2026-11-30T14:07:00+00:00", **zip_time}]
+    e["model"] = model_section(ModelRecord("none", False), None, None)
+    stamp = stamp_section(rob, make_submission(sample_packet, evidence=e))
+    assert "There is no model step for this packet: the order to check is red → green" in stamp
+    assert 'data-event="red.log"' in stamp and 'data-event="green.log"' in stamp
+    assert "No stamp in the zip." not in stamp and "No prompt.txt." not in stamp and "model_allowed.at</code>" not in stamp
+    # A reply the candidate put in the zip anyway is shown, named for what it is.
+    e["texts"]["model.md"] = "Use abs()."
+    stamp = stamp_section(rob, make_submission(sample_packet, name="Grace Hopper", evidence=e))
+    assert "A model's reply (<code>model.md</code>), where the packet forbids a model" in stamp and "Use abs()." in stamp

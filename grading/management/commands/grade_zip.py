@@ -3,12 +3,15 @@ import sys
 import traceback
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from grading.checks.model import ModelRecord
 from grading.core import grade_archive
 from grading.management.packets import find_packet_version
 from grading.pipeline import grade_options, sandbox_for_spec
 from grading.sandbox import SandboxUnavailable
+from takehome.models import effective_policy
 
 
 class Command(BaseCommand):
@@ -32,7 +35,9 @@ class Command(BaseCommand):
             raise CommandError(f"No file at {path}.")
         spec = version.to_spec()
         try:
-            evidence = grade_archive(path, spec, sandbox_for_spec(spec), options=grade_options())
+            # The version's policy decides which artifacts are asked for; the exchanges are the server's (none here).
+            model = ModelRecord(policy=effective_policy(version), configured=bool(settings.MODEL_URL))
+            evidence = grade_archive(path, spec, sandbox_for_spec(spec), model=model, options=grade_options())
         except SandboxUnavailable as exc:  # this machine cannot grade: the sentence says why and how to fix it
             raise CommandError(f"Grading cannot run here: {exc}") from exc
         except Exception as exc:  # an internal error: say what, exit 1
