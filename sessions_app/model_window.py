@@ -55,8 +55,8 @@ def check_open(invitation: Invitation) -> None:
         raise WindowRefused(403, "Time is up: the model window closed with the gate "
                             f"{actions.grace_words()} after your deadline.", "deadline", "permission_error")
     if not GateReceipt.objects.filter(invitation=invitation, step=GateReceipt.Step.RED, accepted=True).exists():
-        raise WindowRefused(403, "No red run has been witnessed yet. The model waits: run `python gate.py red` "
-                            "first, then ask again.", "red_not_witnessed", "permission_error")
+        raise WindowRefused(403, "No red run has been witnessed yet. The model waits: run python gate.py red "
+                            "first, then ask.", "red_not_witnessed", "permission_error")
 
 
 def closed_because(invitation: Invitation) -> str:

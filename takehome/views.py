@@ -20,7 +20,7 @@ from shared.models import WorkerHeartbeat
 
 from . import actions, pages
 from .forms import DecisionForm, ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
-from .models import Decision, Invitation, Packet, PacketFile, PacketVersion
+from .models import Decision, Invitation, Packet, PacketFile, PacketVersion, effective_policy
 from .packet_zip import export_zip
 
 
@@ -112,8 +112,20 @@ def packet_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "check": check,
             "funnel": pages.funnel(packet),
             "requirement_count": len(requirement_names(version.requirements)),
+            "model_policy_words": model_policy_words(version),
         },
     )
+
+
+def model_policy_words(version: PacketVersion) -> str:
+    """How the version's candidates get a model, in a few words (the packet page's header line)."""
+    policy = effective_policy(version)
+    if policy == PacketVersion.ModelPolicy.PROVIDED:
+        chosen = "" if version.model_policy else " (unset: the server has a model)"
+        return f"provided by this server, {version.model_in_use}{chosen}"
+    if policy == PacketVersion.ModelPolicy.NONE:
+        return "none (no model step)"
+    return "the candidate's own" + ("" if version.model_policy else " (unset: no model configured here)")
 
 
 @require_POST

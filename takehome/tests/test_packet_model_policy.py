@@ -62,3 +62,12 @@ def test_the_form_saves_the_policy_and_offers_it_again_on_edit(recruiter_client)
 def test_effective_policy_fills_in_the_default_from_the_setting(settings, policy, url, expected):
     settings.MODEL_URL = url
     assert effective_policy(PacketVersion(model_policy=policy)) == expected
+
+
+def test_the_packet_page_says_how_candidates_get_a_model(recruiter_client, sample_packet, settings):
+    settings.MODEL_URL, settings.MODEL_NAME = "", ""
+    page = recruiter_client.get(sample_packet.get_absolute_url()).content.decode()
+    assert "model: the candidate&#x27;s own (unset: no model configured here)" in page
+    settings.MODEL_URL, settings.MODEL_NAME = "http://127.0.0.1:9/v1", "fake-coder"
+    page = recruiter_client.get(sample_packet.get_absolute_url()).content.decode()
+    assert "model: provided by this server, fake-coder (unset: the server has a model)" in page
