@@ -9,13 +9,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import io
 import re
 import shutil
-import tarfile
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+
+from grading.tests.zips import tar_gz
 
 
 def sha256_of(path: Path) -> str:
@@ -61,13 +61,7 @@ def make_sdist(folder: Path, name: str, version: str, *, setup_writes: Path) -> 
         f"{base}/PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
         f"{base}/setup.py": f"open({str(setup_writes)!r}, 'w').write('setup.py ran')\n".encode(),
     }
-    path = Path(folder) / f"{base}.tar.gz"
-    with tarfile.open(path, "w:gz") as archive:
-        for member, data in files.items():
-            entry = tarfile.TarInfo(member)
-            entry.size = len(data)
-            archive.addfile(entry, io.BytesIO(data))
-    return path
+    return tar_gz(Path(folder) / f"{base}.tar.gz", files)
 
 
 def write_index(root: Path, files: Iterable[Path], *, requires_python: dict[str, str] | None = None) -> str:

@@ -140,8 +140,7 @@ def test_a_real_pytest_log_is_genuine_and_matches_the_real_runs(real_logs, real_
 
 def test_real_logs_of_other_python_versions_are_genuine(pythons, real_logs, real_runs, known_ids):
     other = sorted({python for _, python, _ in real_logs} - set(MAIN))
-    if not other:
-        pytest.skip("no other Python version on this machine (python3.10, python3.13)")
+    require(bool(other), "no other Python version on this machine (python3.10, python3.13)")
     for (tree, python, mode), text in real_logs.items():
         if python in other:
             report = analyse(text, tree, known_ids, real_runs)
