@@ -49,7 +49,6 @@ from .cgroups import (
     PARENT,
     CapsUnavailable,
     RunBudget,
-    _kill_members,
     _libc,
     _mount_tmpfs,
     _mounts,
@@ -68,6 +67,7 @@ from .sandbox import (
     SETPRIV,
     _kill_uid,
     _sandboxed_copy,
+    _uid_processes,
     interpreter_binds,
 )
 
@@ -530,16 +530,14 @@ def _check_tools(ws: Workspace) -> tuple[Path, Path]:
     return runner, sandboxed
 
 
-def _argv(ws: Workspace, cgroups: list[Path], command: list[str], *, new_session: bool,
-          before: list[str] = ()) -> list[str]:
-    """The command line of one sandbox of the workspace; ``before`` runs as root, in its cgroup, before env -i."""
+def _argv(ws: Workspace, cgroups: list[Path], command: list[str], *, new_session: bool) -> list[str]:
+    """The command line of one sandbox of the workspace, joining its cgroups first."""
     runner, sandboxed = _check_tools(ws)
     lim = ws.limits
     folder = Path(ws.folder).resolve()
     address_space, nproc = _rlimits(ws, cgroups)
     return [
         *_enter(cgroups),
-        *before,
         # why env -i: bwrap's own pid 1 would otherwise show the server's environment.
         ENV, "-i",
         PRLIMIT, f"--as={address_space}", f"--nproc={nproc}", f"--fsize={lim.file_size_bytes}",
@@ -550,6 +548,11 @@ def _argv(ws: Workspace, cgroups: list[Path], command: list[str], *, new_session
         BWRAP,
         "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
         *(["--new-session"] if new_session else []),
+        # why: bwrap's own init would outlive the outer bwrap as a zombie of the
+        # host's pid 1, counted against the uid's RLIMIT_NPROC until reaped. tmux
+        # is pid 1 instead: it reaps its children, and when it ends the kernel
+        # ends everything left in the namespace.
+        "--as-pid-1",
         "--ro-bind", "/usr", "/usr",
         "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
         "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
@@ -646,17 +649,56 @@ def start_shell(ws: Workspace) -> None:
             time.sleep(0.01)
 
 
-def _end_processes(ws: Workspace) -> None:
-    """SIGKILL every process of the workspace: by its cgroups, then by its uid."""
-    cgroups = _cgroups(ws, create=False)
-    for cgroup in cgroups:
-        _kill_members(cgroup)
-    pid = _shell_pid(ws)
-    if pid is not None:
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of ``pid``, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _parent(pid: int) -> int | None:
+    return st[1] if (st := _stat(pid)) else None
+
+
+def _live(pids) -> set[int]:
+    """Those of ``pids`` that still run (a zombie runs nothing; its parent reaps it)."""
+    return {p for p in pids if (st := _stat(p)) and st[0] not in ("Z", "X")}
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
         try:
-            os.killpg(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _end_processes(ws: Workspace, wait_s: float = 1.0) -> None:
+    """SIGKILL every process of the workspace, found by its cgroups and by its uid.
+
+    why inside first: each sandbox is an outer bwrap (our child) over the
+    namespace's init. Killed together, the init is orphaned to the host's pid 1,
+    and its zombie counts against the uid's RLIMIT_NPROC until that reaps it
+    (slowly, or never without a real init). Killed first, the namespace ends
+    inside, and the outer bwrap exits by itself and is reaped by its parent.
+    """
+    cgroups = _cgroups(ws, create=False)
+    deadline = time.monotonic() + wait_s
+    while True:
+        pids = _live(_cgroup_procs(cgroups)) | set(_uid_processes(ws.uid))
+        if not pids:
+            break
+        inner = [p for p in pids if _parent(p) in pids]
+        if inner and time.monotonic() < deadline:
+            _kill(inner)
+        elif time.monotonic() >= deadline:
+            _kill(sorted(pids))  # an outer bwrap that did not end by itself
+        time.sleep(0.01)
+        if time.monotonic() > deadline + 2:
+            break
     _kill_uid(ws.uid)
     for cgroup in cgroups:
         try:
@@ -708,18 +750,31 @@ class Client:
 
     def close(self) -> None:
         """Detach: end the client (the shell runs on) and close the pty. Idempotent."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
+        # why the hang-up first: the client then ends by itself, inside out; a
+        # SIGKILL to its whole group would orphan the tmux client (see _end_processes).
         if self.fd >= 0:
             try:
                 os.close(self.fd)
             except OSError:
                 pass
             self.fd = -1
+        try:
+            self.proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            _kill(_children(self.proc.pid))
+            try:
+                self.proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                _kill([self.proc.pid])
+                self.proc.wait()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and _parent(int(name)) == pid:
+            found.append(int(name))
+    return found
 
 
 def spawn_client(ws: Workspace, cols: int, rows: int) -> Client:
@@ -729,17 +784,19 @@ def spawn_client(ws: Workspace, cols: int, rows: int) -> Client:
     master, slave = pty.openpty()
     try:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", max(1, rows), max(1, cols), 0, 0))
-        # why setsid --ctty and no bwrap --new-session: the pty is the client's
-        # controlling terminal so that a resize reaches it as SIGWINCH; the pty is
-        # the candidate's own, so TIOCSTI on it reaches only their own shell.
+        # why setsid --ctty inside, and no bwrap --new-session: the pty becomes the
+        # tmux client's controlling terminal, so a resize reaches it as SIGWINCH and
+        # a hang-up (our side closed) as SIGHUP; the pty is the candidate's own, so
+        # TIOCSTI on it reaches only their own shell. Outside, bwrap is in a session
+        # of its own without a terminal, so the hang-up does not end it before tmux.
         # why no --die-with-parent: its signal follows the thread that spawned the
-        # client, and a web server's worker thread may end before the page does.
-        # When our side of the pty closes (our process died), the client sees the
-        # hang-up and ends by itself; stop_shell ends it in any case.
-        argv = _argv(ws, cgroups, [TMUX, "-S", TMUX_SOCKET, "-f", "/etc/tmux.conf", "new-session", "-A",
-                                   "-s", SESSION, "-c", WORKSPACE_IN_SANDBOX],
-                     new_session=False, before=["/usr/bin/setsid", "--ctty"])
-        proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+        # client, and a web server's worker thread may end before the page does;
+        # our side of the pty closes with our process in any case.
+        argv = _argv(ws, cgroups, ["/usr/bin/setsid", "--ctty", TMUX, "-S", TMUX_SOCKET, "-f", "/etc/tmux.conf",
+                                   "new-session", "-A", "-s", SESSION, "-c", WORKSPACE_IN_SANDBOX],
+                     new_session=False)
+        proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                                start_new_session=True)
     except BaseException:
         os.close(master)
         raise

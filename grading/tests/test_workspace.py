@@ -23,7 +23,7 @@ import pytest
 
 from conftest import require
 from grading.archive import Limits
-from grading.cgroups import detect
+from grading.cgroups import _read_keys, detect
 from grading.sandbox import _uid_processes
 from grading.workspace import (
     Workspace,
@@ -268,7 +268,7 @@ def test_neither_workspace_sees_the_other_nor_the_host(make_ws, term):
                "HOSTPID1=$(tr '\\0' ' ' </proc/1/cmdline | cut -c1-40 | tr ' ' _)END",
                r"OTHER=(\d+) FOREIGN=(\d+) SLEEP=(\d+) SHADOW=(\w+) PROJECT=(\w+) HOSTPID1=(\S*)END")
     assert m.groups()[:5] == ("0", "0", "0", "no", "no"), t2.seen[-2000:]
-    assert "bwrap" in m.group(6), f"/proc/1 inside is not the sandbox's own: {m.group(6)}"
+    assert "tmux" in m.group(6), f"/proc/1 inside is not the sandbox's own: {m.group(6)}"
     # the sleeper is there for its own workspace, so the probe can see what it looks for
     m = t1.run("echo SLEEP=$(grep -al 'slee[p].4321' /proc/[0-9]*/cmdline 2>/dev/null | wc -l)", r"SLEEP=(\d+)")
     assert m.group(1) == "1"
@@ -279,6 +279,9 @@ def test_fork_bomb_stops_at_the_cap_and_the_other_shell_answers(make_ws, term):
     t1, t2 = term(one), term(two)
     m = t1.run("python bombs/forks.py", r"FORKS=(\d+) ERRNO=(\d+)", timeout=20)
     assert int(m.group(1)) < LIMITS.processes and m.group(2) == "11"  # EAGAIN
+    # the cap that refused them is the workspace's cgroup, not the rlimit behind it
+    pids = next(c for c in _cgroups(one, create=False) if (c / "pids.events").exists())
+    assert _read_keys(pids / "pids.events").get("max", 0) > 0
     t2.run("echo ALIVE=$((6*7))", r"ALIVE=42", timeout=5)
 
 
