@@ -83,6 +83,7 @@ TERM = "xterm-256color"
 PROMPT = r"candidate:\w\$ "
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT = 0x1, 0x2, 0x4, 0x20
 CHUNK = 1 << 16
+MAX_SIDE = 1000  # columns or rows a client may ask for
 SAVED_MAX_BYTES = 1 << 30  # a saved.tar larger than this is not ours
 
 TMUX_CONF = f"""\
@@ -180,6 +181,9 @@ def _prepare_folder(ws: Workspace) -> None:
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
         raise WorkspaceUnavailable(f"{folder} is not a folder of our own: remove it and open the workspace again")
     os.chmod(folder, 0o711)  # why: the uid may pass through to its mounts, not list or write
+    parent = os.lstat(folder.parent)
+    if parent.st_uid == os.geteuid() and not parent.st_mode & 0o002:
+        os.chmod(folder.parent, 0o711)  # why: no candidate lists the other workspaces' names
     blocked = [p for p in folder.parents if p.exists() and not p.stat().st_mode & 0o001]
     if blocked:
         raise WorkspaceUnavailable(f"the sandbox uid cannot reach {folder}: {', '.join(map(str, blocked))} "
@@ -737,6 +741,11 @@ def freeze(ws: Workspace) -> None:
 # -- clients --------------------------------------------------------------------------
 
 
+def _winsize(cols: int, rows: int) -> bytes:
+    cols, rows = max(1, min(int(cols), MAX_SIDE)), max(1, min(int(rows), MAX_SIDE))
+    return struct.pack("HHHH", rows, cols, 0, 0)
+
+
 class Client:
     """A tmux client attached to the workspace's session, on a pty of its own."""
 
@@ -745,8 +754,7 @@ class Client:
 
     def resize(self, cols: int, rows: int) -> None:
         """Set the pty's size; the kernel tells the client (SIGWINCH), and tmux follows."""
-        cols, rows = max(1, min(int(cols), 1000)), max(1, min(int(rows), 1000))
-        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, _winsize(cols, rows))
 
     def close(self) -> None:
         """Detach: end the client (the shell runs on) and close the pty. Idempotent."""
@@ -783,7 +791,7 @@ def spawn_client(ws: Workspace, cols: int, rows: int) -> Client:
     cgroups = _cgroups(ws, create=True)
     master, slave = pty.openpty()
     try:
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", max(1, rows), max(1, cols), 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, _winsize(cols, rows))
         # why setsid --ctty inside, and no bwrap --new-session: the pty becomes the
         # tmux client's controlling terminal, so a resize reaches it as SIGWINCH and
         # a hang-up (our side closed) as SIGHUP; the pty is the candidate's own, so
@@ -792,8 +800,10 @@ def spawn_client(ws: Workspace, cols: int, rows: int) -> Client:
         # why no --die-with-parent: its signal follows the thread that spawned the
         # client, and a web server's worker thread may end before the page does;
         # our side of the pty closes with our process in any case.
-        argv = _argv(ws, cgroups, ["/usr/bin/setsid", "--ctty", TMUX, "-S", TMUX_SOCKET, "-f", "/etc/tmux.conf",
-                                   "new-session", "-A", "-s", SESSION, "-c", WORKSPACE_IN_SANDBOX],
+        # why -N: a shell that ended just now must not be replaced by a server inside
+        # the client's sandbox (it would die with the client); the client ends instead.
+        argv = _argv(ws, cgroups, ["/usr/bin/setsid", "--ctty", TMUX, "-N", "-S", TMUX_SOCKET, "-f",
+                                   "/etc/tmux.conf", "new-session", "-A", "-s", SESSION, "-c", WORKSPACE_IN_SANDBOX],
                      new_session=False)
         proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
                                 start_new_session=True)

@@ -47,7 +47,7 @@ pytestmark = pytest.mark.slow
 # Our own uids, apart from grading's pools (62000, 62100, 62120) and the server's workspaces (63000..63499).
 UID_BASE = 63940
 PORT = 8507  # this helper's port range is 8500-8519
-LIMITS = WorkspaceLimits(disk_bytes=8 << 20, inodes=400, memory_bytes=128 << 20, processes=40)
+LIMITS = WorkspaceLimits(disk_bytes=8 << 20, inodes=400, memory_bytes=128 << 20, processes=40, tmp_bytes=16 << 20)
 SEED = {
     "test_refund.py": b"def test_refund():\n    assert 1 + 1 == 3\n",
     "src/app.py": b"VALUE = 1\n",
@@ -89,6 +89,15 @@ try:
         n += 1
 except OSError as exc:
     print(f"FILES={n} ERRNO={exc.errno}")
+total = 0
+try:
+    with open("/tmp/big.bin", "wb") as fh:
+        while True:
+            fh.write(b"x" * (1 << 20))
+            fh.flush()
+            total += 1 << 20
+except OSError as exc:
+    print(f"TMP={total} ERRNO={exc.errno}")
 """,
 }
 
@@ -297,11 +306,13 @@ def test_memory_bomb_is_killed_by_the_cap(make_ws, term):
 def test_disk_bomb_hits_the_size_and_inode_caps(make_ws, term):
     ws = make_ws()
     t = term(ws)
-    t.run("python bombs/disk.py", r"FILES=\d+ ERRNO=\d+", timeout=20)
+    t.run("python bombs/disk.py", r"TMP=\d+ ERRNO=\d+", timeout=20)
     size = re.search(r"BYTES=(\d+) ERRNO=(\d+)", t.seen)
     files = re.search(r"FILES=(\d+) ERRNO=(\d+)", t.seen)
     assert size.group(2) == "28" and int(size.group(1)) <= LIMITS.disk_bytes
     assert files.group(2) == "28" and int(files.group(1)) < LIMITS.inodes
+    tmp = re.search(r"TMP=(\d+) ERRNO=(\d+)", t.seen)
+    assert tmp.group(2) == "28" and int(tmp.group(1)) <= LIMITS.tmp_bytes
 
 
 def test_snapshot_reads_regular_files_only_and_never_follows_links(make_ws):
