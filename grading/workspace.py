@@ -46,7 +46,9 @@ from pathlib import Path, PurePosixPath
 
 from .archive import JUNK_FILES, JUNK_PARTS, Limits
 from .cgroups import (
+    ENTER_CGROUP,
     PARENT,
+    SH,
     CapsUnavailable,
     RunBudget,
     _libc,
@@ -515,8 +517,7 @@ def _rlimits(ws: Workspace, cgroups: list[Path]) -> tuple[int, int]:
 def _enter(cgroups: list[Path]) -> list[str]:
     if not cgroups:
         return []
-    return ["/bin/sh", "-c", 'while [ "$1" != -- ]; do echo $$ >"$1" || exit 126; shift; done; shift; exec "$@"',
-            "enter-cgroup", *(str(c / "cgroup.procs") for c in cgroups), "--"]
+    return [SH, "-c", ENTER_CGROUP, "enter-cgroup", *(str(c / "cgroup.procs") for c in cgroups), "--"]
 
 
 def _check_tools(ws: Workspace) -> tuple[Path, Path]:
@@ -560,9 +561,11 @@ def _argv(ws: Workspace, cgroups: list[Path], command: list[str], *, new_session
         "--ro-bind", "/usr", "/usr",
         "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
         "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
-        # why only these of /etc: the loader cache, a passwd naming the user (bash,
+        # why only these of /etc: the loader cache, Debian's alternatives (links
+        # only: /usr/bin/vim and vi go through them), a passwd naming the user (bash,
         # vim, python's getpass), and our shell and tmux settings; no shadow, hosts, keys.
         "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
+        "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
         "--ro-bind", str(folder / "etc" / "passwd"), "/etc/passwd",
         "--ro-bind", str(folder / "etc" / "group"), "/etc/group",
         "--ro-bind", str(folder / "etc" / "bash.bashrc"), "/etc/bash.bashrc",

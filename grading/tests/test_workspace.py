@@ -197,6 +197,36 @@ def test_pytest_output_and_the_scrollback_after_reattaching(make_ws, term):
     assert int(m.group(1)) >= 1, "the first client's output is not in the scrollback"
 
 
+def test_nano_and_vim_edit_a_file(make_ws, term):
+    ws = make_ws()
+    t = term(ws, cols=100, rows=30)
+    t.run("nano notes.txt", r"GNU nano")
+    os.write(t.client.fd, b"from nano")
+    time.sleep(0.2)
+    os.write(t.client.fd, b"\x0f")  # ^O: write out
+    t.read_until(r"File Name to Write")
+    os.write(t.client.fd, b"\r")
+    t.read_until(r"Wrote 1 line")
+    t.seen = ""
+    os.write(t.client.fd, b"\x18")  # ^X: exit, back to the prompt
+    t.run("vim -u NONE -c 'normal! Afrom vim' -c wq notes.txt; echo RC=$?", r"RC=(\d+)")
+    assert (ws.home / "notes.txt").read_text() == "from nanofrom vim\n"
+
+
+def test_our_commands_under_sandboxed_bin_run_from_the_path(make_ws, term, tmp_path, monkeypatch):
+    import grading.sandbox as sandbox_module
+
+    ours = tmp_path / "sandboxed"
+    shutil.copytree(sandbox_module.SANDBOXED_DIR, ours, ignore=shutil.ignore_patterns("__pycache__"))
+    (ours / "bin").mkdir(exist_ok=True)
+    (ours / "bin" / "hello-takehome").write_text("#!/bin/sh\necho HELLO=$((40+2))\n")
+    os.chmod(ours / "bin" / "hello-takehome", 0o755)
+    monkeypatch.setattr(sandbox_module, "SANDBOXED_DIR", ours)
+    ws = make_ws()
+    t = term(ws)
+    t.run("hello-takehome", r"HELLO=42")
+
+
 def test_shell_survives_the_process_that_started_it(make_ws):
     ws = make_ws()
     code = ("import sys; from pathlib import Path; from grading.workspace import *; "
