@@ -219,12 +219,16 @@ def test_our_commands_under_sandboxed_bin_run_from_the_path(make_ws, term, tmp_p
     ours = tmp_path / "sandboxed"
     shutil.copytree(sandbox_module.SANDBOXED_DIR, ours, ignore=shutil.ignore_patterns("__pycache__"))
     (ours / "bin").mkdir(exist_ok=True)
-    (ours / "bin" / "hello-takehome").write_text("#!/bin/sh\necho HELLO=$((40+2))\n")
+    # a content of its own each run, so that the copy is made now, not found from an earlier run
+    (ours / "bin" / "hello-takehome").write_text(f"#!/bin/sh\n# {time.time_ns()}\necho HELLO=$((40+2))\n")
     os.chmod(ours / "bin" / "hello-takehome", 0o755)
     monkeypatch.setattr(sandbox_module, "SANDBOXED_DIR", ours)
     ws = make_ws()
     t = term(ws)
     t.run("hello-takehome", r"HELLO=42")
+    for copy in make_ws.base.glob("sandboxed-*"):
+        if (copy / "bin" / "hello-takehome").exists():
+            shutil.rmtree(copy)
 
 
 def test_shell_survives_the_process_that_started_it(make_ws):
