@@ -86,6 +86,11 @@ PROMPT = r"candidate:\w\$ "
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT = 0x1, 0x2, 0x4, 0x20
 CHUNK = 1 << 16
 MAX_SIDE = 1000  # columns or rows a client may ask for
+# Which cap on memory and processes: auto (the strongest this machine offers) |
+# cgroup2 | cgroup1 | rlimit, as grading's (grading/cgroups.py). The Django glue
+# may set it from the settings; a mode asked for that does not work is an error.
+CAPS_MODE = "auto"
+FALLBACK_PROCESS_BYTES = 48 << 20
 SAVED_MAX_BYTES = 1 << 30  # a saved.tar larger than this is not ours
 
 TMUX_CONF = f"""\
@@ -441,9 +446,9 @@ def _cpu_parent() -> Path | None:
 def _cgroups(ws: Workspace, create: bool) -> list[Path]:
     """The workspace's cgroups (memory and pids, then cpu where it exists); made and capped when ``create``."""
     try:
-        caps = detect("auto", "bwrap")
-    except CapsUnavailable:
-        return []
+        caps = detect(CAPS_MODE, "bwrap")
+    except CapsUnavailable as exc:
+        raise WorkspaceUnavailable(f"workspace caps {CAPS_MODE}: {exc}") from None
     if caps.mode == "rlimit":
         return []
     name = f"ws-{ws.uid}"  # why not an owned name: it outlives the process that made it
@@ -498,8 +503,12 @@ def _cgroup_procs(paths: list[Path]) -> list[int]:
 
 def _budget(ws: Workspace) -> RunBudget:
     lim = ws.limits
+    # without a cgroup: as many processes as fit the memory at FALLBACK_PROCESS_BYTES
+    # each (python with pytest needs 48 MiB of address space; a shell with one
+    # client is 6 processes), so that all of them together stay within memory_bytes
+    fallback = max(4, lim.memory_bytes // FALLBACK_PROCESS_BYTES)
     return RunBudget(memory_bytes=lim.memory_bytes, processes=lim.processes, tmpfs_inodes=lim.inodes,
-                     address_space_bytes=2 * lim.memory_bytes)
+                     address_space_bytes=2 * lim.memory_bytes, fallback_processes=fallback)
 
 
 def _rlimits(ws: Workspace, cgroups: list[Path]) -> tuple[int, int]:

@@ -328,6 +328,24 @@ def test_fork_bomb_stops_at_the_cap_and_the_other_shell_answers(make_ws, term):
     t2.run("echo ALIVE=$((6*7))", r"ALIVE=42", timeout=5)
 
 
+def test_without_a_cgroup_rlimits_stop_the_bombs(make_ws, term, monkeypatch):
+    import grading.workspace as workspace_module
+
+    monkeypatch.setattr(workspace_module, "CAPS_MODE", "rlimit")
+    limits = replace(LIMITS, memory_bytes=512 << 20)
+    ws = make_ws(limits)
+    t = term(ws)
+    assert _cgroups(ws, create=False) == []
+    m = t.run("python bombs/forks.py", r"FORKS=(\d+) ERRNO=(\d+)", timeout=20)
+    processes = limits.memory_bytes // workspace_module.FALLBACK_PROCESS_BYTES
+    assert int(m.group(1)) < processes and m.group(2) == "11"
+    t.run("sleep 3.2; echo AFTER=$((6*7))", r"AFTER=42", timeout=10)  # the shell lives on once they end
+    m = t.run("python bombs/memory.py; echo RC=$?", r"RC=(\d+)", timeout=20)
+    assert "MemoryError" in t.seen and m.group(1) == "1"
+    held = [int(n) for n in re.findall(r"HELD (\d+) MiB", t.seen)]
+    assert max(held, default=0) <= (limits.memory_bytes // processes) >> 20
+
+
 def test_memory_bomb_is_killed_by_the_cap(make_ws, term):
     ws = make_ws()
     t = term(ws)
