@@ -44,7 +44,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .archive import JUNK_FILES, JUNK_PARTS, Limits
+from .archive import JUNK_FILES, JUNK_PARTS, Limits, _size
 from .cgroups import (
     ENTER_CGROUP,
     PARENT,
@@ -300,9 +300,19 @@ def _walk(root: Path, limits: Limits, skip_junk: bool) -> Iterator[tuple[str, by
                         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                     except FileNotFoundError:
                         continue
-                    if stat.S_ISDIR(st.st_mode):
-                        if skip_junk and name in JUNK_PARTS:
-                            continue
+                    is_dir = stat.S_ISDIR(st.st_mode)
+                    if is_dir and skip_junk and name in JUNK_PARTS:
+                        continue
+                    if not is_dir and (not stat.S_ISREG(st.st_mode) or (skip_junk and (
+                            name in JUNK_FILES or name.endswith((".pyc", ".pyo")) or name.startswith("._")))):
+                        continue  # links, FIFOs, sockets, devices: never read; caches: as an upload skips them
+                    _check_name(rel)
+                    entries += 1  # why folders too: the upload's max_entries counts both
+                    if entries > limits.max_entries:
+                        raise WorkspaceTooBig(
+                            f"The workspace holds more than {limits.max_entries} files and folders; delete what "
+                            "the solution does not need (build output, copies, caches) and try again.")
+                    if is_dir:
                         try:
                             sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
                         except OSError:
@@ -311,21 +321,13 @@ def _walk(root: Path, limits: Limits, skip_junk: bool) -> Iterator[tuple[str, by
                         if not skip_junk:
                             yield rel, None, 0o755
                         continue
-                    if not stat.S_ISREG(st.st_mode) or (skip_junk and (name in JUNK_FILES or name.endswith((
-                            ".pyc", ".pyo")) or name.startswith("._"))):
-                        continue
-                    entries += 1
-                    if entries > limits.max_entries:
-                        raise WorkspaceTooBig(
-                            f"The workspace holds more than {limits.max_entries} files; delete what the "
-                            "solution does not need (build output, copies, caches) and try again.")
                     data = _read_regular(name, dir_fd, limits.max_file_bytes, rel)
                     if data is None:
                         continue
                     total += len(data)
                     if total > limits.max_total_bytes:
                         raise WorkspaceTooBig(
-                            f"The workspace's files add up to more than {limits.max_total_bytes >> 20} MiB; "
+                            f"The workspace's files add up to more than {_size(limits.max_total_bytes)}; "
                             "delete large files the solution does not need and try again.")
                     yield rel, data, st.st_mode
             finally:
@@ -333,6 +335,15 @@ def _walk(root: Path, limits: Limits, skip_junk: bool) -> Iterator[tuple[str, by
     finally:
         for fd, _ in stack:
             os.close(fd)
+
+
+def _check_name(rel: str) -> None:
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        raise WorkspaceTooBig(f"The file name {shown!r} is not valid UTF-8; rename it with plain letters and "
+                              "digits and try again.") from None
 
 
 def _read_regular(name: str, dir_fd: int, cap: int, rel: str) -> bytes | None:
@@ -347,7 +358,7 @@ def _read_regular(name: str, dir_fd: int, cap: int, rel: str) -> bytes | None:
         while chunk := os.read(fd, CHUNK):
             size += len(chunk)
             if size > cap:
-                raise WorkspaceTooBig(f"{rel} is larger than {cap >> 20} MiB; delete it or make it smaller "
+                raise WorkspaceTooBig(f"{rel} is larger than {_size(cap)}; delete it or make it smaller "
                                       "and try again.")
             parts.append(chunk)
         return b"".join(parts)

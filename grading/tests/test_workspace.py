@@ -382,9 +382,16 @@ def test_snapshot_reads_regular_files_only_and_never_follows_links(make_ws):
 
 def test_snapshot_over_the_archive_limits_says_what_to_do(make_ws):
     ws = make_ws()
-    with pytest.raises(WorkspaceTooBig, match="more than 3 files"):
+    with pytest.raises(WorkspaceTooBig, match="more than 3 files and folders"):
         snapshot_files(ws, Limits(max_entries=3))
+    assert len(snapshot_files(ws, Limits(max_entries=len(SEED) + 2))) == len(SEED)  # + src/, bombs/
     (ws.home / "big.bin").write_bytes(b"x" * 4096)
+    with pytest.raises(WorkspaceTooBig, match="add up to more than"):
+        snapshot_files(ws, Limits(max_total_bytes=4096))
+    os.mkdir(os.path.join(os.fsencode(ws.home), b"bad-\xff"))
+    with pytest.raises(WorkspaceTooBig, match="not valid UTF-8; rename it"):
+        snapshot_files(ws)
+    os.rmdir(os.path.join(os.fsencode(ws.home), b"bad-\xff"))
     with pytest.raises(WorkspaceTooBig, match="big.bin is larger than"):
         snapshot_files(ws, Limits(max_file_bytes=1024))
 
