@@ -306,7 +306,8 @@ def _walk(root: Path, limits: Limits, skip_junk: bool) -> Iterator[tuple[str, by
                     if not is_dir and (not stat.S_ISREG(st.st_mode) or (skip_junk and (
                             name in JUNK_FILES or name.endswith((".pyc", ".pyo")) or name.startswith("._")))):
                         continue  # links, FIFOs, sockets, devices: never read; caches: as an upload skips them
-                    _check_name(rel)
+                    if skip_junk:  # an upload refuses such names; saving keeps them as they are
+                        _check_name(rel)
                     entries += 1  # why folders too: the upload's max_entries counts both
                     if entries > limits.max_entries:
                         raise WorkspaceTooBig(

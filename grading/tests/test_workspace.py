@@ -439,10 +439,13 @@ def test_release_saves_and_the_next_open_restores(make_ws, term):
     t.run("mkdir -p work/empty && printf 'kept\\n' > work/notes.txt && chmod +x work/notes.txt; echo RC=$?",
           r"RC=0")
     t.close()
+    with open(os.path.join(os.fsencode(ws.home), b"odd-\xff.txt"), "wb") as fh:
+        fh.write(b"a name that is not UTF-8")
     release(ws)
     assert not _is_mounted(ws.home) and ws.part("saved.tar").is_file()
     open_workspace(ws, {"other.py": b""})
     assert (ws.home / "work" / "notes.txt").read_text() == "kept\n"
+    assert os.path.exists(os.path.join(os.fsencode(ws.home), b"odd-\xff.txt"))
     assert os.stat(ws.home / "work" / "notes.txt").st_mode & 0o100
     assert (ws.home / "work" / "empty").is_dir()
     assert not (ws.home / "other.py").exists()
