@@ -211,6 +211,11 @@ def _prepare_folder(ws: Workspace) -> None:
         ("bash.bashrc", BASHRC),
         ("tmux.conf", TMUX_CONF),
     ):
+        try:
+            if (etc / name).read_bytes() == text.encode():
+                continue
+        except OSError:
+            pass
         _write_atomic(etc / name, text.encode(), 0o644)
 
 
@@ -649,7 +654,11 @@ def start_shell(ws: Workspace) -> None:
         # why: two threads or server processes may start the same workspace at once
         # (a lock per open file, so threads of one process exclude each other too)
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if shell_running(ws):
+        if (pid := _shell_pid(ws)) is not None:
+            if not os.path.lexists(ws.part("tmux") / "sock"):
+                # the candidate removed tmux's socket: SIGUSR1 makes the server create it again
+                _kill_signal(_children(pid), signal.SIGUSR1)
+                _wait_for_socket(ws, None)
             return
         if not _is_mounted(ws.home):
             raise WorkspaceUnavailable(f"the workspace {ws.folder} is not open (open_workspace first)")
@@ -667,14 +676,19 @@ def start_shell(ws: Workspace) -> None:
                                 stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
         threading.Thread(target=proc.wait, name=f"workspace-{ws.uid}", daemon=True).start()
         _write_atomic(_pid_file(ws), f"{proc.pid} {_start_time(proc.pid)}\n".encode(), 0o644)
-        # the server listens once its socket exists
-        deadline = time.monotonic() + 5
-        while not (ws.part("tmux") / "sock").exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                _end_processes(ws)
-                raise WorkspaceUnavailable(f"the workspace's shell did not start (exit {proc.poll()}): "
-                                           "see the server's log; is bubblewrap working? (manage.py check)")
-            time.sleep(0.01)
+        _wait_for_socket(ws, proc)
+
+
+def _wait_for_socket(ws: Workspace, proc: subprocess.Popen | None, wait_s: float = 5) -> None:
+    """Wait until tmux listens (its socket exists); a shell that does not start is our failure."""
+    deadline = time.monotonic() + wait_s
+    while not os.path.lexists(ws.part("tmux") / "sock"):
+        ended = proc.poll() is not None if proc else not shell_running(ws)
+        if ended or time.monotonic() > deadline:
+            _end_processes(ws)
+            raise WorkspaceUnavailable(f"the workspace's shell did not start (exit {proc and proc.poll()}): "
+                                       "is bubblewrap working? (manage.py check); the next visit starts it again")
+        time.sleep(0.01)
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
@@ -697,9 +711,13 @@ def _live(pids) -> set[int]:
 
 
 def _kill(pids: list[int]) -> None:
+    _kill_signal(pids, signal.SIGKILL)
+
+
+def _kill_signal(pids: list[int], sig: int) -> None:
     for pid in pids:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         except ProcessLookupError:
             pass
 

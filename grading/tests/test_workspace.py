@@ -422,6 +422,16 @@ def test_exit_ends_the_shell_and_the_next_start_is_fresh(make_ws, term):
     assert m.group(1) == "fresh"
 
 
+def test_a_removed_tmux_socket_is_made_again(make_ws, term):
+    ws = make_ws()
+    t = term(ws)
+    t.run("export MARK=same; rm /run/tmux/sock; echo GONE=$(ls /run/tmux | wc -l)", r"GONE=0")
+    t.close()
+    t = term(ws)
+    m = t.run("echo MARK=${MARK:-fresh}", r"MARK=(\w+)")
+    assert m.group(1) == "same", "the same shell, reached again"
+
+
 def test_stop_shell_leaves_no_process_of_the_uid(make_ws, term):
     ws = make_ws()
     t = term(ws)
