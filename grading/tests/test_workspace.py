@@ -71,16 +71,22 @@ while True:
 """,
     "bombs/disk.py": b"""\
 import os
-total = 0
-try:
-    with open("big.bin", "wb") as fh:
-        while True:
-            fh.write(b"x" * (1 << 20))
-            fh.flush()
-            total += 1 << 20
-except OSError as exc:
-    print(f"BYTES={total} ERRNO={exc.errno}")
-os.remove("big.bin")
+
+
+def fill(path, label):
+    total = 0
+    try:
+        with open(path, "wb") as fh:
+            while True:
+                fh.write(b"x" * (1 << 20))
+                fh.flush()
+                total += 1 << 20
+    except OSError as exc:
+        print(f"{label}={total} ERRNO={exc.errno}")
+    os.remove(path)
+
+
+fill("big.bin", "BYTES")
 os.mkdir("many")
 n = 0
 try:
@@ -89,15 +95,7 @@ try:
         n += 1
 except OSError as exc:
     print(f"FILES={n} ERRNO={exc.errno}")
-total = 0
-try:
-    with open("/tmp/big.bin", "wb") as fh:
-        while True:
-            fh.write(b"x" * (1 << 20))
-            fh.flush()
-            total += 1 << 20
-except OSError as exc:
-    print(f"TMP={total} ERRNO={exc.errno}")
+fill("/tmp/big.bin", "TMP")
 """,
 }
 
