@@ -12,6 +12,7 @@ Host layout of one workspace (``Workspace.folder``, root's, mode 0711)::
     gate/          root's 0755: the gate socket (C1's host), read-only at /run/takehome
     etc/           root's: the generated passwd, group, bash.bashrc and tmux.conf
     shell.pid      "<pid> <start time>" of the shell's bwrap (root's)
+    shell.lock     flocked while a shell starts
     saved.tar      the files, saved when the workspace is released (idle, restart)
     frozen         present once the deadline froze the workspace: it stays read-only
     session.cast   the recording (grading/asciicast.py), never visible inside
@@ -104,7 +105,10 @@ set -g default-terminal {TERM}
 set -g default-shell {BASH}
 # why not a login shell (tmux's default): bash then reads /etc/bash.bashrc, our prompt
 set -g default-command "exec {BASH} -i"
+# why mouse off and no alternate screen: the browser's terminal keeps its own
+# selection (copy and paste) and its own scrollback of what scrolls off
 set -g mouse off
+set -as terminal-overrides ',xterm*:smcup@:rmcup@'
 new-session -d -s {SESSION} -c {WORKSPACE_IN_SANDBOX}
 """
 BASHRC = f"""\
@@ -120,7 +124,9 @@ class WorkspaceUnavailable(Exception):
 
 
 class WorkspaceTooBig(Exception):
-    """The workspace's files exceed the archive limits; the message is for the candidate."""
+    """The workspace's files cannot be handed in (over the upload limits, a name that is not UTF-8).
+
+    The message is for the candidate: it says what to change."""
 
 
 @dataclass(frozen=True)
