@@ -12,7 +12,7 @@ Host layout of one workspace (``Workspace.folder``, root's, mode 0711)::
     gate/          root's 0755: the gate socket (C1's host), read-only at /run/takehome
     etc/           root's: the generated passwd, group, bash.bashrc and tmux.conf
     shell.pid      "<pid> <start time>" of the shell's bwrap (root's)
-    shell.lock     flocked while a shell starts
+    lock           flocked while the workspace is opened, started, stopped, released or frozen
     saved.tar      the files, saved when the workspace is released (idle, restart)
     frozen         present once the deadline froze the workspace: it stays read-only
     session.cast   the recording (grading/asciicast.py), never visible inside
@@ -42,6 +42,7 @@ import termios
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -420,9 +421,26 @@ def _saved_files(path: Path) -> Iterator[tuple[str, bytes | None, int]]:
                 yield info.name, tar.extractfile(info).read(), info.mode
 
 
+@contextmanager
+def _locked(ws: Workspace) -> Iterator[None]:
+    """Hold the workspace's lock: one change of state at a time, across threads and server processes.
+
+    flock belongs to an open file, so threads of one process exclude each other
+    too; the public functions take it once and call only unlocked helpers.
+    """
+    with open(ws.part("lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def open_workspace(ws: Workspace, seed: Mapping[str, bytes]) -> None:
     """Mount the workspace's tmpfs and fill it (from saved.tar if there is one, else ``seed``); idempotent."""
     _prepare_folder(ws)
+    with _locked(ws):
+        _open(ws, seed)
+
+
+def _open(ws: Workspace, seed: Mapping[str, bytes]) -> None:
     home = ws.home
     if _is_mounted(home):
         return
@@ -656,10 +674,7 @@ def shell_running(ws: Workspace) -> bool:
 
 def start_shell(ws: Workspace) -> None:
     """Start the workspace's tmux server and shell (detached: it outlives the caller); idempotent."""
-    with open(ws.part("shell.lock"), "a") as lock:
-        # why: two threads or server processes may start the same workspace at once
-        # (a lock per open file, so threads of one process exclude each other too)
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked(ws):
         if (pid := _shell_pid(ws)) is not None:
             if not os.path.lexists(ws.part("tmux") / "sock"):
                 # the candidate removed tmux's socket: SIGUSR1 makes the server create it again
@@ -761,6 +776,14 @@ def _end_processes(ws: Workspace, wait_s: float = 1.0) -> None:
 
 def stop_shell(ws: Workspace) -> None:
     """End every process of the workspace (shell, tmux, clients); the files stay. Idempotent."""
+    if not Path(ws.folder).is_dir():
+        _end_processes(ws)  # nothing of ours to lock; its uid's processes still end
+        return
+    with _locked(ws):
+        _stop(ws)
+
+
+def _stop(ws: Workspace) -> None:
     _end_processes(ws)
     try:
         os.unlink(_pid_file(ws))
@@ -770,20 +793,25 @@ def stop_shell(ws: Workspace) -> None:
 
 def release(ws: Workspace) -> None:
     """Stop the shell, save the files to saved.tar and unmount (an idle workspace). Idempotent."""
-    stop_shell(ws)
-    if _is_mounted(ws.home):
-        save(ws)
-        _umount(ws.home)
+    if not Path(ws.folder).is_dir():
+        return
+    with _locked(ws):
+        _stop(ws)
+        if _is_mounted(ws.home):
+            save(ws)  # why first: a save that fails leaves the files mounted, not lost
+            _umount(ws.home)
 
 
 def freeze(ws: Workspace) -> None:
     """Stop the shell and make the files read-only for good (the deadline). Idempotent."""
-    stop_shell(ws)
-    _write_atomic(ws.part("frozen"), b"", 0o644)
-    if _is_mounted(ws.home):
-        opts = _mount_options(ws.home) or ""
-        if "ro" not in opts.split(","):
-            _remount(ws.home, read_only=True)
+    _prepare_folder(ws)
+    with _locked(ws):
+        _stop(ws)
+        _write_atomic(ws.part("frozen"), b"", 0o644)
+        if _is_mounted(ws.home):
+            opts = _mount_options(ws.home) or ""
+            if "ro" not in opts.split(","):
+                _remount(ws.home, read_only=True)
 
 
 # -- clients --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import pytest
 
 from conftest import require
 from grading.archive import Limits
-from grading.cgroups import _read_keys, detect
+from grading.cgroups import _mounts, _read_keys, detect
 from grading.sandbox import _uid_processes
 from grading.workspace import (
     Workspace,
@@ -476,6 +476,32 @@ def test_the_caps_are_the_workspaces_own(make_ws):
     assert values["pids.max"] == str(LIMITS.processes)
     if "cpu.cfs_quota_us" in values:
         assert values["cpu.cfs_quota_us"] == "50000"
+
+
+def test_opening_from_many_threads_at_once_mounts_once(make_ws):
+    import threading
+
+    ws = make_ws()
+    release(ws)
+    errors: list[BaseException] = []
+
+    def open_and_start():
+        try:
+            open_workspace(ws, SEED)
+            start_shell(ws)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_and_start) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    home = str(ws.home.resolve())
+    assert [p for p, _, _ in _mounts() if p == home] == [home]
+    servers = [p for p in _uid_processes(ws.uid) if Path(f"/proc/{p}/comm").read_text().startswith("tmux")]
+    assert len(servers) == 1, "one shell, one tmux server"
 
 
 def test_a_seed_that_leaves_the_workspace_is_refused(make_ws):
