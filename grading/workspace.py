@@ -484,6 +484,19 @@ def _cpu_parent() -> Path | None:
     return None
 
 
+def _v2_cpu(parent: Path, create: bool) -> bool:
+    """Whether the workspaces' cgroup2 parent hands the cpu controller to its children (enabled when ``create``)."""
+    try:
+        if "cpu" in (parent / "cgroup.subtree_control").read_text().split():
+            return True
+        if create and "cpu" in (parent / "cgroup.controllers").read_text().split():
+            _write(parent / "cgroup.subtree_control", "+cpu")
+            return True
+    except OSError:
+        pass  # no cpu controller here: no CPU quota, as without a cgroup
+    return False
+
+
 def _cgroups(ws: Workspace, create: bool) -> list[Path]:
     """The workspace's cgroups (memory and pids, then cpu where it exists); made and capped when ``create``."""
     try:
@@ -499,8 +512,7 @@ def _cgroups(ws: Workspace, create: bool) -> list[Path]:
     if caps.mode == "cgroup1":
         cpu_parent = _cpu_parent()
         cpu = cpu_parent / name if cpu_parent else None
-    elif (caps.memory_parent / "cgroup.controllers").exists() and "cpu" in (
-            caps.memory_parent / "cgroup.controllers").read_text().split():
+    elif _v2_cpu(caps.memory_parent, create):
         cpu = paths[0]
     if cpu is not None and cpu not in paths:
         paths.append(cpu)
