@@ -435,6 +435,8 @@ def _locked(ws: Workspace) -> Iterator[None]:
 
 def open_workspace(ws: Workspace, seed: Mapping[str, bytes]) -> None:
     """Mount the workspace's tmpfs and fill it (from saved.tar if there is one, else ``seed``); idempotent."""
+    if os.geteuid() != 0:
+        raise WorkspaceUnavailable("mounting the workspace's size-capped tmpfs needs root: run the server as root")
     _prepare_folder(ws)
     with _locked(ws):
         _open(ws, seed)
@@ -444,8 +446,6 @@ def _open(ws: Workspace, seed: Mapping[str, bytes]) -> None:
     home = ws.home
     if _is_mounted(home):
         return
-    if os.geteuid() != 0:
-        raise WorkspaceUnavailable("mounting the workspace's size-capped tmpfs needs root: run the server as root")
     lim = ws.limits
     try:
         _mount_tmpfs(home, lim.disk_bytes, lim.inodes, ws.uid)

@@ -504,6 +504,20 @@ def test_opening_from_many_threads_at_once_mounts_once(make_ws):
     assert len(servers) == 1, "one shell, one tmux server"
 
 
+def test_where_no_tmpfs_can_be_mounted_the_workspace_does_not_open(make_ws):
+    # root without CAP_SYS_ADMIN, as in a container that may not mount
+    ws = make_ws()
+    release(ws)
+    code = ("from pathlib import Path; from grading.workspace import *\n"
+            f"ws = Workspace(Path({str(ws.folder)!r}), {ws.uid}, Path({str(ws.runner_dir)!r}))\n"
+            "try:\n    open_workspace(ws, {})\nexcept WorkspaceUnavailable as exc:\n    print('REFUSED', exc)\n")
+    out = subprocess.run(["setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", sys.executable, "-c", code],
+                         capture_output=True, text=True, timeout=30, cwd=Path(__file__).parents[2])
+    assert "REFUSED cannot mount the workspace's tmpfs" in out.stdout, out.stdout + out.stderr
+    assert "must run as root, with permission to mount" in out.stdout
+    assert not _is_mounted(ws.home)
+
+
 def test_a_seed_that_leaves_the_workspace_is_refused(make_ws):
     with pytest.raises(WorkspaceUnavailable, match="not a plain relative path"):
         make_ws(seed={"../escape.py": b"x"})
