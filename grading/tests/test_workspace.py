@@ -405,6 +405,13 @@ def test_freeze_makes_writes_fail(make_ws, term):
     m = t.run("echo two > notes.txt; echo RC=$?", r"RC=(\d+)")
     assert m.group(1) != "0" and "Read-only file system" in t.seen
     assert (ws.home / "notes.txt").read_text() == "one\n"
+    t.close()
+    # released (idle) and opened again, it stays read-only
+    release(ws)
+    open_workspace(ws, {})
+    assert (ws.home / "notes.txt").read_text() == "one\n"
+    with pytest.raises(OSError, match="Read-only file system"):
+        (ws.home / "later.txt").write_text("x")
 
 
 def test_exit_ends_the_shell_and_the_next_start_is_fresh(make_ws, term):
