@@ -486,25 +486,18 @@ def test_the_caps_are_the_workspaces_own(make_ws):
 
 
 def test_opening_from_many_threads_at_once_mounts_once(make_ws):
-    import threading
+    from concurrent.futures import ThreadPoolExecutor
 
     ws = make_ws()
     release(ws)
-    errors: list[BaseException] = []
 
-    def open_and_start():
-        try:
-            open_workspace(ws, SEED)
-            start_shell(ws)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+    def open_and_start() -> None:
+        open_workspace(ws, SEED)
+        start_shell(ws)
 
-    threads = [threading.Thread(target=open_and_start) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    with ThreadPoolExecutor(6) as pool:
+        for future in [pool.submit(open_and_start) for _ in range(6)]:
+            future.result()  # raises what the thread raised
     home = str(ws.home.resolve())
     assert [p for p, _, _ in _mounts() if p == home] == [home]
     servers = [p for p in _uid_processes(ws.uid) if Path(f"/proc/{p}/comm").read_text().startswith("tmux")]
