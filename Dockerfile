@@ -2,7 +2,7 @@
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends bubblewrap util-linux python3 python3-venv tini \
+    && apt-get install -y --no-install-recommends bubblewrap util-linux python3 python3-venv tini tmux nano vim-tiny \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app

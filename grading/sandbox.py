@@ -223,6 +223,11 @@ def _sandboxed_files(folder: Path) -> list[Path]:
                   if p.is_file() and not p.is_symlink() and "__pycache__" not in p.relative_to(folder).parts)
 
 
+def _exec_mark(path: Path) -> bytes:
+    """b"x" for a file its owner may run (a command of ours, such as the workspace's ``bin/gate``), else b""."""
+    return b"x" if path.stat().st_mode & 0o100 else b""
+
+
 def _sandboxed_copy(scratch: Path) -> Path:
     """A copy of SANDBOXED_DIR under ``scratch`` that the sandbox uid can reach; made once per content.
 
@@ -240,7 +245,7 @@ def _sandboxed_copy(scratch: Path) -> Path:
     for path in files:
         name = path.relative_to(source).as_posix().encode()
         data = path.read_bytes()
-        digest.update(b"%d:%s%d:" % (len(name), name, len(data)) + data)
+        digest.update(b"%d:%s%d:" % (len(name), name, len(data)) + data + _exec_mark(path))
     final = scratch / f"sandboxed-{digest.hexdigest()[:16]}"
     if final.is_dir():
         return final
@@ -252,7 +257,7 @@ def _sandboxed_copy(scratch: Path) -> Path:
             target = tmp / path.relative_to(source)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
-            os.chmod(target, 0o644)
+            os.chmod(target, 0o755 if _exec_mark(path) else 0o644)
         for folder in (tmp, *(p for p in tmp.rglob("*") if p.is_dir())):
             os.chmod(folder, 0o755)
         try:

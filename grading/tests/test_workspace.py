@@ -1,0 +1,526 @@
+"""The hosted workspace (grading/workspace.py) through the real sandbox: tmux in bubblewrap, real caps.
+
+No mocks: each test types into a real tmux client on a real pty and reads what
+the shell printed, or reads what the kernel did. Tests that need root, a
+writable cgroup and tmpfs mounts skip on a developer's machine without them
+and fail under CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from conftest import require
+from grading.archive import Limits
+from grading.cgroups import _mounts, _read_keys, detect
+from grading.sandbox import _uid_processes
+from grading.workspace import (
+    Workspace,
+    WorkspaceLimits,
+    WorkspaceTooBig,
+    WorkspaceUnavailable,
+    _cgroups,
+    _is_mounted,
+    freeze,
+    open_workspace,
+    release,
+    shell_running,
+    snapshot_files,
+    spawn_client,
+    start_shell,
+    stop_shell,
+)
+
+pytestmark = pytest.mark.slow
+
+# Our own uids, apart from grading's pools (62000, 62100, 62120) and the server's workspaces (63000..63499).
+UID_BASE = 63940
+PORT = 8507  # this helper's port range is 8500-8519
+LIMITS = WorkspaceLimits(disk_bytes=8 << 20, inodes=400, memory_bytes=128 << 20, processes=40, tmp_bytes=16 << 20)
+SEED = {
+    "test_refund.py": b"def test_refund():\n    assert 1 + 1 == 3\n",
+    "src/app.py": b"VALUE = 1\n",
+    "bombs/forks.py": b"""\
+import os, time
+n = 0
+try:
+    while True:
+        if os.fork() == 0:
+            time.sleep(3)
+            os._exit(0)
+        n += 1
+except OSError as exc:
+    print(f"FORKS={n} ERRNO={exc.errno}")
+""",
+    "bombs/memory.py": b"""\
+held = []
+while True:
+    held.append(b"\\x01" * (16 << 20))
+    print("HELD", len(held) * 16, "MiB", flush=True)
+""",
+    "bombs/disk.py": b"""\
+import os
+
+
+def fill(path, label):
+    total = 0
+    try:
+        with open(path, "wb") as fh:
+            while True:
+                fh.write(b"x" * (1 << 20))
+                fh.flush()
+                total += 1 << 20
+    except OSError as exc:
+        print(f"{label}={total} ERRNO={exc.errno}")
+    os.remove(path)
+
+
+fill("big.bin", "BYTES")
+os.mkdir("many")
+n = 0
+try:
+    while True:
+        open(f"many/{n}", "w").close()
+        n += 1
+except OSError as exc:
+    print(f"FILES={n} ERRNO={exc.errno}")
+fill("/tmp/big.bin", "TMP")
+""",
+}
+
+
+@pytest.fixture
+def make_ws(runner_dir, tmp_path_factory):
+    require(os.geteuid() == 0, "the workspace mounts a tmpfs: run the tests as root")
+    require(detect("auto", "bwrap").mode in ("cgroup1", "cgroup2"), "no writable cgroup here")
+    require(shutil.which("tmux") is not None, "tmux is missing (apt-get install tmux)")
+    from django.conf import settings
+
+    base = Path(settings.GRADING_SCRATCH_DIR) / "workspace-tests"
+    made: list[Workspace] = []
+
+    def make(limits: WorkspaceLimits = LIMITS, seed=SEED) -> Workspace:
+        uid = UID_BASE + len(made)
+        ws = Workspace(base / f"inv-{uid}", uid, runner_dir, limits)
+        for p in _uid_processes(uid):
+            os.kill(p, 9)
+        if ws.folder.exists():
+            release(ws)
+            shutil.rmtree(ws.folder)
+        made.append(ws)
+        open_workspace(ws, seed)
+        return ws
+
+    make.base = base
+    yield make
+    for ws in made:
+        stop_shell(ws)
+        release(ws)
+        assert _uid_processes(ws.uid) == [], "a process of the workspace outlived stop_shell"
+        assert _cgroups(ws, create=False) == [], "the workspace's cgroup was not removed"
+        shutil.rmtree(ws.folder, ignore_errors=True)
+
+
+class Term:
+    """A client on a pty, as the terminal page would drive it."""
+
+    def __init__(self, ws: Workspace, cols: int = 200, rows: int = 50) -> None:
+        self.client = spawn_client(ws, cols, rows)
+        self.seen = ""
+
+    def read_until(self, pattern: str, timeout: float = 10) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while True:
+            if m := re.search(pattern, self.seen):
+                return m
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{pattern!r} never appeared; the terminal showed:\n{self.seen[-3000:]}")
+            ready, _, _ = select.select([self.client.fd], [], [], min(left, 0.2))
+            if ready:
+                try:
+                    data = os.read(self.client.fd, 1 << 16)
+                except (BlockingIOError, OSError):
+                    continue
+                # drop the escape sequences tmux draws with; keep the text
+                self.seen += re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-B]|\x1b[=>]", " ", data.decode(
+                    "utf-8", "replace"))
+
+    def run(self, command: str, pattern: str, timeout: float = 10) -> re.Match:
+        """Type ``command`` and wait for ``pattern`` in what follows (not in the typed line itself)."""
+        self.read_until(r"candidate:/workspace\$")
+        self.seen = ""
+        os.write(self.client.fd, command.encode() + b"\r")
+        return self.read_until(pattern, timeout)
+
+    def close(self) -> None:
+        if os.environ.get("WS_DEBUG"):
+            print("SEEN<<", self.seen[-1500:], ">>")
+        self.client.close()
+
+
+@pytest.fixture
+def term():
+    opened: list[Term] = []
+
+    def open_term(ws: Workspace, **size) -> Term:
+        opened.append(Term(ws, **size))
+        return opened[-1]
+
+    yield open_term
+    for t in opened:
+        t.close()
+
+
+def test_pytest_output_and_the_scrollback_after_reattaching(make_ws, term):
+    ws = make_ws()
+    first = term(ws)
+    first.run("python -m pytest -q test_refund.py", r"1 failed")
+    first.run("seq 1 200", r"\b200\b")  # pushes pytest's output off the screen
+    first.close()
+    assert shell_running(ws), "closing a client must leave the shell running"
+    second = term(ws)
+    m = second.run("echo SCROLL=$(tmux capture-pane -p -S - | grep -c 'assert 1 [+] 1 == 3')", r"SCROLL=(\d+)")
+    assert int(m.group(1)) >= 1, "the first client's output is not in the scrollback"
+
+
+def test_nano_and_vim_edit_a_file(make_ws, term):
+    ws = make_ws()
+    t = term(ws, cols=100, rows=30)
+    t.run("nano notes.txt", r"GNU nano")
+    os.write(t.client.fd, b"from nano")
+    time.sleep(0.2)
+    os.write(t.client.fd, b"\x0f")  # ^O: write out
+    t.read_until(r"File Name to Write")
+    os.write(t.client.fd, b"\r")
+    t.read_until(r"Wrote 1 line")
+    t.seen = ""
+    os.write(t.client.fd, b"\x18")  # ^X: exit, back to the prompt
+    t.run("vim -u NONE -c 'normal! Afrom vim' -c wq notes.txt; echo RC=$?", r"RC=(\d+)")
+    assert (ws.home / "notes.txt").read_text() == "from nanofrom vim\n"
+
+
+def test_our_commands_under_sandboxed_bin_run_from_the_path(make_ws, term, tmp_path, monkeypatch):
+    import grading.sandbox as sandbox_module
+
+    ours = tmp_path / "sandboxed"
+    shutil.copytree(sandbox_module.SANDBOXED_DIR, ours, ignore=shutil.ignore_patterns("__pycache__"))
+    (ours / "bin").mkdir(exist_ok=True)
+    # a content of its own each run, so that the copy is made now, not found from an earlier run
+    (ours / "bin" / "hello-takehome").write_text(f"#!/bin/sh\n# {time.time_ns()}\necho HELLO=$((40+2))\n")
+    os.chmod(ours / "bin" / "hello-takehome", 0o755)
+    monkeypatch.setattr(sandbox_module, "SANDBOXED_DIR", ours)
+    ws = make_ws()
+    t = term(ws)
+    t.run("hello-takehome", r"HELLO=42")
+    for copy in make_ws.base.glob("sandboxed-*"):
+        if (copy / "bin" / "hello-takehome").exists():
+            shutil.rmtree(copy)
+
+
+def test_shell_survives_the_process_that_started_it(make_ws):
+    ws = make_ws()
+    code = ("import sys; from pathlib import Path; from grading.workspace import *; "
+            f"start_shell(Workspace(Path({str(ws.folder)!r}), {ws.uid}, Path({str(ws.runner_dir)!r}), "
+            f"WorkspaceLimits(**{LIMITS.__dict__!r})))")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30, cwd=Path(__file__).parents[2])
+    time.sleep(0.3)
+    assert shell_running(ws)
+
+
+def test_resize_reaches_the_shell(make_ws, term):
+    ws = make_ws()
+    t = term(ws, cols=100, rows=30)
+    t.client.resize(132, 43)
+    time.sleep(0.3)
+    m = t.run("echo SIZE=$(stty size | tr ' ' x)", r"SIZE=(\d+x\d+)")
+    assert m.group(1) == "43x132"
+
+
+def test_no_network_no_dns_only_the_gate_socket(make_ws, term):
+    ws = make_ws()
+    gate = socket.socket(socket.AF_UNIX)
+    gate.bind(str(ws.part("gate") / "gate.sock"))
+    os.chmod(ws.part("gate") / "gate.sock", 0o666)
+    gate.listen(1)
+    tcp = socket.create_server(("127.0.0.1", PORT))
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind("\0takehome-test-abstract")
+    abstract.listen(1)
+    host_sock_dir = ws.folder.parent / "host-socket"
+    host_sock_dir.mkdir(mode=0o755, exist_ok=True)
+    host_sock = socket.socket(socket.AF_UNIX)
+    host_sock.bind(str(host_sock_dir / "s.sock"))
+    os.chmod(host_sock_dir / "s.sock", 0o666)
+    host_sock.listen(1)
+    try:
+        t = term(ws)
+        probe = ("import socket\n"
+                 "def try_(family, addr):\n"
+                 "    s = socket.socket(family); s.settimeout(2)\n"
+                 "    try:\n"
+                 "        s.connect(addr); return 'open'\n"
+                 "    except OSError as e:\n"
+                 "        return type(e).__name__\n"
+                 f"print('TCP=' + try_(socket.AF_INET, ('127.0.0.1', {PORT})))\n"
+                 "print('ABSTRACT=' + try_(socket.AF_UNIX, '\\0takehome-test-abstract'))\n"
+                 f"print('HOSTSOCK=' + try_(socket.AF_UNIX, {str(host_sock_dir / 's.sock')!r}))\n"
+                 "print('GATE=' + try_(socket.AF_UNIX, '/run/takehome/gate.sock'))\n"
+                 "try:\n"
+                 "    socket.getaddrinfo('example.com', 80); print('DNS=resolved')\n"
+                 "except OSError as e:\n"
+                 "    print('DNS=' + type(e).__name__)\n")
+        (ws.home / "probe.py").write_text(probe)
+        m = t.run("python probe.py", r"DNS=(\w+)")
+        out = t.seen
+        assert "TCP=open" not in out and re.search(r"TCP=\w+", out)
+        assert "ABSTRACT=open" not in out and "HOSTSOCK=open" not in out
+        assert "GATE=open" in out, out[-2000:]
+        assert m.group(1) != "resolved"
+    finally:
+        for s in (gate, tcp, abstract, host_sock):
+            s.close()
+        shutil.rmtree(host_sock_dir, ignore_errors=True)
+
+
+def test_neither_workspace_sees_the_other_nor_the_host(make_ws, term):
+    one, two = make_ws(), make_ws()
+    t1, t2 = term(one), term(two)
+    t1.run("sleep 4321 & echo STARTED", r"STARTED")
+    (one.home / "secret.txt").write_text("mine")
+    # why -L on the uid: another uid would show as nobody (65534) here, so any
+    # process not of this workspace's own uid counts
+    m = t2.run(f"echo OTHER=$(ls {one.home} {one.folder} 2>&1 | grep -c secret) "
+               f"FOREIGN=$(grep -L 'Uid:[[:space:]]*{two.uid}' /proc/[0-9]*/status 2>/dev/null | wc -l) "
+               "SLEEP=$(grep -al 'slee[p].4321' /proc/[0-9]*/cmdline 2>/dev/null | wc -l) "
+               "SHADOW=$(test -e /etc/shadow && echo yes || echo no) "
+               f"PROJECT=$(test -e {Path(__file__).parents[2]} && echo yes || echo no) "
+               "HOSTPID1=$(tr '\\0' ' ' </proc/1/cmdline | cut -c1-40 | tr ' ' _)END",
+               r"OTHER=(\d+) FOREIGN=(\d+) SLEEP=(\d+) SHADOW=(\w+) PROJECT=(\w+) HOSTPID1=(\S*)END")
+    assert m.groups()[:5] == ("0", "0", "0", "no", "no"), t2.seen[-2000:]
+    assert "tmux" in m.group(6), f"/proc/1 inside is not the sandbox's own: {m.group(6)}"
+    # the sleeper is there for its own workspace, so the probe can see what it looks for
+    m = t1.run("echo SLEEP=$(grep -al 'slee[p].4321' /proc/[0-9]*/cmdline 2>/dev/null | wc -l)", r"SLEEP=(\d+)")
+    assert m.group(1) == "1"
+
+
+def test_fork_bomb_stops_at_the_cap_and_the_other_shell_answers(make_ws, term):
+    one, two = make_ws(), make_ws()
+    t1, t2 = term(one), term(two)
+    m = t1.run("python bombs/forks.py", r"FORKS=(\d+) ERRNO=(\d+)", timeout=20)
+    assert int(m.group(1)) < LIMITS.processes and m.group(2) == "11"  # EAGAIN
+    # the cap that refused them is the workspace's cgroup, not the rlimit behind it
+    pids = next(c for c in _cgroups(one, create=False) if (c / "pids.events").exists())
+    assert _read_keys(pids / "pids.events").get("max", 0) > 0
+    t2.run("echo ALIVE=$((6*7))", r"ALIVE=42", timeout=5)
+
+
+def test_without_a_cgroup_rlimits_stop_the_bombs(make_ws, term, monkeypatch):
+    import grading.workspace as workspace_module
+
+    monkeypatch.setattr(workspace_module, "CAPS_MODE", "rlimit")
+    limits = replace(LIMITS, memory_bytes=512 << 20)
+    ws = make_ws(limits)
+    t = term(ws)
+    assert _cgroups(ws, create=False) == []
+    m = t.run("python bombs/forks.py", r"FORKS=(\d+) ERRNO=(\d+)", timeout=20)
+    processes = limits.memory_bytes // workspace_module.FALLBACK_PROCESS_BYTES
+    assert int(m.group(1)) < processes and m.group(2) == "11"
+    t.run("sleep 3.2; echo AFTER=$((6*7))", r"AFTER=42", timeout=10)  # the shell lives on once they end
+    m = t.run("python bombs/memory.py; echo RC=$?", r"RC=(\d+)", timeout=20)
+    assert "MemoryError" in t.seen and m.group(1) == "1"
+    held = [int(n) for n in re.findall(r"HELD (\d+) MiB", t.seen)]
+    assert max(held, default=0) <= (limits.memory_bytes // processes) >> 20
+
+
+def test_memory_bomb_is_killed_by_the_cap(make_ws, term):
+    ws = make_ws()
+    t = term(ws)
+    m = t.run("python bombs/memory.py; echo RC=$?", r"RC=(\d+)", timeout=20)
+    assert m.group(1) == "137", t.seen[-1500:]
+    held = [int(n) for n in re.findall(r"HELD (\d+) MiB", t.seen)]
+    assert held and max(held) <= LIMITS.memory_bytes >> 20
+
+
+def test_disk_bomb_hits_the_size_and_inode_caps(make_ws, term):
+    ws = make_ws()
+    t = term(ws)
+    t.run("python bombs/disk.py", r"TMP=\d+ ERRNO=\d+", timeout=20)
+    size = re.search(r"BYTES=(\d+) ERRNO=(\d+)", t.seen)
+    files = re.search(r"FILES=(\d+) ERRNO=(\d+)", t.seen)
+    assert size.group(2) == "28" and int(size.group(1)) <= LIMITS.disk_bytes
+    assert files.group(2) == "28" and int(files.group(1)) < LIMITS.inodes
+    tmp = re.search(r"TMP=(\d+) ERRNO=(\d+)", t.seen)
+    assert tmp.group(2) == "28" and int(tmp.group(1)) <= LIMITS.tmp_bytes
+
+
+def test_snapshot_reads_regular_files_only_and_never_follows_links(make_ws):
+    ws = make_ws()
+    os.symlink("/etc/passwd", ws.home / "leak.txt")
+    os.symlink("/etc", ws.home / "etc-link")
+    os.mkfifo(ws.home / "pipe")
+    (ws.home / "__pycache__").mkdir()
+    (ws.home / "__pycache__" / "x.pyc").write_bytes(b"junk")
+    files = snapshot_files(ws)
+    assert files["src/app.py"] == b"VALUE = 1\n"
+    assert set(files) == set(SEED)
+    assert not any(b"root:" in data for data in files.values())
+
+
+def test_snapshot_over_the_archive_limits_says_what_to_do(make_ws):
+    ws = make_ws()
+    with pytest.raises(WorkspaceTooBig, match="more than 3 files and folders"):
+        snapshot_files(ws, Limits(max_entries=3))
+    assert len(snapshot_files(ws, Limits(max_entries=len(SEED) + 2))) == len(SEED)  # + src/, bombs/
+    (ws.home / "big.bin").write_bytes(b"x" * 4096)
+    with pytest.raises(WorkspaceTooBig, match="add up to more than"):
+        snapshot_files(ws, Limits(max_total_bytes=4096))
+    os.mkdir(os.path.join(os.fsencode(ws.home), b"bad-\xff"))
+    with pytest.raises(WorkspaceTooBig, match="not valid UTF-8; rename it"):
+        snapshot_files(ws)
+    os.rmdir(os.path.join(os.fsencode(ws.home), b"bad-\xff"))
+    with pytest.raises(WorkspaceTooBig, match="big.bin is larger than"):
+        snapshot_files(ws, Limits(max_file_bytes=1024))
+
+
+def test_freeze_makes_writes_fail(make_ws, term):
+    ws = make_ws()
+    t = term(ws)
+    t.run("echo one > notes.txt; echo RC=$?", r"RC=0")
+    t.close()
+    freeze(ws)
+    assert not shell_running(ws)
+    t = term(ws)
+    m = t.run("echo two > notes.txt; echo RC=$?", r"RC=(\d+)")
+    assert m.group(1) != "0" and "Read-only file system" in t.seen
+    assert (ws.home / "notes.txt").read_text() == "one\n"
+    t.close()
+    # released (idle) and opened again, it stays read-only
+    release(ws)
+    open_workspace(ws, {})
+    assert (ws.home / "notes.txt").read_text() == "one\n"
+    with pytest.raises(OSError, match="Read-only file system"):
+        (ws.home / "later.txt").write_text("x")
+
+
+def test_exit_ends_the_shell_and_the_next_start_is_fresh(make_ws, term):
+    ws = make_ws()
+    t = term(ws)
+    t.run("export MARK=old; exit", r"$", timeout=2)
+    deadline = time.monotonic() + 5
+    while shell_running(ws) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not shell_running(ws), "the shell's exit did not end its sandbox"
+    t = term(ws)
+    m = t.run("echo MARK=${MARK:-fresh}", r"MARK=(\w+)")
+    assert m.group(1) == "fresh"
+
+
+def test_a_removed_tmux_socket_is_made_again(make_ws, term):
+    ws = make_ws()
+    t = term(ws)
+    t.run("export MARK=same; rm /run/tmux/sock; echo GONE=$(ls /run/tmux | wc -l)", r"GONE=0")
+    t.close()
+    t = term(ws)
+    m = t.run("echo MARK=${MARK:-fresh}", r"MARK=(\w+)")
+    assert m.group(1) == "same", "the same shell, reached again"
+
+
+def test_stop_shell_leaves_no_process_of_the_uid(make_ws, term):
+    ws = make_ws()
+    t = term(ws)
+    t.run("(setsid sleep 300 &) ; nohup sleep 301 >/dev/null 2>&1 & echo STARTED", r"STARTED")
+    assert len(_uid_processes(ws.uid)) >= 4
+    stop_shell(ws)
+    assert _uid_processes(ws.uid) == []
+    assert not shell_running(ws)
+    stop_shell(ws)  # idempotent
+
+
+def test_release_saves_and_the_next_open_restores(make_ws, term):
+    ws = make_ws()
+    t = term(ws)
+    t.run("mkdir -p work/empty && printf 'kept\\n' > work/notes.txt && chmod +x work/notes.txt; echo RC=$?",
+          r"RC=0")
+    t.close()
+    with open(os.path.join(os.fsencode(ws.home), b"odd-\xff.txt"), "wb") as fh:
+        fh.write(b"a name that is not UTF-8")
+    release(ws)
+    assert not _is_mounted(ws.home) and ws.part("saved.tar").is_file()
+    open_workspace(ws, {"other.py": b""})
+    assert (ws.home / "work" / "notes.txt").read_text() == "kept\n"
+    assert os.path.exists(os.path.join(os.fsencode(ws.home), b"odd-\xff.txt"))
+    assert os.stat(ws.home / "work" / "notes.txt").st_mode & 0o100
+    assert (ws.home / "work" / "empty").is_dir()
+    assert not (ws.home / "other.py").exists()
+    assert os.stat(ws.home / "work" / "notes.txt").st_uid == ws.uid
+
+
+def test_the_caps_are_the_workspaces_own(make_ws):
+    ws = make_ws(replace(LIMITS, disk_bytes=4 << 20, inodes=100, cpu_cores=0.5))
+    st = os.statvfs(ws.home)
+    assert st.f_blocks * st.f_frsize == 4 << 20 and st.f_files == 100
+    assert os.stat(ws.home).st_uid == ws.uid and os.stat(ws.home).st_mode & 0o777 == 0o700
+    start_shell(ws)
+    cgroups = _cgroups(ws, create=False)
+    pid = int(ws.part("shell.pid").read_text().split()[0])
+    for cgroup in cgroups:
+        assert pid in [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+    values = {f.name: f.read_text().split()[0] for c in cgroups for f in c.iterdir()
+              if f.name in ("memory.limit_in_bytes", "memory.max", "pids.max", "cpu.cfs_quota_us", "cpu.max")}
+    assert values.get("memory.limit_in_bytes", values.get("memory.max")) == str(LIMITS.memory_bytes)
+    assert values["pids.max"] == str(LIMITS.processes)
+    if "cpu.cfs_quota_us" in values:
+        assert values["cpu.cfs_quota_us"] == "50000"
+
+
+def test_opening_from_many_threads_at_once_mounts_once(make_ws):
+    from concurrent.futures import ThreadPoolExecutor
+
+    ws = make_ws()
+    release(ws)
+
+    def open_and_start() -> None:
+        open_workspace(ws, SEED)
+        start_shell(ws)
+
+    with ThreadPoolExecutor(6) as pool:
+        for future in [pool.submit(open_and_start) for _ in range(6)]:
+            future.result()  # raises what the thread raised
+    home = str(ws.home.resolve())
+    assert [p for p, _, _ in _mounts() if p == home] == [home]
+    servers = [p for p in _uid_processes(ws.uid) if Path(f"/proc/{p}/comm").read_text().startswith("tmux")]
+    assert len(servers) == 1, "one shell, one tmux server"
+
+
+def test_where_no_tmpfs_can_be_mounted_the_workspace_does_not_open(make_ws):
+    # root without CAP_SYS_ADMIN, as in a container that may not mount
+    ws = make_ws()
+    release(ws)
+    code = ("from pathlib import Path; from grading.workspace import *\n"
+            f"ws = Workspace(Path({str(ws.folder)!r}), {ws.uid}, Path({str(ws.runner_dir)!r}))\n"
+            "try:\n    open_workspace(ws, {})\nexcept WorkspaceUnavailable as exc:\n    print('REFUSED', exc)\n")
+    out = subprocess.run(["setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", sys.executable, "-c", code],
+                         capture_output=True, text=True, timeout=30, cwd=Path(__file__).parents[2])
+    assert "REFUSED cannot mount the workspace's tmpfs" in out.stdout, out.stdout + out.stderr
+    assert "must run as root, with permission to mount" in out.stdout
+    assert not _is_mounted(ws.home)
+
+
+def test_a_seed_that_leaves_the_workspace_is_refused(make_ws):
+    with pytest.raises(WorkspaceUnavailable, match="not a plain relative path"):
+        make_ws(seed={"../escape.py": b"x"})
+    ws = Workspace(make_ws.base / f"inv-{UID_BASE}", UID_BASE, Path("/nonexistent"), LIMITS)
+    assert not _is_mounted(ws.home)
+    assert not (ws.folder / "escape.py").exists()

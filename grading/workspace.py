@@ -1,0 +1,911 @@
+"""A candidate's hosted workspace: files on a capped tmpfs, and a tmux shell in bubblewrap.
+
+Plain Python, no Django (sessions_app/workspaces.py is the glue). The shell
+runs in the same kind of sandbox as grading (see grading/sandbox.py and
+../shared/notes/sandbox.md: each measure there answers an attack), but lives
+for hours, not for one run, and must survive the web server's restart.
+
+Host layout of one workspace (``Workspace.folder``, root's, mode 0711)::
+
+    home/          a tmpfs (size, nr_inodes, uid/gid = ws.uid, 0700): /workspace inside
+    tmux/          ws.uid's: tmux's socket, bound at /run/tmux in every sandbox of it
+    gate/          root's 0755: the gate socket (C1's host), read-only at /run/takehome
+    etc/           root's: the generated passwd, group, bash.bashrc and tmux.conf
+    shell.pid      "<pid> <start time>" of the shell's bwrap (root's)
+    lock           flocked while the workspace is opened, started, stopped, released or frozen
+    saved.tar      the files, saved when the workspace is released (idle, restart)
+    frozen         present once the deadline froze the workspace: it stays read-only
+    session.cast   the recording (grading/asciicast.py), never visible inside
+
+Caps: a cgroup per workspace (``takehome/ws-<uid>`` in the memory, pids and,
+where there is one, cpu hierarchies) holds the tmux server, the shell and
+every client; it lives as long as the workspace has a process. Without a
+writable cgroup, rlimits (RunBudget.fallback_rlimits) stand in, and there is
+no CPU cap. The tmpfs is mounted by us (root) so that its inode count is
+capped: where mounting is impossible, WorkspaceUnavailable says so rather
+than opening a workspace with no disk cap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import io
+import os
+import pty
+import signal
+import stat
+import struct
+import subprocess
+import tarfile
+import termios
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .archive import JUNK_FILES, JUNK_PARTS, Limits, _size
+from .cgroups import (
+    ENTER_CGROUP,
+    PARENT,
+    SH,
+    CapsUnavailable,
+    RunBudget,
+    _libc,
+    _mount_tmpfs,
+    _mounts,
+    _remove_cgroup,
+    _start_time,
+    _umount,
+    _write,
+    detect,
+)
+from .sandbox import (
+    BWRAP,
+    ENV,
+    PRLIMIT,
+    RUNNER_IN_SANDBOX,
+    SANDBOXED_IN_SANDBOX,
+    SETPRIV,
+    _kill_uid,
+    _sandboxed_copy,
+    _uid_processes,
+    interpreter_binds,
+)
+
+GATE_SOCKET = "/run/takehome/gate.sock"
+GATE_DIR_IN_SANDBOX = "/run/takehome"
+TMUX_DIR_IN_SANDBOX = "/run/tmux"
+TMUX_SOCKET = f"{TMUX_DIR_IN_SANDBOX}/sock"
+WORKSPACE_IN_SANDBOX = "/workspace"
+HOME_IN_SANDBOX = "/tmp/home"
+SESSION = "main"
+TMUX, BASH = "/usr/bin/tmux", "/bin/bash"
+TERM = "xterm-256color"
+PROMPT = r"candidate:\w\$ "
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT = 0x1, 0x2, 0x4, 0x20
+CHUNK = 1 << 16
+MAX_SIDE = 1000  # columns or rows a client may ask for
+# Which cap on memory and processes: auto (the strongest this machine offers) |
+# cgroup2 | cgroup1 | rlimit, as grading's (grading/cgroups.py). The Django glue
+# may set it from the settings; a mode asked for that does not work is an error.
+CAPS_MODE = "auto"
+FALLBACK_PROCESS_BYTES = 48 << 20
+SAVED_MAX_BYTES = 1 << 30  # a saved.tar larger than this is not ours
+
+TMUX_CONF = f"""\
+# Written by grading/workspace.py. The server runs in the foreground (-D) as the
+# sandbox's main process and ends with the last session: the shell's exit ends it.
+set -s exit-empty on
+set -s escape-time 0
+set -g history-limit 10000
+set -g status off
+set -g default-terminal {TERM}
+set -g default-shell {BASH}
+# why not a login shell (tmux's default): bash then reads /etc/bash.bashrc, our prompt
+set -g default-command "exec {BASH} -i"
+# why mouse off and no alternate screen: the browser's terminal keeps its own
+# selection (copy and paste) and its own scrollback of what scrolls off
+set -g mouse off
+set -as terminal-overrides ',xterm*:smcup@:rmcup@'
+new-session -d -s {SESSION} -c {WORKSPACE_IN_SANDBOX}
+"""
+BASHRC = f"""\
+# Written by grading/workspace.py
+PS1='{PROMPT}'
+HISTFILE={HOME_IN_SANDBOX}/.bash_history
+alias ls='ls --color=auto'
+"""
+
+
+class WorkspaceUnavailable(Exception):
+    """Our side failed (no bwrap, no mount, no free cap); the message says how to fix it."""
+
+
+class WorkspaceTooBig(Exception):
+    """The workspace's files cannot be handed in (over the upload limits, a name that is not UTF-8).
+
+    The message is for the candidate: it says what to change."""
+
+
+@dataclass(frozen=True)
+class WorkspaceLimits:
+    disk_bytes: int = 64 << 20  # the workspace's files (a size-capped tmpfs mount)
+    inodes: int = 20000
+    memory_bytes: int = 512 << 20  # all processes of the shell together (cgroup)
+    processes: int = 128
+    cpu_cores: float = 1.0  # cgroup cpu quota where available
+    file_size_bytes: int = 32 << 20
+    nofile: int = 1024
+    tmp_bytes: int = 64 << 20  # /tmp (and HOME in it) inside the sandbox
+    shm_bytes: int = 16 << 20  # /dev/shm inside the sandbox
+
+
+@dataclass(frozen=True)
+class Workspace:
+    folder: Path  # host folder of this workspace
+    uid: int  # its own sandbox uid, never shared with another open workspace or grading
+    runner_dir: Path  # the packet's runner venv (grading.environments.runner_for)
+    limits: WorkspaceLimits = field(default_factory=WorkspaceLimits)
+
+    def __post_init__(self) -> None:
+        # why: uid 0 or a system uid would hand candidate code real privileges.
+        if self.uid < 1000:
+            raise ValueError("a workspace's uid must be >= 1000")
+
+    @property
+    def home(self) -> Path:
+        return Path(self.folder) / "home"
+
+    def part(self, name: str) -> Path:
+        return Path(self.folder) / name
+
+
+# -- files ----------------------------------------------------------------------------
+
+
+def _is_mounted(path: Path) -> bool:
+    path = str(Path(path).resolve())
+    return any(point == path for point, _, _ in _mounts())
+
+
+def _mount_options(path: Path) -> str | None:
+    path = str(Path(path).resolve())
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            fields = line.split(" - ")[0].split()
+            if len(fields) >= 6 and fields[4] == path:
+                return fields[5]
+    return None
+
+
+def _remount(path: Path, read_only: bool) -> None:
+    flags = MS_REMOUNT | MS_NOSUID | MS_NODEV | (MS_RDONLY if read_only else 0)
+    if _libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", flags, None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(path))
+
+
+def _prepare_folder(ws: Workspace) -> None:
+    folder = Path(ws.folder)
+    folder.mkdir(mode=0o711, parents=True, exist_ok=True)
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise WorkspaceUnavailable(f"{folder} is not a folder of our own: remove it and open the workspace again")
+    os.chmod(folder, 0o711)  # why: the uid may pass through to its mounts, not list or write
+    parent = os.lstat(folder.parent)
+    if parent.st_uid == os.geteuid() and not parent.st_mode & 0o002:
+        os.chmod(folder.parent, 0o711)  # why: no candidate lists the other workspaces' names
+    blocked = [p for p in folder.parents if p.exists() and not p.stat().st_mode & 0o001]
+    if blocked:
+        raise WorkspaceUnavailable(f"the sandbox uid cannot reach {folder}: {', '.join(map(str, blocked))} "
+                                   "must be traversable by others (chmod o+x), or set TAKEHOME_WORKSPACES_DIR "
+                                   "to a folder under one that is")
+    for name, owner, mode in (("home", 0, 0o700), ("tmux", ws.uid, 0o700), ("gate", 0, 0o755), ("etc", 0, 0o755)):
+        path = folder / name
+        if not path.is_dir():
+            path.mkdir(mode=mode)
+        if not _is_mounted(path):
+            os.chown(path, owner, owner)
+            os.chmod(path, mode)
+    etc = folder / "etc"
+    for name, text in (
+        ("passwd", f"root:x:0:0:root:/root:/usr/sbin/nologin\ncandidate:x:{ws.uid}:{ws.uid}:candidate:"
+                   f"{HOME_IN_SANDBOX}:{BASH}\n"),
+        ("group", f"root:x:0:\ncandidate:x:{ws.uid}:\n"),
+        ("bash.bashrc", BASHRC),
+        ("tmux.conf", TMUX_CONF),
+    ):
+        try:
+            if (etc / name).read_bytes() == text.encode():
+                continue
+        except OSError:
+            pass
+        _write_atomic(etc / name, text.encode(), 0o644)
+
+
+def _write_atomic(path: Path, data: bytes, mode: int) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _check_relative(name: str) -> PurePosixPath:
+    rel = PurePosixPath(name)
+    if not name or rel.is_absolute() or any(p in ("", ".", "..") for p in name.split("/")) or "\0" in name:
+        raise ValueError(f"not a plain relative path: {name!r}")
+    return rel
+
+
+def _write_files(root: Path, files: Iterator[tuple[str, bytes, int]], uid: int) -> None:
+    """Write (relative name, content, mode) under ``root``, owned by ``uid``; never through a link."""
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for name, data, mode in files:
+            rel = _check_relative(name)
+            dir_fd = os.dup(root_fd)
+            try:
+                for part in rel.parts[:-1]:
+                    try:
+                        os.mkdir(part, 0o755, dir_fd=dir_fd)
+                        os.chown(part, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+                    except FileExistsError:
+                        pass
+                    nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                    os.close(dir_fd)
+                    dir_fd = nxt
+                if data is None:  # a folder
+                    try:
+                        os.mkdir(rel.name, 0o755, dir_fd=dir_fd)
+                        os.chown(rel.name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+                    except FileExistsError:
+                        pass
+                    continue
+                fd = os.open(rel.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode & 0o755,
+                             dir_fd=dir_fd)
+                try:
+                    os.fchown(fd, uid, uid)
+                    os.fchmod(fd, 0o755 if mode & 0o100 else 0o644)
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view[:CHUNK]):]
+                finally:
+                    os.close(fd)
+            finally:
+                os.close(dir_fd)
+    finally:
+        os.close(root_fd)
+
+
+def _walk(root: Path, limits: Limits, skip_junk: bool) -> Iterator[tuple[str, bytes | None, int]]:
+    """(relative name, content or None for a folder, mode) of what is under ``root``, read safely.
+
+    why descriptors: the candidate's shell may still run and swap a folder for
+    a symlink while we read; every step opens with O_NOFOLLOW relative to its
+    folder's descriptor, so nothing outside ``root`` is ever read. Only regular
+    files are read (opened non-blocking: a FIFO never hangs us, a device is skipped).
+    """
+    entries = total = 0
+    stack = [(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW), "")]
+    try:
+        while stack:
+            dir_fd, prefix = stack.pop()
+            try:
+                names = sorted(os.listdir(dir_fd))
+                for name in names:
+                    rel = f"{prefix}{name}"
+                    try:
+                        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    is_dir = stat.S_ISDIR(st.st_mode)
+                    if is_dir and skip_junk and name in JUNK_PARTS:
+                        continue
+                    if not is_dir and (not stat.S_ISREG(st.st_mode) or (skip_junk and (
+                            name in JUNK_FILES or name.endswith((".pyc", ".pyo")) or name.startswith("._")))):
+                        continue  # links, FIFOs, sockets, devices: never read; caches: as an upload skips them
+                    if skip_junk:  # an upload refuses such names; saving keeps them as they are
+                        _check_name(rel)
+                    entries += 1  # why folders too: the upload's max_entries counts both
+                    if entries > limits.max_entries:
+                        raise WorkspaceTooBig(
+                            f"The workspace holds more than {limits.max_entries} files and folders; delete what "
+                            "the solution does not need (build output, copies, caches) and try again.")
+                    if is_dir:
+                        try:
+                            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                        except OSError:
+                            continue  # swapped for something else meanwhile
+                        stack.append((sub, rel + "/"))
+                        if not skip_junk:
+                            yield rel, None, 0o755
+                        continue
+                    data = _read_regular(name, dir_fd, limits.max_file_bytes, rel)
+                    if data is None:
+                        continue
+                    total += len(data)
+                    if total > limits.max_total_bytes:
+                        raise WorkspaceTooBig(
+                            f"The workspace's files add up to more than {_size(limits.max_total_bytes)}; "
+                            "delete large files the solution does not need and try again.")
+                    yield rel, data, st.st_mode
+            finally:
+                os.close(dir_fd)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def _check_name(rel: str) -> None:
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        raise WorkspaceTooBig(f"The file name {shown!r} is not valid UTF-8; rename it with plain letters and "
+                              "digits and try again.") from None
+
+
+def _read_regular(name: str, dir_fd: int, cap: int, rel: str) -> bytes | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=dir_fd)
+    except OSError:
+        return None  # a symlink or something swapped in meanwhile
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        parts, size = [], 0
+        while chunk := os.read(fd, CHUNK):
+            size += len(chunk)
+            if size > cap:
+                raise WorkspaceTooBig(f"{rel} is larger than {_size(cap)}; delete it or make it smaller "
+                                      "and try again.")
+            parts.append(chunk)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def snapshot_files(ws: Workspace, limits: Limits = Limits()) -> dict[str, bytes]:
+    """The workspace's files as an upload would carry them (no caches, no links, no FIFOs); WorkspaceTooBig."""
+    if not _is_mounted(ws.home):
+        raise WorkspaceUnavailable(f"the workspace {ws.folder} is not open")
+    return {name: data for name, data, _ in _walk(ws.home, limits, skip_junk=True) if data is not None}
+
+
+def _save_limits(ws: Workspace) -> Limits:
+    # why the tmpfs's own caps: everything the workspace can hold is kept, nothing more
+    lim = ws.limits
+    return Limits(max_entries=lim.inodes, max_total_bytes=lim.disk_bytes, max_file_bytes=lim.disk_bytes)
+
+
+def save(ws: Workspace) -> None:
+    """Write the workspace's folders and regular files to saved.tar (atomically: a crash keeps the old one)."""
+    if not _is_mounted(ws.home):
+        return
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data, mode in _walk(ws.home, _save_limits(ws), skip_junk=False):
+            info = tarfile.TarInfo(name)
+            info.mtime = int(time.time())
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o755 if mode & 0o100 else 0o644
+                tar.addfile(info, io.BytesIO(data))
+    _write_atomic(ws.part("saved.tar"), buf.getvalue(), 0o600)
+
+
+def _saved_files(path: Path) -> Iterator[tuple[str, bytes | None, int]]:
+    if path.stat().st_size > SAVED_MAX_BYTES:
+        raise WorkspaceUnavailable(f"{path} is larger than any workspace can be: remove it")
+    with tarfile.open(path, mode="r:") as tar:
+        for info in tar:
+            if info.isdir():
+                yield info.name, None, 0o755
+            elif info.isreg():
+                yield info.name, tar.extractfile(info).read(), info.mode
+
+
+@contextmanager
+def _locked(ws: Workspace) -> Iterator[None]:
+    """Hold the workspace's lock: one change of state at a time, across threads and server processes.
+
+    flock belongs to an open file, so threads of one process exclude each other
+    too; the public functions take it once and call only unlocked helpers.
+    """
+    with open(ws.part("lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def open_workspace(ws: Workspace, seed: Mapping[str, bytes]) -> None:
+    """Mount the workspace's tmpfs and fill it (from saved.tar if there is one, else ``seed``); idempotent."""
+    if os.geteuid() != 0:
+        raise WorkspaceUnavailable("mounting the workspace's size-capped tmpfs needs root: run the server as root")
+    _prepare_folder(ws)
+    with _locked(ws):
+        _open(ws, seed)
+
+
+def _open(ws: Workspace, seed: Mapping[str, bytes]) -> None:
+    home = ws.home
+    if _is_mounted(home):
+        return
+    lim = ws.limits
+    try:
+        _mount_tmpfs(home, lim.disk_bytes, lim.inodes, ws.uid)
+    except OSError as exc:
+        raise WorkspaceUnavailable(f"cannot mount the workspace's tmpfs at {home}: {exc.strerror or exc} "
+                                   "(the server must run as root, with permission to mount)") from None
+    try:
+        saved = ws.part("saved.tar")
+        if saved.exists():
+            _write_files(home, _saved_files(saved), ws.uid)
+        else:
+            _write_files(home, ((name, data, 0o644) for name, data in seed.items()), ws.uid)
+        if ws.part("frozen").exists():
+            _remount(home, read_only=True)
+    except (OSError, tarfile.TarError, ValueError) as exc:
+        _umount(home)
+        raise WorkspaceUnavailable(f"could not fill the workspace {ws.folder}: {exc}") from None
+    except BaseException:
+        _umount(home)
+        raise
+
+
+# -- caps -----------------------------------------------------------------------------
+
+
+def _cpu_parent() -> Path | None:
+    """The folder for workspaces' cpu cgroups (cgroup v1 ``cpu`` hierarchy), or None where there is none."""
+    for point, fstype, options in _mounts():
+        if fstype == "cgroup" and "cpu" in options.split(","):
+            parent = Path(point) / PARENT
+            try:
+                parent.mkdir(mode=0o755, exist_ok=True)
+            except OSError:
+                return None
+            return parent
+    return None
+
+
+def _v2_cpu(parent: Path, create: bool) -> bool:
+    """Whether the workspaces' cgroup2 parent hands the cpu controller to its children (enabled when ``create``)."""
+    try:
+        if "cpu" in (parent / "cgroup.subtree_control").read_text().split():
+            return True
+        if create and "cpu" in (parent / "cgroup.controllers").read_text().split():
+            _write(parent / "cgroup.subtree_control", "+cpu")
+            return True
+    except OSError:
+        pass  # no cpu controller here: no CPU quota, as without a cgroup
+    return False
+
+
+def _cgroups(ws: Workspace, create: bool) -> list[Path]:
+    """The workspace's cgroups (memory and pids, then cpu where it exists); made and capped when ``create``."""
+    try:
+        caps = detect(CAPS_MODE, "bwrap")
+    except CapsUnavailable as exc:
+        raise WorkspaceUnavailable(f"workspace caps {CAPS_MODE}: {exc}") from None
+    if caps.mode == "rlimit":
+        return []
+    name = f"ws-{ws.uid}"  # why not an owned name: it outlives the process that made it
+    lim = ws.limits
+    paths = [parent / name for parent in caps.parents]
+    cpu = None
+    if caps.mode == "cgroup1":
+        cpu_parent = _cpu_parent()
+        cpu = cpu_parent / name if cpu_parent else None
+    elif _v2_cpu(caps.memory_parent, create):
+        cpu = paths[0]
+    if cpu is not None and cpu not in paths:
+        paths.append(cpu)
+    if not create:
+        return [p for p in paths if p.is_dir()]
+    try:
+        for path in paths:
+            os.makedirs(path, 0o755, exist_ok=True)
+        memory, pids = paths[0], paths[1] if caps.mode == "cgroup1" else paths[0]
+        if caps.mode == "cgroup2":
+            _write(memory / "memory.max", str(lim.memory_bytes))
+            if (memory / "memory.swap.max").exists():
+                _write(memory / "memory.swap.max", "0")
+        else:
+            _write(memory / "memory.limit_in_bytes", str(lim.memory_bytes))
+            if (memory / "memory.memsw.limit_in_bytes").exists():
+                _write(memory / "memory.memsw.limit_in_bytes", str(lim.memory_bytes))
+        _write(pids / "pids.max", str(lim.processes))
+        if cpu is not None:
+            period = 100_000
+            quota = max(1000, int(lim.cpu_cores * period))
+            if caps.mode == "cgroup2":
+                _write(cpu / "cpu.max", f"{quota} {period}")
+            else:
+                _write(cpu / "cpu.cfs_period_us", str(period))
+                _write(cpu / "cpu.cfs_quota_us", str(quota))
+    except OSError as exc:
+        raise WorkspaceUnavailable(f"cannot set up the workspace's cgroup ({caps.mode}): {exc}") from None
+    return paths
+
+
+def _cgroup_procs(paths: list[Path]) -> list[int]:
+    pids: set[int] = set()
+    for path in paths:
+        try:
+            pids.update(int(p) for p in (path / "cgroup.procs").read_text().split())
+        except (OSError, ValueError):
+            pass
+    return sorted(pids)
+
+
+def _budget(ws: Workspace) -> RunBudget:
+    lim = ws.limits
+    # without a cgroup: as many processes as fit the memory at FALLBACK_PROCESS_BYTES
+    # each (python with pytest needs 48 MiB of address space; a shell with one
+    # client is 6 processes), so that all of them together stay within memory_bytes
+    fallback = max(4, lim.memory_bytes // FALLBACK_PROCESS_BYTES)
+    return RunBudget(memory_bytes=lim.memory_bytes, processes=lim.processes, tmpfs_inodes=lim.inodes,
+                     address_space_bytes=2 * lim.memory_bytes, fallback_processes=fallback)
+
+
+def _rlimits(ws: Workspace, cgroups: list[Path]) -> tuple[int, int]:
+    """RLIMIT_AS and RLIMIT_NPROC: backstops above the cgroup's caps, or the fallback without one."""
+    budget = _budget(ws)
+    if cgroups:
+        # why twice the memory: the cgroup is the cap a memory bomb meets (and is killed by)
+        return budget.address_space_bytes, ws.limits.processes + 4
+    return budget.fallback_rlimits()
+
+
+# -- the sandbox ----------------------------------------------------------------------
+
+
+def _enter(cgroups: list[Path]) -> list[str]:
+    if not cgroups:
+        return []
+    return [SH, "-c", ENTER_CGROUP, "enter-cgroup", *(str(c / "cgroup.procs") for c in cgroups), "--"]
+
+
+def _check_tools(ws: Workspace) -> tuple[Path, Path]:
+    for tool, package in ((BWRAP, "bubblewrap"), (SETPRIV, "util-linux"), (PRLIMIT, "util-linux"),
+                          (TMUX, "tmux"), (BASH, "bash")):
+        if not os.access(tool, os.X_OK):
+            raise WorkspaceUnavailable(f"{tool} is missing: install it with 'apt-get install {package}'")
+    runner = Path(ws.runner_dir).resolve()
+    if not (runner / "bin" / "python").exists():
+        raise WorkspaceUnavailable(f"no runner venv at {runner}: build it with 'python manage.py build_runner'")
+    try:
+        sandboxed = _sandboxed_copy(Path(ws.folder).resolve().parent)
+    except OSError as exc:
+        raise WorkspaceUnavailable(f"could not copy grading/sandboxed next to {ws.folder}: {exc}") from None
+    return runner, sandboxed
+
+
+def _argv(ws: Workspace, cgroups: list[Path], command: list[str], *, new_session: bool) -> list[str]:
+    """The command line of one sandbox of the workspace, joining its cgroups first."""
+    runner, sandboxed = _check_tools(ws)
+    lim = ws.limits
+    folder = Path(ws.folder).resolve()
+    address_space, nproc = _rlimits(ws, cgroups)
+    return [
+        *_enter(cgroups),
+        # why env -i: bwrap's own pid 1 would otherwise show the server's environment.
+        ENV, "-i",
+        PRLIMIT, f"--as={address_space}", f"--nproc={nproc}", f"--fsize={lim.file_size_bytes}",
+        f"--nofile={lim.nofile}", "--core=0",
+        # why an unprivileged uid with no caps: launched by root, RLIMIT_NPROC is not enforced.
+        SETPRIV, f"--reuid={ws.uid}", f"--regid={ws.uid}", "--clear-groups",
+        "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
+        BWRAP,
+        "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
+        *(["--new-session"] if new_session else []),
+        # why: bwrap's own init would outlive the outer bwrap as a zombie of the
+        # host's pid 1, counted against the uid's RLIMIT_NPROC until reaped. tmux
+        # is pid 1 instead: it reaps its children, and when it ends the kernel
+        # ends everything left in the namespace.
+        "--as-pid-1",
+        "--ro-bind", "/usr", "/usr",
+        "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+        "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
+        # why only these of /etc: the loader cache, Debian's alternatives (links
+        # only: /usr/bin/vim and vi go through them), a passwd naming the user (bash,
+        # vim, python's getpass), and our shell and tmux settings; no shadow, hosts, keys.
+        "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
+        "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
+        "--ro-bind", str(folder / "etc" / "passwd"), "/etc/passwd",
+        "--ro-bind", str(folder / "etc" / "group"), "/etc/group",
+        "--ro-bind", str(folder / "etc" / "bash.bashrc"), "/etc/bash.bashrc",
+        "--ro-bind", str(folder / "etc" / "tmux.conf"), "/etc/tmux.conf",
+        "--ro-bind", str(runner), RUNNER_IN_SANDBOX,
+        *interpreter_binds(runner),
+        "--ro-bind", str(sandboxed), SANDBOXED_IN_SANDBOX,
+        "--proc", "/proc", "--dev", "/dev",
+        "--size", str(lim.shm_bytes), "--tmpfs", "/dev/shm",
+        "--remount-ro", "/dev",
+        "--size", str(lim.tmp_bytes), "--tmpfs", "/tmp",
+        "--dir", HOME_IN_SANDBOX,
+        "--bind", str(folder / "home"), WORKSPACE_IN_SANDBOX,
+        "--bind", str(folder / "tmux"), TMUX_DIR_IN_SANDBOX,
+        # why read-only: the candidate reaches the gate's socket and nothing else of the host's.
+        "--ro-bind", str(folder / "gate"), GATE_DIR_IN_SANDBOX,
+        "--remount-ro", "/",
+        "--chdir", WORKSPACE_IN_SANDBOX,
+        "--setenv", "PATH", f"{SANDBOXED_IN_SANDBOX}/bin:{RUNNER_IN_SANDBOX}/bin:/usr/bin:/bin",
+        "--setenv", "HOME", HOME_IN_SANDBOX,
+        "--setenv", "USER", "candidate",
+        "--setenv", "LOGNAME", "candidate",
+        "--setenv", "SHELL", BASH,
+        "--setenv", "TERM", TERM,
+        "--setenv", "LANG", "C.UTF-8",
+        "--setenv", "EDITOR", "nano",
+        "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+        "--setenv", "TAKEHOME_GATE_SOCKET", GATE_SOCKET,
+        *command,
+    ]
+
+
+def _pid_file(ws: Workspace) -> Path:
+    return ws.part("shell.pid")
+
+
+def _shell_pid(ws: Workspace) -> int | None:
+    """The pid of the shell's bwrap, if it still runs (pid and start time both match)."""
+    try:
+        pid, started = (int(x) for x in _pid_file(ws).read_text().split())
+    except (OSError, ValueError):
+        return None
+    if _start_time(pid) != started:
+        return None
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            state = next(line for line in fh if line.startswith(b"State:")).split()[1]
+    except (OSError, StopIteration):
+        return None
+    return None if state in (b"Z", b"X") else pid
+
+
+def shell_running(ws: Workspace) -> bool:
+    return _shell_pid(ws) is not None
+
+
+def start_shell(ws: Workspace) -> None:
+    """Start the workspace's tmux server and shell (detached: it outlives the caller); idempotent."""
+    with _locked(ws):
+        if (pid := _shell_pid(ws)) is not None:
+            if not os.path.lexists(ws.part("tmux") / "sock"):
+                # the candidate removed tmux's socket: SIGUSR1 makes the server create it again
+                _kill_signal(_children(pid), signal.SIGUSR1)
+                _wait_for_socket(ws, None)
+            return
+        if not _is_mounted(ws.home):
+            raise WorkspaceUnavailable(f"the workspace {ws.folder} is not open (open_workspace first)")
+        _end_processes(ws)  # a shell that ended leaves nothing behind to count against the caps
+        try:
+            os.unlink(ws.part("tmux") / "sock")
+        except FileNotFoundError:
+            pass
+        cgroups = _cgroups(ws, create=True)
+        argv = _argv(ws, cgroups, [TMUX, "-D", "-S", TMUX_SOCKET, "-f", "/etc/tmux.conf"],
+                     new_session=True)
+        # why a new session, no pipes and no --die-with-parent: the web server may
+        # restart; the shell must not notice. A thread reaps it while we live.
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        threading.Thread(target=proc.wait, name=f"workspace-{ws.uid}", daemon=True).start()
+        _write_atomic(_pid_file(ws), f"{proc.pid} {_start_time(proc.pid)}\n".encode(), 0o644)
+        _wait_for_socket(ws, proc)
+
+
+def _wait_for_socket(ws: Workspace, proc: subprocess.Popen | None, wait_s: float = 5) -> None:
+    """Wait until tmux listens (its socket exists); a shell that does not start is our failure."""
+    deadline = time.monotonic() + wait_s
+    while not os.path.lexists(ws.part("tmux") / "sock"):
+        ended = proc.poll() is not None if proc else not shell_running(ws)
+        if ended or time.monotonic() > deadline:
+            _end_processes(ws)
+            raise WorkspaceUnavailable(f"the workspace's shell did not start (exit {proc and proc.poll()}): "
+                                       "is bubblewrap working? (manage.py check); the next visit starts it again")
+        time.sleep(0.01)
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of ``pid``, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _parent(pid: int) -> int | None:
+    return st[1] if (st := _stat(pid)) else None
+
+
+def _live(pids) -> set[int]:
+    """Those of ``pids`` that still run (a zombie runs nothing; its parent reaps it)."""
+    return {p for p in pids if (st := _stat(p)) and st[0] not in ("Z", "X")}
+
+
+def _kill(pids: list[int]) -> None:
+    _kill_signal(pids, signal.SIGKILL)
+
+
+def _kill_signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _end_processes(ws: Workspace, wait_s: float = 1.0) -> None:
+    """SIGKILL every process of the workspace, found by its cgroups and by its uid.
+
+    why inside first: each sandbox is an outer bwrap (our child) over the
+    namespace's init. Killed together, the init is orphaned to the host's pid 1,
+    and its zombie counts against the uid's RLIMIT_NPROC until that reaps it
+    (slowly, or never without a real init). Killed first, the namespace ends
+    inside, and the outer bwrap exits by itself and is reaped by its parent.
+    """
+    cgroups = _cgroups(ws, create=False)
+    deadline = time.monotonic() + wait_s
+    while True:
+        pids = _live(_cgroup_procs(cgroups)) | set(_uid_processes(ws.uid))
+        if not pids:
+            break
+        inner = [p for p in pids if _parent(p) in pids]
+        if inner and time.monotonic() < deadline:
+            _kill(inner)
+        elif time.monotonic() >= deadline:
+            _kill(sorted(pids))  # an outer bwrap that did not end by itself
+        time.sleep(0.01)
+        if time.monotonic() > deadline + 2:
+            break
+    _kill_uid(ws.uid)
+    for cgroup in cgroups:
+        try:
+            _remove_cgroup(cgroup)
+        except OSError:
+            pass
+
+
+def stop_shell(ws: Workspace) -> None:
+    """End every process of the workspace (shell, tmux, clients); the files stay. Idempotent."""
+    if not Path(ws.folder).is_dir():
+        _end_processes(ws)  # nothing of ours to lock; its uid's processes still end
+        return
+    with _locked(ws):
+        _stop(ws)
+
+
+def _stop(ws: Workspace) -> None:
+    _end_processes(ws)
+    try:
+        os.unlink(_pid_file(ws))
+    except FileNotFoundError:
+        pass
+
+
+def release(ws: Workspace) -> None:
+    """Stop the shell, save the files to saved.tar and unmount (an idle workspace). Idempotent."""
+    if not Path(ws.folder).is_dir():
+        return
+    with _locked(ws):
+        _stop(ws)
+        if _is_mounted(ws.home):
+            save(ws)  # why first: a save that fails leaves the files mounted, not lost
+            _umount(ws.home)
+
+
+def freeze(ws: Workspace) -> None:
+    """Stop the shell and make the files read-only for good (the deadline). Idempotent."""
+    _prepare_folder(ws)
+    with _locked(ws):
+        _stop(ws)
+        _write_atomic(ws.part("frozen"), b"", 0o644)
+        if _is_mounted(ws.home):
+            opts = _mount_options(ws.home) or ""
+            if "ro" not in opts.split(","):
+                _remount(ws.home, read_only=True)
+
+
+# -- clients --------------------------------------------------------------------------
+
+
+def _winsize(cols: int, rows: int) -> bytes:
+    cols, rows = max(1, min(int(cols), MAX_SIDE)), max(1, min(int(rows), MAX_SIDE))
+    return struct.pack("HHHH", rows, cols, 0, 0)
+
+
+class Client:
+    """A tmux client attached to the workspace's session, on a pty of its own."""
+
+    def __init__(self, fd: int, proc: subprocess.Popen) -> None:
+        self.fd, self.proc = fd, proc
+
+    def resize(self, cols: int, rows: int) -> None:
+        """Set the pty's size; the kernel tells the client (SIGWINCH), and tmux follows."""
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, _winsize(cols, rows))
+
+    def close(self) -> None:
+        """Detach: end the client (the shell runs on) and close the pty. Idempotent."""
+        # why the hang-up first: the client then ends by itself, inside out; a
+        # SIGKILL to its whole group would orphan the tmux client (see _end_processes).
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = -1
+        try:
+            self.proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            _kill(_children(self.proc.pid))
+            try:
+                self.proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                _kill([self.proc.pid])
+                self.proc.wait()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and _parent(int(name)) == pid:
+            found.append(int(name))
+    return found
+
+
+def spawn_client(ws: Workspace, cols: int, rows: int) -> Client:
+    """A tmux client (attach, creating the session if the shell had ended) in a sandbox of the same kind."""
+    start_shell(ws)
+    cgroups = _cgroups(ws, create=True)
+    master, slave = pty.openpty()
+    try:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, _winsize(cols, rows))
+        # why setsid --ctty inside, and no bwrap --new-session: the pty becomes the
+        # tmux client's controlling terminal, so a resize reaches it as SIGWINCH and
+        # a hang-up (our side closed) as SIGHUP; the pty is the candidate's own, so
+        # TIOCSTI on it reaches only their own shell. Outside, bwrap is in a session
+        # of its own without a terminal, so the hang-up does not end it before tmux.
+        # why no --die-with-parent: its signal follows the thread that spawned the
+        # client, and a web server's worker thread may end before the page does;
+        # our side of the pty closes with our process in any case.
+        # why -N: a shell that ended just now must not be replaced by a server inside
+        # the client's sandbox (it would die with the client); the client ends instead.
+        argv = _argv(ws, cgroups, ["/usr/bin/setsid", "--ctty", TMUX, "-N", "-S", TMUX_SOCKET, "-f",
+                                   "/etc/tmux.conf", "new-session", "-A", "-s", SESSION, "-c", WORKSPACE_IN_SANDBOX],
+                     new_session=False)
+        proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                                start_new_session=True)
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)
+    os.set_blocking(master, False)
+    return Client(master, proc)
+
+
+__all__ = [
+    "GATE_SOCKET", "Client", "Workspace", "WorkspaceLimits", "WorkspaceTooBig", "WorkspaceUnavailable",
+    "freeze", "open_workspace", "release", "save", "shell_running", "snapshot_files", "spawn_client",
+    "start_shell", "stop_shell"
+]
