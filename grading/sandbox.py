@@ -240,7 +240,8 @@ def _sandboxed_copy(scratch: Path) -> Path:
     for path in files:
         name = path.relative_to(source).as_posix().encode()
         data = path.read_bytes()
-        digest.update(b"%d:%s%d:" % (len(name), name, len(data)) + data)
+        executable = b"x" if os.stat(path).st_mode & 0o100 else b"-"  # bin/gate must stay a command
+        digest.update(b"%d:%s%s%d:" % (len(name), name, executable, len(data)) + data)
     final = scratch / f"sandboxed-{digest.hexdigest()[:16]}"
     if final.is_dir():
         return final
@@ -252,7 +253,7 @@ def _sandboxed_copy(scratch: Path) -> Path:
             target = tmp / path.relative_to(source)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
-            os.chmod(target, 0o644)
+            os.chmod(target, 0o755 if os.stat(path).st_mode & 0o100 else 0o644)
         for folder in (tmp, *(p for p in tmp.rglob("*") if p.is_dir())):
             os.chmod(folder, 0o755)
         try:

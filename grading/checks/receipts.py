@@ -85,7 +85,8 @@ class ReceiptRow:
         r = self.receipt
         return {"id": r.id, "step": r.step, "at": r.at.isoformat(), "accepted": r.accepted,
                 "refusal": r.refusal or None, "local_time": r.local_time or None,
-                "after_deadline": self.after_deadline, "checks": [c.to_dict() for c in self.checks]}
+                "after_deadline": self.after_deadline, "checks": [c.to_dict() for c in self.checks],
+                "captured_by": r.captured_by}
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,20 @@ def same_log(zip_text: str, receipt_text: str) -> bool:
     if len(receipt_text) >= LOG_LIMIT:  # the receipt kept only the end
         return theirs.endswith(ours)
     return theirs == ours
+
+
+def server_capture(red_log: str | None, receipts: Iterable[Receipt] | None) -> Receipt | None:
+    """The accepted red receipt the server captured itself whose log is ``red_log``; None when there is none.
+
+    A hosted session's red log is the server's own run of the packet's tests,
+    so it is genuine by construction (the upload carries it from the receipt).
+    """
+    if red_log is None:
+        return None
+    for r in reversed(list(receipts or ())):
+        if r.step == "red" and r.accepted and r.captured_by == "server" and same_log(red_log, r.log_text):
+            return r
+    return None
 
 
 def _compared_path(path: str) -> bool:
