@@ -31,7 +31,7 @@ from grading.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
 from shared.words import counted
 from takehome.models import Invitation, PacketVersion, effective_policy
 
-from .models import GateReceipt, ModelExchange, Submission
+from .models import GateReceipt, ModelExchange, Submission, Workspace
 from .uploads import IncomingArchive, human_size
 
 log = logging.getLogger(__name__)
@@ -460,11 +460,13 @@ def _check_hosted(invitation: Invitation, step: str | None = None) -> None:
 def _snapshot(invitation: Invitation) -> dict[str, bytes]:
     from . import workspaces
 
+    row = Workspace.objects.filter(invitation_id=invitation.pk).first()
+    if row is None:
+        raise SessionRefused("There is no workspace for this link yet: open the workspace page first, "
+                             "then capture.", "no_workspace")
     sandbox = workspaces.backend()
     try:
-        return dict(sandbox.snapshot_files(workspaces.workspace_for(invitation)))
-    except workspaces.WorkspaceFull as exc:
-        raise SessionRefused(str(exc), "full") from exc
+        return dict(sandbox.snapshot_files(workspaces.workspace_for(invitation, row)))
     except sandbox.WorkspaceTooBig as exc:
         raise SessionRefused(str(exc), "too_big") from exc
     except sandbox.WorkspaceUnavailable as exc:

@@ -375,7 +375,7 @@ for _name, _value, _least in (("TAKEHOME_SANDBOX_MEMORY_MB", GRADING_SANDBOX_MEM
 # for all its processes, PROCESSES, CPUS cores. A shell idle IDLE_MINUTES is
 # stopped and its files saved (`manage.py serve_workspaces` sweeps); the next
 # visit starts it again.
-WORKSPACES_DIR = Path(env.str("TAKEHOME_WORKSPACES_DIR", default=str(VAR_DIR / "workspaces")))
+WORKSPACES_DIR = Path(env.str("TAKEHOME_WORKSPACES_DIR", default="") or VAR_DIR / "workspaces")
 WORKSPACE_UID_BASE = env.int("TAKEHOME_WORKSPACE_UID_BASE", default=63000)
 WORKSPACE_SLOTS = env.int("TAKEHOME_WORKSPACE_SLOTS", default=500)
 WORKSPACE_DISK_MB = env.int("TAKEHOME_WORKSPACE_DISK_MB", default=64)

@@ -243,8 +243,12 @@ def test_the_copy_of_our_sandboxed_code_is_made_once_per_content_and_kept(privat
         t.join()
     assert len(made) == 8 and len(set(made)) == 1
     assert [p.name for p in scratch.iterdir()] == [made[0].name]  # no temporary folder left behind
-    for path in private_sandboxed.iterdir():
-        assert (made[0] / path.name).read_bytes() == path.read_bytes()
+    for path in private_sandboxed.rglob("*"):
+        if path.is_file():
+            copied = made[0] / path.relative_to(private_sandboxed)
+            assert copied.read_bytes() == path.read_bytes()
+            # the `gate` command of hosted sessions stays a command; the rest is only read
+            assert os.access(copied, os.X_OK) == bool(path.stat().st_mode & 0o100)
     assert clean_stale_scratch(scratch) == [] and made[0].is_dir()
     (private_sandboxed / "takehome_witness.py").write_text("# changed\n")
     changed = _sandboxed_copy(scratch)

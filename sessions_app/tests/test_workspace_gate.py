@@ -265,6 +265,15 @@ def test_before_start_a_capture_is_refused(invitation, backend):
 
 
 @pytest.mark.django_db
+def test_a_capture_without_a_workspace_says_to_open_it(started, backend, media_root):
+    with pytest.raises(actions.SessionRefused, match="open the workspace page first"):
+        actions.do_capture(started, "red")
+    with pytest.raises(actions.SessionRefused, match="open the workspace page first"):
+        actions.do_submit_workspace(started)
+    assert not Workspace.objects.exists()
+
+
+@pytest.mark.django_db
 def test_a_second_capture_while_one_runs_is_refused(hosted, monkeypatch):
     monkeypatch.setattr(actions, "_run_tests", lambda *a: pytest.fail("two sandboxes over one workspace"))
     with actions._capture_lock(hosted.invitation):
