@@ -103,20 +103,19 @@ def sweep(now=None) -> list[str]:
     grace = timedelta(seconds=settings.UPLOAD_GRACE_S)
     idle_before = now - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES)
     done = []
-    sandbox = workspaces.backend()
     for row in Workspace.objects.filter(closed=False).select_related("invitation__packet_version__packet"):
         invitation = row.invitation
         over = invitation.deadline is not None and now > invitation.deadline + grace
         try:
             if over or invitation.revoked_at is not None:
-                sandbox.freeze(workspaces.workspace_for(invitation, row))
+                workspaces.backend().freeze(workspaces.workspace_for(invitation, row))
                 Workspace.objects.filter(pk=row.pk).update(frozen_at=now, closed=True,
                                                            shell_stopped_at=row.shell_stopped_at or now)
                 reason = "Time is up: the workspace is read-only now." if over else "This link is no longer valid."
                 _close_terminals(invitation.pk, reason)
                 done.append(f"froze the workspace of invitation {invitation.pk}")
             elif row.shell_stopped_at is None and row.last_seen_at < idle_before:
-                sandbox.release(workspaces.workspace_for(invitation, row))
+                workspaces.backend().release(workspaces.workspace_for(invitation, row))
                 Workspace.objects.filter(pk=row.pk).update(shell_stopped_at=now)
                 done.append(f"stopped the idle shell of invitation {invitation.pk}")
         except Exception:
@@ -194,11 +193,20 @@ class GateHost:
         loop = asyncio.get_running_loop()
         try:
             while not stop.is_set():
+                # why catch all: a failing sweep or database is logged and tried again; the
+                # sockets of the workspaces already served keep answering meanwhile.
                 if loop.time() >= next_sweep:
-                    for line in await asyncio.to_thread(_sweep_in_thread):
-                        log.info("%s", line)
                     next_sweep = loop.time() + self.sweep_every_s
-                await self.discover()
+                    try:
+                        for line in await asyncio.to_thread(_sweep_in_thread):
+                            log.info("%s", line)
+                    except Exception:
+                        log.exception("the sweep of hosted workspaces failed; trying again in %g s",
+                                      self.sweep_every_s)
+                try:
+                    await self.discover()
+                except Exception:
+                    log.exception("could not list the open workspaces; trying again")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.discover_every_s)
         finally:

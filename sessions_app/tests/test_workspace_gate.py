@@ -180,7 +180,7 @@ def test_red_on_the_sample_fixture_is_accepted_as_it_comes(hosted, ready):
 
 
 @pytest.mark.django_db
-def test_red_green_and_submit_are_captured_by_the_server_and_graded_so(hosted, ready):
+def test_red_green_and_submit_are_captured_by_the_server_and_graded_so(hosted, ready, client, reviewer):
     from grading import pipeline
     from grading.models import Evidence
 
@@ -212,6 +212,9 @@ def test_red_green_and_submit_are_captured_by_the_server_and_graded_so(hosted, r
     assert evidence["texts"]["refuse.md"].startswith("The model offered")
     rows = {r["step"]: r for r in evidence["timeline"]["receipts"]}
     assert rows["red"]["captured_by"] == "server"
+    client.force_login(reviewer)
+    page = client.get(f"/review/{submission.pk}/").content.decode()
+    assert 'data-captured-by="server"' in page and "Captured by the server" in page
 
 
 @pytest.mark.django_db
@@ -497,3 +500,43 @@ def test_the_sweep_stops_idle_shells_and_freezes_workspaces_past_the_deadline(ho
     workspaces.ensure_open(hosted.invitation)
     idle_row.refresh_from_db()
     assert idle_row.shell_stopped_at is None
+
+
+@pytest.mark.django_db
+def test_one_workspace_the_sweep_cannot_stop_does_not_keep_the_others_running(hosted, settings, monkeypatch):
+    from takehome.tests.factories import InvitationFactory
+
+    late = InvitationFactory(packet_version=hosted.invitation.packet_version)
+    actions.do_start_session(late)
+    workspaces.ensure_open(late)
+    type(late).objects.filter(pk=late.pk).update(
+        deadline=timezone.now() - timedelta(seconds=settings.UPLOAD_GRACE_S + 1))
+    Workspace.objects.filter(invitation=hosted.invitation).update(
+        last_seen_at=timezone.now() - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES + 1))
+
+    def broken(ws):
+        raise hosted.backend.WorkspaceUnavailable("umount failed")
+
+    monkeypatch.setattr(hosted.backend, "freeze", broken)
+    assert gate_host.sweep() == [f"stopped the idle shell of invitation {hosted.invitation.pk}"]
+    assert not Workspace.objects.get(invitation=late).closed  # tried again at the next sweep
+
+
+@pytest.mark.django_db
+def test_serve_workspaces_once_sweeps_and_a_second_host_is_refused(hosted, settings):
+    import fcntl
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    Workspace.objects.filter(invitation=hosted.invitation).update(
+        last_seen_at=timezone.now() - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES + 1))
+    out = io.StringIO()
+    call_command("serve_workspaces", "--once", stdout=out)
+    assert f"stopped the idle shell of invitation {hosted.invitation.pk}" in out.getvalue()
+    with (settings.WORKSPACES_DIR / "serve_workspaces.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(CommandError, match="Another serve_workspaces"):
+            call_command("serve_workspaces")
+    with pytest.raises(CommandError, match="above 0"):
+        call_command("serve_workspaces", "--sweep-every", "0")
