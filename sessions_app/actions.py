@@ -411,12 +411,13 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
 CAPTURE_STEPS = (Step.RED, Step.MODEL, Step.GREEN)
 SERVER_LOGS = {Step.RED: "artifacts/red.log", Step.GREEN: "artifacts/green.log"}
 STAMP_FILE = "artifacts/model_allowed.at"
-_GATE_COMMAND_RE = re.compile(r"`python gate\.py (\w+)`")
+_GATE_COMMAND_RE = re.compile(r"(?:[Rr]un )?`python gate\.py (\w+)`")
 
 
 def hosted_words(message: str) -> str:
-    """A refusal written for gate.py, said for the hosted session: `python gate.py red` -> Capture red."""
-    return _GATE_COMMAND_RE.sub(lambda m: f"Capture {m.group(1)} (or `gate {m.group(1)}` in the terminal)", message)
+    """A refusal written for gate.py, said for the hosted session: "run `python gate.py red`" -> "capture red"."""
+    return _GATE_COMMAND_RE.sub(
+        lambda m: f"capture {m.group(1)} (the button, or `gate {m.group(1)}` in the terminal)", message)
 
 
 def _file_hashes(files: Mapping[str, bytes]) -> dict[str, str]:

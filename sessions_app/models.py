@@ -127,7 +127,7 @@ class Submission(models.Model):
     sha256 = models.CharField(max_length=64, db_index=True)
     size = models.PositiveBigIntegerField()
     original_name = models.CharField(max_length=255, blank=True)
-    via = models.CharField(max_length=10, default="browser")  # browser | gate
+    via = models.CharField(max_length=10, default="browser")  # browser | gate | hosted (a hosted session's Submit)
     uploaded_at = models.DateTimeField(default=timezone.now, db_index=True)
     is_latest = models.BooleanField(default=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RECEIVED, db_index=True)

@@ -233,7 +233,7 @@ def test_green_first_is_refused_without_running_the_tests(hosted, monkeypatch):
     assert not receipt.accepted
     assert "skip, not a pass" in receipt.refusal
     words = actions.capture_words(receipt, "python -m pytest -q")
-    assert "Capture red" in words or "Capture model" in words
+    assert "a pass: capture model (the button, or `gate model` in the terminal) first." in words
     assert "python gate.py" not in words
 
 
@@ -339,7 +339,8 @@ def test_the_capture_button_answers_htmx_with_the_panel_and_a_form_post_with_a_r
     response = client.post(url("workspace-capture", hosted.invitation, step="green"), HTTP_HX_REQUEST="true")
     assert response.status_code == 200
     body = response.content.decode()
-    assert 'id="workspace-gate"' in body and "Green not captured" in body and "Capture red" in body
+    assert 'id="workspace-gate"' in body and "Green not captured" in body and "capture model (the button" in body
+    assert 'id="capture-red"' in body
     response = client.post(url("workspace-capture", hosted.invitation, step="green"))
     assert response.status_code == 302
     page = client.get(response.url, follow=True).content.decode()
