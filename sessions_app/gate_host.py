@@ -130,6 +130,7 @@ class GateHost:
     def __init__(self, sweep_every_s: float = 30.0, discover_every_s: float = 2.0):
         self.sweep_every_s, self.discover_every_s = sweep_every_s, discover_every_s
         self.servers: dict[int, asyncio.AbstractServer] = {}
+        self.busy: set[int] = set()  # invitations with a command running: one at a time each
 
     async def listen(self, invitation_id: int) -> Path:
         path = socket_path(invitation_id)
@@ -165,8 +166,16 @@ class GateHost:
                 command, error = parse_request(line)
                 if error:
                     reply = {"ok": False, "error": error}
+                elif invitation_id in self.busy:
+                    # why: a shell looping over `gate status` must not take every thread from other workspaces
+                    reply = {"ok": False, "error": "Another gate command of this workspace is still running: "
+                                                   "wait for it to finish, then try again."}
                 else:
-                    reply = await asyncio.to_thread(answer, invitation_id, command)
+                    self.busy.add(invitation_id)
+                    try:
+                        reply = await asyncio.to_thread(answer, invitation_id, command)
+                    finally:
+                        self.busy.discard(invitation_id)
             writer.write(json.dumps(reply).encode("utf-8") + b"\n")
             await writer.drain()
         except (ConnectionError, OSError):

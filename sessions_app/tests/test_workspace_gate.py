@@ -454,6 +454,30 @@ def test_a_malformed_or_oversized_line_gets_an_error_and_the_host_goes_on(host, 
     assert send(path, b'{"command": "status"}\n')["ok"]
 
 
+def test_one_gate_command_at_a_time_per_workspace(host, started, monkeypatch):
+    workspaces.ensure_open(started)
+    path = wait_for_socket(started)
+    release = threading.Event()
+
+    def slow(invitation_id, command):
+        release.wait(10)
+        return {"ok": True, "message": "done"}
+
+    monkeypatch.setattr(gate_host, "answer", slow)
+    first: list[dict] = []
+    thread = threading.Thread(target=lambda: first.append(send(path, b'{"command": "red"}\n')))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while started.pk not in host.busy:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert "still running" in send(path, b'{"command": "status"}\n')["error"]
+    release.set()
+    thread.join(10)
+    assert first == [{"ok": True, "message": "done"}]
+    assert send(path, b'{"command": "status"}\n')["ok"]
+
+
 def test_gate_without_a_socket_says_so(tmp_path):
     done = gate(tmp_path / "nothing.sock", "status")
     assert done.returncode == 3 and "cannot reach the server" in done.stderr
