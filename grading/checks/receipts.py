@@ -30,6 +30,10 @@ by line endings or a UTF-8 byte-order mark (a Windows checkout or editor,
 out; documentation (``.md``, ``.txt``, ``.rst``) written after green.
 Nothing here reads a zip time: the clocks are the timeline's business.
 
+A hosted session's steps are captured by the server itself (a receipt's
+``captured_by`` is "server"): there is no gate.py, so no receipts.jsonl is
+asked for, and its red log is genuine by construction (``server_capture``).
+
 Plain Python, no Django: the pipeline passes the receipts and the deadline.
 """
 
@@ -302,7 +306,9 @@ def check_receipts(
         return "; ".join(f"{line.step}: {_short(line.why or '', 60)}" for lines in offline.values() for line in lines)
 
     # No receipt at all, or a step's artifact with no receipt of that step.
-    if gate and RECEIPTS_LOG not in files:
+    # why not for a hosted session: the server captured its steps itself; there is no gate.py to keep a log.
+    hosted = any(r.captured_by == "server" for r in gate)
+    if gate and RECEIPTS_LOG not in files and not hosted:
         notes.append(f"The server holds {len(gate)} gate receipt{'s' if len(gate) > 1 else ''}, but the zip has no "
                      "artifacts/receipts.jsonl, the log the gate writes with every step.")
     if not gate:

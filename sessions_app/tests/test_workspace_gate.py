@@ -212,6 +212,9 @@ def test_red_green_and_submit_are_captured_by_the_server_and_graded_so(hosted, r
     assert evidence["texts"]["refuse.md"].startswith("The model offered")
     rows = {r["step"]: r for r in evidence["timeline"]["receipts"]}
     assert rows["red"]["captured_by"] == "server"
+    assert [c["text"] for c in rows["red"]["checks"]] == [
+        "its log is artifacts/red.log", "it ran on the packet's original invoices.py (the bug)"]
+    assert not any("receipts.jsonl" in note for note in evidence["timeline"]["notes"])  # no gate.py, no log
     client.force_login(reviewer)
     page = client.get(f"/review/{submission.pk}/").content.decode()
     assert 'data-captured-by="server"' in page and "Captured by the server" in page
