@@ -447,15 +447,12 @@ def _capture_lock(invitation: Invitation):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _check_hosted(invitation: Invitation, step: str | None = None) -> None:
-    """Refusals that need no run: before Start, and after the deadline plus grace."""
+def _check_hosted(invitation: Invitation) -> None:
+    """Refusals that need no workspace: a revoked link, and before Start."""
     if invitation.revoked_at is not None:
         raise SessionRefused("This link is not valid.", "invalid")
     if invitation.started_at is None:
         raise SessionRefused("Your clock has not started yet. Press Start on your page first.", "not_started")
-    late = _time_is_up(invitation, timezone.now(), step=step)
-    if late is not None:
-        raise late
 
 
 def _snapshot(invitation: Invitation) -> dict[str, bytes]:
@@ -514,6 +511,13 @@ def do_capture(invitation: Invitation, step: str) -> GateReceipt:
     if step not in CAPTURE_STEPS:
         raise SessionRefused(f"Unknown step {step!r}: capture red, model or green.", "unknown_step")
     _check_hosted(invitation)
+    if _time_is_up(invitation, timezone.now(), step=step) is not None:
+        # kept as a refused step, as a late gate step is; no workspace is read
+        try:
+            do_record_gate_step(invitation, step, GateReport("", {}, ""), captured_by=GateReceipt.CapturedBy.SERVER)
+        except SessionRefused as exc:
+            exc.message = hosted_words(exc.message)
+            raise
     with _capture_lock(invitation):
         # why first: a step out of order is refused without spending a sandbox run on it
         order = refusal_for(invitation, step, GateReport("", {PROMPT_FILE: ""}, ""), None)
@@ -594,7 +598,7 @@ def do_submit_workspace(invitation: Invitation) -> UploadResult:
     from .workspaces import append_marker
 
     _check_hosted(invitation)
-    check_upload_allowed(invitation)
+    check_upload_allowed(invitation)  # the deadline plus grace, and the upload limits
     with _capture_lock(invitation):
         data = hosted_archive(invitation, _snapshot(invitation))
         if len(data) > settings.UPLOAD_MAX_BYTES:

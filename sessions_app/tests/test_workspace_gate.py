@@ -259,6 +259,8 @@ def test_after_the_deadline_a_capture_is_refused(hosted, monkeypatch, settings):
     with pytest.raises(actions.SessionRefused, match="Time is up") as refused:
         actions.do_capture(hosted.invitation, "red")
     assert refused.value.code == "deadline"
+    kept = refused.value.receipt  # kept as refused, as a late gate step is
+    assert kept is not None and not kept.accepted and kept.captured_by == "server"
     with pytest.raises(actions.SessionRefused, match="Time is up"):
         actions.do_submit_workspace(hosted.invitation)
     assert not Submission.objects.filter(invitation=hosted.invitation).exists()
