@@ -241,6 +241,18 @@ def test_green_first_is_refused_without_running_the_tests(hosted, monkeypatch):
 
 
 @pytest.mark.django_db
+def test_a_capture_marks_the_recording(hosted, monkeypatch):
+    monkeypatch.setattr(actions, "_run_tests", lambda *a: pytest.fail("green first must not run"))
+    cast = workspaces.cast_path(hosted.invitation)
+    started_at = time.time() - 5
+    cast.write_text(json.dumps({"version": 2, "width": 80, "height": 24, "timestamp": started_at}) + "\n"
+                    + json.dumps([1.0, "o", "$ "]) + "\n")
+    actions.do_capture(hosted.invitation, "green")
+    t, kind, label = json.loads(cast.read_text().splitlines()[-1])
+    assert (kind, label) == ("m", "green refused") and 4 <= t <= 60
+
+
+@pytest.mark.django_db
 def test_a_green_that_still_fails_is_refused(hosted, ready):
     hosted.failing_test()
     assert actions.do_capture(hosted.invitation, "red").accepted
