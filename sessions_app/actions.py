@@ -448,23 +448,22 @@ def _capture_lock(invitation: Invitation):
 
 
 def _check_hosted(invitation: Invitation) -> None:
-    """Refusals that need no workspace: a revoked link, and before Start."""
+    """Refusals before anything is read: a revoked link, before Start, no workspace opened yet."""
     if invitation.revoked_at is not None:
         raise SessionRefused("This link is not valid.", "invalid")
     if invitation.started_at is None:
         raise SessionRefused("Your clock has not started yet. Press Start on your page first.", "not_started")
+    if not Workspace.objects.filter(invitation_id=invitation.pk).exists():
+        raise SessionRefused("There is no workspace for this link yet: open the workspace page first, "
+                             "then capture.", "no_workspace")
 
 
 def _snapshot(invitation: Invitation) -> dict[str, bytes]:
     from . import workspaces
 
-    row = Workspace.objects.filter(invitation_id=invitation.pk).first()
-    if row is None:
-        raise SessionRefused("There is no workspace for this link yet: open the workspace page first, "
-                             "then capture.", "no_workspace")
     sandbox = workspaces.backend()
     try:
-        return dict(sandbox.snapshot_files(workspaces.workspace_for(invitation, row)))
+        return dict(sandbox.snapshot_files(workspaces.workspace_for(invitation)))
     except sandbox.WorkspaceTooBig as exc:
         raise SessionRefused(str(exc), "too_big") from exc
     except sandbox.WorkspaceUnavailable as exc:

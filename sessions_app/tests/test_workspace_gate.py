@@ -290,7 +290,7 @@ def test_a_capture_without_a_workspace_says_to_open_it(started, backend, media_r
         actions.do_capture(started, "red")
     with pytest.raises(actions.SessionRefused, match="open the workspace page first"):
         actions.do_submit_workspace(started)
-    assert not Workspace.objects.exists()
+    assert not Workspace.objects.exists() and not workspaces.folder_for(started).exists()
 
 
 @pytest.mark.django_db
