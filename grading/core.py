@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from .cgroups import owned_name
 from .checks.artifacts import ARTIFACT_NAMES, MODEL_ARTIFACTS, check_artifacts, read_artifact
 from .checks.diff import diff_trees
 from .checks.model import ModelRecord, has_model_step, model_section
-from .checks.receipts import MIN_RED_TO_GREEN, witness_timeline
+from .checks.receipts import MIN_RED_TO_GREEN, server_capture, witness_timeline
 from .checks.redlog import Reproduction, analyse_red_log, collect_test_ids
 from .checks.refusal import check_refusal
 from .checks.timeline import Receipt
@@ -316,7 +316,7 @@ def empty_evidence(reason: str, skipped: Iterable[str] = (), model: ModelRecord 
         "artifacts": {name: None if name in MODEL_ARTIFACTS and not has_model_step(model) else False
                       for name in ARTIFACT_NAMES},
         "red_log": {"present": False, "failed": False, "genuine": False, "signals": [], "missing": [],
-                    "failing_ids": []},
+                    "failing_ids": [], "captured_by": "candidate"},
         "timeline": {"ok": False, "events": [], "problems": []},
         "runs": {**{name: run_to_dict(name, None) for name in RUN_NAMES}, "tests_vs_decoys": decoys_to_dict({})},
         "diff": {"files": [], "flags": []},
@@ -411,6 +411,12 @@ def grade_tree(
         reproductions=[Reproduction("original", original_log, tuple(spec.fixture)),
                        Reproduction("tests_vs_original", results["tests_vs_original"].log, spec.production_paths)],
     )
+    captured = server_capture(red_text, receipts)
+    if captured is not None:
+        # why genuine outright: the server ran the tests itself and the log came from its receipt.
+        red = replace(red, genuine=True, captured_by="server",
+                      signals=(f"captured by the server (receipt {captured.id}): it ran the tests itself",
+                               *red.signals))
     timeline = witness_timeline(
         artifact_times, texts.get("model_allowed.at"), receipts, candidate,
         {p: spec.fixture[p] for p in spec.production_paths if p in spec.fixture},

@@ -284,7 +284,7 @@ def _receipt_dicts(rows) -> list[dict]:
     return [{"id": r.pk, "step": r.step, "at": r.received_at.isoformat(), "accepted": r.accepted,
              "refusal": display.clean_terminal_text(r.refusal) or None,
              "local_time": display.clean_terminal_text(r.local_time) or None, "after_deadline": False,
-             "checks": []} for r in rows]
+             "checks": [], "captured_by": r.captured_by} for r in rows]
 
 
 # --- the debrief -------------------------------------------------------------------------

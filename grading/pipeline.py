@@ -109,7 +109,8 @@ def receipts_for(submission: Submission) -> list[Receipt]:
     ).order_by("received_at", "pk")
     return [
         Receipt(step=r.step, at=r.received_at, local_time=r.local_time or None, accepted=r.accepted,
-                refusal=r.refusal, log_text=r.log_text, tree_hashes=dict(r.tree_hashes or {}), id=r.pk)
+                refusal=r.refusal, log_text=r.log_text, tree_hashes=dict(r.tree_hashes or {}), id=r.pk,
+                captured_by=r.captured_by)
         for r in rows
     ]
 

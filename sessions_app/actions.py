@@ -6,12 +6,19 @@ transaction. Gate receipts are append-only and written nowhere else.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import io
 import logging
 import math
 import os
+import re
+import tempfile
+import zipfile
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -24,7 +31,7 @@ from grading.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
 from shared.words import counted
 from takehome.models import Invitation, PacketVersion, effective_policy
 
-from .models import GateReceipt, ModelExchange, Submission
+from .models import GateReceipt, ModelExchange, Submission, Workspace
 from .uploads import IncomingArchive, human_size
 
 log = logging.getLogger(__name__)
@@ -241,7 +248,8 @@ def refusal_for(invitation: Invitation, step: str, report: GateReport, logged: s
     return logged
 
 
-def do_record_gate_step(invitation: Invitation, step: str, report: GateReport) -> GateReceipt:
+def do_record_gate_step(invitation: Invitation, step: str, report: GateReport,
+                        captured_by: str = GateReceipt.CapturedBy.CANDIDATE) -> GateReceipt:
     """Witness one gate step: store a receipt with the server's time, accepted or refused.
 
     Refused steps are kept too (accepted=False, with the reason): a gate that
@@ -269,6 +277,7 @@ def do_record_gate_step(invitation: Invitation, step: str, report: GateReport) -
             local_time=report.local_time[:64],
             log_text=report.log_text[-LOG_LIMIT:],
             tree_hashes=dict(report.tree_hashes),
+            captured_by=captured_by,
         )
     if late is not None:
         late.receipt = receipt
@@ -395,3 +404,255 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             _remove_unless_used(created, incoming.sha256)
         raise
     return result
+
+
+# -- hosted sessions: the server captures red and green itself --------------------------------
+
+CAPTURE_STEPS = (Step.RED, Step.MODEL, Step.GREEN)
+SERVER_LOGS = {Step.RED: "artifacts/red.log", Step.GREEN: "artifacts/green.log"}
+STAMP_FILE = "artifacts/model_allowed.at"
+_GATE_COMMAND_RE = re.compile(r"(?:[Rr]un )?`python gate\.py (\w+)`")
+
+
+def hosted_words(message: str) -> str:
+    """A refusal written for gate.py, said for the hosted session: "run `python gate.py red`" -> "capture red"."""
+    return _GATE_COMMAND_RE.sub(
+        lambda m: f"capture {m.group(1)} (the button, or `gate {m.group(1)}` in the terminal)", message)
+
+
+def _file_hashes(files: Mapping[str, bytes]) -> dict[str, str]:
+    return {path: hashlib.sha256(data).hexdigest() for path, data in sorted(files.items())}
+
+
+@contextmanager
+def _capture_lock(invitation: Invitation):
+    """One capture or hosted submit at a time per invitation, across processes (web and gate host).
+
+    why a file lock: the buttons run in the web process, `gate red` in the gate
+    host; two sandboxes over one workspace at once would only race.
+    """
+    from .workspaces import folder_for
+
+    folder = folder_for(invitation)
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "capture.lock").open("a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SessionRefused("A capture or submit of this workspace is already running. Wait for it to "
+                                 "finish (a few seconds), then try again.", "busy", retry_after=5) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _check_hosted(invitation: Invitation) -> None:
+    """Refusals before anything is read: a revoked link, before Start, no workspace opened yet."""
+    if invitation.revoked_at is not None:
+        raise SessionRefused("This link is not valid.", "invalid")
+    if invitation.started_at is None:
+        raise SessionRefused("Your clock has not started yet. Press Start on your page first.", "not_started")
+    if not Workspace.objects.filter(invitation_id=invitation.pk).exists():
+        raise SessionRefused("There is no workspace for this link yet: open the workspace page first, "
+                             "then capture.", "no_workspace")
+
+
+def _snapshot(invitation: Invitation) -> dict[str, bytes]:
+    from . import workspaces
+
+    sandbox = workspaces.backend()
+    try:
+        return dict(sandbox.snapshot_files(workspaces.workspace_for(invitation)))
+    except sandbox.WorkspaceTooBig as exc:
+        raise SessionRefused(str(exc), "too_big") from exc
+    except sandbox.WorkspaceUnavailable as exc:
+        log.error("workspace of invitation %s unavailable: %s", invitation.pk, exc)
+        raise SessionRefused("The server could not read your workspace just now. Try again in a minute; your "
+                             "files are kept.", "unavailable") from exc
+
+
+def _run_tests(invitation: Invitation, files: Mapping[str, bytes]) -> str:
+    """The packet's test command over ``files`` in a fresh grading sandbox; returns what it printed."""
+    from grading.core import write_tree
+    from grading.pipeline import sandbox_for_spec
+    from grading.sandbox import SandboxUnavailable
+
+    spec = invitation.packet_version.to_spec()
+    scratch = Path(settings.GRADING_SCRATCH_DIR)
+    scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="capture-", dir=scratch) as tmp:
+            write_tree(files, Path(tmp))
+            result = sandbox_for_spec(spec).run(Path(tmp), spec.test_command)
+    except SandboxUnavailable as exc:
+        log.error("capture for invitation %s: the sandbox is unavailable: %s", invitation.pk, exc)
+        raise SessionRefused("The server could not run your tests just now (its sandbox is unavailable). Nothing "
+                             "was captured; try again in a minute.", "unavailable") from exc
+    return result.log
+
+
+def do_capture(invitation: Invitation, step: str) -> GateReceipt:
+    """The server witnesses a step of a hosted session itself, and keeps a receipt captured by the server.
+
+    red and green: the packet's test command runs in a fresh grading sandbox
+    over a snapshot of the workspace, and its output is the step's log, judged
+    by the same rules as the gate's (a red that shows no failure, a green that
+    is not all passing, a step out of order: refused, and kept as refused).
+    model: artifacts/prompt.txt of the workspace is the step's log, as
+    ``gate.py model`` sends it. Raises SessionRefused before Start, after the
+    deadline plus grace (the step kept as refused, as the gate's is), while
+    another capture of this workspace runs, and when the workspace cannot be read.
+    No transaction is open while the sandbox runs.
+    """
+    from .workspaces import append_marker
+
+    if step not in CAPTURE_STEPS:
+        raise SessionRefused(f"Unknown step {step!r}: capture red, model or green.", "unknown_step")
+    _check_hosted(invitation)
+    if _time_is_up(invitation, timezone.now(), step=step) is not None:
+        # kept as a refused step, as a late gate step is; no workspace is read
+        try:
+            do_record_gate_step(invitation, step, GateReport("", {}, ""), captured_by=GateReceipt.CapturedBy.SERVER)
+        except SessionRefused as exc:
+            exc.message = hosted_words(exc.message)
+            raise
+    with _capture_lock(invitation):
+        # why first: a step out of order is refused without spending a sandbox run on it
+        order = refusal_for(invitation, step, GateReport("", {PROMPT_FILE: ""}, ""), None)
+        files = _snapshot(invitation)
+        if step == Step.MODEL:
+            log_text = files.get(PROMPT_FILE, b"").decode("utf-8", "replace")
+        else:
+            log_text = "" if order else _run_tests(invitation, files)
+        report = GateReport(log_text=log_text, tree_hashes=_file_hashes(files), local_time="")
+        try:
+            receipt = do_record_gate_step(invitation, step, report, captured_by=GateReceipt.CapturedBy.SERVER)
+        except SessionRefused as exc:
+            append_marker(invitation, f"{step} refused")
+            exc.message = hosted_words(exc.message)
+            raise
+    append_marker(invitation, f"{step} {'captured' if receipt.accepted else 'refused'}")
+    return receipt
+
+
+def _latest_server_receipt(invitation: Invitation, step: str) -> GateReceipt | None:
+    return (GateReceipt.objects.filter(invitation=invitation, step=step, accepted=True,
+                                       captured_by=GateReceipt.CapturedBy.SERVER)
+            .order_by("-received_at", "-pk").first())
+
+
+def hosted_archive(invitation: Invitation, files: Mapping[str, bytes]) -> bytes:
+    """The workspace's files as an upload zip, with the server's own logs and stamp.
+
+    artifacts/red.log and artifacts/green.log are the logs the server captured
+    (left out when it captured none: the candidate cannot write them), and
+    artifacts/model_allowed.at the server's time of the model step. Every entry
+    gets one time, so the zip shows no order of its own: the receipts say it.
+    """
+    files = dict(files)
+    for step, path in SERVER_LOGS.items():
+        files.pop(path, None)
+        receipt = _latest_server_receipt(invitation, step)
+        if receipt is not None:
+            files[path] = receipt.log_text.encode("utf-8")
+    files.pop(STAMP_FILE, None)
+    model = (GateReceipt.objects.filter(invitation=invitation, step=Step.MODEL, accepted=True)
+             .order_by("received_at", "pk").first())
+    if model is not None:
+        files[STAMP_FILE] = f"{model.received_at.timestamp():.3f}\n".encode()
+    folder = invitation.packet_version.packet.slug
+    when = datetime.now(UTC).timetuple()[:6]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, data in sorted(files.items()):
+            info = zipfile.ZipInfo(f"{folder}/{path}", when)
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data, zipfile.ZIP_DEFLATED)
+    return buffer.getvalue()
+
+
+def _incoming(data: bytes, name: str) -> IncomingArchive:
+    """``data`` written where a browser upload streams to, so storing it is the same rename."""
+    from .uploads import INCOMING
+
+    folder = Path(settings.MEDIA_ROOT) / INCOMING
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, path = tempfile.mkstemp(prefix="in-", suffix=".zip", dir=folder)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return IncomingArchive(path=Path(path), sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+                           original_name=name)
+
+
+def do_submit_workspace(invitation: Invitation) -> UploadResult:
+    """Submit a hosted session: its files, with the server's logs, go the way of an upload (via "hosted").
+
+    The candidate may submit again until uploads close, as with uploads; the
+    same limits hold. Raises SessionRefused as do_accept_upload does, and when
+    the workspace is too big or cannot be read.
+    """
+    from .workspaces import append_marker
+
+    _check_hosted(invitation)
+    check_upload_allowed(invitation)  # the deadline plus grace, and the upload limits
+    with _capture_lock(invitation):
+        data = hosted_archive(invitation, _snapshot(invitation))
+        if len(data) > settings.UPLOAD_MAX_BYTES:
+            raise SessionRefused(f"Your workspace zips to {human_size(len(data))}, more than the limit of "
+                                 f"{human_size(settings.UPLOAD_MAX_BYTES)}. Remove large files you do not need, "
+                                 "then submit again.", "too_large")
+        result = do_accept_upload(invitation, _incoming(data, f"{invitation.packet_version.packet.slug}.zip"),
+                                  via="hosted")
+    append_marker(invitation, "submitted")
+    return result
+
+
+def capture_words(receipt: GateReceipt, test_command: str) -> str:
+    """What a capture did, in words for the candidate (the page and the `gate` command say the same)."""
+    step = receipt.step
+    if not receipt.accepted:
+        return f"{step.capitalize()} not captured: {hosted_words(receipt.refusal)}"
+    if step == Step.MODEL:
+        return "Model step witnessed: your prompt in artifacts/prompt.txt is kept with the server's time."
+    ran = f"The server ran `{test_command}` over your workspace in a fresh sandbox"
+    if step == Step.RED:
+        return f"Red captured. {ran} and saw it fail; that log is your red log."
+    return f"Green captured. {ran} and every test passed; that log is your green log. Submit when you are done."
+
+
+def hosted_status_words(invitation: Invitation) -> str:
+    """`gate status` in the hosted session: the clock, the steps the server witnessed, the uploads."""
+    invitation.refresh_from_db()
+    lines = []
+    phase = session_phase(invitation)
+    if phase == "not_started":
+        lines.append("Your clock has not started yet.")
+    elif phase == "running":
+        left = int((invitation.deadline - timezone.now()).total_seconds())
+        lines.append(f"Time left: {left // 3600}h {left % 3600 // 60:02d}m (deadline "
+                     f"{invitation.deadline:%Y-%m-%d %H:%M} UTC).")
+    elif phase == "grace":
+        lines.append(f"The deadline has passed; you can still submit for {grace_words()} after it.")
+    else:
+        lines.append("Time is up: nothing more is accepted.")
+    receipts = list(GateReceipt.objects.filter(invitation=invitation).exclude(step=Step.UPLOAD)
+                    .order_by("received_at", "pk"))
+    if not receipts:
+        lines.append("No step witnessed yet: `gate red` captures your red run.")
+    for r in receipts:
+        who = "captured by the server" if r.captured_by == GateReceipt.CapturedBy.SERVER else "sent by gate.py"
+        verdict = "accepted" if r.accepted else f"refused: {hosted_words(r.refusal)}"
+        lines.append(f"  {r.received_at:%H:%M:%S} UTC  {r.step:<5}  {verdict} ({who})")
+    count = Submission.objects.filter(invitation=invitation).count()
+    lines.append(f"Submitted {counted(count, 'time')}." if count else "Not submitted yet: `gate submit` sends "
+                 "your workspace for review (you may submit again until the deadline).")
+    return "\n".join(lines)
+
+
+def submitted_words(submission: Submission) -> str:
+    return (f"Submitted: your workspace was stored (sha256 {submission.sha256[:12]}…) with the logs the server "
+            "captured, and will be graded shortly. You may keep working and submit again until the deadline; "
+            "the latest accepted submission is reviewed.")

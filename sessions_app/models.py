@@ -24,6 +24,10 @@ class GateReceipt(models.Model):
         GREEN = "green"
         UPLOAD = "upload"
 
+    class CapturedBy(models.TextChoices):
+        CANDIDATE = "candidate"  # gate.py on the candidate's machine sent the log
+        SERVER = "server"  # a hosted session: the server ran the tests itself (sessions_app.workspaces)
+
     invitation = models.ForeignKey(Invitation, on_delete=models.CASCADE, related_name="receipts")
     step = models.CharField(max_length=10, choices=Step.choices)
     received_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -33,6 +37,7 @@ class GateReceipt(models.Model):
     log_text = models.TextField(blank=True)
     tree_hashes = models.JSONField(default=dict, blank=True)
     sha256 = models.CharField(max_length=64, blank=True)
+    captured_by = models.CharField(max_length=10, choices=CapturedBy.choices, default=CapturedBy.CANDIDATE)
 
     class Meta:
         ordering = ["received_at", "pk"]
@@ -122,7 +127,7 @@ class Submission(models.Model):
     sha256 = models.CharField(max_length=64, db_index=True)
     size = models.PositiveBigIntegerField()
     original_name = models.CharField(max_length=255, blank=True)
-    via = models.CharField(max_length=10, default="browser")  # browser | gate
+    via = models.CharField(max_length=10, default="browser")  # browser | gate | hosted (a hosted session's Submit)
     uploaded_at = models.DateTimeField(default=timezone.now, db_index=True)
     is_latest = models.BooleanField(default=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RECEIVED, db_index=True)
@@ -184,3 +189,33 @@ class ModelExchange(models.Model):
 
     def __str__(self) -> str:
         return f"model exchange at {self.at:%H:%M:%S}" + (f" ({self.error})" if self.error else "")
+
+
+class Workspace(models.Model):
+    """The hosted session of one invitation: its sandbox uid and what happened to its shell.
+
+    The files live under TAKEHOME_WORKSPACES_DIR (see sessions_app.workspaces);
+    this row says which uid owns them. A uid is unique among open workspaces
+    (``closed`` False), so two shells never share one; a closed workspace (its
+    deadline passed, frozen) gives its uid back. ``last_seen_at`` moves with
+    the candidate's activity (throttled, see workspaces.touch); the sweep of
+    ``manage.py serve_workspaces`` stops shells idle too long
+    (``shell_stopped_at``) and freezes workspaces past the deadline plus grace.
+    """
+
+    invitation = models.OneToOneField(Invitation, on_delete=models.CASCADE, related_name="workspace")
+    uid = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now, db_index=True)
+    shell_stopped_at = models.DateTimeField(null=True, blank=True)
+    frozen_at = models.DateTimeField(null=True, blank=True)
+    closed = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["uid"], condition=models.Q(closed=False),
+                                    name="workspace_uid_unique_while_open"),
+        ]
+
+    def __str__(self) -> str:
+        return f"workspace of invitation {self.invitation_id} (uid {self.uid})"

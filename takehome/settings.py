@@ -369,6 +369,34 @@ for _name, _value, _least in (("TAKEHOME_SANDBOX_MEMORY_MB", GRADING_SANDBOX_MEM
                               ("TAKEHOME_SANDBOX_FALLBACK_PROCESSES", GRADING_SANDBOX_FALLBACK_PROCESSES, 3)):
     if _value < _least:
         raise ImproperlyConfigured(f"{_name}={_value} is too small: at least {_least}.")
+# Hosted sessions (step 10): one sandboxed workspace per invitation under
+# WORKSPACES_DIR, each shell under its own uid from UID_BASE + [0, SLOTS) (kept
+# apart from the grading uids), with its own caps: DISK_MB of files, MEMORY_MB
+# for all its processes, PROCESSES, CPUS cores. A shell idle IDLE_MINUTES is
+# stopped and its files saved (`manage.py serve_workspaces` sweeps); the next
+# visit starts it again.
+WORKSPACES_DIR = Path(env.str("TAKEHOME_WORKSPACES_DIR", default="") or VAR_DIR / "workspaces")
+WORKSPACE_UID_BASE = env.int("TAKEHOME_WORKSPACE_UID_BASE", default=63000)
+WORKSPACE_SLOTS = env.int("TAKEHOME_WORKSPACE_SLOTS", default=500)
+WORKSPACE_DISK_MB = env.int("TAKEHOME_WORKSPACE_DISK_MB", default=64)
+WORKSPACE_MEMORY_MB = env.int("TAKEHOME_WORKSPACE_MEMORY_MB", default=512)
+WORKSPACE_PROCESSES = env.int("TAKEHOME_WORKSPACE_PROCESSES", default=128)
+WORKSPACE_CPUS = env.float("TAKEHOME_WORKSPACE_CPUS", default=1.0)
+WORKSPACE_IDLE_MINUTES = env.int("TAKEHOME_WORKSPACE_IDLE_MINUTES", default=30)
+for _name, _value, _least in (("TAKEHOME_WORKSPACE_SLOTS", WORKSPACE_SLOTS, 1),
+                              ("TAKEHOME_WORKSPACE_DISK_MB", WORKSPACE_DISK_MB, 1),
+                              ("TAKEHOME_WORKSPACE_MEMORY_MB", WORKSPACE_MEMORY_MB, 64),
+                              ("TAKEHOME_WORKSPACE_PROCESSES", WORKSPACE_PROCESSES, 8),
+                              ("TAKEHOME_WORKSPACE_IDLE_MINUTES", WORKSPACE_IDLE_MINUTES, 1)):
+    if _value < _least:
+        raise ImproperlyConfigured(f"{_name}={_value} is too small: at least {_least}.")
+if WORKSPACE_CPUS <= 0:
+    raise ImproperlyConfigured(f"TAKEHOME_WORKSPACE_CPUS={WORKSPACE_CPUS} must be above 0.")
+_ws_uids, _grading_uids = (range(WORKSPACE_UID_BASE, WORKSPACE_UID_BASE + WORKSPACE_SLOTS),
+                           range(GRADING_UID_BASE, GRADING_UID_BASE + GRADING_SANDBOX_SLOTS))
+if _ws_uids.start < _grading_uids.stop and _grading_uids.start < _ws_uids.stop:
+    raise ImproperlyConfigured("TAKEHOME_WORKSPACE_UID_BASE and SLOTS overlap the grading sandbox's uids "
+                               "(TAKEHOME_SANDBOX_UID_BASE): give workspaces a range of their own.")
 # The sweep sends grading again for an upload whose message was never sent
 # (the broker was down) after STALE_RECEIVED_S, and for one whose message has
 # been pending for STALE_QUEUED_S (presumed lost; each send restarts the clock).

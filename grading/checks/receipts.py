@@ -30,6 +30,10 @@ by line endings or a UTF-8 byte-order mark (a Windows checkout or editor,
 out; documentation (``.md``, ``.txt``, ``.rst``) written after green.
 Nothing here reads a zip time: the clocks are the timeline's business.
 
+A hosted session's steps are captured by the server itself (a receipt's
+``captured_by`` is "server"): there is no gate.py, so no receipts.jsonl is
+asked for, and its red log is genuine by construction (``server_capture``).
+
 Plain Python, no Django: the pipeline passes the receipts and the deadline.
 """
 
@@ -85,7 +89,8 @@ class ReceiptRow:
         r = self.receipt
         return {"id": r.id, "step": r.step, "at": r.at.isoformat(), "accepted": r.accepted,
                 "refusal": r.refusal or None, "local_time": r.local_time or None,
-                "after_deadline": self.after_deadline, "checks": [c.to_dict() for c in self.checks]}
+                "after_deadline": self.after_deadline, "checks": [c.to_dict() for c in self.checks],
+                "captured_by": r.captured_by}
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,20 @@ def same_log(zip_text: str, receipt_text: str) -> bool:
     if len(receipt_text) >= LOG_LIMIT:  # the receipt kept only the end
         return theirs.endswith(ours)
     return theirs == ours
+
+
+def server_capture(red_log: str | None, receipts: Iterable[Receipt] | None) -> Receipt | None:
+    """The accepted red receipt the server captured itself whose log is ``red_log``; None when there is none.
+
+    A hosted session's red log is the server's own run of the packet's tests,
+    so it is genuine by construction (the upload carries it from the receipt).
+    """
+    if red_log is None:
+        return None
+    for r in reversed(list(receipts or ())):
+        if r.step == "red" and r.accepted and r.captured_by == "server" and same_log(red_log, r.log_text):
+            return r
+    return None
 
 
 def _compared_path(path: str) -> bool:
@@ -287,7 +306,9 @@ def check_receipts(
         return "; ".join(f"{line.step}: {_short(line.why or '', 60)}" for lines in offline.values() for line in lines)
 
     # No receipt at all, or a step's artifact with no receipt of that step.
-    if gate and RECEIPTS_LOG not in files:
+    # why not for a hosted session: the server captured its steps itself; there is no gate.py to keep a log.
+    hosted = any(r.captured_by == "server" for r in gate)
+    if gate and RECEIPTS_LOG not in files and not hosted:
         notes.append(f"The server holds {len(gate)} gate receipt{'s' if len(gate) > 1 else ''}, but the zip has no "
                      "artifacts/receipts.jsonl, the log the gate writes with every step.")
     if not gate:

@@ -107,6 +107,7 @@ class RedLogReport:
     signals: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     failing_ids: tuple[str, ...] = ()
+    captured_by: str = "candidate"  # "server": a hosted session's log, run by the server itself
 
     def to_dict(self) -> dict:
         return {
@@ -116,6 +117,7 @@ class RedLogReport:
             "signals": list(self.signals),
             "missing": list(self.missing),
             "failing_ids": list(self.failing_ids),
+            "captured_by": self.captured_by,
         }
 
 

@@ -87,6 +87,8 @@ class Receipt:
     ``log_text`` is what the gate sent with the step (the test run's output for
     red and green, the prompt for model; the last 200,000 characters), and
     ``tree_hashes`` the sha256 of every file of the candidate's folder then.
+    ``captured_by`` is "server" when the server ran the tests itself (a hosted
+    session), "candidate" when the gate on the candidate's machine sent the log.
     """
 
     step: str
@@ -97,6 +99,7 @@ class Receipt:
     log_text: str = ""
     tree_hashes: Mapping[str, str] = field(default_factory=dict)
     id: int | None = None
+    captured_by: str = "candidate"
 
     @property
     def event_name(self) -> str:

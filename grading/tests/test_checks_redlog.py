@@ -232,6 +232,7 @@ def test_without_known_ids_structure_alone_decides():
                     "names of the failing tests"],
         "missing": [],
         "failing_ids": ["test_dates.py::test_parse_date"],
+        "captured_by": "candidate",
     }
 
 

@@ -226,7 +226,8 @@ def test_a_checkout_under_a_private_folder_grades_normally(sandbox, scratch_dir,
     assert copy.parent == scratch_dir.resolve() and copy.name.startswith("sandboxed-")
     assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in private_sandboxed.iterdir())
     assert copy.stat().st_mode & 0o777 == 0o755
-    assert {p.stat().st_mode & 0o777 for p in copy.iterdir()} == {0o644}
+    assert {p.stat().st_mode & 0o777 for p in copy.iterdir() if p.is_file()} == {0o644}
+    assert {p.stat().st_mode & 0o777 for p in copy.iterdir() if p.is_dir()} <= {0o755}  # bin/, for `gate`
     assert [kind for kind, _ in sandbox.problems() if kind == "reach"] == []
 
 
@@ -243,8 +244,12 @@ def test_the_copy_of_our_sandboxed_code_is_made_once_per_content_and_kept(privat
         t.join()
     assert len(made) == 8 and len(set(made)) == 1
     assert [p.name for p in scratch.iterdir()] == [made[0].name]  # no temporary folder left behind
-    for path in private_sandboxed.iterdir():
-        assert (made[0] / path.name).read_bytes() == path.read_bytes()
+    for path in private_sandboxed.rglob("*"):
+        if path.is_file():
+            copied = made[0] / path.relative_to(private_sandboxed)
+            assert copied.read_bytes() == path.read_bytes()
+            # the `gate` command of hosted sessions stays a command; the rest is only read
+            assert os.access(copied, os.X_OK) == bool(path.stat().st_mode & 0o100)
     assert clean_stale_scratch(scratch) == [] and made[0].is_dir()
     (private_sandboxed / "takehome_witness.py").write_text("# changed\n")
     changed = _sandboxed_copy(scratch)

@@ -40,7 +40,7 @@ from takehome.tests.factories import InvitationFactory
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 PORTS = range(8310, 8320)
 UP_WAIT_S = 120  # generous: a loaded 2-core machine starts Django four times over
-PROGRAMS = ("redis", "worker", "beat", "web")
+PROGRAMS = ("redis", "worker", "beat", "workspaces", "web")
 HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
 
 
@@ -249,7 +249,7 @@ def test_stopping_make_run_leaves_no_process_behind_and_no_error(make_run, stop)
     for name in PROGRAMS:
         make_run.wait_up(name)
     everything = session_pids(make_run.proc.pid)
-    assert len(everything) >= 8  # make, the launcher, supervisord, its listener, four programs, their children
+    assert len(everything) >= 8  # make, the launcher, supervisord, its listener, five programs, their children
 
     stop(make_run)
     status = make_run.wait_ended()

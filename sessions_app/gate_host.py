@@ -1,0 +1,239 @@
+"""The host side of the `gate` command, and the sweep of hosted workspaces (`manage.py serve_workspaces`).
+
+Each open workspace gets a unix socket, <folder>/gate/gate.sock (mode 0666 in
+a root-owned 0755 folder), bound read-only into its sandbox at
+/run/takehome/gate.sock. Which invitation a request is for comes from the
+socket it arrived on, never from what it says: a shell can reach only its
+own socket. A request is one JSON line of at most 4 KiB, ``{"command":
+"red"}`` (red, model, green, submit, status); the answer is one JSON line,
+``{"ok": bool, "message": "..."}``, in words a candidate can act on. The
+actions run in a thread, so one long capture never holds up another
+workspace's socket.
+
+The sweep (every ``sweep_every_s``) stops shells idle past
+TAKEHOME_WORKSPACE_IDLE_MINUTES (their files saved; the next visit starts
+them again) and freezes workspaces past the deadline plus grace, or whose link
+was revoked (read-only, shell stopped, terminals closed with 4410).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
+
+from takehome.models import Invitation
+
+from . import actions, workspaces
+from .models import Workspace
+
+log = logging.getLogger(__name__)
+
+MAX_LINE = 4096
+READ_TIMEOUT_S = 30
+COMMANDS = ("red", "model", "green", "submit", "status")
+SOCKET_NAME = "gate.sock"
+
+
+def socket_path(invitation_id: int) -> Path:
+    return Path(settings.WORKSPACES_DIR) / f"inv-{invitation_id}" / "gate" / SOCKET_NAME
+
+
+def parse_request(line: bytes) -> tuple[str | None, str | None]:
+    """(command, None) for a good request line, (None, why) for a bad one."""
+    try:
+        request = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None, 'The request is not one line of JSON: send {"command": "status"}.'
+    command = request.get("command") if isinstance(request, dict) else None
+    if command not in COMMANDS:
+        return None, f"Unknown command: use one of {', '.join(COMMANDS)}."
+    return command, None
+
+
+def answer(invitation_id: int, command: str) -> dict:
+    """Do ``command`` for the invitation behind the socket; the outcome in words. Runs in a thread."""
+    close_old_connections()
+    try:
+        invitation = (Invitation.objects.select_related("packet_version__packet")
+                      .filter(pk=invitation_id, revoked_at__isnull=True).first())
+        if invitation is None:
+            return {"ok": False, "message": "This session's link is no longer valid."}
+        if command == "status":
+            return {"ok": True, "message": actions.hosted_status_words(invitation)}
+        if command == "submit":
+            result = actions.do_submit_workspace(invitation)
+            return {"ok": True, "message": actions.submitted_words(result.submission)}
+        receipt = actions.do_capture(invitation, command)
+        return {"ok": receipt.accepted, "step": receipt.step, "receipt": receipt.pk,
+                "message": actions.capture_words(receipt, invitation.packet_version.test_command)}
+    except actions.SessionRefused as exc:
+        return {"ok": False, "message": exc.message}
+    except Exception:
+        log.exception("gate %s for invitation %s failed", command, invitation_id)
+        return {"ok": False, "message": "The server failed to do this (our fault, it is logged). Try again in a "
+                                        "minute, or use the buttons beside the terminal."}
+    finally:
+        close_old_connections()
+
+
+def _close_terminals(invitation_id: int, reason: str) -> None:
+    """Close the invitation's terminals with 4410 when the terminal part (sessions_app.consumers) offers it."""
+    try:
+        from .consumers import close_terminals
+    except ImportError:
+        return
+    try:
+        close_terminals(invitation_id, 4410, reason)
+    except Exception:
+        log.exception("could not close the terminals of invitation %s", invitation_id)
+
+
+def sweep(now=None) -> list[str]:
+    """Stop idle shells and freeze workspaces whose time is up; one line per workspace touched."""
+    now = now or timezone.now()
+    grace = timedelta(seconds=settings.UPLOAD_GRACE_S)
+    idle_before = now - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES)
+    done = []
+    for row in Workspace.objects.filter(closed=False).select_related("invitation__packet_version__packet"):
+        invitation = row.invitation
+        over = invitation.deadline is not None and now > invitation.deadline + grace
+        try:
+            if over or invitation.revoked_at is not None:
+                workspaces.backend().freeze(workspaces.workspace_for(invitation, row))
+                Workspace.objects.filter(pk=row.pk).update(frozen_at=now, closed=True,
+                                                           shell_stopped_at=row.shell_stopped_at or now)
+                reason = "Time is up: the workspace is read-only now." if over else "This link is no longer valid."
+                _close_terminals(invitation.pk, reason)
+                done.append(f"froze the workspace of invitation {invitation.pk}")
+            elif row.shell_stopped_at is None and row.last_seen_at < idle_before:
+                workspaces.backend().release(workspaces.workspace_for(invitation, row))
+                Workspace.objects.filter(pk=row.pk).update(shell_stopped_at=now)
+                done.append(f"stopped the idle shell of invitation {invitation.pk}")
+        except Exception:
+            # why go on: one workspace that cannot be stopped must not keep the others running
+            log.exception("the sweep could not handle the workspace of invitation %s", invitation.pk)
+    return done
+
+
+class GateHost:
+    """Listens on the gate socket of every open workspace; sweeps now and then."""
+
+    def __init__(self, sweep_every_s: float = 30.0, discover_every_s: float = 2.0):
+        self.sweep_every_s, self.discover_every_s = sweep_every_s, discover_every_s
+        self.servers: dict[int, asyncio.AbstractServer] = {}
+        self.busy: set[int] = set()  # invitations with a command running: one at a time each
+
+    async def listen(self, invitation_id: int) -> Path:
+        path = socket_path(invitation_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o755)  # why: the sandbox uid may enter it, never write in it
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a socket left by an earlier run of this host
+
+        async def handle(reader, writer):
+            await self.handle(invitation_id, reader, writer)
+
+        self.servers[invitation_id] = await asyncio.start_unix_server(handle, path=str(path), limit=MAX_LINE)
+        os.chmod(path, 0o666)  # why: the sandbox's uid connects; the folder above keeps it from replacing it
+        return path
+
+    async def forget(self, invitation_id: int) -> None:
+        server = self.servers.pop(invitation_id, None)
+        if server is not None:
+            server.close()
+            await server.wait_closed()
+        with contextlib.suppress(FileNotFoundError):
+            socket_path(invitation_id).unlink()
+
+    async def handle(self, invitation_id: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            try:
+                line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)
+            except (ValueError, asyncio.LimitOverrunError):
+                reply = {"ok": False, "error": f"The request is longer than {MAX_LINE} bytes: send one short line."}
+            except TimeoutError:
+                reply = {"ok": False, "error": "No request arrived: send one line of JSON."}
+            else:
+                command, error = parse_request(line)
+                if error:
+                    reply = {"ok": False, "error": error}
+                elif invitation_id in self.busy:
+                    # why: a shell looping over `gate status` must not take every thread from other workspaces
+                    reply = {"ok": False, "error": "Another gate command of this workspace is still running: "
+                                                   "wait for it to finish, then try again."}
+                else:
+                    self.busy.add(invitation_id)
+                    try:
+                        reply = await asyncio.to_thread(answer, invitation_id, command)
+                    finally:
+                        self.busy.discard(invitation_id)
+            writer.write(json.dumps(reply).encode("utf-8") + b"\n")
+            await writer.drain()
+        except (ConnectionError, OSError):
+            pass  # the client went away; nothing to answer
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await writer.wait_closed()
+
+    async def discover(self) -> None:
+        """Listen for workspaces opened since, stop listening for those closed."""
+        open_ids = set(await asyncio.to_thread(_open_ids))
+        for invitation_id in sorted(open_ids - set(self.servers)):
+            try:
+                await self.listen(invitation_id)
+            except OSError as exc:
+                log.error("cannot listen for the gate of invitation %s: %s", invitation_id, exc)
+        for invitation_id in set(self.servers) - open_ids:
+            await self.forget(invitation_id)
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        stop = stop or asyncio.Event()
+        next_sweep = 0.0
+        loop = asyncio.get_running_loop()
+        try:
+            while not stop.is_set():
+                # why catch all: a failing sweep or database is logged and tried again; the
+                # sockets of the workspaces already served keep answering meanwhile.
+                if loop.time() >= next_sweep:
+                    next_sweep = loop.time() + self.sweep_every_s
+                    try:
+                        for line in await asyncio.to_thread(_sweep_in_thread):
+                            log.info("%s", line)
+                    except Exception:
+                        log.exception("the sweep of hosted workspaces failed; trying again in %g s",
+                                      self.sweep_every_s)
+                try:
+                    await self.discover()
+                except Exception:
+                    log.exception("could not list the open workspaces; trying again")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.discover_every_s)
+        finally:
+            for invitation_id in list(self.servers):
+                await self.forget(invitation_id)
+
+
+def _open_ids() -> list[int]:
+    close_old_connections()
+    try:
+        return list(Workspace.objects.filter(closed=False).values_list("invitation_id", flat=True))
+    finally:
+        close_old_connections()
+
+
+def _sweep_in_thread() -> list[str]:
+    close_old_connections()
+    try:
+        return sweep()
+    finally:
+        close_old_connections()

@@ -1,0 +1,80 @@
+"""The hosted session's gate buttons: capture red, model or green, and submit (POST, htmx-friendly).
+
+The terminal and the workspace page are sessions_app.consumers and the
+workspace view; these answer a button. An htmx request gets the gate panel
+back with the outcome in it; a plain form post is redirected to the
+workspace page with the outcome as a message.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_POST
+
+from takehome.models import Invitation, PacketVersion, effective_policy
+
+from . import actions
+from .models import GateReceipt, Submission
+from .views import with_invitation
+
+PANEL = "sessions_app/_workspace_gate.html"
+
+
+def workspace_url(token: str) -> str:
+    """The workspace page; the landing page until the workspace page is there."""
+    try:
+        return reverse("sessions_app:workspace", args=[token])
+    except NoReverseMatch:
+        return reverse("sessions_app:landing", args=[token])
+
+
+def gate_panel_context(invitation: Invitation, token: str) -> dict:
+    """What the gate panel shows: the steps the server captured, and whether the model step is asked for."""
+    accepted = set(GateReceipt.objects.filter(invitation=invitation, accepted=True)
+                   .exclude(step=GateReceipt.Step.UPLOAD).values_list("step", flat=True))
+    return {
+        "token": token,
+        "invitation": invitation,
+        "captured": [step for step in actions.CAPTURE_STEPS if step in accepted],
+        "model_step": effective_policy(invitation.packet_version) != PacketVersion.ModelPolicy.NONE,
+        "submitted": Submission.objects.filter(invitation=invitation).count(),
+        "phase": actions.session_phase(invitation),
+    }
+
+
+def _answer(request: HttpRequest, invitation: Invitation, token: str, ok: bool, message: str) -> HttpResponse:
+    if request.htmx:
+        context = {**gate_panel_context(invitation, token), "outcome": message, "outcome_ok": ok}
+        # why 200 for a refusal: htmx swaps only successful answers, and the refusal is the answer
+        return render(request, PANEL, context)
+    (messages.success if ok else messages.error)(request, message)
+    return redirect(workspace_url(token))
+
+
+@require_POST
+@with_invitation
+def capture(request: HttpRequest, invitation: Invitation, token: str, step: str) -> HttpResponse:
+    """Run the packet's tests over the workspace on the server and keep the log as the step's (red|model|green)."""
+    if step not in actions.CAPTURE_STEPS:
+        return _answer(request, invitation, token, False, f"There is no step called {step[:20]!r} to capture: "
+                       "use red, model or green.")
+    try:
+        receipt = actions.do_capture(invitation, step)
+    except actions.SessionRefused as exc:
+        return _answer(request, invitation, token, False, exc.message)
+    message = actions.capture_words(receipt, invitation.packet_version.test_command)
+    return _answer(request, invitation, token, receipt.accepted, message)
+
+
+@require_POST
+@with_invitation
+def submit(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
+    """Send the workspace for review, with the server's captured logs, the way an upload goes."""
+    try:
+        result = actions.do_submit_workspace(invitation)
+    except actions.SessionRefused as exc:
+        return _answer(request, invitation, token, False, exc.message)
+    return _answer(request, invitation, token, True, actions.submitted_words(result.submission))
