@@ -87,6 +87,16 @@ def hosted_allowed(version) -> bool:
     return getattr(version, "work_mode", "both") in ("hosted", "both")
 
 
+async def ready(fd: int, add, remove) -> None:
+    """Until ``fd`` is ready (``add``/``remove``: the loop's reader or writer calls)."""
+    future = asyncio.get_running_loop().create_future()
+    add(fd, lambda: future.done() or future.set_result(None))
+    try:
+        await future
+    finally:
+        remove(fd)
+
+
 def _size(query: dict, name: str, allowed: range, default: int) -> int:
     try:
         value = int(query.get(name, [default])[0])
@@ -157,15 +167,6 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         await self.end_client()
         await self.close(TIME_UP, REASON_TIME_UP)
 
-    async def readable(self, fd: int) -> None:
-        loop = asyncio.get_running_loop()
-        ready = loop.create_future()
-        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
-        try:
-            await ready
-        finally:
-            loop.remove_reader(fd)
-
     async def pump(self) -> None:
         """The pty's output to the socket, in bounded chunks and at a bounded rate."""
         loop = asyncio.get_running_loop()
@@ -173,7 +174,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         fd = self.client.fd
         window, sent = loop.time(), 0
         while True:
-            await self.readable(fd)
+            await ready(fd, loop.add_reader, loop.remove_reader)
             try:
                 data = os.read(fd, CHUNK_BYTES)
             except BlockingIOError:
@@ -229,14 +230,10 @@ class TerminalConsumer(AsyncWebsocketConsumer):
             try:
                 data = data[os.write(fd, data):]
             except BlockingIOError:
-                ready = loop.create_future()
-                loop.add_writer(fd, lambda: ready.done() or ready.set_result(None))
                 try:
-                    await asyncio.wait_for(ready, timeout=5)
+                    await asyncio.wait_for(ready(fd, loop.add_writer, loop.remove_writer), timeout=5)
                 except TimeoutError:
                     return  # the program is not reading its input: drop the rest
-                finally:
-                    loop.remove_writer(fd)
             except OSError:
                 return
 

@@ -19,8 +19,6 @@ from grading import asciicast
 from sessions_app import consumers
 from takehome.asgi import application
 
-from .standin_terminal import standin  # noqa: F401  (a fixture)
-
 pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = (b"origin", b"http://localhost")
 
@@ -217,3 +215,21 @@ def test_the_recording_is_asciicast_v2_with_input_output_resize_and_markers(star
     assert events[-1][1:] == ["m", "red captured"]
     times = [t for t, _, _ in events]
     assert times == sorted(times)
+
+
+def test_the_workspace_page_holds_the_terminal_under_the_pages_csp(started, client):
+    response = client.get(f"/t/{started.raw_token}/workspace")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert f'data-url="/t/{started.raw_token}/terminal"' in body
+    assert "vendor/xterm/xterm.js" in body and "sessions_app/terminal.js" in body
+    policy = response["Content-Security-Policy"]
+    assert "script-src 'self';" in policy  # no nonce or inline script
+    nonce = policy.split("style-src 'self' 'nonce-")[1].split("'")[0]
+    assert f'name="takehome-style-nonce" content="{nonce}"' in body
+
+
+def test_the_workspace_page_before_start_sends_the_candidate_to_start(invitation, client):
+    response = client.get(f"/t/{invitation.raw_token}/workspace")
+    assert response.status_code == 302
+    assert response["Location"] == f"/t/{invitation.raw_token}/"

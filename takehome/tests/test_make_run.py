@@ -279,8 +279,8 @@ def test_a_port_in_use_stops_make_run_with_the_reason(make_run):
 
 
 def test_a_program_that_never_starts_is_given_up_on_and_everything_stops(make_run):
-    # Bound but not listening: nothing answers, so the launcher's check passes, yet gunicorn
-    # cannot bind. It exits after its own retries, each time before supervisord calls it up.
+    # Bound but not listening: nothing answers, so the launcher's check passes, yet daphne
+    # cannot bind. It exits at once, each time before supervisord calls it up.
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", int(make_run.env["TAKEHOME_PORT"])))
         make_run.start()
@@ -291,7 +291,7 @@ def test_a_program_that_never_starts_is_given_up_on_and_everything_stops(make_ru
     assert "system | web could not be started: stopping everything" in output
     assert "make run stopped: web could not be started" in output
     assert f"{make_run.var}/log/web.log" in output
-    assert "Connection in use" in output  # gunicorn's own words, labelled web
+    assert "Address already in use" in output  # daphne's own words, labelled web
     assert session_pids(make_run.proc.pid) == set()
 
 

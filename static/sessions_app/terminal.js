@@ -1,0 +1,85 @@
+// The hosted terminal: xterm.js over the WebSocket /t/<token>/terminal (sessions_app/consumers.py).
+// Frames: text is raw input and output; a JSON object text frame is a control message,
+// {"resize": [cols, rows]}. The socket reconnects after a drop, unless the server closed it
+// for good (codes 4401, 4403, 4410), and the status line says which.
+(function () {
+  const box = document.getElementById("terminal");
+  if (!box || !window.Terminal) return;
+  const status = document.getElementById("terminal-status");
+
+  // xterm.js sizes and colours itself with <style> elements it creates; the page's
+  // Content-Security-Policy admits them only with this page's nonce.
+  const nonceMeta = document.querySelector('meta[name="takehome-style-nonce"]');
+  if (nonceMeta) {
+    const create = document.createElement.bind(document);
+    document.createElement = function (tag, options) {
+      const element = create(tag, options);
+      if (String(tag).toLowerCase() === "style") element.nonce = nonceMeta.content;
+      return element;
+    };
+  }
+
+  const term = new window.Terminal({ cursorBlink: true, scrollback: 5000, convertEol: false,
+                                     fontFamily: "ui-monospace, SFMono-Regular, Menlo, monospace" });
+  const fit = new window.FitAddon.FitAddon();
+  term.loadAddon(fit);
+  term.open(box);
+  fit.fit();
+
+  const FINAL = new Set([4401, 4403, 4410]);
+  let socket = null;
+  let retries = 0;
+  let closedForGood = false;
+
+  const say = (words, state) => {
+    status.textContent = words;
+    status.dataset.state = state;
+  };
+
+  function sendSize() {
+    if (socket && socket.readyState === WebSocket.OPEN) {
+      socket.send(JSON.stringify({ resize: [term.cols, term.rows] }));
+    }
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    const url = scheme + "//" + location.host + box.dataset.url + "?cols=" + term.cols + "&rows=" + term.rows;
+    socket = new WebSocket(url);
+    socket.onopen = () => {
+      retries = 0;
+      say("connected", "connected");
+      sendSize();
+      term.focus();
+    };
+    socket.onmessage = (event) => {
+      if (typeof event.data === "string") term.write(event.data);
+    };
+    socket.onclose = (event) => {
+      if (FINAL.has(event.code)) {
+        closedForGood = true;
+        say("closed: " + (event.reason || "the server closed the terminal"), "closed");
+        return;
+      }
+      retries += 1;
+      const wait = Math.min(10, retries) * 1000;
+      say("reconnecting…" + (event.reason ? " (" + event.reason + ")" : ""), "reconnecting");
+      setTimeout(connect, wait);
+    };
+  }
+
+  term.onData((data) => {
+    if (socket && socket.readyState === WebSocket.OPEN) socket.send(data);
+  });
+
+  let pending = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(pending);
+    pending = setTimeout(() => {
+      fit.fit();
+      if (!closedForGood) sendSize();
+    }, 100);
+  });
+
+  connect();
+})();
