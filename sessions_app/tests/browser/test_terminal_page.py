@@ -40,7 +40,7 @@ def test_typing_in_the_terminal_echoes_and_the_status_says_connected(asgi_server
     page.on("console", lambda message: message.type == "error" and errors.append(message.text))
     page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
     status = page.locator("#terminal-status")
-    page.wait_for_function("document.getElementById('terminal-status').textContent === 'connected'")
+    page.locator("#terminal-status[data-state='connected']").wait_for()
     page.locator("#terminal .xterm-helper-textarea").focus()
     page.keyboard.type("echo hi-$((40+2))")
     page.keyboard.press("Enter")
