@@ -131,8 +131,8 @@ def reviewed_upload(submissions: list[Submission]) -> ReviewedUpload:
     return ReviewedUpload(upload, tuple(s for s in newer if s.status in Submission.REFUSED))
 
 
-def session_context(invitation: Invitation, token: str, form: UploadForm | None = None) -> dict:
-    submissions = list(invitation.submissions.order_by("-uploaded_at", "-pk"))
+def clock_context(invitation: Invitation, token: str) -> dict:
+    """What every candidate page shows of the session: whose, which packet, and the clock."""
     return {
         "invitation": invitation,
         "version": invitation.packet_version,
@@ -140,6 +140,13 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
         "phase": phase(invitation),
         "seconds_left": seconds_left(invitation),
         "upload_closes_at": actions.upload_closes_at(invitation),
+    }
+
+
+def session_context(invitation: Invitation, token: str, form: UploadForm | None = None) -> dict:
+    submissions = list(invitation.submissions.order_by("-uploaded_at", "-pk"))
+    return {
+        **clock_context(invitation, token),
         "grace": actions.grace_words(),
         "upload_limits": actions.upload_limits_words(),
         "unpacked_limits": actions.unpacked_limits_words(),
@@ -444,12 +451,7 @@ def workspace_context(invitation: Invitation, token: str) -> dict:
             "received_at", "pk"):
         latest[receipt.step] = receipt
     return {
-        "invitation": invitation,
-        "version": invitation.packet_version,
-        "token": token,
-        "phase": phase(invitation),
-        "seconds_left": seconds_left(invitation),
-        "upload_closes_at": actions.upload_closes_at(invitation),
+        **clock_context(invitation, token),
         "hosted": hosted_allowed(invitation.packet_version),
         # the last red and the last green receipt, accepted or refused
         "captures": [latest[step] for step in (GateReceipt.Step.RED, GateReceipt.Step.GREEN) if step in latest],
