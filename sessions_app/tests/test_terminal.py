@@ -15,6 +15,7 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 
+from conftest import require
 from grading import asciicast
 from sessions_app import consumers
 from takehome.asgi import application
@@ -233,3 +234,23 @@ def test_the_workspace_page_before_start_sends_the_candidate_to_start(invitation
     response = client.get(f"/t/{invitation.raw_token}/workspace")
     assert response.status_code == 302
     assert response["Location"] == f"/t/{invitation.raw_token}/"
+
+
+def test_close_terminals_reaches_a_socket_through_the_brokers_redis(started, standin, settings, broker_url):
+    """The layer as the settings build it from the broker's URL (a unix socket by default), not the in-memory one."""
+    from takehome.settings import _redis_for_channels
+
+    require(broker_url is not None, "redis-server is not installed (apt-get install redis-server)")
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                           "CONFIG": {"hosts": [_redis_for_channels(broker_url)],
+                                                      "prefix": f"test-{time.time_ns()}"}}}
+
+    async def scenario():
+        comm = socket(started)
+        assert (await comm.connect())[0]
+        await asyncio.to_thread(consumers.close_terminals, started.pk, consumers.TIME_UP, consumers.REASON_TIME_UP)
+        while (message := await comm.receive_output(timeout=10))["type"] != "websocket.close":
+            pass
+        assert message["code"] == 4410
+
+    run(scenario)
