@@ -23,7 +23,6 @@ import asyncio
 import codecs
 import json
 import os
-import time
 from types import SimpleNamespace
 from urllib.parse import parse_qs
 
@@ -32,6 +31,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.utils import timezone
 
 from grading.asciicast import Recorder
 
@@ -40,9 +40,10 @@ CHUNK_BYTES = 16 * 1024
 OUTPUT_BYTES_PER_S = 1024 * 1024
 COLS_RANGE = range(2, 501)
 ROWS_RANGE = range(1, 201)
+RECHECK_S = 30.0
 
 BAD_TOKEN, NOT_ALLOWED, TIME_UP = 4401, 4403, 4410
-REASON_BAD_TOKEN = "This link is not valid."
+REASON_BAD_TOKEN = "This link is not valid."  # unknown; a revoked link is not found either
 REASON_TOO_MANY = "Too many links that do not work were tried from your address; wait a minute."
 REASON_REVOKED = "This invitation was withdrawn."
 REASON_NOT_STARTED = "The session has not started: press Start on the session's page first."
@@ -105,9 +106,24 @@ def _size(query: dict, name: str, allowed: range, default: int) -> int:
     return value if value in allowed else default
 
 
+def refusal_for(invitation) -> tuple[int, str] | None:
+    """Why the invitation's terminal may not be open now (code, reason), or None."""
+    from .actions import session_phase
+
+    if invitation.revoked_at is not None:
+        return NOT_ALLOWED, REASON_REVOKED
+    if not hosted_allowed(invitation.packet_version):
+        return NOT_ALLOWED, REASON_NOT_HOSTED
+    phase = session_phase(invitation)
+    if phase == "not_started":
+        return NOT_ALLOWED, REASON_NOT_STARTED
+    if phase == "closed":
+        return TIME_UP, REASON_TIME_UP
+    return None
+
+
 def check_link(token: str, address: str):
     """(invitation, None) when the terminal may open, else (None or the invitation, (code, reason))."""
-    from .actions import session_phase, upload_closes_at
     from .links import TooManyLookups, invitation_for
 
     try:
@@ -116,15 +132,21 @@ def check_link(token: str, address: str):
         return None, (BAD_TOKEN, REASON_TOO_MANY)
     if invitation is None:
         return None, (BAD_TOKEN, REASON_BAD_TOKEN)
-    if not hosted_allowed(invitation.packet_version):
-        return invitation, (NOT_ALLOWED, REASON_NOT_HOSTED)
-    phase = session_phase(invitation)
-    if phase == "not_started":
-        return invitation, (NOT_ALLOWED, REASON_NOT_STARTED)
-    if phase == "closed":
-        return invitation, (TIME_UP, REASON_TIME_UP)
-    invitation.closes_at = upload_closes_at(invitation)
-    return invitation, None
+    return invitation, refusal_for(invitation)
+
+
+def recheck(invitation_id: int) -> tuple[tuple[int, str] | None, float]:
+    """The invitation read again: (why its terminal must close, or None; seconds until its workspace closes)."""
+    from takehome.models import Invitation
+
+    from .actions import upload_closes_at
+
+    invitation = Invitation.objects.select_related("packet_version").filter(pk=invitation_id).first()
+    if invitation is None:
+        return (BAD_TOKEN, REASON_BAD_TOKEN), 0.0
+    refusal = refusal_for(invitation)
+    left = 0.0 if refusal else (upload_closes_at(invitation) - timezone.now()).total_seconds()
+    return refusal, left
 
 
 class TerminalConsumer(AsyncWebsocketConsumer):
@@ -154,7 +176,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         self.recorder = Recorder(path, cols, rows, settings.RECORDING_MAX_BYTES)
         loop = asyncio.get_running_loop()
         self.tasks = [loop.create_task(self.pump()),
-                      loop.create_task(self.close_at(invitation.closes_at.timestamp()))]
+                      loop.create_task(self.watch(invitation.pk))]
 
     async def refuse(self, code: int, reason: str) -> None:
         # why accept first: a close before the handshake reaches the browser as a bare
@@ -162,10 +184,19 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         await self.accept()
         await self.close(code, reason)
 
-    async def close_at(self, when: float) -> None:
-        await asyncio.sleep(max(0.0, when - time.time()))
-        await self.end_client()
-        await self.close(TIME_UP, REASON_TIME_UP)
+    async def watch(self, invitation_id: int) -> None:
+        """Close the terminal once time is up or the invitation is revoked, even with no channel layer to say so.
+
+        Reads the invitation again every RECHECK_S and at the close of its workspace, so an
+        extended deadline keeps the terminal open.
+        """
+        while True:
+            refusal, left = await database_sync_to_async(recheck)(invitation_id)
+            if refusal:
+                await self.end_client()
+                await self.close(*refusal)
+                return
+            await asyncio.sleep(min(RECHECK_S, max(left, 0.0) + 0.5))
 
     async def pump(self) -> None:
         """The pty's output to the socket, in bounded chunks and at a bounded rate."""

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 
@@ -167,6 +168,35 @@ def test_revoking_closes_every_terminal_of_the_invitation_with_the_reason(starte
     time.sleep(0.2)
     assert len(standin.clients) == 2
     assert all(client.proc.poll() is not None for client in standin.clients)  # each tmux client ended
+
+
+def test_revoking_the_invitation_closes_its_terminal_with_the_reason(started, standin):
+    from takehome.actions import do_revoke_invitation
+
+    async def scenario():
+        comm = socket(started)
+        assert (await comm.connect())[0]
+        await database_sync_to_async(do_revoke_invitation)(started)
+        while (message := await comm.receive_output(timeout=5))["type"] != "websocket.close":
+            pass
+        assert message["code"] == 4403 and "withdrawn" in message["reason"]
+
+    run(scenario)
+
+
+def test_time_running_out_while_connected_closes_with_4410_without_the_channel_layer(started, standin, monkeypatch):
+    monkeypatch.setattr(consumers, "RECHECK_S", 0.2)
+
+    async def scenario():
+        comm = socket(started)
+        assert (await comm.connect())[0]
+        past = timezone.now() - timezone.timedelta(hours=1)
+        await database_sync_to_async(type(started).objects.filter(pk=started.pk).update)(deadline=past)
+        while (message := await comm.receive_output(timeout=5))["type"] != "websocket.close":
+            pass
+        assert message == {"type": "websocket.close", "code": 4410, "reason": consumers.REASON_TIME_UP}
+
+    run(scenario)
 
 
 def test_a_flood_of_output_is_sent_at_a_bounded_rate_and_ctrl_c_still_stops_it(started, standin):
