@@ -2,7 +2,9 @@
 
 Frames, a contract scripts rely on (xterm.js's attach convention): a text frame
 is raw terminal input (from the browser) or output (to it); a text frame that
-is a JSON object is a control message, today only ``{"resize": [cols, rows]}``.
+is a JSON object is a control message: ``{"resize": [cols, rows]}`` from the
+browser, ``{"close": {"code": ..., "reason": ...}}`` from the server just before
+it closes (output that happens to be a JSON object is sent in two frames).
 Frames over MAX_FRAME_BYTES and control messages that do not parse are dropped.
 
 Close codes: 4401 the link is not valid, 4403 not allowed (not started, or the
@@ -86,6 +88,17 @@ def recording_path(invitation):
 def hosted_allowed(version) -> bool:
     """Whether the packet version is worked in a hosted session (its work_mode: zip, hosted or both)."""
     return getattr(version, "work_mode", "both") in ("hosted", "both")
+
+
+def output_frames(text: str) -> list[str]:
+    """Output as frames that are never a JSON object (which the page would take for a control message)."""
+    if text.startswith("{"):
+        try:
+            if isinstance(json.loads(text), dict):
+                return [text[:1], text[1:]]
+        except ValueError:
+            pass
+    return [text]
 
 
 async def ready(fd: int, add, remove) -> None:
@@ -182,6 +195,14 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         # why accept first: a close before the handshake reaches the browser as a bare
         # failure; after it, the browser gets the code and the reason.
         await self.accept()
+        await self.close_saying(code, reason)
+
+    async def close_saying(self, code: int, reason: str) -> None:
+        """Close with ``code`` and ``reason``, the reason also in a control frame just before.
+
+        why the frame: daphne sends the close code but drops the reason, and the page shows it.
+        """
+        await self.send(text_data=json.dumps({"close": {"code": code, "reason": reason}}))
         await self.close(code, reason)
 
     async def watch(self, invitation_id: int) -> None:
@@ -194,7 +215,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
             refusal, left = await database_sync_to_async(recheck)(invitation_id)
             if refusal:
                 await self.end_client()
-                await self.close(*refusal)
+                await self.close_saying(*refusal)
                 return
             await asyncio.sleep(min(RECHECK_S, max(left, 0.0) + 0.5))
 
@@ -216,7 +237,8 @@ class TerminalConsumer(AsyncWebsocketConsumer):
                 break
             text = decoder.decode(data)
             if text:
-                await self.send(text_data=text)
+                for part in output_frames(text):
+                    await self.send(text_data=part)
                 self.recorder.output(text)
             sent += len(data)
             now = loop.time()
@@ -226,7 +248,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
                 await asyncio.sleep(window + 1.0 - now)
                 window, sent = loop.time(), 0
         await self.end_client()
-        await self.close(1000, REASON_ENDED)
+        await self.close_saying(1000, REASON_ENDED)
 
     async def receive(self, text_data=None, bytes_data=None):
         if self.client is None:
@@ -270,7 +292,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
 
     async def terminal_close(self, event):
         await self.end_client()
-        await self.close(event["code"], event["reason"])
+        await self.close_saying(event["code"], event["reason"])
 
     async def end_client(self) -> None:
         current = asyncio.current_task()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -39,7 +40,9 @@ def started(invitation):
 
 
 def run(scenario):
-    return async_to_sync(scenario)()
+    # why a thread of its own: after a browser test, playwright's event loop runs in this one.
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(async_to_sync(scenario)).result()
 
 
 def socket(invitation_or_token, query="", origin=ORIGIN) -> WebsocketCommunicator:
@@ -51,8 +54,12 @@ def socket(invitation_or_token, query="", origin=ORIGIN) -> WebsocketCommunicato
 async def closed_with(comm) -> dict:
     connected, _ = await comm.connect()
     assert connected  # accepted, then closed with a code the page can show
+    said = await comm.receive_output(timeout=5)
+    assert said["type"] == "websocket.send", said
     message = await comm.receive_output(timeout=5)
     assert message["type"] == "websocket.close", message
+    # the reason also in a control frame just before (daphne drops the close frame's reason)
+    assert json.loads(said["text"]) == {"close": {"code": message["code"], "reason": message["reason"]}}
     return message
 
 
@@ -118,6 +125,25 @@ def test_another_sites_page_cannot_open_the_terminal(started, standin):
 
     run(scenario)
     assert standin.clients == []
+
+
+def test_output_that_is_a_json_object_is_never_one_frame(started, standin):
+    async def scenario():
+        comm = socket(started)
+        await comm.connect()
+        await comm.send_to(text_data="sleep 0.5; printf '{\"close\": 1}'; sleep 5\n")
+        frames = []
+        while "1}" not in "".join(frames):
+            frames.append((await comm.receive_output(timeout=5))["text"])
+        for frame in frames:
+            try:
+                assert not isinstance(json.loads(frame), dict), frames
+            except ValueError:
+                pass
+        await comm.disconnect()
+
+    run(scenario)
+    assert consumers.output_frames('{"close": 1}') == ["{", '"close": 1}']
 
 
 def test_typing_echoes_and_a_resize_reaches_the_pty(started, standin):

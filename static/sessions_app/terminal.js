@@ -1,6 +1,6 @@
 // The hosted terminal: xterm.js over the WebSocket /t/<token>/terminal (sessions_app/consumers.py).
-// Frames: text is raw input and output; a JSON object text frame is a control message,
-// {"resize": [cols, rows]}. The socket reconnects after a drop, unless the server closed it
+// Frames: text is raw input and output; a JSON object text frame is a control message:
+// {"resize": [cols, rows]} from here, {"close": {"code", "reason"}} from the server before it closes. The socket reconnects after a drop, unless the server closed it
 // for good (codes 4401, 4403, 4410), and the status line says which.
 (function () {
   const box = document.getElementById("terminal");
@@ -52,18 +52,32 @@
       sendSize();
       term.focus();
     };
+    let said = "";  // the reason of the server's {"close": ...} control frame
     socket.onmessage = (event) => {
-      if (typeof event.data === "string") term.write(event.data);
+      if (typeof event.data !== "string") return;
+      if (event.data.startsWith("{")) {
+        try {
+          const control = JSON.parse(event.data);
+          if (control && typeof control === "object" && !Array.isArray(control)) {
+            if (control.close) said = String(control.close.reason || "");
+            return;
+          }
+        } catch (e) {
+          // not JSON: output that starts with {
+        }
+      }
+      term.write(event.data);
     };
     socket.onclose = (event) => {
+      const reason = event.reason || said;
       if (FINAL.has(event.code)) {
         closedForGood = true;
-        say("closed: " + (event.reason || "the server closed the terminal"), "closed");
+        say("closed: " + (reason || "the server closed the terminal"), "closed");
         return;
       }
       retries += 1;
       const wait = Math.min(10, retries) * 1000;
-      say("reconnecting…" + (event.reason ? " (" + event.reason + ")" : ""), "reconnecting");
+      say("reconnecting…" + (reason ? " (" + reason + ")" : ""), "reconnecting");
       setTimeout(connect, wait);
     };
   }

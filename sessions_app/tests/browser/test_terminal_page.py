@@ -6,6 +6,7 @@ The shell is the stand-in (standin_terminal.py) until the sandboxed workspace la
 import pytest
 
 from conftest import free_port, screenshot
+from sessions_app import consumers
 from sessions_app.actions import do_start_session
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -20,11 +21,12 @@ def asgi_application():
 
 
 @pytest.fixture
-def asgi_server(settings, standin):
+def asgi_server(settings, standin, monkeypatch):
     """daphne serving takehome.asgi in a forked process (the stand-in and the settings go with it)."""
     from daphne.testing import DaphneProcess
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    monkeypatch.setattr(consumers, "RECHECK_S", 1.0)
     server = DaphneProcess("127.0.0.1", asgi_application, port=free_port(range(8520, 8540)))
     server.daemon = True
     server.start()
@@ -49,3 +51,32 @@ def test_typing_in_the_terminal_echoes_and_the_status_says_connected(asgi_server
     assert status.inner_text() == "connected"
     assert not [e for e in errors if "Content Security Policy" in e], errors
     screenshot(page, "workspace-terminal")
+
+
+def test_when_the_shell_ends_the_page_says_so_and_reconnects_to_a_new_one(asgi_server, page, invitation):
+    do_start_session(invitation)
+    page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+    connected = page.locator("#terminal-status[data-state='connected']")
+    connected.wait_for()
+    page.locator("#terminal .xterm-helper-textarea").focus()
+    page.keyboard.type("exit")
+    page.keyboard.press("Enter")
+    page.locator("#terminal-status[data-state='reconnecting']").wait_for()
+    assert "The shell ended" in page.locator("#terminal-status").inner_text()
+    connected.wait_for()
+    page.locator("#terminal .xterm-helper-textarea").focus()
+    page.keyboard.type("echo back-$((2*3))")
+    page.keyboard.press("Enter")
+    page.locator("#terminal .xterm-rows").get_by_text("back-6", exact=True).wait_for()
+
+
+def test_a_revoked_link_closes_the_terminal_with_the_reason_and_no_retry(asgi_server, page, invitation):
+    from takehome.actions import do_revoke_invitation
+
+    do_start_session(invitation)
+    page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+    page.locator("#terminal-status[data-state='connected']").wait_for()
+    do_revoke_invitation(invitation)  # the server's own process holds its channel layer: the recheck closes it
+    closed = page.locator("#terminal-status[data-state='closed']")
+    closed.wait_for(timeout=10000)
+    assert closed.inner_text() == "closed: This invitation was withdrawn."
