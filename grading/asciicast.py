@@ -22,7 +22,7 @@ import fcntl
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 CAP_MARKER = "recording stopped: the size cap was reached"
@@ -53,7 +53,8 @@ def _locked_append(path: Path, lines: list[str], header: Header | None = None) -
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         if size == 0:
-            header = header or Header(80, 24, time.time())
+            # whole seconds, as the file says it, so every writer counts from the same instant
+            header = Header(*(astuple(header)[:2] if header else (80, 24)), float(int(time.time())))
             lines = [json.dumps({"version": 2, "width": header.width, "height": header.height,
                                  "timestamp": int(header.timestamp)}), *lines]
         else:
