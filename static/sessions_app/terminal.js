@@ -82,6 +82,17 @@
     };
   }
 
+  // Copy as other terminals do: Ctrl+Shift+C copies the selection (Ctrl+C stays the interrupt).
+  // Paste: Ctrl+Shift+V or the browser's paste, which xterm.js takes by itself.
+  term.attachCustomKeyEventHandler((event) => {
+    if (event.type === "keydown" && event.ctrlKey && event.shiftKey && event.code === "KeyC") {
+      if (term.hasSelection() && navigator.clipboard) navigator.clipboard.writeText(term.getSelection());
+      event.preventDefault();
+      return false;
+    }
+    return true;
+  });
+
   term.onData((data) => {
     if (socket && socket.readyState === WebSocket.OPEN) socket.send(data);
   });

@@ -53,6 +53,29 @@ def test_typing_in_the_terminal_echoes_and_the_status_says_connected(asgi_server
     screenshot(page, "workspace-terminal")
 
 
+def test_paste_with_ctrl_shift_v_and_copy_of_a_selection(asgi_server, browser, invitation):
+    do_start_session(invitation)
+    context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                  permissions=["clipboard-read", "clipboard-write"])
+    try:
+        page = context.new_page()
+        page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+        page.locator("#terminal-status[data-state='connected']").wait_for()
+        page.evaluate("navigator.clipboard.writeText('echo pasted-$((3+4))')")
+        page.locator("#terminal .xterm-helper-textarea").focus()
+        page.keyboard.press("Control+Shift+V")
+        page.keyboard.press("Enter")
+        rows = page.locator("#terminal .xterm-rows")
+        rows.get_by_text("pasted-7", exact=True).wait_for()
+        page.evaluate("navigator.clipboard.writeText('')")
+        box = rows.get_by_text("pasted-7", exact=True).bounding_box()
+        page.mouse.dblclick(box["x"] + 5, box["y"] + box["height"] / 2)  # xterm selects the word
+        page.keyboard.press("Control+Shift+C")
+        assert page.evaluate("navigator.clipboard.readText()") == "pasted-7"
+    finally:
+        context.close()
+
+
 def test_when_the_shell_ends_the_page_says_so_and_reconnects_to_a_new_one(asgi_server, page, invitation):
     do_start_session(invitation)
     page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
