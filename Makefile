@@ -4,7 +4,7 @@
 #   make test   set up, then run the whole test suite
 # The set-up writes .env on its first run (scripts/dotenv.py: DEBUG=true, a generated development
 # SECRET_KEY, TAKEHOME_PORT, SITE_URL, TAKEHOME_VAR_DIR), which manage.py, the worker and
-# gunicorn read through the settings; it is never rewritten. The environment wins over it.
+# daphne read through the settings; it is never rewritten. The environment wins over it.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv

@@ -257,7 +257,7 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="takehome <takehome@l
 # TLS ends at the proxy in front (Caddy in docker-compose.yml), which tells us the
 # client's scheme in X-Forwarded-Proto. why trusting it is sound: the proxy sets the
 # header itself, replacing the client's (Caddy does; the README says what another
-# proxy must do), and gunicorn is reachable only through the proxy.
+# proxy must do), and daphne is reachable only through the proxy.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=not DEBUG)
 SESSION_COOKIE_SECURE = not DEBUG
