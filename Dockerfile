@@ -1,4 +1,4 @@
-# One image for the web server and the worker.
+# One image for the web server (daphne, ASGI) and the worker.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
@@ -23,6 +23,8 @@ ENV TAKEHOME_RUNNER_DIR=/opt/takehome-runner
 
 # tini reaps the sandboxes' processes when the worker is pid 1.
 ENTRYPOINT ["/usr/bin/tini", "--"]
-# gthread and a 120 s timeout: a streamed model reply holds its request for up to
-# TAKEHOME_MODEL_TIMEOUT_S, which a sync worker's 30 s timeout would cut.
-CMD ["gunicorn", "takehome.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--worker-class", "gthread", "--threads", "8", "--timeout", "120"]
+# daphne (ASGI): the pages and the hosted terminal's WebSockets. It has no request timeout
+# (a streamed model reply holds its request for up to TAKEHOME_MODEL_TIMEOUT_S); Django runs
+# the views in a pool of ASGI_THREADS threads.
+ENV ASGI_THREADS=16
+CMD ["daphne", "takehome.asgi:application", "--bind", "0.0.0.0", "--port", "8000", "--application-close-timeout", "10"]

@@ -4,7 +4,7 @@
 #   make test   set up, then run the whole test suite
 # The set-up writes .env on its first run (scripts/dotenv.py: DEBUG=true, a generated development
 # SECRET_KEY, TAKEHOME_PORT, SITE_URL, TAKEHOME_VAR_DIR), which manage.py, the worker and
-# gunicorn read through the settings; it is never rewritten. The environment wins over it.
+# daphne read through the settings; it is never rewritten. The environment wins over it.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -15,7 +15,7 @@ ifeq ($(origin PORT),command line)
 export TAKEHOME_PORT := $(PORT)
 endif
 
-.PHONY: run status test lint setup dotenv system venv runner db bench
+.PHONY: run status test lint setup dotenv system venv runner db bench vendor
 
 # A port given to this make (PORT or TAKEHOME_PORT) carries SITE_URL with it, unless SITE_URL
 # is set too; otherwise both come from .env. run-supervised says so loudly when they disagree.
@@ -73,3 +73,11 @@ bench: setup
 	$(PY) bench/grading.py --packets
 	$(PY) bench/pages.py
 	$(PY) bench/load.py
+
+# The browser libraries, pinned, copied from npm into static/vendor/ (committed; needs npm only here).
+XTERM_VERSION := 6.0.0
+XTERM_FIT_VERSION := 0.11.0
+vendor:
+	rm -rf static/vendor/xterm static/vendor/xterm-addon-fit
+	scripts/vendor-npm @xterm/xterm@$(XTERM_VERSION) xterm lib/xterm.js css/xterm.css
+	scripts/vendor-npm @xterm/addon-fit@$(XTERM_FIT_VERSION) xterm-addon-fit lib/addon-fit.js

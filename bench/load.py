@@ -1,11 +1,11 @@
 #!/usr/bin/env python
 """Load test: candidates taking the sample packet while reviewers score, against the real stack.
 
-Standalone. In a temporary folder it sets up what `make run` serves, but with
-gunicorn: a migrated database (SQLite there, or the scratch database named by
+Standalone. In a temporary folder it sets up what `make run` and the image
+serve (daphne, ASGI): a migrated database (SQLite there, or the scratch database named by
 --database-url / BENCH_DATABASE_URL, created if missing and emptied), a
 private redis-server on a unix socket (or the broker named by
-BENCH_BROKER_URL, whose Celery queue is purged), gunicorn on 127.0.0.1, a
+BENCH_BROKER_URL, whose Celery queue is purged), daphne on 127.0.0.1, a
 Celery worker and beat, and the sandbox's runner as `make setup` built it.
 It invites N candidates to the sample packet and makes M reviewer accounts,
 then runs locust headless (bench/load_users.py: every request is a real
@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 from grading.runner import RunnerUnavailable, ensure_runner, sandbox_home  # noqa: E402
 
-WEB_WORKERS = 3  # as the Dockerfile serves it
+VIEW_THREADS = 16  # as the Dockerfile and `make run` serve it: one daphne process, ASGI_THREADS
 WORKER_CONCURRENCY = 2  # as `make run` grades
 
 
@@ -67,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "in the temporary folder)")
     parser.add_argument("--timeout", type=int, default=600,
                         help="seconds the whole run and drain may take before it stops (default 600)")
-    parser.add_argument("--port", type=int, default=8320, help="gunicorn's port on 127.0.0.1 (default 8320)")
+    parser.add_argument("--port", type=int, default=8320, help="daphne's port on 127.0.0.1 (default 8320)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, database)")
     args = parser.parse_args(argv)
     if args.candidates < 1 or args.reviewers < 0 or args.spawn_rate <= 0 or args.timeout < 30:
@@ -203,9 +203,10 @@ class Servers:
         self.env = dict(os.environ)  # configure() replaces it once the broker is known
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, name: str, argv: list[str]) -> None:
+    def start(self, name: str, argv: list[str], env: dict | None = None) -> None:
         log = (self.folder / f"{name}.log").open("ab")
-        self.procs[name] = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        self.procs[name] = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **(env or {})}, stdout=log,
+                                            stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
 
     def check_running(self) -> None:
@@ -288,16 +289,14 @@ def worker_answers() -> bool:
 
 
 def start_servers(servers: Servers, port: int) -> None:
-    """gunicorn, a Celery worker and beat; returns once the site and the worker answer."""
+    """daphne, a Celery worker and beat; returns once the site and the worker answer."""
     python = sys.executable
-    # why --preload: every web worker starts with Django loaded, so the first
-    # requests measure the app, not its import.
-    servers.start("web", [python, "-m", "gunicorn", "takehome.wsgi", "--bind", f"127.0.0.1:{port}",
-                          "--workers", str(WEB_WORKERS), "--preload"])
+    servers.start("web", [python, "-m", "daphne", "takehome.asgi:application", "--bind", "127.0.0.1",
+                          "--port", str(port)], env={"ASGI_THREADS": str(VIEW_THREADS)})
     servers.start("worker", [python, "-m", "celery", "-A", "takehome", "worker", "--loglevel=WARNING",
                              f"--concurrency={WORKER_CONCURRENCY}", f"--hostname=load-{os.getpid()}@%h"])
     servers.start("beat", [python, "-m", "celery", "-A", "takehome", "beat", "--loglevel=WARNING"])
-    wait_for(lambda: answers(f"http://127.0.0.1:{port}/accounts/login/"), 60, "gunicorn to answer", servers)
+    wait_for(lambda: answers(f"http://127.0.0.1:{port}/accounts/login/"), 60, "daphne to answer", servers)
     wait_for(worker_answers, 120, "the Celery worker to answer", servers)
 
 
@@ -439,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         from django.db import connection
 
         print(f"load: {args.candidates} candidates, {args.reviewers} reviewers, {args.spawn_rate:g} started a "
-              f"second; {connection.vendor}, gunicorn with {WEB_WORKERS} workers, a Celery worker "
+              f"second; {connection.vendor}, daphne with {VIEW_THREADS} view threads, a Celery worker "
               f"({WORKER_CONCURRENCY} processes) and beat; runner {runner}; {machine()}")
         start_servers(servers, args.port)
         base = baseline(args.port)

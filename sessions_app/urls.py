@@ -11,6 +11,8 @@ urlpatterns = [
     path("<str:token>/start", views.start, name="start"),
     path("<str:token>/download", views.download, name="download"),
     path("<str:token>/gate/<str:step>", views.gate_step, name="gate-step"),
+    # The hosted session's page; its terminal is the WebSocket /t/<token>/terminal (takehome/asgi.py).
+    path("<str:token>/workspace", views.workspace, name="workspace"),
     path("<str:token>/status", views.status, name="status"),
     path("<str:token>/upload", views.upload, name="upload"),
     path("<str:token>/uploads/<int:pk>", views.submission_detail, name="submission-detail"),

@@ -11,11 +11,14 @@ import json
 from dataclasses import dataclass
 from functools import wraps
 
+from csp.constants import NONCE
+from csp.decorators import csp_update
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -128,8 +131,8 @@ def reviewed_upload(submissions: list[Submission]) -> ReviewedUpload:
     return ReviewedUpload(upload, tuple(s for s in newer if s.status in Submission.REFUSED))
 
 
-def session_context(invitation: Invitation, token: str, form: UploadForm | None = None) -> dict:
-    submissions = list(invitation.submissions.order_by("-uploaded_at", "-pk"))
+def clock_context(invitation: Invitation, token: str) -> dict:
+    """What every candidate page shows of the session: whose, which packet, and the clock."""
     return {
         "invitation": invitation,
         "version": invitation.packet_version,
@@ -137,6 +140,13 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
         "phase": phase(invitation),
         "seconds_left": seconds_left(invitation),
         "upload_closes_at": actions.upload_closes_at(invitation),
+    }
+
+
+def session_context(invitation: Invitation, token: str, form: UploadForm | None = None) -> dict:
+    submissions = list(invitation.submissions.order_by("-uploaded_at", "-pk"))
+    return {
+        **clock_context(invitation, token),
         "grace": actions.grace_words(),
         "upload_limits": actions.upload_limits_words(),
         "unpacked_limits": actions.unpacked_limits_words(),
@@ -423,3 +433,44 @@ def submission_detail(request: HttpRequest, invitation: Invitation, token: str, 
     reviewed = None if submission.is_latest else invitation.submissions.filter(is_latest=True).first()
     return render(request, template, {"invitation": invitation, "token": token, "submission": submission,
                                       "receipt": receipt, "reviewed": reviewed})
+
+
+def _url_or_none(name: str, **kwargs) -> str | None:
+    """The URL of a route another part adds (the workspace's gate actions), or None before it exists."""
+    try:
+        return reverse(f"sessions_app:{name}", kwargs=kwargs)
+    except NoReverseMatch:
+        return None
+
+
+def workspace_context(invitation: Invitation, token: str) -> dict:
+    from .consumers import hosted_allowed
+
+    latest = {}
+    for receipt in invitation.receipts.filter(step__in=(GateReceipt.Step.RED, GateReceipt.Step.GREEN)).order_by(
+            "received_at", "pk"):
+        latest[receipt.step] = receipt
+    return {
+        **clock_context(invitation, token),
+        "hosted": hosted_allowed(invitation.packet_version),
+        # the last red and the last green receipt, accepted or refused
+        "captures": [latest[step] for step in (GateReceipt.Step.RED, GateReceipt.Step.GREEN) if step in latest],
+        "capture_red_url": _url_or_none("workspace-capture", token=token, step="red"),
+        "capture_green_url": _url_or_none("workspace-capture", token=token, step="green"),
+        "submit_url": _url_or_none("workspace-submit", token=token),
+        "model_provided": effective_policy(invitation.packet_version) == PacketVersion.ModelPolicy.PROVIDED,
+    }
+
+
+@require_GET
+@never_cache
+# why a nonce for styles on this page only: xterm.js sizes and colours the terminal with
+# <style> elements it creates; terminal.js gives each the nonce. Scripts stay 'self' only.
+@csp_update({"style-src": [NONCE]})
+@with_invitation
+def workspace(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
+    """The hosted session: the terminal in the page, with the gate's buttons and their results beside it."""
+    if invitation.started_at is None:
+        messages.info(request, "Press Start first: the workspace opens once your clock is running.")
+        return htmx_redirect(request, "sessions_app:landing", token=token)
+    return render(request, "sessions_app/workspace.html", workspace_context(invitation, token))

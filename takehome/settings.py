@@ -103,6 +103,9 @@ except OSError:
     pass  # a read-only image: whatever needs the folder says so itself
 
 INSTALLED_APPS = [
+    # First, so `manage.py runserver` serves the ASGI app (WebSockets too) in development.
+    "daphne",
+    "channels",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -139,6 +142,7 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "takehome.urls"
 WSGI_APPLICATION = "takehome.wsgi.application"
+ASGI_APPLICATION = "takehome.asgi.application"
 
 TEMPLATES = [
     {
@@ -253,7 +257,7 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="takehome <takehome@l
 # TLS ends at the proxy in front (Caddy in docker-compose.yml), which tells us the
 # client's scheme in X-Forwarded-Proto. why trusting it is sound: the proxy sets the
 # header itself, replacing the client's (Caddy does; the README says what another
-# proxy must do), and gunicorn is reachable only through the proxy.
+# proxy must do), and daphne is reachable only through the proxy.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=not DEBUG)
 SESSION_COOKIE_SECURE = not DEBUG
@@ -274,6 +278,8 @@ CONTENT_SECURITY_POLICY = {
         "script-src": [SELF],
         "style-src": [SELF],
         "img-src": [SELF, "data:"],
+        # 'self' covers the hosted terminal's WebSocket (ws:/wss: of the same host, CSP Level 3),
+        # without opening connect-src to every other host's wss:.
         "connect-src": [SELF],
         "font-src": [SELF],
         "object-src": [NONE],
@@ -290,6 +296,23 @@ if not DEBUG and not SECURE_HSTS_PRELOAD:
 # that `make run` starts on a unix socket under VAR_DIR.
 REDIS_SOCKET = VAR_DIR / "redis" / "redis.sock"
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=f"redis+socket://{REDIS_SOCKET}")
+# Channels' layer (the hosted terminal: closing every socket of an invitation) lives on the
+# same Redis as the broker. TAKEHOME_CHANNEL_LAYER=memory keeps it in the process instead:
+# only for tests and a single daphne process.
+def _redis_for_channels(broker: str) -> str:
+    if broker.startswith("redis+socket://"):
+        return "unix://" + broker.removeprefix("redis+socket://")
+    return broker
+
+
+if env.str("TAKEHOME_CHANNEL_LAYER", default="redis") == "memory":
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                  "CONFIG": {"hosts": [_redis_for_channels(CELERY_BROKER_URL)],
+                                             "prefix": "takehome-channels"}}}
+# The hosted terminal's recording (asciicast) stops recording past this size, and says so.
+RECORDING_MAX_BYTES = env.int("TAKEHOME_RECORDING_MAX_MB", default=20) * 1024 * 1024
 CELERY_TASK_SERIALIZER = "json"  # ids only, never pickle
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_BACKEND = None

@@ -1,4 +1,4 @@
-"""WSGI entry point (gunicorn takehome.wsgi)."""
+"""WSGI entry point, for a WSGI server of your own: pages only, no hosted terminal (that needs takehome.asgi)."""
 
 import os
 

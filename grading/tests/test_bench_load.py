@@ -20,7 +20,7 @@ LOAD = ROOT / "bench" / "load.py"
 
 
 def free_port() -> int:
-    """A free port for the bench's gunicorn, kept clear of `make run`'s 8000."""
+    """A free port for the bench's daphne, kept clear of `make run`'s 8000."""
     for port in range(8320, 8330):
         with socket.socket() as s:
             try:
@@ -40,7 +40,7 @@ def bench_database() -> list[str]:
     return ["--database-url", f"{server}/{name}_load_bench"]
 
 
-@pytest.mark.worker  # starts gunicorn, a Celery worker, beat and a redis-server
+@pytest.mark.worker  # starts daphne, a Celery worker, beat and a redis-server
 def test_load_bench_grades_every_upload_and_loses_none(runner_dir):
     require(shutil.which("redis-server") is not None, "redis-server is not installed (apt-get install redis-server)")
     env = {k: v for k, v in os.environ.items() if k != "BENCH_BROKER_URL"}

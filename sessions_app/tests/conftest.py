@@ -16,6 +16,7 @@ from django.urls import reverse
 from conftest import require
 
 from .helpers import RED_LOG, receipt
+from .standin_terminal import standin  # noqa: F401  (the terminal's stand-in shell, until the workspace lands)
 
 
 @pytest.fixture(autouse=True)

@@ -1,10 +1,12 @@
-"""The production settings under gunicorn, as docker-compose.yml runs them, behind a TLS proxy.
+"""The production settings under daphne, as docker-compose.yml runs them, behind a TLS proxy.
 
-No Docker engine runs here, so this test plays Caddy's part: it starts gunicorn
+No Docker engine runs here, so this test plays Caddy's part: it starts daphne
 with the very command line of the compose file's web service (on loopback, a port
 in 8460-8469) with DEBUG off and a real SECRET_KEY, plus a real `celery worker`,
 and sends requests as Caddy forwards them: plain HTTP carrying
-`X-Forwarded-Proto: https`, and the PROXY protocol line naming the client. A
+`X-Forwarded-Proto: https`, each connection opened with the PROXY protocol line
+naming the client (a relay in front of daphne adds it, as Caddy does; daphne's
+haproxy: endpoint refuses a connection without one). A
 recruiter logs in and invites, the candidate uploads, the worker grades, a
 reviewer scores and submits, all over HTTP.
 """
@@ -20,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 import requests
@@ -41,21 +44,57 @@ def free_port() -> int:
     return conftest_free_port(PORTS)
 
 
-def compose_gunicorn_args(port: int) -> list[str]:
-    """The web service's gunicorn command from docker-compose.yml, bound to loopback instead."""
+def compose_web_args(port: int) -> list[str]:
+    """The web service's daphne command from docker-compose.yml, bound to loopback instead."""
     command = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["web"]["command"]
-    shell_line = shlex.split(command)[2]  # sh -c "<migrate && load && gunicorn ...>"
+    shell_line = shlex.split(command)[2]  # sh -c "<migrate && load && daphne ...>"
     args = shlex.split(shell_line.split("&&")[-1])
-    assert args[0] == "gunicorn", args
-    at = args.index("--bind")
-    args[at + 1] = f"127.0.0.1:{port}"
-    at = args.index("--workers")
-    args[at + 1] = "2"  # the machine running the tests is small
+    assert args[0] == "daphne", args
+    at = args.index("-e")
+    assert args[at + 1] == "haproxy:tcp:port=8000:interface=0.0.0.0", args
+    args[at + 1] = f"haproxy:tcp:port={port}:interface=127.0.0.1"
     return [sys.executable, "-m", *args]
 
 
+class ProxyProtocolRelay:
+    """Caddy's part on the wire: each connection to ``port`` goes on to daphne's ``target`` port after a PROXY v1
+    line naming the client. ``target`` is chosen once ``port`` is taken."""
+
+    def __init__(self, port: int):
+        self.listener = socket.create_server(("127.0.0.1", port))
+        self.target = free_port()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        while True:
+            try:
+                client, (host, client_port) = self.listener.accept()
+            except OSError:
+                return  # closed
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target), timeout=60)
+            except OSError:  # daphne is not listening yet: the client sees the connection close
+                client.close()
+                continue
+            upstream.sendall(f"PROXY TCP4 {host} 127.0.0.1 {client_port} {self.target}\r\n".encode())
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self.copy, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def copy(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.listener.close()
+
+
 class Browser:
-    """One person's requests, as Caddy forwards them to gunicorn."""
+    """One person's requests, as Caddy forwards them to daphne."""
 
     def __init__(self, base: str, site: str):
         self.base, self.site = base, site
@@ -99,12 +138,17 @@ def raw_request(port: int, path: str, client_ip: str) -> int:
 
 @pytest.fixture
 def production(worker_env, media_root, tmp_path, sample_packet):
-    """gunicorn with the compose file's command and a worker, in production mode; yields (base URL, site URL)."""
+    """daphne with the compose file's command behind the relay, and a worker, in production mode.
+
+    Yields (base URL, site URL, the worker, daphne's own port).
+    """
     from sessions_app.tests.helpers import runner_python
 
     require(shutil.which("bwrap") is not None, "bubblewrap is not installed (apt-get install bubblewrap)")
     require(runner_python().exists(), f"{runner_python()} is missing: run `make runner`")
     port = free_port()
+    relay = ProxyProtocolRelay(port)
+    web_port = relay.target
     site = f"https://127.0.0.1:{port}"
     env = {
         **worker_env,
@@ -114,7 +158,7 @@ def production(worker_env, media_root, tmp_path, sample_packet):
         "SITE_URL": site,
         "TAKEHOME_STATIC_ROOT": str(tmp_path / "static"),
         "EMAIL_URL": "consolemail://",
-        # One count of link look-ups for all gunicorn processes, as Redis gives it in compose.
+        # One count of link look-ups for the web and worker processes, as Redis gives it in compose.
         "CACHE_URL": f"filecache://{tmp_path / 'cache'}",
         "TAKEHOME_TOKEN_LOOKUPS_PER_MINUTE": "3",
         # why: the candidate here uploads a finished zip at once; the path is what is tested.
@@ -123,8 +167,8 @@ def production(worker_env, media_root, tmp_path, sample_packet):
     # The image runs collectstatic at build time (whitenoise's manifest); so does this.
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env,
                    check=True, timeout=300)
-    log = tmp_path / "gunicorn.log"
-    web = subprocess.Popen(compose_gunicorn_args(port), cwd=ROOT, env=env, stdout=log.open("ab"),
+    log = tmp_path / "daphne.log"
+    web = subprocess.Popen(compose_web_args(web_port), cwd=ROOT, env=env, stdout=log.open("ab"),
                            stderr=subprocess.STDOUT, start_new_session=True)
     worker = Worker(env, tmp_path / "worker.log", name=f"prod-{port}")
     worker.start()
@@ -139,14 +183,15 @@ def production(worker_env, media_root, tmp_path, sample_packet):
 
     try:
         try:
-            _wait_for(up, UP_WAIT_S, "gunicorn to answer", interval=0.5)
+            _wait_for(up, UP_WAIT_S, "daphne to answer", interval=0.5)
         except AssertionError:
-            raise AssertionError("gunicorn log:\n" + log.read_text(errors="replace")[-4000:])
-        yield base, site, worker
+            raise AssertionError("daphne log:\n" + log.read_text(errors="replace")[-4000:])
+        yield base, site, worker, web_port
     finally:
+        relay.close()
         worker.stop()
         if web.poll() is None:
-            os.killpg(web.pid, signal.SIGTERM)  # gunicorn's master and its workers
+            os.killpg(web.pid, signal.SIGTERM)  # daphne and anything it started
             try:
                 web.wait(30)
             except subprocess.TimeoutExpired:
@@ -166,7 +211,7 @@ def people(groups, settings):
 
 
 def test_plain_http_goes_to_https_forwarded_https_is_served_securely_and_clients_are_told_apart(production):
-    base, site, _ = production
+    base, site, _, web_port = production
     plain = requests.get(base + "/accounts/login/", allow_redirects=False, timeout=30)
     assert plain.status_code == 301 and plain.headers["Location"] == site + "/accounts/login/"
 
@@ -181,17 +226,16 @@ def test_plain_http_goes_to_https_forwarded_https_is_served_securely_and_clients
     assert requests.get(base + css.group(1), headers={"X-Forwarded-Proto": "https"}, timeout=30).status_code == 200
 
     # Link look-ups are counted per client address, which Caddy passes in the PROXY protocol line.
-    port = int(base.rsplit(":", 1)[1])
-    first = [raw_request(port, f"/t/no-such-token-{i}/", "203.0.113.9") for i in range(4)]
+    first = [raw_request(web_port, f"/t/no-such-token-{i}/", "203.0.113.9") for i in range(4)]
     assert first == [404, 404, 404, 429]
     # Another candidate behind the same proxy is not held back by the first one's misses.
-    assert raw_request(port, "/t/no-such-token-x/", "203.0.113.10") == 404
+    assert raw_request(web_port, "/t/no-such-token-x/", "203.0.113.10") == 404
 
 
 def test_log_in_invite_upload_grade_and_review_behind_the_proxy(production, people, sample_packet):
     from sessions_app.tests.helpers import honest_zip
 
-    base, site, worker = production
+    base, site, worker, _ = production
 
     recruiter = Browser(base, site)
     recruiter.log_in("rita")

@@ -55,15 +55,18 @@ def test_compose_parses_and_has_the_four_services():
         assert service["environment"]["DATABASE_URL"].startswith("postgres://")
         assert service["environment"]["CELERY_BROKER_URL"].startswith("redis://redis:")
     assert "celery" in compose["services"]["worker"]["command"]
-    assert "gunicorn" in compose["services"]["web"]["command"]
+    assert "daphne takehome.asgi:application" in compose["services"]["web"]["command"]
 
 
-def test_the_web_server_holds_a_streamed_model_reply_past_its_timeout():
-    # A reply streams for up to TAKEHOME_MODEL_TIMEOUT_S: sync workers (30 s) would cut it.
+def test_the_web_server_holds_a_streamed_model_reply_and_serves_websockets():
+    # A reply streams for up to TAKEHOME_MODEL_TIMEOUT_S: daphne's optional request timeout stays off.
+    # daphne serves the ASGI app, the pages and the hosted terminal's WebSockets alike.
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["web"]["command"]
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for where in (compose, dockerfile.replace('", "', " ")):
-        assert "--worker-class gthread" in where and "--timeout 120" in where, where
+    supervisord = (ROOT / "scripts" / "supervisord.conf").read_text()
+    for where in (compose, dockerfile.replace('", "', " "), supervisord):
+        assert "daphne takehome.asgi:application" in where and "--http-timeout" not in where, where
+    assert "gunicorn" not in compose + dockerfile + supervisord.split("[program:web]")[1]
 
 
 def test_dockerfile_installs_the_sandbox():
@@ -122,7 +125,7 @@ def directive(block: list, name: str) -> tuple[list[str], list]:
     return found[0]
 
 
-def test_caddyfile_parses_into_one_site_that_proxies_to_gunicorn():
+def test_caddyfile_parses_into_one_site_that_proxies_to_daphne():
     sites = parse_caddyfile((ROOT / "Caddyfile").read_text())
     # A host name from the environment, localhost by default: Caddy gets a public certificate
     # for a real name and uses its internal CA for localhost; no explicit http:// or port, so
@@ -132,12 +135,12 @@ def test_caddyfile_parses_into_one_site_that_proxies_to_gunicorn():
     tokens, proxy = directive(site, "reverse_proxy")
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     web = compose["services"]["web"]
-    assert tokens[1:] == ["web:8000"] and "--bind 0.0.0.0:8000" in " ".join(web["command"].split())
+    assert tokens[1:] == ["web:8000"] and "tcp:port=8000:interface=0.0.0.0" in " ".join(web["command"].split())
     # Caddy must set X-Forwarded-Proto itself (its default), never pass on a fixed or the client's value.
     assert not any(t[0] == "header_up" and "X-Forwarded-Proto" in t for t, _ in proxy)
     _, transport = directive(proxy, "transport")
     assert directive(transport, "proxy_protocol")[0] == ["proxy_protocol", "v1"]
-    assert "--proxy-protocol v1" in " ".join(web["command"].split())
+    assert "-e haproxy:tcp:" in " ".join(web["command"].split())  # daphne reads the PROXY line
     assert directive(proxy, "request_buffers")[0][1] == directive(directive(site, "request_body")[1], "max_size")[0][1]
     _, body = directive(site, "request_body")
     size = directive(body, "max_size")[0][1]

@@ -214,6 +214,50 @@ def test_a_killed_worker_is_restarted_while_the_web_server_keeps_answering(make_
     assert f"worker died (pid {old}); restarting it" in make_run.output()
 
 
+def websocket_frames(port: int, path: str, origin: str) -> tuple[str, list[tuple[int, bytes]]]:
+    """Open a WebSocket by hand and read what the server sends until it closes: (status line, [(opcode, payload)])."""
+    import base64
+
+    key = base64.b64encode(os.urandom(16)).decode()
+    request = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n\r\n")
+    frames = []
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(request.encode())
+        stream = conn.makefile("rb")
+        status = stream.readline().decode().strip()
+        while stream.readline() not in (b"\r\n", b""):
+            pass
+        while status.startswith("HTTP/1.1 101"):
+            head = stream.read(2)
+            if len(head) < 2:
+                break
+            size = head[1] & 0x7F  # a server's frames are not masked
+            if size == 126:
+                size = int.from_bytes(stream.read(2), "big")
+            elif size == 127:
+                size = int.from_bytes(stream.read(8), "big")
+            frames.append((head[0] & 0x0F, stream.read(size)))
+            if frames[-1][0] == 8:  # close
+                break
+    return status, frames
+
+
+def test_make_run_serves_the_terminals_websocket_and_checks_its_origin(make_run):
+    make_run.start()
+    make_run.wait_up("web")
+    port = int(make_run.env["TAKEHOME_PORT"])
+    with WebProbe(make_run.base_url + reverse("login")) as web:
+        web.wait_answers(1)
+    status, frames = websocket_frames(port, "/t/not-a-real-token/terminal", f"http://127.0.0.1:{port}")
+    assert status.startswith("HTTP/1.1 101"), status
+    said, closed = frames
+    assert json.loads(said[1]) == {"close": {"code": 4401, "reason": "This link is not valid."}}
+    assert closed[0] == 8 and int.from_bytes(closed[1][:2], "big") == 4401
+    status, frames = websocket_frames(port, "/t/not-a-real-token/terminal", "https://evil.example")
+    assert status.startswith("HTTP/1.1 403"), status
+
+
 def test_killed_redis_and_beat_are_restarted_and_the_worker_finds_redis_again(make_run):
     from shared.tasks import record_heartbeat
     from takehome.celery import app
@@ -279,8 +323,8 @@ def test_a_port_in_use_stops_make_run_with_the_reason(make_run):
 
 
 def test_a_program_that_never_starts_is_given_up_on_and_everything_stops(make_run):
-    # Bound but not listening: nothing answers, so the launcher's check passes, yet gunicorn
-    # cannot bind. It exits after its own retries, each time before supervisord calls it up.
+    # Bound but not listening: nothing answers, so the launcher's check passes, yet daphne
+    # cannot bind. It exits at once, each time before supervisord calls it up.
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", int(make_run.env["TAKEHOME_PORT"])))
         make_run.start()
@@ -291,7 +335,7 @@ def test_a_program_that_never_starts_is_given_up_on_and_everything_stops(make_ru
     assert "system | web could not be started: stopping everything" in output
     assert "make run stopped: web could not be started" in output
     assert f"{make_run.var}/log/web.log" in output
-    assert "Connection in use" in output  # gunicorn's own words, labelled web
+    assert "Address already in use" in output  # daphne's own words, labelled web
     assert session_pids(make_run.proc.pid) == set()
 
 

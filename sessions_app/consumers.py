@@ -1,0 +1,309 @@
+"""The hosted terminal's WebSocket, /t/<token>/terminal: a pty in the candidate's workspace, in the page.
+
+Frames, a contract scripts rely on (xterm.js's attach convention): a text frame
+is raw terminal input (from the browser) or output (to it); a text frame that
+is a JSON object is a control message: ``{"resize": [cols, rows]}`` from the
+browser, ``{"close": {"code": ..., "reason": ...}}`` from the server just before
+it closes (output that happens to be a JSON object is sent in two frames).
+Frames over MAX_FRAME_BYTES and control messages that do not parse are dropped.
+
+Close codes: 4401 the link is not valid, 4403 not allowed (not started, or the
+packet is not worked in a hosted session), 4410 time is up; the reason says
+which in words. The socket joins a group per invitation, so the server can close
+every terminal of an invitation (``close_terminals``).
+
+Output is sent in chunks of at most CHUNK_BYTES and at most OUTPUT_BYTES_PER_S
+per socket: past that the pty is not read until the next second, so a program
+that floods its output waits (as on a slow terminal) instead of the server
+queueing it without bound. Input, output and resizes are recorded
+(grading.asciicast) in the workspace's session.cast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import json
+import os
+from types import SimpleNamespace
+from urllib.parse import parse_qs
+
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.utils import timezone
+
+from grading.asciicast import Recorder
+
+MAX_FRAME_BYTES = 64 * 1024
+CHUNK_BYTES = 16 * 1024
+OUTPUT_BYTES_PER_S = 1024 * 1024
+COLS_RANGE = range(2, 501)
+ROWS_RANGE = range(1, 201)
+RECHECK_S = 30.0
+
+BAD_TOKEN, NOT_ALLOWED, TIME_UP = 4401, 4403, 4410
+REASON_BAD_TOKEN = "This link is not valid."  # unknown; a revoked link is not found either
+REASON_TOO_MANY = "Too many links that do not work were tried from your address; wait a minute."
+REASON_REVOKED = "This invitation was withdrawn."
+REASON_NOT_STARTED = "The session has not started: press Start on the session's page first."
+REASON_NOT_HOSTED = "This packet is not worked in a hosted session: download it from the session's page."
+REASON_TIME_UP = "Time is up: the workspace is closed."
+REASON_ENDED = "The shell ended. Reconnect to start a new one."
+REASON_UNAVAILABLE = "The workspace could not be opened: {}"
+
+
+def group_name(invitation_id: int) -> str:
+    return f"terminal-invitation-{invitation_id}"
+
+
+async def close_terminals_async(invitation_id: int, code: int, reason: str) -> None:
+    await get_channel_layer().group_send(group_name(invitation_id),
+                                         {"type": "terminal.close", "code": code, "reason": reason})
+
+
+def close_terminals(invitation_id: int, code: int, reason: str) -> None:
+    """Close every open terminal of the invitation, with ``code`` and ``reason`` (e.g. 4403, REASON_REVOKED)."""
+    async_to_sync(close_terminals_async)(invitation_id, code, reason)
+
+
+# The two calls into the workspace (parts C1 and A). Tests replace them with a stand-in.
+def open_client(invitation, cols: int, rows: int):
+    """Open the invitation's workspace and shell, and attach a fresh client of it on a pty."""
+    from grading.workspace import spawn_client
+
+    from .workspaces import ensure_open
+
+    return spawn_client(ensure_open(invitation), cols, rows)
+
+
+def recording_path(invitation):
+    from .workspaces import cast_path
+
+    return cast_path(invitation)
+
+
+def hosted_allowed(version) -> bool:
+    """Whether the packet version is worked in a hosted session (its work_mode: zip, hosted or both)."""
+    return getattr(version, "work_mode", "both") in ("hosted", "both")
+
+
+def output_frames(text: str) -> list[str]:
+    """Output as frames that are never a JSON object (which the page would take for a control message)."""
+    if text.startswith("{"):
+        try:
+            if isinstance(json.loads(text), dict):
+                return [text[:1], text[1:]]
+        except ValueError:
+            pass
+    return [text]
+
+
+async def ready(fd: int, add, remove) -> None:
+    """Until ``fd`` is ready (``add``/``remove``: the loop's reader or writer calls)."""
+    future = asyncio.get_running_loop().create_future()
+    add(fd, lambda: future.done() or future.set_result(None))
+    try:
+        await future
+    finally:
+        remove(fd)
+
+
+def _size(query: dict, name: str, allowed: range, default: int) -> int:
+    try:
+        value = int(query.get(name, [default])[0])
+    except ValueError:
+        return default
+    return value if value in allowed else default
+
+
+def refusal_for(invitation) -> tuple[int, str] | None:
+    """Why the invitation's terminal may not be open now (code, reason), or None."""
+    from .actions import session_phase
+
+    if invitation.revoked_at is not None:
+        return NOT_ALLOWED, REASON_REVOKED
+    if not hosted_allowed(invitation.packet_version):
+        return NOT_ALLOWED, REASON_NOT_HOSTED
+    phase = session_phase(invitation)
+    if phase == "not_started":
+        return NOT_ALLOWED, REASON_NOT_STARTED
+    if phase == "closed":
+        return TIME_UP, REASON_TIME_UP
+    return None
+
+
+def check_link(token: str, address: str):
+    """(invitation, None) when the terminal may open, else (None or the invitation, (code, reason))."""
+    from .links import TooManyLookups, invitation_for
+
+    try:
+        invitation = invitation_for(SimpleNamespace(META={"REMOTE_ADDR": address}), token)
+    except TooManyLookups:
+        return None, (BAD_TOKEN, REASON_TOO_MANY)
+    if invitation is None:
+        return None, (BAD_TOKEN, REASON_BAD_TOKEN)
+    return invitation, refusal_for(invitation)
+
+
+def recheck(invitation_id: int) -> tuple[tuple[int, str] | None, float]:
+    """The invitation read again: (why its terminal must close, or None; seconds until its workspace closes)."""
+    from takehome.models import Invitation
+
+    from .actions import upload_closes_at
+
+    invitation = Invitation.objects.select_related("packet_version").filter(pk=invitation_id).first()
+    if invitation is None:
+        return (BAD_TOKEN, REASON_BAD_TOKEN), 0.0
+    refusal = refusal_for(invitation)
+    left = 0.0 if refusal else (upload_closes_at(invitation) - timezone.now()).total_seconds()
+    return refusal, left
+
+
+class TerminalConsumer(AsyncWebsocketConsumer):
+    client = None
+    recorder = None
+    group = None
+
+    async def connect(self):
+        token = self.scope["url_route"]["kwargs"]["token"]
+        address = (self.scope.get("client") or ["unknown"])[0]
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        cols = _size(query, "cols", COLS_RANGE, 80)
+        rows = _size(query, "rows", ROWS_RANGE, 24)
+        invitation, refusal = await database_sync_to_async(check_link)(token, address)
+        if refusal:
+            await self.refuse(*refusal)
+            return
+        self.group = group_name(invitation.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        try:
+            self.client = await database_sync_to_async(open_client)(invitation, cols, rows)
+            path = await database_sync_to_async(recording_path)(invitation)
+        except Exception as exc:  # the workspace's own exceptions carry the words for the candidate
+            await self.refuse(NOT_ALLOWED, REASON_UNAVAILABLE.format(exc)[:120])
+            return
+        await self.accept()
+        self.recorder = Recorder(path, cols, rows, settings.RECORDING_MAX_BYTES)
+        loop = asyncio.get_running_loop()
+        self.tasks = [loop.create_task(self.pump()),
+                      loop.create_task(self.watch(invitation.pk))]
+
+    async def refuse(self, code: int, reason: str) -> None:
+        # why accept first: a close before the handshake reaches the browser as a bare
+        # failure; after it, the browser gets the code and the reason.
+        await self.accept()
+        await self.close_saying(code, reason)
+
+    async def close_saying(self, code: int, reason: str) -> None:
+        """Close with ``code`` and ``reason``, the reason also in a control frame just before.
+
+        why the frame: daphne sends the close code but drops the reason, and the page shows it.
+        """
+        await self.send(text_data=json.dumps({"close": {"code": code, "reason": reason}}))
+        await self.close(code, reason)
+
+    async def watch(self, invitation_id: int) -> None:
+        """Close the terminal once time is up or the invitation is revoked, even with no channel layer to say so.
+
+        Reads the invitation again every RECHECK_S and at the close of its workspace, so an
+        extended deadline keeps the terminal open.
+        """
+        while True:
+            refusal, left = await database_sync_to_async(recheck)(invitation_id)
+            if refusal:
+                await self.end_client()
+                await self.close_saying(*refusal)
+                return
+            await asyncio.sleep(min(RECHECK_S, max(left, 0.0) + 0.5))
+
+    async def pump(self) -> None:
+        """The pty's output to the socket, in bounded chunks and at a bounded rate."""
+        loop = asyncio.get_running_loop()
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        fd = self.client.fd
+        window, sent = loop.time(), 0
+        while True:
+            await ready(fd, loop.add_reader, loop.remove_reader)
+            try:
+                data = os.read(fd, CHUNK_BYTES)
+            except BlockingIOError:
+                continue
+            except OSError:  # EIO: the pty's other side closed
+                data = b""
+            if not data:
+                break
+            text = decoder.decode(data)
+            if text:
+                for part in output_frames(text):
+                    await self.send(text_data=part)
+                self.recorder.output(text)
+            sent += len(data)
+            now = loop.time()
+            if now - window >= 1.0:
+                window, sent = now, 0
+            elif sent >= OUTPUT_BYTES_PER_S:
+                await asyncio.sleep(window + 1.0 - now)
+                window, sent = loop.time(), 0
+        await self.end_client()
+        await self.close_saying(1000, REASON_ENDED)
+
+    async def receive(self, text_data=None, bytes_data=None):
+        if self.client is None:
+            return
+        data = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
+        if len(data) > MAX_FRAME_BYTES or len(data.encode("utf-8", "replace")) > MAX_FRAME_BYTES:
+            return  # dropped: a paste that large is not typing
+        if data.startswith("{"):
+            try:
+                control = json.loads(data)
+            except ValueError:
+                control = None
+            if isinstance(control, dict):
+                self.control(control)
+                return
+        self.recorder.input(data)
+        await self.write(data.encode("utf-8", "replace"))
+
+    def control(self, message: dict) -> None:
+        size = message.get("resize")
+        if (isinstance(size, list) and len(size) == 2 and all(type(n) is int for n in size)
+                and size[0] in COLS_RANGE and size[1] in ROWS_RANGE):
+            self.client.resize(size[0], size[1])
+            self.recorder.resize(size[0], size[1])
+        # anything else: dropped
+
+    async def write(self, data: bytes) -> None:
+        """All of ``data`` to the pty; waits while the pty's input buffer is full."""
+        fd = self.client.fd
+        loop = asyncio.get_running_loop()
+        while data:
+            try:
+                data = data[os.write(fd, data):]
+            except BlockingIOError:
+                try:
+                    await asyncio.wait_for(ready(fd, loop.add_writer, loop.remove_writer), timeout=5)
+                except TimeoutError:
+                    return  # the program is not reading its input: drop the rest
+            except OSError:
+                return
+
+    async def terminal_close(self, event):
+        await self.end_client()
+        await self.close_saying(event["code"], event["reason"])
+
+    async def end_client(self) -> None:
+        current = asyncio.current_task()
+        for task in getattr(self, "tasks", []):
+            if task is not current:
+                task.cancel()
+        client, self.client = self.client, None
+        if client is not None:
+            await database_sync_to_async(client.close)()
+
+    async def disconnect(self, code):
+        await self.end_client()
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)

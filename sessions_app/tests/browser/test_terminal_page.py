@@ -1,0 +1,105 @@
+"""In Chromium: the workspace page's terminal, over a real WebSocket served by daphne (ASGI).
+
+The shell is the stand-in (standin_terminal.py) until the sandboxed workspace lands.
+"""
+
+import pytest
+
+from conftest import free_port, screenshot
+from sessions_app import consumers
+from sessions_app.actions import do_start_session
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def asgi_application():
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    from takehome.asgi import application
+
+    return ASGIStaticFilesHandler(application)
+
+
+@pytest.fixture
+def asgi_server(settings, standin, monkeypatch):
+    """daphne serving takehome.asgi in a forked process (the stand-in and the settings go with it)."""
+    from daphne.testing import DaphneProcess
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    monkeypatch.setattr(consumers, "RECHECK_S", 1.0)
+    server = DaphneProcess("127.0.0.1", asgi_application, port=free_port(range(8520, 8540)))
+    server.daemon = True
+    server.start()
+    assert server.ready.wait(timeout=20), "daphne did not start"
+    yield f"http://127.0.0.1:{server.port.value}"
+    server.terminate()
+    server.join(timeout=10)
+
+
+def test_typing_in_the_terminal_echoes_and_the_status_says_connected(asgi_server, page, invitation):
+    do_start_session(invitation)
+    errors = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+    status = page.locator("#terminal-status")
+    page.locator("#terminal-status[data-state='connected']").wait_for()
+    page.locator("#terminal .xterm-helper-textarea").focus()
+    page.keyboard.type("echo hi-$((40+2))")
+    page.keyboard.press("Enter")
+    rows = page.locator("#terminal .xterm-rows")
+    rows.get_by_text("hi-42", exact=True).wait_for()
+    assert status.inner_text() == "connected"
+    assert not [e for e in errors if "Content Security Policy" in e], errors
+    screenshot(page, "workspace-terminal")
+
+
+def test_paste_with_ctrl_shift_v_and_copy_of_a_selection(asgi_server, browser, invitation):
+    do_start_session(invitation)
+    context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                  permissions=["clipboard-read", "clipboard-write"])
+    try:
+        page = context.new_page()
+        page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+        page.locator("#terminal-status[data-state='connected']").wait_for()
+        page.evaluate("navigator.clipboard.writeText('echo pasted-$((3+4))')")
+        page.locator("#terminal .xterm-helper-textarea").focus()
+        page.keyboard.press("Control+Shift+V")
+        page.keyboard.press("Enter")
+        rows = page.locator("#terminal .xterm-rows")
+        rows.get_by_text("pasted-7", exact=True).wait_for()
+        page.evaluate("navigator.clipboard.writeText('')")
+        box = rows.get_by_text("pasted-7", exact=True).bounding_box()
+        page.mouse.dblclick(box["x"] + 5, box["y"] + box["height"] / 2)  # xterm selects the word
+        page.keyboard.press("Control+Shift+C")
+        assert page.evaluate("navigator.clipboard.readText()") == "pasted-7"
+    finally:
+        context.close()
+
+
+def test_when_the_shell_ends_the_page_says_so_and_reconnects_to_a_new_one(asgi_server, page, invitation):
+    do_start_session(invitation)
+    page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+    connected = page.locator("#terminal-status[data-state='connected']")
+    connected.wait_for()
+    page.locator("#terminal .xterm-helper-textarea").focus()
+    page.keyboard.type("exit")
+    page.keyboard.press("Enter")
+    page.locator("#terminal-status[data-state='reconnecting']").wait_for()
+    assert "The shell ended" in page.locator("#terminal-status").inner_text()
+    connected.wait_for()
+    page.locator("#terminal .xterm-helper-textarea").focus()
+    page.keyboard.type("echo back-$((2*3))")
+    page.keyboard.press("Enter")
+    page.locator("#terminal .xterm-rows").get_by_text("back-6", exact=True).wait_for()
+
+
+def test_a_revoked_link_closes_the_terminal_with_the_reason_and_no_retry(asgi_server, page, invitation):
+    from takehome.actions import do_revoke_invitation
+
+    do_start_session(invitation)
+    page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+    page.locator("#terminal-status[data-state='connected']").wait_for()
+    do_revoke_invitation(invitation)  # the server's own process holds its channel layer: the recheck closes it
+    closed = page.locator("#terminal-status[data-state='closed']")
+    closed.wait_for(timeout=10000)
+    assert closed.inner_text() == "closed: This invitation was withdrawn."

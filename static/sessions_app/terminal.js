@@ -1,0 +1,110 @@
+// The hosted terminal: xterm.js over the WebSocket /t/<token>/terminal (sessions_app/consumers.py).
+// Frames: text is raw input and output; a JSON object text frame is a control message:
+// {"resize": [cols, rows]} from here, {"close": {"code", "reason"}} from the server before it closes. The socket reconnects after a drop, unless the server closed it
+// for good (codes 4401, 4403, 4410), and the status line says which.
+(function () {
+  const box = document.getElementById("terminal");
+  if (!box || !window.Terminal) return;
+  const status = document.getElementById("terminal-status");
+
+  // xterm.js sizes and colours itself with <style> elements it creates; the page's
+  // Content-Security-Policy admits them only with this page's nonce.
+  const nonceMeta = document.querySelector('meta[name="takehome-style-nonce"]');
+  if (nonceMeta) {
+    const create = document.createElement.bind(document);
+    document.createElement = function (tag, options) {
+      const element = create(tag, options);
+      if (String(tag).toLowerCase() === "style") element.nonce = nonceMeta.content;
+      return element;
+    };
+  }
+
+  const term = new window.Terminal({ cursorBlink: true, scrollback: 5000, convertEol: false,
+                                     fontFamily: "ui-monospace, SFMono-Regular, Menlo, monospace" });
+  const fit = new window.FitAddon.FitAddon();
+  term.loadAddon(fit);
+  term.open(box);
+  fit.fit();
+
+  const FINAL = new Set([4401, 4403, 4410]);
+  let socket = null;
+  let retries = 0;
+  let closedForGood = false;
+
+  const say = (words, state) => {
+    status.textContent = words;
+    status.dataset.state = state;
+  };
+
+  function sendSize() {
+    if (socket && socket.readyState === WebSocket.OPEN) {
+      socket.send(JSON.stringify({ resize: [term.cols, term.rows] }));
+    }
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    const url = scheme + "//" + location.host + box.dataset.url + "?cols=" + term.cols + "&rows=" + term.rows;
+    socket = new WebSocket(url);
+    socket.onopen = () => {
+      retries = 0;
+      say("connected", "connected");
+      sendSize();
+      term.focus();
+    };
+    let said = "";  // the reason of the server's {"close": ...} control frame
+    socket.onmessage = (event) => {
+      if (typeof event.data !== "string") return;
+      if (event.data.startsWith("{")) {
+        try {
+          const control = JSON.parse(event.data);
+          if (control && typeof control === "object" && !Array.isArray(control)) {
+            if (control.close) said = String(control.close.reason || "");
+            return;
+          }
+        } catch (e) {
+          // not JSON: output that starts with {
+        }
+      }
+      term.write(event.data);
+    };
+    socket.onclose = (event) => {
+      const reason = event.reason || said;
+      if (FINAL.has(event.code)) {
+        closedForGood = true;
+        say("closed: " + (reason || "the server closed the terminal"), "closed");
+        return;
+      }
+      retries += 1;
+      const wait = Math.min(10, retries) * 1000;
+      say("reconnecting…" + (reason ? " (" + reason + ")" : ""), "reconnecting");
+      setTimeout(connect, wait);
+    };
+  }
+
+  // Copy as other terminals do: Ctrl+Shift+C copies the selection (Ctrl+C stays the interrupt).
+  // Paste: Ctrl+Shift+V or the browser's paste, which xterm.js takes by itself.
+  term.attachCustomKeyEventHandler((event) => {
+    if (event.type === "keydown" && event.ctrlKey && event.shiftKey && event.code === "KeyC") {
+      if (term.hasSelection() && navigator.clipboard) navigator.clipboard.writeText(term.getSelection());
+      event.preventDefault();
+      return false;
+    }
+    return true;
+  });
+
+  term.onData((data) => {
+    if (socket && socket.readyState === WebSocket.OPEN) socket.send(data);
+  });
+
+  let pending = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(pending);
+    pending = setTimeout(() => {
+      fit.fit();
+      if (!closedForGood) sendSize();
+    }, 100);
+  });
+
+  connect();
+})();
