@@ -13,6 +13,8 @@ urlpatterns = [
     path("<str:token>/gate/<str:step>", views.gate_step, name="gate-step"),
     path("<str:token>/status", views.status, name="status"),
     path("<str:token>/upload", views.upload, name="upload"),
+    # PLACEHOLDER (part C3): part B's workspace page replaces this line and its view at merge.
+    path("<str:token>/workspace", views.workspace_placeholder, name="workspace"),
     path("<str:token>/uploads/<int:pk>", views.submission_detail, name="submission-detail"),
     # The model window, OpenAI-compatible: a client's base URL is /t/<token>/model/v1.
     path("<str:token>/model/v1/chat/completions", model_views.chat_completions, name="model-chat"),

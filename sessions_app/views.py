@@ -186,6 +186,15 @@ def landing(request: HttpRequest, invitation: Invitation, token: str) -> HttpRes
     return render(request, template, session_context(invitation, token))
 
 
+@require_GET
+@never_cache
+@with_invitation
+def workspace_placeholder(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
+    """PLACEHOLDER (part C3) so the landing page can link by name; part B's workspace page replaces it."""
+    return HttpResponse("The hosted workspace is not built into this server yet.", content_type="text/plain",
+                        status=503)
+
+
 @require_http_methods(["GET", "POST"])
 @never_cache
 @with_invitation
