@@ -152,6 +152,7 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
         "model_panel": model_panel(invitation),
         "model_policy": effective_policy(invitation.packet_version),
         "model_base_url": model_base_url(token),
+        "work_mode": invitation.packet_version.work_mode,
     }
 
 
