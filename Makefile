@@ -15,7 +15,7 @@ ifeq ($(origin PORT),command line)
 export TAKEHOME_PORT := $(PORT)
 endif
 
-.PHONY: run status test lint setup dotenv system venv runner db bench
+.PHONY: run status test lint setup dotenv system venv runner db bench vendor
 
 # A port given to this make (PORT or TAKEHOME_PORT) carries SITE_URL with it, unless SITE_URL
 # is set too; otherwise both come from .env. run-supervised says so loudly when they disagree.
@@ -63,6 +63,12 @@ venv: $(VENV)/.installed
 # The sandbox's own minimal virtualenv (pinned pytest), built from Debian's python3.
 runner: venv dotenv
 	@$(PY) manage.py build_runner
+
+# Browser code from npm, pinned and committed under static/vendor/ with its licence (no CDN at run time).
+# Run it again only to change a version: one recipe line per package.
+ASCIINEMA_PLAYER_VERSION := 3.18.0
+vendor:
+	scripts/vendor-npm asciinema-player $(ASCIINEMA_PLAYER_VERSION) static/vendor/asciinema-player dist/bundle/asciinema-player.min.js dist/bundle/asciinema-player.css LICENSE
 
 db: venv dotenv
 	@$(PY) manage.py migrate --noinput -v0
