@@ -4,8 +4,11 @@ The recording is written by the terminal (grading/asciicast.py): a header
 line ``{"version": 2, "width", "height", "timestamp"}``, then one event per
 line, ``[t, code, data]`` with ``t`` in seconds since the header's
 timestamp. Markers are ``[t, "m", label]`` ("red captured", "green
-captured", "submitted", ...). The reviewer's page lists them as buttons that
-seek the player, and draws them on the timeline at ``timestamp + t``.
+captured", "submitted", ...). Each test run seen in the terminal's output
+(pytest's closing line, "1 failed in 0.05s" or "==== 2 passed in 0.1s ====")
+becomes a marker too, "test run: 1 failed", at the moment that line was
+printed. The reviewer's page lists them as buttons that seek the player,
+and draws them on the timeline at ``timestamp + t``.
 
 Only the markers and the last event's time are kept; output and input
 events are skipped as they are read, so a long session costs one pass over
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +28,13 @@ from pathlib import Path
 # Read no further than this: the terminal caps what it records, and a file past it is not ours to parse whole.
 MAX_READ_BYTES = 64 << 20
 MAX_LABEL = 200
+MAX_LINE = 4096  # a partial output line kept between events; longer is no pytest summary
+TEST_RUN = "test run: "
+# pytest's closing line, its colours and "=" rule taken off: counts, then " in <seconds>s".
+SUMMARY_RE = re.compile(
+    r"^=*\s*((?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)(?:, )?)+"
+    r"|no tests ran) in \d+(?:\.\d+)?s\b")
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 
 
 class UnreadableRecording(Exception):
@@ -46,6 +57,10 @@ class Marker:
     @property
     def is_red(self) -> bool:
         return self.label.lower().startswith("red")
+
+    @property
+    def is_test_run(self) -> bool:
+        return self.label.startswith(TEST_RUN)
 
 
 @dataclass(frozen=True)
@@ -101,6 +116,7 @@ def read_recording(path: Path, max_bytes: int = MAX_READ_BYTES) -> Recording | N
         started_at = datetime.fromtimestamp(stamp, tz=UTC) if stamp is not None else None
         width, height = (int(_number(header.get(k)) or 0) for k in ("width", "height"))
         markers: list[Marker] = []
+        runs = _TestRuns()
         duration = 0.0
         read = handle.tell()
         cut = None
@@ -122,4 +138,23 @@ def read_recording(path: Path, max_bytes: int = MAX_READ_BYTES) -> Recording | N
             if event[1] == "m":
                 label = str(event[2]).strip()[:MAX_LABEL] or "marker"
                 markers.append(Marker(t, label))
+            elif event[1] == "o" and isinstance(event[2], str):
+                markers += runs.feed(t, event[2])
     return Recording(started_at, width, height, duration, tuple(sorted(markers, key=lambda m: m.t)), cut)
+
+
+class _TestRuns:
+    """pytest's closing lines in the terminal's output, whole lines only, across output events."""
+
+    def __init__(self) -> None:
+        self.partial = ""
+
+    def feed(self, t: float, data: str) -> list[Marker]:
+        *lines, self.partial = re.split(r"[\r\n]", self.partial + data)
+        self.partial = self.partial[-MAX_LINE:]
+        found = []
+        for line in lines:
+            match = SUMMARY_RE.match(ANSI_RE.sub("", line).strip())
+            if match:
+                found.append(Marker(t, TEST_RUN + match.group(1).rstrip(", ")[:MAX_LABEL]))
+        return found

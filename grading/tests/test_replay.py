@@ -28,10 +28,28 @@ def test_the_markers_and_the_start_are_read(tmp_path):
     recording = read_recording(write_cast(tmp_path / "s.cast", SESSION))
     assert recording.started_at == datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     assert (recording.width, recording.height, recording.duration) == (80, 24, 12.0)
-    assert [(m.t, m.label) for m in recording.markers] == [(4.5, "red captured"), (9.25, "green captured")]
+    assert [(m.t, m.label) for m in recording.markers] == [
+        (2.4, "test run: 1 failed"), (4.5, "red captured"), (8.8, "test run: 1 passed"), (9.25, "green captured")]
     assert recording.red.t == 4.5 and recording.red.clock == "0:04"
-    assert [e["name"] for e in recording.marker_events()] == ["recording: red captured", "recording: green captured"]
-    assert recording.marker_events()[0]["at"] == "2026-12-01T12:00:04.500000+00:00"
+    assert [e["name"] for e in recording.marker_events()] == [
+        "recording: test run: 1 failed", "recording: red captured", "recording: test run: 1 passed",
+        "recording: green captured"]
+    assert recording.marker_events()[1]["at"] == "2026-12-01T12:00:04.500000+00:00"
+
+
+def test_each_test_run_is_found_in_the_output_across_events_and_colours(tmp_path):
+    events = [
+        (1.0, "o", "$ python -m pytest\r\n"),
+        (2.0, "o", "\x1b[31m==== \x1b[31m\x1b[1m1 failed\x1b[0m, \x1b[32m2 pas"),
+        (2.5, "o", "sed\x1b[0m\x1b[31m in 0.10s\x1b[0m\x1b[31m ====\x1b[0m\r\n$ "),
+        (3.0, "o", "echo '3 passed in 1s'\r\n"),  # a command line, not pytest's closing line
+        (4.0, "o", "===== no tests ran in 0.01s =====\n"),
+        (5.0, "i", "1 failed in 9s\r"),  # typed, not printed
+    ]
+    recording = read_recording(write_cast(tmp_path / "s.cast", events))
+    assert [(m.t, m.label) for m in recording.markers] == [
+        (2.5, "test run: 1 failed, 2 passed"), (4.0, "test run: no tests ran")]
+    assert recording.red is None
 
 
 def test_no_file_is_no_recording(tmp_path):
@@ -51,7 +69,7 @@ def test_broken_lines_are_skipped_and_a_cut_file_still_reads(tmp_path):
     with path.open("ab") as out:
         out.write(b'garbage\n[1]\n["x", "m", "bad time"]\n[-3, "m", "negative"]\n[13.0, "m", "submitted"]\n[14.0, "o", "trunc')
     recording = read_recording(path)
-    assert [m.label for m in recording.markers] == ["red captured", "green captured", "submitted"]
+    assert [m.label for m in recording.markers if not m.is_test_run] == ["red captured", "green captured", "submitted"]
 
 
 def test_reading_stops_at_the_byte_limit(tmp_path):
@@ -112,10 +130,12 @@ def test_a_recording_puts_the_player_and_its_markers_in_the_stamp_section(client
     stamp, response = review(client, reviewer, submission)
     assert 'id="replay-player"' in stamp and f'data-src="{cast_url(submission)}"' in stamp
     buttons = stamp.split('id="replay-markers"')[1].split("</ul>")[0]
-    assert buttons.index("Jump to red") < buttons.index("red captured") < buttons.index("green captured")
+    assert buttons.index("Jump to red") < buttons.index("test run: 1 failed") < buttons.index("red captured") \
+        < buttons.index("test run: 1 passed") < buttons.index("green captured")
     assert 'id="jump-to-red" data-seek="4.500"' in buttons
     # the timeline marks each gate step of the recording
-    assert 'data-event="recording: red captured"' in stamp and 'data-event="recording: green captured"' in stamp
+    for mark in ("red captured", "green captured", "test run: 1 failed", "test run: 1 passed"):
+        assert f'data-event="recording: {mark}"' in stamp
     # the player's scripts on this page only, and WebAssembly allowed for it, no inline script
     assert "asciinema-player.min.js" in response.content.decode() and "replay.js" in response.content.decode()
     policy = response["Content-Security-Policy"]
@@ -147,6 +167,6 @@ def test_an_unreadable_recording_is_a_sentence_not_a_traceback(client, reviewer,
 
 
 def test_a_recording_without_markers_says_no_gate_step_was_taken(client, reviewer, submission):
-    cast_for(submission, [e for e in SESSION if e[1] != "m"])
+    cast_for(submission, [e for e in SESSION if e[1] == "i"])
     stamp, _ = review(client, reviewer, submission)
     assert 'id="replay-player"' in stamp and "no gate step was taken" in stamp and "Jump to red" not in stamp
