@@ -18,6 +18,7 @@ a recording cut short by a crash still replays up to its last whole line.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -103,9 +104,24 @@ def _header(line: bytes) -> dict:
 
 
 def read_recording(path: Path, max_bytes: int = MAX_READ_BYTES) -> Recording | None:
-    """The recording at ``path``, or None when there is none; UnreadableRecording when it is not one."""
+    """The recording at ``path``, or None when there is none; UnreadableRecording when it is not one.
+
+    A recording read before and unchanged since (same size and modification time) is not read again:
+    the review page asks on every view, and a finished session's file no longer changes.
+    """
     try:
-        handle = path.open("rb")
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UnreadableRecording(f"it cannot be read ({exc.strerror}).") from None
+    return _read(str(path), stat.st_size, stat.st_mtime_ns, max_bytes)
+
+
+@functools.lru_cache(maxsize=64)
+def _read(path: str, size: int, mtime_ns: int, max_bytes: int) -> Recording | None:
+    try:
+        handle = open(path, "rb")
     except FileNotFoundError:
         return None
     except OSError as exc:

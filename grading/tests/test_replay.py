@@ -170,3 +170,11 @@ def test_a_recording_without_markers_says_no_gate_step_was_taken(client, reviewe
     cast_for(submission, [e for e in SESSION if e[1] == "i"])
     stamp, _ = review(client, reviewer, submission)
     assert 'id="replay-player"' in stamp and "no gate step was taken" in stamp and "Jump to red" not in stamp
+
+
+def test_a_recording_that_grows_is_read_again(tmp_path):
+    path = write_cast(tmp_path / "s.cast", SESSION)
+    assert read_recording(path) is read_recording(path)  # unchanged: read once
+    with path.open("a") as out:
+        out.write(json.dumps([13.0, "m", "submitted"]) + "\n")
+    assert read_recording(path).markers[-1].label == "submitted"
