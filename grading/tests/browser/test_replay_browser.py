@@ -54,6 +54,12 @@ def test_the_reviewer_replays_the_session_and_jumps_to_red(live_server, page, ma
     # the terminal shows the failing run at that moment
     wait_until(page, "document.querySelector('#replay-player').innerText.includes('1 failed')")
     assert page.locator("svg.timeline [data-event='recording: red captured']").count() == 1
+    # a key pressed in the player is the player's, never the review page's "f = fail"
+    page.click("#replay-player .ap-player")
+    page.keyboard.press("f")
+    page.wait_for_timeout(300)
+    assert page.locator("#cell-model_waited[data-passed]").count() == 0
+    page.keyboard.press("Escape")
     assert blocked == []
     page.locator("#replay").scroll_into_view_if_needed()
     screenshot(page, "review-replay")
