@@ -68,6 +68,17 @@ def test_the_start_confirmation_says_what_opens(client, mode, words):
     assert words in client.get(url("start", invitation)).content.decode()
 
 
+@pytest.mark.parametrize("mode, words", [("zip", "Upload your work before then"),
+                                         ("hosted", "Submit your work from your workspace before then")])
+def test_a_resent_link_after_start_says_how_the_work_is_handed_in(mailoutbox, mode, words):
+    from takehome.actions import do_send_invitation
+
+    invitation = InvitationFactory(packet_version=make_packet(work_mode=mode).latest_version())
+    do_start_session(invitation)
+    do_send_invitation(invitation)
+    assert words in mailoutbox[-1].body
+
+
 def test_the_sample_packets_page_offers_both(client, sample_packet):
     invitation = InvitationFactory(packet_version=sample_packet.latest_version())
     do_start_session(invitation)
