@@ -77,7 +77,9 @@ bench: setup
 # The browser libraries, pinned, copied from npm into static/vendor/ (committed; needs npm only here).
 XTERM_VERSION := 6.0.0
 XTERM_FIT_VERSION := 0.11.0
+ASCIINEMA_PLAYER_VERSION := 3.18.0
 vendor:
-	rm -rf static/vendor/xterm static/vendor/xterm-addon-fit
+	rm -rf static/vendor/xterm static/vendor/xterm-addon-fit static/vendor/asciinema-player
 	scripts/vendor-npm @xterm/xterm@$(XTERM_VERSION) xterm lib/xterm.js css/xterm.css
 	scripts/vendor-npm @xterm/addon-fit@$(XTERM_FIT_VERSION) xterm-addon-fit lib/addon-fit.js
+	scripts/vendor-npm asciinema-player@$(ASCIINEMA_PLAYER_VERSION) asciinema-player dist/bundle/asciinema-player.min.js dist/bundle/asciinema-player.css

@@ -88,6 +88,7 @@ def _parse(at: str | None) -> datetime | None:
 
 REFUSED = " (refused)"
 EXCHANGE = "model exchange"
+RECORDING = "session recording"  # a hosted session's marker (grading/replay.py): a gate step or a test run
 
 
 def _kind(event: Mapping) -> str:
@@ -98,6 +99,8 @@ def _kind(event: Mapping) -> str:
         return "stamp"
     if name.startswith(EXCHANGE) and event.get("source") == "server exchange":
         return "exchange"
+    if event.get("source") == RECORDING:
+        return "marker"
     return "zip"
 
 
@@ -112,8 +115,8 @@ def _mentioned(event: Mapping, problem: str) -> bool:
         return (f"'{step}'" in problem and "refused" not in problem) or f"{step} receipt" in problem
     if kind == "stamp":
         return "stamp's value" in problem
-    if kind == "exchange":
-        return False  # why: the timeline check knows nothing of exchanges
+    if kind in ("exchange", "marker"):
+        return False  # why: the timeline check knows nothing of exchanges or of the recording
     # why a word match: "red.log" must not be found inside another name
     return bool(name) and re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", problem) is not None
 
@@ -124,7 +127,7 @@ def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
     Returns {width, height, axis_left, axis_right, rows, start, end, undated}.
     Each row: {name, source, precision, when, x, y, kind, flagged, label_x,
     anchor, x_end}; ``kind`` is receipt, refused (a refused receipt), stamp,
-    exchange (a model exchange) or zip. An event with ``until`` (an exchange's
+    exchange (a model exchange), marker (a hosted session recording's marker) or zip. An event with ``until`` (an exchange's
     reply end) has ``x_end`` there, else None. Events without a time are
     listed under ``undated``.
     """

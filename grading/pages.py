@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
@@ -20,7 +22,7 @@ from sessions_app.actions import session_phase, upload_closes_at
 from sessions_app.models import GateReceipt, Submission
 from takehome.models import Candidate, Decision, Invitation, Packet
 
-from . import display, rubric
+from . import display, replay, rubric
 from .actions import TALLY_COUNTS, diff_unfolded
 from .agreement import PairAgreement, Table
 from .models import AgreementTally, Evidence, Mark, Review
@@ -248,6 +250,8 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
     runs = data.get("runs") or {}
     model = data.get("model")  # None: graded before the model window was part of the evidence
     exchanges = (model or {}).get("exchanges") or []
+    session = session_replay(submission)
+    marks = session.recording.marker_events() if session and session.recording else []
     return {
         **state,
         "submission": submission,
@@ -263,8 +267,10 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
         "red_receipts": [r for r in receipts if r.get("step") == GateReceipt.Step.RED],
         "receipts": receipts,
         "gate_log": display.gate_log_rows(timeline.get("gate_log")),  # None: graded before the log was read
-        "timeline": display.layout_timeline([*(timeline.get("events") or []), *display.exchange_events(exchanges)],
-                                            timeline.get("problems") or []),
+        "timeline": display.layout_timeline(
+            [*(timeline.get("events") or []), *display.exchange_events(exchanges), *marks],
+            timeline.get("problems") or []),
+        "replay": session,
         "model": model,
         "exchanges": display.exchange_rows(exchanges),
         "model_comparisons": display.comparison_rows(model),
@@ -277,6 +283,41 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
         "next": None if reader else next_in_queue(submission, reviewer),
         "cells_before_diff": [state["cells"][key].label for key in rubric.BEFORE_DIFF],
     }
+
+
+def recording_path(invitation: Invitation) -> Path:
+    """Where the hosted session's terminal recording lives: <workspaces dir>/inv-<pk>/session.cast.
+
+    TAKEHOME_WORKSPACES_DIR, by default <TAKEHOME_VAR_DIR>/workspaces (the workspace's own folder;
+    the recording is never visible inside its sandbox).
+    """
+    folder = getattr(settings, "TAKEHOME_WORKSPACES_DIR", None) or settings.VAR_DIR / "workspaces"
+    return Path(folder) / f"inv-{invitation.pk}" / "session.cast"
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The stamp section's player: the recording's markers, or why there is nothing to play."""
+
+    recording: replay.Recording | None
+    problem: str = ""
+
+    @property
+    def playable(self) -> bool:
+        return self.recording is not None
+
+
+def session_replay(submission: Submission) -> Replay | None:
+    """The replay for a submission from a hosted session, or whose invitation has a recording; else None."""
+    try:
+        recording = replay.read_recording(recording_path(submission.invitation))
+    except replay.UnreadableRecording as exc:
+        return Replay(None, f"The session's recording cannot be played: {exc}")
+    if recording is None:
+        if submission.via != "hosted":
+            return None
+        return Replay(None, "No recording of this session was found on the server.")
+    return Replay(recording)
 
 
 def _receipt_dicts(rows) -> list[dict]:

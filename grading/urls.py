@@ -9,6 +9,7 @@ app_name = "grading"
 urlpatterns = [
     path("", views.queue, name="queue"),
     path("<int:pk>/", views.review_detail, name="review-detail"),
+    path("<int:pk>/session.cast", views.session_cast, name="session-cast"),
     path("<int:pk>/mark/<str:cell>/", views.mark_update, name="mark-update"),
     path("<int:pk>/submit/", views.review_submit, name="review-submit"),
     path("debrief/", views.debrief_list, name="debrief-list"),

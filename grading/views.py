@@ -13,7 +13,7 @@ import csv
 from urllib.parse import urlencode
 
 from django import forms
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
@@ -94,8 +94,32 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
         if submission.is_finished:
             return HttpResponseClientRefresh()
         return render(request, "grading/review_detail.html#grading-status", {"submission": submission})
-    return render(request, "grading/review_detail.html",
-                  pages.review_page(submission, request.user, reads_only(request.user)))
+    context = pages.review_page(submission, request.user, reads_only(request.user))
+    return _page(request, context)
+
+
+def _page(request: HttpRequest, context: dict) -> HttpResponse:
+    """The whole review page; with a recording to play, a policy that lets its player run."""
+    response = render(request, "grading/review_detail.html", context)
+    if context["replay"] and context["replay"].playable:
+        # why: the player's terminal runs as WebAssembly, which script-src 'self' alone forbids; only this page
+        # and only with a recording to play gets it (still no inline script and no eval of JavaScript).
+        response._csp_update = {"script-src": ["'wasm-unsafe-eval'"]}
+    return response
+
+
+@require_GET
+@desk_required
+def session_cast(request: HttpRequest, pk: int) -> HttpResponse:
+    """The hosted session's recording (asciicast v2) for the review page's player; 404 when it has none."""
+    submission = _submission(pk)
+    try:
+        handle = pages.recording_path(submission.invitation).open("rb")
+    except OSError:
+        raise Http404("No recording of this session.") from None
+    response = FileResponse(handle, content_type="application/x-asciicast")
+    response["Cache-Control"] = "private, no-store"
+    return response
 
 
 def _cell_response(request, submission, cell: str, error: str = "", note: str | None = None,
@@ -106,7 +130,7 @@ def _cell_response(request, submission, cell: str, error: str = "", note: str | 
             context = pages.review_page(submission, request.user)
             context["cells"][cell].error = error
             context["cells"][cell].notice = notice
-            return render(request, "grading/review_detail.html", context)
+            return _page(request, context)
         return htmx_redirect(request, "grading:review-detail", pk=submission.pk)
     state = pages.review_state(submission, request.user)
     c = state["cells"][cell]

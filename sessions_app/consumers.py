@@ -36,6 +36,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from grading.asciicast import Recorder
+from takehome.models import PacketVersion
 
 MAX_FRAME_BYTES = 64 * 1024
 CHUNK_BYTES = 16 * 1024
@@ -87,7 +88,7 @@ def recording_path(invitation):
 
 def hosted_allowed(version) -> bool:
     """Whether the packet version is worked in a hosted session (its work_mode: zip, hosted or both)."""
-    return getattr(version, "work_mode", "both") in ("hosted", "both")
+    return version.work_mode in (PacketVersion.WorkMode.HOSTED, PacketVersion.WorkMode.BOTH)
 
 
 def output_frames(text: str) -> list[str]:

@@ -18,7 +18,6 @@ from django.contrib import messages
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -162,6 +161,7 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
         "model_panel": model_panel(invitation),
         "model_policy": effective_policy(invitation.packet_version),
         "model_base_url": model_base_url(token),
+        "work_mode": invitation.packet_version.work_mode,
     }
 
 
@@ -435,16 +435,9 @@ def submission_detail(request: HttpRequest, invitation: Invitation, token: str, 
                                       "receipt": receipt, "reviewed": reviewed})
 
 
-def _url_or_none(name: str, **kwargs) -> str | None:
-    """The URL of a route another part adds (the workspace's gate actions), or None before it exists."""
-    try:
-        return reverse(f"sessions_app:{name}", kwargs=kwargs)
-    except NoReverseMatch:
-        return None
-
-
 def workspace_context(invitation: Invitation, token: str) -> dict:
     from .consumers import hosted_allowed
+    from .workspace_views import gate_panel_context
 
     latest = {}
     for receipt in invitation.receipts.filter(step__in=(GateReceipt.Step.RED, GateReceipt.Step.GREEN)).order_by(
@@ -452,12 +445,10 @@ def workspace_context(invitation: Invitation, token: str) -> dict:
         latest[receipt.step] = receipt
     return {
         **clock_context(invitation, token),
+        **gate_panel_context(invitation, token),
         "hosted": hosted_allowed(invitation.packet_version),
         # the last red and the last green receipt, accepted or refused
         "captures": [latest[step] for step in (GateReceipt.Step.RED, GateReceipt.Step.GREEN) if step in latest],
-        "capture_red_url": _url_or_none("workspace-capture", token=token, step="red"),
-        "capture_green_url": _url_or_none("workspace-capture", token=token, step="green"),
-        "submit_url": _url_or_none("workspace-submit", token=token),
         "model_provided": effective_policy(invitation.packet_version) == PacketVersion.ModelPolicy.PROVIDED,
     }
 

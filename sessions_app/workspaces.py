@@ -9,7 +9,6 @@ workspace with the packet version's fixture, as the download carries it.
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import time
 from datetime import timedelta
@@ -19,6 +18,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from grading.asciicast import append_marker as recorder_marker
 from grading.environments import runner_for
 from takehome.models import Invitation, PacketFile
 
@@ -139,40 +139,15 @@ def touch(invitation: Invitation | int) -> None:
 
 
 def append_marker(invitation: Invitation, label: str) -> None:
-    """Mark a moment in the recording ("red captured", "submitted").
+    """Mark a moment in the recording ("red captured", "submitted"), its header first if there is none yet.
 
-    Uses grading.asciicast.append_marker (part B of step 10) when it is there;
-    until then (STAND-IN, for the lead to drop at merge) writes the one
-    asciicast v2 marker line itself. Without a recording nothing is written.
     A failure to mark is logged, never raised: the capture itself stands.
     """
     path = cast_path(invitation)
     try:
-        try:
-            from grading.asciicast import append_marker as recorder_marker
-        except ImportError:
-            recorder_marker = _marker_stand_in
         recorder_marker(path, label)
     except OSError as exc:
         log.warning("could not mark %r in %s: %s", label, path, exc)
-
-
-def _marker_stand_in(path: Path, label: str) -> None:
-    import fcntl
-
-    if not path.is_file():
-        return
-    with path.open("r+", encoding="utf-8") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            header = json.loads(f.readline() or "{}")
-        except ValueError:
-            return
-        started = header.get("timestamp") if isinstance(header, dict) else None
-        if not isinstance(started, (int, float)):
-            return
-        f.seek(0, 2)
-        f.write(json.dumps([round(max(0.0, time.time() - started), 6), "m", label]) + "\n")
 
 
 def idle_since():

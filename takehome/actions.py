@@ -57,6 +57,7 @@ class VersionContent:
     python_version: str = ""  # one of TAKEHOME_PYTHONS' versions ("" = the default)
     model_policy: str = ""  # PacketVersion.ModelPolicy ("" = provided when an upstream is configured, else own)
     model_name: str = ""  # overrides TAKEHOME_MODEL_NAME ("" = the setting)
+    work_mode: str = "zip"  # PacketVersion.WorkMode: zip, hosted or both (the candidate picks)
 
 
 def read_zip_tree(uploaded, what: str) -> dict[str, bytes]:
@@ -154,6 +155,7 @@ def do_create_version(packet: Packet, content: VersionContent, user=None, send_c
         python_version=content.python_version,
         model_policy=content.model_policy,
         model_name=content.model_name,
+        work_mode=content.work_mode,
         # why every cell written out: a version carries its whole rubric, whatever the defaults become.
         rubric={c.key: c.label for c in rubric_cells},
         rubric_definitions={c.key: c.definition for c in rubric_cells},
@@ -239,6 +241,7 @@ def sample_content(folder: Path = SAMPLE_PACKET_DIR) -> tuple[str, str, VersionC
         decoys=spec.decoys,
         requirements=spec.requirements,
         python_version=spec.python,
+        work_mode=meta.get("work_mode", PacketVersion.WorkMode.ZIP),
     )
     return meta["slug"], meta["title"], content
 
@@ -264,6 +267,7 @@ def _same_content(version: PacketVersion, content: VersionContent) -> bool:
         and version.python_version == content.python_version
         and version.model_policy == content.model_policy
         and version.model_name == content.model_name
+        and version.work_mode == content.work_mode
         and version.rubric_cells() == content_cells(content)
     )
 

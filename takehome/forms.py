@@ -113,6 +113,12 @@ class PacketVersionForm(forms.Form):
         required=False, max_length=200, label="Model name (optional)",
         help_text="The model the window asks for this packet, e.g. qwen2.5-coder:7b. Empty: TAKEHOME_MODEL_NAME.",
     )
+    work_mode = forms.ChoiceField(
+        required=False, initial=PacketVersion.WorkMode.ZIP, label="How candidates work", choices=PacketVersion.WorkMode.choices,
+        help_text="A zip: they download the project, work on their own machine with gate.py and upload it. Hosted: "
+        "a workspace on this server with a terminal in the browser, nothing to install; the server runs the tests "
+        "itself, captures red and green and records the session for the reviewers. Both: the candidate picks.",
+    )
     time_limit_minutes = forms.IntegerField(
         initial=90, min_value=5, max_value=7 * 24 * 60, label="Time limit (minutes)",
         help_text="From 5 minutes to 7 days (10080). The clock starts when the candidate presses Start.",
@@ -145,6 +151,7 @@ class PacketVersionForm(forms.Form):
                 "python_version": base.python_version,
                 "model_policy": base.model_policy,
                 "model_name": base.model_name,
+                "work_mode": base.work_mode,
                 "protected_paths": "\n".join(base.protected_paths),
                 "forbidden_patterns": _format_map(base.forbidden_patterns),
                 "refusal_hints": _format_map(base.refusal_hints),
@@ -209,6 +216,10 @@ class PacketVersionForm(forms.Form):
             if problems:
                 raise forms.ValidationError(problems)
         return value
+
+    def clean_work_mode(self) -> str:
+        # why: a form posted without the field (a script written before step 10) keeps today's zip.
+        return self.cleaned_data["work_mode"] or PacketVersion.WorkMode.ZIP
 
     def clean_forbidden_patterns(self) -> dict[str, str]:
         return _label_map(self.cleaned_data["forbidden_patterns"], "Forbidden patterns")
@@ -279,6 +290,7 @@ class PacketVersionForm(forms.Form):
             python_version=data["python_version"],
             model_policy=data["model_policy"],
             model_name=data["model_name"],
+            work_mode=data["work_mode"],
         )
 
 

@@ -87,6 +87,15 @@ class PacketVersion(models.Model):
 
     model_policy = models.CharField(max_length=10, blank=True, default="", choices=ModelPolicy.choices)
     model_name = models.CharField(max_length=200, blank=True, default="")
+    # How candidates work (step 10): "zip" = download, work on their machine with
+    # gate.py, upload; "hosted" = a workspace on this server with a terminal in the
+    # browser, the server running and recording the tests; "both" = the candidate picks.
+    class WorkMode(models.TextChoices):
+        ZIP = "zip", "Download and upload a zip (the candidate's own machine)"
+        HOSTED = "hosted", "A hosted workspace (a terminal in the browser)"
+        BOTH = "both", "Both: the candidate picks"
+
+    work_mode = models.CharField(max_length=10, default=WorkMode.ZIP, choices=WorkMode.choices)
     # The rubric in this version's words: cell key -> label, and cell key -> what passes and fails it.
     rubric = models.JSONField(default=dict, blank=True)
     rubric_definitions = models.JSONField(default=dict, blank=True)

@@ -5,7 +5,8 @@
     packet.json          slug, title, test_command, time_limit_minutes, protected_paths,
                          forbidden_patterns, refusal_hints (a name: a pattern or a list), rubric, rubric_definitions,
                          python_version (optional: "3.11"; the server's default when absent),
-                         model_policy (optional: provided, own or none), model_name (optional)
+                         model_policy (optional: provided, own or none), model_name (optional),
+                         work_mode (optional: zip, hosted or both; zip when absent)
     prompt.md            the candidate's prompt (Markdown)
     requirements.txt     what the tests need beyond pytest (optional; pinned, from the package index only)
     fixture/             the tree handed to candidates
@@ -44,7 +45,7 @@ OPTIONAL_FILES = ("requirements.txt",)
 HISTORY_FOLDER = "versions"
 KNOWN_KEYS = {"slug", "title", "test_command", "time_limit_minutes", "protected_paths",
               "forbidden_patterns", "refusal_hints", "rubric", "rubric_definitions", "python_version",
-              "model_policy", "model_name"}
+              "model_policy", "model_name", "work_mode"}
 SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
 
 
@@ -67,6 +68,9 @@ def version_meta(version: PacketVersion) -> dict:
         meta["model_policy"] = version.model_policy
     if version.model_name:
         meta["model_name"] = version.model_name
+    # why only when not the default: an export of a zip-only version stays byte for byte what it was.
+    if version.work_mode != PacketVersion.WorkMode.ZIP:
+        meta["work_mode"] = version.work_mode
     return meta
 
 
@@ -159,13 +163,16 @@ def parse_meta(data: bytes) -> dict:
     if not isinstance(model_name, str) or len(model_name) > 200:
         raise PacketError('packet.json: model_name must be a model name such as "qwen2.5-coder:7b" '
                           "(at most 200 characters).")
+    work_mode = meta.get("work_mode", PacketVersion.WorkMode.ZIP)
+    if work_mode not in PacketVersion.WorkMode.values:
+        raise PacketError('packet.json: work_mode must be "zip", "hosted" or "both" (or left out: zip).')
     protected = meta.get("protected_paths", [])
     if not isinstance(protected, list) or not all(isinstance(p, str) for p in protected):
         raise PacketError("packet.json: protected_paths must be a list of fixture paths.")
     return {
         "slug": slug, "title": title.strip(), "test_command": command, "time_limit_minutes": minutes,
         "protected_paths": tuple(protected), "python_version": python_version,
-        "model_policy": model_policy, "model_name": model_name.strip(),
+        "model_policy": model_policy, "model_name": model_name.strip(), "work_mode": work_mode,
         "forbidden_patterns": _patterns(meta.get("forbidden_patterns", {}), "forbidden_patterns"),
         "refusal_hints": _patterns(meta.get("refusal_hints", {}), "refusal_hints", several=True),
         "rubric": _strings(meta.get("rubric", {}), "rubric"),
@@ -249,5 +256,6 @@ def parse_packet(files: Mapping[str, bytes], nested: bool = False) -> tuple[str,
         python_version=meta["python_version"],
         model_policy=meta["model_policy"],
         model_name=meta["model_name"],
+        work_mode=meta["work_mode"],
     )
     return meta["slug"], meta["title"], content

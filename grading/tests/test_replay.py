@@ -1,0 +1,180 @@
+"""The reviewer's replay of a hosted session (step 10): reading the recording, serving it to the desk only,
+and the stamp section's player, markers and timeline marks."""
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
+
+from grading.pages import recording_path, session_replay
+from grading.replay import UnreadableRecording, read_recording
+from sessions_app.models import Submission
+
+from .casts import SESSION, cast_for, write_cast
+
+
+@pytest.fixture(autouse=True)
+def workspaces(settings, tmp_path):
+    settings.TAKEHOME_WORKSPACES_DIR = tmp_path / "workspaces"
+    return settings.TAKEHOME_WORKSPACES_DIR
+
+
+# --- reading a recording ------------------------------------------------------------------
+
+
+def test_the_markers_and_the_start_are_read(tmp_path):
+    recording = read_recording(write_cast(tmp_path / "s.cast", SESSION))
+    assert recording.started_at == datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    assert (recording.width, recording.height, recording.duration) == (80, 24, 12.0)
+    assert [(m.t, m.label) for m in recording.markers] == [
+        (2.4, "test run: 1 failed"), (4.5, "red captured"), (8.8, "test run: 1 passed"), (9.25, "green captured")]
+    assert recording.red.t == 4.5 and recording.red.clock == "0:04"
+    assert [e["name"] for e in recording.marker_events()] == [
+        "recording: test run: 1 failed", "recording: red captured", "recording: test run: 1 passed",
+        "recording: green captured"]
+    assert recording.marker_events()[1]["at"] == "2026-12-01T12:00:04.500000+00:00"
+
+
+def test_each_test_run_is_found_in_the_output_across_events_and_colours(tmp_path):
+    events = [
+        (1.0, "o", "$ python -m pytest\r\n"),
+        (2.0, "o", "\x1b[31m==== \x1b[31m\x1b[1m1 failed\x1b[0m, \x1b[32m2 pas"),
+        (2.5, "o", "sed\x1b[0m\x1b[31m in 0.10s\x1b[0m\x1b[31m ====\x1b[0m\r\n$ "),
+        (3.0, "o", "echo '3 passed in 1s'\r\n"),  # a command line, not pytest's closing line
+        (4.0, "o", "===== no tests ran in 0.01s =====\n"),
+        (5.0, "i", "1 failed in 9s\r"),  # typed, not printed
+    ]
+    recording = read_recording(write_cast(tmp_path / "s.cast", events))
+    assert [(m.t, m.label) for m in recording.markers] == [
+        (2.5, "test run: 1 failed, 2 passed"), (4.0, "test run: no tests ran")]
+    assert recording.red is None
+
+
+def test_no_file_is_no_recording(tmp_path):
+    assert read_recording(tmp_path / "absent.cast") is None
+
+
+@pytest.mark.parametrize("first_line", [b"not json\n", b"[1, 2]\n", b'{"version": 1}\n', b"\xff\xfe\n"])
+def test_a_file_that_is_no_asciicast_v2_says_so(tmp_path, first_line):
+    path = tmp_path / "bad.cast"
+    path.write_bytes(first_line + b'[1.0, "m", "red captured"]\n')
+    with pytest.raises(UnreadableRecording):
+        read_recording(path)
+
+
+def test_broken_lines_are_skipped_and_a_cut_file_still_reads(tmp_path):
+    path = write_cast(tmp_path / "s.cast", SESSION)
+    with path.open("ab") as out:
+        out.write(b'garbage\n[1]\n["x", "m", "bad time"]\n[-3, "m", "negative"]\n[13.0, "m", "submitted"]\n[14.0, "o", "trunc')
+    recording = read_recording(path)
+    assert [m.label for m in recording.markers if not m.is_test_run] == ["red captured", "green captured", "submitted"]
+
+
+def test_reading_stops_at_the_byte_limit(tmp_path):
+    path = write_cast(tmp_path / "s.cast", [(float(i), "o", "x" * 100) for i in range(100)] + [(200.0, "m", "late")])
+    recording = read_recording(path, max_bytes=2000)
+    assert recording.markers == () and recording.cut_at_bytes == 2000
+
+
+# --- serving it to the desk only -------------------------------------------------------------
+
+
+def cast_url(submission) -> str:
+    return reverse("grading:session-cast", args=[submission.pk])
+
+
+def test_a_reviewer_gets_the_recording_and_a_recruiter_too(client, reviewer, recruiter, submission):
+    path = cast_for(submission)
+    assert path == recording_path(submission.invitation)
+    assert path.parent.name == f"inv-{submission.invitation.pk}"
+    for user in (reviewer, recruiter):
+        client.force_login(user)
+        response = client.get(cast_url(submission))
+        assert response.status_code == 200
+        assert b"".join(response.streaming_content) == path.read_bytes()
+        assert response["Cache-Control"] == "private, no-store"
+
+
+def test_no_recording_is_a_404(client, reviewer, submission):
+    client.force_login(reviewer)
+    assert client.get(cast_url(submission)).status_code == 404
+    assert client.get(reverse("grading:session-cast", args=[999999])).status_code == 404
+
+
+def test_a_candidate_with_their_link_open_or_anyone_else_gets_nothing(client, groups, submission):
+    cast_for(submission)
+    token = submission.invitation.link_token()
+    assert client.get(reverse("sessions_app:landing", args=[token])).status_code == 200
+    response = client.get(cast_url(submission))
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+    client.force_login(User.objects.create_user("nobody", password="x"))
+    response = client.get(cast_url(submission))
+    assert response.status_code == 403 and b"red captured" not in response.content
+
+
+# --- the stamp section --------------------------------------------------------------------------
+
+
+def review(client, reviewer, submission) -> tuple[str, object]:
+    client.force_login(reviewer)
+    response = client.get(reverse("grading:review-detail", args=[submission.pk]))
+    assert response.status_code == 200
+    html = response.content.decode()
+    return html.split('id="section-stamp"')[1].split('id="section-refusal"')[0], response
+
+
+def test_a_recording_puts_the_player_and_its_markers_in_the_stamp_section(client, reviewer, submission):
+    cast_for(submission)
+    stamp, response = review(client, reviewer, submission)
+    assert 'id="replay-player"' in stamp and f'data-src="{cast_url(submission)}"' in stamp
+    buttons = stamp.split('id="replay-markers"')[1].split("</ul>")[0]
+    assert buttons.index("Jump to red") < buttons.index("test run: 1 failed") < buttons.index("red captured") \
+        < buttons.index("test run: 1 passed") < buttons.index("green captured")
+    assert 'id="jump-to-red" data-seek="4.500"' in buttons
+    # the timeline marks each gate step of the recording
+    for mark in ("red captured", "green captured", "test run: 1 failed", "test run: 1 passed"):
+        assert f'data-event="recording: {mark}"' in stamp
+    # the player's scripts on this page only, and WebAssembly allowed for it, no inline script
+    assert "asciinema-player.min.js" in response.content.decode() and "replay.js" in response.content.decode()
+    policy = response["Content-Security-Policy"]
+    assert "'wasm-unsafe-eval'" in policy and "'unsafe-inline'" not in policy and "'unsafe-eval'" not in policy
+
+
+def test_an_upload_without_a_recording_has_no_player(client, reviewer, submission):
+    stamp, response = review(client, reviewer, submission)
+    assert 'id="replay"' not in stamp
+    assert "asciinema-player" not in response.content.decode()
+    assert "wasm-unsafe-eval" not in response["Content-Security-Policy"]
+
+
+def test_a_hosted_submission_without_its_recording_says_so(client, reviewer, submission):
+    Submission.objects.filter(pk=submission.pk).update(via="hosted")
+    submission.refresh_from_db()
+    stamp, response = review(client, reviewer, submission)
+    assert "No recording of this session was found on the server." in stamp
+    assert "asciinema-player" not in response.content.decode()
+
+
+def test_an_unreadable_recording_is_a_sentence_not_a_traceback(client, reviewer, submission):
+    path = recording_path(submission.invitation)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": 3}) + "\n")
+    assert session_replay(submission).problem.startswith("The session's recording cannot be played")
+    stamp, _ = review(client, reviewer, submission)
+    assert 'id="replay-problem"' in stamp and "asciicast version 2 header" in stamp
+
+
+def test_a_recording_without_markers_says_no_gate_step_was_taken(client, reviewer, submission):
+    cast_for(submission, [e for e in SESSION if e[1] == "i"])
+    stamp, _ = review(client, reviewer, submission)
+    assert 'id="replay-player"' in stamp and "no gate step was taken" in stamp and "Jump to red" not in stamp
+
+
+def test_a_recording_that_grows_is_read_again(tmp_path):
+    path = write_cast(tmp_path / "s.cast", SESSION)
+    assert read_recording(path) is read_recording(path)  # unchanged: read once
+    with path.open("a") as out:
+        out.write(json.dumps([13.0, "m", "submitted"]) + "\n")
+    assert read_recording(path).markers[-1].label == "submitted"
