@@ -108,7 +108,11 @@ def sweep(now=None) -> list[str]:
         over = invitation.deadline is not None and now > invitation.deadline + grace
         try:
             if over or invitation.revoked_at is not None:
-                workspaces.backend().freeze(workspaces.workspace_for(invitation, row))
+                ws = workspaces.workspace_for(invitation, row)
+                workspaces.backend().freeze(ws)
+                # why release too: the frozen files wait in saved.tar, not in memory; a visit
+                # mounts them again, read-only (grading.workspace keeps the frozen mark)
+                workspaces.backend().release(ws)
                 Workspace.objects.filter(pk=row.pk).update(frozen_at=now, closed=True,
                                                            shell_stopped_at=row.shell_stopped_at or now)
                 reason = "Time is up: the workspace is read-only now." if over else "This link is no longer valid."
