@@ -48,7 +48,9 @@ def ws_settings(settings):
     settings.WORKSPACES_DIR = Path(settings.GRADING_SCRATCH_DIR) / "gate-tests" / "ws"
     settings.WORKSPACE_UID_BASE, settings.WORKSPACE_SLOTS = UID_BASE, SLOTS
     settings.WORKSPACE_DISK_MB, settings.WORKSPACE_MEMORY_MB, settings.WORKSPACE_PROCESSES = 8, 256, 64
-    return settings
+    yield settings
+    # why: a test without a real workspace may still leave a lock file there (real_workspaces unmounts first)
+    shutil.rmtree(settings.WORKSPACES_DIR, ignore_errors=True)
 
 
 def _clean_up(folder: Path) -> None:
