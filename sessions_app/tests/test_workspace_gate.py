@@ -554,6 +554,9 @@ def test_the_sweep_stops_idle_shells_and_freezes_workspaces_past_the_deadline(ho
     assert red.accepted and red.tree_hashes["notes.md"] == actions._file_hashes({"x": b"written before the idle "
                                                                                      b"stop\n"})["x"]
     assert not sandbox.shell_running(hosted.ws)
+    # the files it mounted again go back to disk at the next sweep, once
+    assert gate_host.sweep() == [f"saved the files of invitation {hosted.invitation.pk} again"]
+    assert not sandbox._is_mounted(hosted.home) and gate_host.sweep() == []
     # the next visit starts the idle shell again, with its files
     workspaces.ensure_open(hosted.invitation)
     idle_row.refresh_from_db()
