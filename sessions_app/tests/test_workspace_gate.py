@@ -307,6 +307,20 @@ def test_a_workspace_too_big_is_refused_in_words(hosted, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.django_db
+def test_a_workspace_the_server_cannot_read_is_refused_in_words_and_nothing_is_kept(hosted, monkeypatch):
+    monkeypatch.setattr(actions, "_run_tests", lambda *a: pytest.fail("an unreadable workspace was run"))
+    sandbox.release(hosted.ws)
+    hosted.ws.part("saved.tar").write_bytes(b"not a tar file")
+    with pytest.raises(actions.SessionRefused, match="could not read your workspace") as refused:
+        actions.do_capture(hosted.invitation, "red")
+    assert refused.value.code == "unavailable" and not receipts(hosted.invitation, "red")
+    with pytest.raises(actions.SessionRefused, match="could not read your workspace"):
+        actions.do_submit_workspace(hosted.invitation)
+    assert not Submission.objects.filter(invitation=hosted.invitation).exists()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
 def test_the_submitted_zip_carries_the_servers_logs_not_the_candidates(hosted):
     import io
     import zipfile
