@@ -659,6 +659,8 @@ def test_the_whole_gate_typed_into_the_shell_ends_in_a_hosted_submission_with_th
 
     ws = workspaces.ensure_open(started)
     wait_for_socket(started)
+    # the copy of grading/sandboxed grading.workspace keeps beside the workspaces is no workspace of the host's
+    assert list(Path(ws.folder).parent.glob("sandboxed-*")) and set(host.servers) == {started.pk}
     term = Term(ws)
     try:
         # the candidate's test first: it expects the refund to lower the total, and fails
