@@ -463,7 +463,7 @@ def _snapshot(invitation: Invitation) -> dict[str, bytes]:
 
     sandbox = workspaces.backend()
     try:
-        return dict(sandbox.snapshot_files(workspaces.workspace_for(invitation)))
+        return dict(sandbox.snapshot_files(workspaces.open_files(invitation)))
     except sandbox.WorkspaceTooBig as exc:
         raise SessionRefused(str(exc), "too_big") from exc
     except sandbox.WorkspaceUnavailable as exc:

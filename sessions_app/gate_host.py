@@ -11,9 +11,10 @@ actions run in a thread, so one long capture never holds up another
 workspace's socket.
 
 The sweep (every ``sweep_every_s``) stops shells idle past
-TAKEHOME_WORKSPACE_IDLE_MINUTES (their files saved; the next visit starts
-them again) and freezes workspaces past the deadline plus grace, or whose link
-was revoked (read-only, shell stopped, terminals closed with 4410).
+TAKEHOME_WORKSPACE_IDLE_MINUTES (their files saved and unmounted; the next
+visit starts them again; files a capture mounted since go back to disk too)
+and freezes workspaces past the deadline plus grace, or whose link was revoked
+(read-only, shell stopped, files saved and unmounted, terminals closed with 4410).
 """
 
 from __future__ import annotations
@@ -108,7 +109,11 @@ def sweep(now=None) -> list[str]:
         over = invitation.deadline is not None and now > invitation.deadline + grace
         try:
             if over or invitation.revoked_at is not None:
-                workspaces.backend().freeze(workspaces.workspace_for(invitation, row))
+                ws = workspaces.workspace_for(invitation, row)
+                workspaces.backend().freeze(ws)
+                # why release too: the frozen files wait in saved.tar, not in memory; a visit
+                # mounts them again, read-only (grading.workspace keeps the frozen mark)
+                workspaces.backend().release(ws)
                 Workspace.objects.filter(pk=row.pk).update(frozen_at=now, closed=True,
                                                            shell_stopped_at=row.shell_stopped_at or now)
                 reason = "Time is up: the workspace is read-only now." if over else "This link is no longer valid."
@@ -118,6 +123,10 @@ def sweep(now=None) -> list[str]:
                 workspaces.backend().release(workspaces.workspace_for(invitation, row))
                 Workspace.objects.filter(pk=row.pk).update(shell_stopped_at=now)
                 done.append(f"stopped the idle shell of invitation {invitation.pk}")
+            elif row.last_seen_at < idle_before and os.path.ismount(workspaces.folder_for(invitation) / "home"):
+                # a capture or submit mounted the files of a stopped shell again (workspaces.open_files)
+                workspaces.backend().release(workspaces.workspace_for(invitation, row))
+                done.append(f"saved the files of invitation {invitation.pk} again")
         except Exception:
             # why go on: one workspace that cannot be stopped must not keep the others running
             log.exception("the sweep could not handle the workspace of invitation %s", invitation.pk)

@@ -106,6 +106,18 @@ def seed_files(invitation: Invitation) -> dict[str, bytes]:
     return files
 
 
+def open_files(invitation: Invitation):
+    """The invitation's workspace with its files mounted; its shell is left as it is.
+
+    why: a capture or submit must read a workspace the sweep released (idle:
+    its files only in saved.tar) or froze, without starting a shell the
+    candidate did not ask for. Idempotent; raises grading.workspace's errors.
+    """
+    ws = workspace_for(invitation)
+    backend().open_workspace(ws, seed_files(invitation))
+    return ws
+
+
 def ensure_open(invitation: Invitation):
     """Open the invitation's workspace (seeded when new, restored when saved) and start its shell.
 

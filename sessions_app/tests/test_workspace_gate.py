@@ -1,27 +1,34 @@
-"""The hosted session's server-side gate: captures through the real grading sandbox, submit through
-grading, the `gate` command over a real unix socket, and the sweep (idle stop, deadline freeze).
+"""The hosted session's server-side gate over the real workspace sandbox: captures through the real grading
+sandbox, submit through grading, the `gate` command over a real unix socket, typed into a real shell, and the
+sweep (idle stop, deadline freeze) with its real effects.
 
-The workspace itself (mounts, the shell) is grading.workspace, part A of step 10. Until it is merged
-these tests put FolderWorkspaces in its place: the workspace's files in a plain folder, the shell
-calls only noted. STAND-IN: the lead swaps it for the real grading.workspace at merge.
+The workspaces are grading.workspace's own: a size-capped tmpfs per invitation, a tmux shell in bubblewrap
+under a uid of our test range. Tests that open one need root, a writable cgroup and tmux; they are marked
+slow, and under CI=true a missing part is a failure.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
+from conftest import require
+from grading import workspace as sandbox
+from grading.tests.test_workspace import Term
 from sessions_app import actions, gate_host, workspaces
 from sessions_app.models import GateReceipt, Submission, Workspace
 
@@ -30,78 +37,58 @@ from .helpers import HONEST_TEST, fix_invoices
 
 GATE = Path(__file__).resolve().parents[2] / "grading" / "sandboxed" / "bin" / "gate"
 PROMPT = b"invoices.py uses abs() on cents; refunds are negative. Propose a minimal patch.\n"
+# Our own uids: apart from grading's pools (62000, 62100, 62120), the server's workspaces (63000..63499)
+# and grading/tests/test_workspace.py's (63940..63943).
+UID_BASE, SLOTS = 63960, 6
 
 
-# --- STAND-IN for grading.workspace (part A): the files in a plain folder, the shell calls noted ----------
+@pytest.fixture
+def ws_settings(settings):
+    """Workspaces under a folder the sandbox uids can traverse, with uids of this module's range only."""
+    settings.WORKSPACES_DIR = Path(settings.GRADING_SCRATCH_DIR) / "gate-tests" / "ws"
+    settings.WORKSPACE_UID_BASE, settings.WORKSPACE_SLOTS = UID_BASE, SLOTS
+    settings.WORKSPACE_DISK_MB, settings.WORKSPACE_MEMORY_MB, settings.WORKSPACE_PROCESSES = 8, 256, 64
+    yield settings
+    # why: a test without a real workspace may still leave a lock file there (real_workspaces unmounts first)
+    shutil.rmtree(settings.WORKSPACES_DIR, ignore_errors=True)
 
-class FolderWorkspaces:
-    """grading.workspace's interface over a plain folder (<folder>/home), for these tests only."""
 
-    class WorkspaceUnavailable(Exception):
-        pass
+def _clean_up(folder: Path) -> None:
+    """End every process and cgroup of our uid range, unmount every workspace under ``folder``, remove it."""
+    for uid in range(UID_BASE, UID_BASE + SLOTS):
+        sandbox.stop_shell(sandbox.Workspace(folder / "none", uid, folder))
+    for point, _, _ in sandbox._mounts():
+        if point.startswith(f"{folder.resolve()}/"):
+            sandbox._umount(Path(point))
+    shutil.rmtree(folder, ignore_errors=True)
 
-    class WorkspaceTooBig(Exception):
-        pass
 
-    @dataclass(frozen=True)
-    class WorkspaceLimits:
-        disk_bytes: int = 64 << 20
-        inodes: int = 20000
-        memory_bytes: int = 512 << 20
-        processes: int = 128
-        cpu_cores: float = 1.0
-        file_size_bytes: int = 32 << 20
-        nofile: int = 1024
-
-    @dataclass(frozen=True)
-    class Workspace:
-        folder: Path
-        uid: int
-        runner_dir: Path
-        limits: object = None
-
-    def __init__(self):
-        self.calls: list[tuple[str, int]] = []
-        self.too_big = False
-
-    def open_workspace(self, ws, seed) -> None:
-        home = ws.folder / "home"
-        if not home.exists():
-            for path, data in seed.items():
-                (home / path).parent.mkdir(parents=True, exist_ok=True)
-                (home / path).write_bytes(data)
-        self.calls.append(("open", ws.uid))
-
-    def start_shell(self, ws) -> None:
-        self.calls.append(("start_shell", ws.uid))
-
-    def release(self, ws) -> None:
-        self.calls.append(("release", ws.uid))
-
-    def freeze(self, ws) -> None:
-        self.calls.append(("freeze", ws.uid))
-
-    def snapshot_files(self, ws) -> dict[str, bytes]:
-        if self.too_big:
-            raise self.WorkspaceTooBig("Your workspace holds more than 50 MB; remove large files, then try again.")
-        home = ws.folder / "home"
-        return {p.relative_to(home).as_posix(): p.read_bytes() for p in sorted(home.rglob("*"))
-                if p.is_file() and "__pycache__" not in p.parts}
+@pytest.fixture
+def real_workspaces(ws_settings):
+    """grading.workspace for real; every workspace, shell and cgroup of the test is gone after it."""
+    require(os.geteuid() == 0, "a workspace mounts a tmpfs: run the tests as root")
+    require(sandbox.detect("auto", "bwrap").mode in ("cgroup1", "cgroup2"), "no writable cgroup here")
+    require(shutil.which("tmux") is not None, "tmux is missing (apt-get install tmux)")
+    folder = Path(ws_settings.WORKSPACES_DIR)
+    _clean_up(folder)
+    yield sandbox
+    _clean_up(folder)
+    for uid in range(UID_BASE, UID_BASE + SLOTS):
+        assert sandbox._uid_processes(uid) == [], f"a process of uid {uid} outlived the test"
 
 
 @dataclass
 class Hosted:
     invitation: object
-    backend: FolderWorkspaces
-    ws: object = field(default=None)
+    ws: sandbox.Workspace
 
     @property
     def home(self) -> Path:
-        return self.ws.folder / "home"
+        return self.ws.home
 
     def write(self, path: str, data: bytes) -> None:
-        (self.home / path).parent.mkdir(parents=True, exist_ok=True)
-        (self.home / path).write_bytes(data)
+        """Write into the mounted workspace, owned by its uid, as the candidate's own files are."""
+        sandbox._write_files(self.home, iter([(path, data, 0o644)]), self.ws.uid)
 
     def failing_test(self) -> None:
         self.write("test_invoices.py", HONEST_TEST)
@@ -111,17 +98,8 @@ class Hosted:
 
 
 @pytest.fixture
-def backend(monkeypatch, settings, tmp_path):
-    settings.WORKSPACES_DIR = tmp_path / "ws"
-    stand_in = FolderWorkspaces()
-    monkeypatch.setattr(workspaces, "backend", lambda: stand_in)
-    return stand_in
-
-
-@pytest.fixture
-def hosted(started, backend, media_root):
-    ws = workspaces.ensure_open(started)
-    return Hosted(started, backend, ws)
+def hosted(started, real_workspaces, media_root):
+    return Hosted(started, workspaces.ensure_open(started))
 
 
 def receipts(invitation, step):
@@ -130,6 +108,7 @@ def receipts(invitation, step):
 
 # --- the workspace row -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_opening_seeds_the_fixture_and_gives_each_open_workspace_its_own_uid(hosted, settings):
     from takehome.tests.factories import InvitationFactory
@@ -143,11 +122,13 @@ def test_opening_seeds_the_fixture_and_gives_each_open_workspace_its_own_uid(hos
     Workspace.objects.filter(pk=row.pk).update(closed=True)  # a closed workspace gives its uid back
     third = InvitationFactory(packet_version=hosted.invitation.packet_version)
     assert workspaces.workspace_row(third).uid == settings.WORKSPACE_UID_BASE
-    assert hosted.backend.calls[:2] == [("open", row.uid), ("start_shell", row.uid)]
+    # the files on the workspace's own tmpfs, the candidate's uid's; its shell running
+    assert sandbox._is_mounted(hosted.home) and (hosted.home / "invoices.py").stat().st_uid == row.uid
+    assert sandbox.shell_running(hosted.ws) and hosted.ws.uid == row.uid
 
 
 @pytest.mark.django_db
-def test_no_free_uid_is_a_clear_refusal(started, backend, settings):
+def test_no_free_uid_is_a_clear_refusal(started, ws_settings, settings):
     from takehome.tests.factories import InvitationFactory
 
     settings.WORKSPACE_SLOTS = 1
@@ -157,20 +138,22 @@ def test_no_free_uid_is_a_clear_refusal(started, backend, settings):
 
 
 @pytest.mark.django_db
-def test_touch_moves_last_seen_at_most_once_a_minute(hosted):
+def test_touch_moves_last_seen_at_most_once_a_minute(started, ws_settings):
+    workspaces.workspace_row(started)
     old = timezone.now() - timedelta(hours=1)
-    Workspace.objects.filter(invitation=hosted.invitation).update(last_seen_at=old)
-    workspaces._touched.pop(hosted.invitation.pk, None)
-    workspaces.touch(hosted.invitation)
-    seen = Workspace.objects.get(invitation=hosted.invitation).last_seen_at
+    Workspace.objects.filter(invitation=started).update(last_seen_at=old)
+    workspaces._touched.pop(started.pk, None)
+    workspaces.touch(started)
+    seen = Workspace.objects.get(invitation=started).last_seen_at
     assert seen > old
-    Workspace.objects.filter(invitation=hosted.invitation).update(last_seen_at=old)
-    workspaces.touch(hosted.invitation.pk)  # within the minute: no write
-    assert Workspace.objects.get(invitation=hosted.invitation).last_seen_at == old
+    Workspace.objects.filter(invitation=started).update(last_seen_at=old)
+    workspaces.touch(started.pk)  # within the minute: no write
+    assert Workspace.objects.get(invitation=started).last_seen_at == old
 
 
 # --- captures through the real sandbox ----------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_red_on_the_sample_fixture_is_accepted_as_it_comes(hosted, ready):
     red = actions.do_capture(hosted.invitation, "red")
@@ -179,6 +162,7 @@ def test_red_on_the_sample_fixture_is_accepted_as_it_comes(hosted, ready):
     assert "Red captured" in actions.capture_words(red, "python -m pytest -q")
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_red_green_and_submit_are_captured_by_the_server_and_graded_so(hosted, ready, client, reviewer):
     from grading import pipeline
@@ -220,6 +204,7 @@ def test_red_green_and_submit_are_captured_by_the_server_and_graded_so(hosted, r
     assert 'data-captured-by="server"' in page and "Captured by the server" in page
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_a_red_that_shows_no_failure_is_refused_and_kept(hosted, ready):
     hosted.write("test_invoices.py", b"def test_nothing_yet():\n    assert True\n")
@@ -229,6 +214,7 @@ def test_a_red_that_shows_no_failure_is_refused_and_kept(hosted, ready):
     assert with_refusal.captured_by == "server" and "1 passed" in with_refusal.log_text
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_green_first_is_refused_without_running_the_tests(hosted, monkeypatch):
     monkeypatch.setattr(actions, "_run_tests", lambda *a: pytest.fail("the sandbox ran for a refused step"))
@@ -240,6 +226,7 @@ def test_green_first_is_refused_without_running_the_tests(hosted, monkeypatch):
     assert "python gate.py" not in words
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_a_capture_marks_the_recording(hosted, monkeypatch):
     monkeypatch.setattr(actions, "_run_tests", lambda *a: pytest.fail("green first must not run"))
@@ -252,6 +239,7 @@ def test_a_capture_marks_the_recording(hosted, monkeypatch):
     assert (kind, label) == ("m", "green refused") and 4 <= t <= 60
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_a_green_that_still_fails_is_refused(hosted, ready):
     hosted.failing_test()
@@ -262,6 +250,7 @@ def test_a_green_that_still_fails_is_refused(hosted, ready):
     assert not green.accepted and "still red" in green.refusal
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_after_the_deadline_a_capture_is_refused(hosted, monkeypatch, settings):
     monkeypatch.setattr(actions, "_run_tests", lambda *a: pytest.fail("the sandbox ran after the deadline"))
@@ -279,13 +268,13 @@ def test_after_the_deadline_a_capture_is_refused(hosted, monkeypatch, settings):
 
 
 @pytest.mark.django_db
-def test_before_start_a_capture_is_refused(invitation, backend):
+def test_before_start_a_capture_is_refused(invitation, ws_settings):
     with pytest.raises(actions.SessionRefused, match="not started"):
         actions.do_capture(invitation, "red")
 
 
 @pytest.mark.django_db
-def test_a_capture_without_a_workspace_says_to_open_it(started, backend, media_root):
+def test_a_capture_without_a_workspace_says_to_open_it(started, ws_settings, media_root):
     with pytest.raises(actions.SessionRefused, match="open the workspace page first"):
         actions.do_capture(started, "red")
     with pytest.raises(actions.SessionRefused, match="open the workspace page first"):
@@ -294,22 +283,43 @@ def test_a_capture_without_a_workspace_says_to_open_it(started, backend, media_r
 
 
 @pytest.mark.django_db
-def test_a_second_capture_while_one_runs_is_refused(hosted, monkeypatch):
+def test_a_second_capture_while_one_runs_is_refused(started, ws_settings, monkeypatch):
+    workspaces.workspace_row(started)  # the lock is refused before the workspace is read
     monkeypatch.setattr(actions, "_run_tests", lambda *a: pytest.fail("two sandboxes over one workspace"))
-    with actions._capture_lock(hosted.invitation):
+    with actions._capture_lock(started):
         with pytest.raises(actions.SessionRefused, match="already running") as refused:
-            actions.do_capture(hosted.invitation, "red")
+            actions.do_capture(started, "red")
     assert refused.value.code == "busy"
+    assert not receipts(started, "red")
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_a_workspace_too_big_is_refused_in_words(hosted, monkeypatch):
+    from grading.archive import Limits
+
+    monkeypatch.setattr(actions, "_run_tests", lambda *a: pytest.fail("a workspace too big was run"))
+    sandbox._write_files(hosted.home, ((f"many/{n}", b"", 0o644) for n in range(Limits().max_entries)), hosted.ws.uid)
+    with pytest.raises(actions.SessionRefused, match=f"more than {Limits().max_entries} files"):
+        actions.do_capture(hosted.invitation, "red")
     assert not receipts(hosted.invitation, "red")
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
-def test_a_workspace_too_big_is_refused_in_words(hosted):
-    hosted.backend.too_big = True
-    with pytest.raises(actions.SessionRefused, match="more than 50 MB"):
+def test_a_workspace_the_server_cannot_read_is_refused_in_words_and_nothing_is_kept(hosted, monkeypatch):
+    monkeypatch.setattr(actions, "_run_tests", lambda *a: pytest.fail("an unreadable workspace was run"))
+    sandbox.release(hosted.ws)
+    hosted.ws.part("saved.tar").write_bytes(b"not a tar file")
+    with pytest.raises(actions.SessionRefused, match="could not read your workspace") as refused:
         actions.do_capture(hosted.invitation, "red")
+    assert refused.value.code == "unavailable" and not receipts(hosted.invitation, "red")
+    with pytest.raises(actions.SessionRefused, match="could not read your workspace"):
+        actions.do_submit_workspace(hosted.invitation)
+    assert not Submission.objects.filter(invitation=hosted.invitation).exists()
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_the_submitted_zip_carries_the_servers_logs_not_the_candidates(hosted):
     import io
@@ -323,7 +333,7 @@ def test_the_submitted_zip_carries_the_servers_logs_not_the_candidates(hosted):
     hosted.write("artifacts/green.log", b"forged green\n")
     hosted.write("artifacts/model_allowed.at", b"1.0")
     hosted.write("artifacts/notes.md", b"my notes\n")
-    data = actions.hosted_archive(hosted.invitation, hosted.backend.snapshot_files(hosted.ws))
+    data = actions.hosted_archive(hosted.invitation, sandbox.snapshot_files(hosted.ws))
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         names = {n.split("/", 1)[1]: n for n in zf.namelist()}
         assert zf.read(names["artifacts/red.log"]) == b"the server's red\n"
@@ -349,6 +359,7 @@ def test_server_capture_is_the_accepted_server_receipt_with_that_log():
 
 # --- the buttons -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_the_capture_button_answers_htmx_with_the_panel_and_a_form_post_with_a_redirect(hosted, client,
                                                                                            monkeypatch):
@@ -365,25 +376,27 @@ def test_the_capture_button_answers_htmx_with_the_panel_and_a_form_post_with_a_r
 
 
 @pytest.mark.django_db
-def test_an_unknown_step_or_link_gets_words(hosted, client):
-    response = client.post(url("workspace-capture", hosted.invitation, step="blue"), HTTP_HX_REQUEST="true")
+def test_an_unknown_step_or_link_gets_words(started, ws_settings, client):
+    workspaces.workspace_row(started)
+    response = client.post(url("workspace-capture", started, step="blue"), HTTP_HX_REQUEST="true")
     assert "no step called" in response.content.decode()
     response = client.post("/t/not-a-token/workspace/submit")
     assert response.status_code == 404
 
 
 @pytest.mark.django_db
-def test_the_submit_button_refuses_after_the_deadline(hosted, client, settings):
-    type(hosted.invitation).objects.filter(pk=hosted.invitation.pk).update(
+def test_the_submit_button_refuses_after_the_deadline(started, ws_settings, client, settings):
+    workspaces.workspace_row(started)  # the deadline is checked before the workspace is read
+    type(started).objects.filter(pk=started.pk).update(
         deadline=timezone.now() - timedelta(seconds=settings.UPLOAD_GRACE_S + 60))
-    response = client.post(url("workspace-submit", hosted.invitation), HTTP_HX_REQUEST="true")
+    response = client.post(url("workspace-submit", started), HTTP_HX_REQUEST="true")
     assert "Time is up" in response.content.decode()
 
 
 # --- the gate socket host ------------------------------------------------------------------------------------
 
 @pytest.fixture
-def host(transactional_db, backend):
+def host(transactional_db, ws_settings):
     """serve_workspaces' GateHost on its own event loop in a thread; the loop stops with the test."""
     host = gate_host.GateHost(sweep_every_s=3600, discover_every_s=0.1)
     loop = asyncio.new_event_loop()
@@ -424,7 +437,8 @@ def gate(path: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=180)
 
 
-def test_the_socket_is_world_writable_in_a_folder_only_root_writes(host, started):
+@pytest.mark.slow
+def test_the_socket_is_world_writable_in_a_folder_only_root_writes(host, real_workspaces, started):
     import stat
 
     workspaces.ensure_open(started)
@@ -433,7 +447,8 @@ def test_the_socket_is_world_writable_in_a_folder_only_root_writes(host, started
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o755
 
 
-def test_gate_status_answers_over_the_socket(host, started):
+@pytest.mark.slow
+def test_gate_status_answers_over_the_socket(host, real_workspaces, started):
     workspaces.ensure_open(started)
     path = wait_for_socket(started)
     done = gate(path, "status")
@@ -441,14 +456,15 @@ def test_gate_status_answers_over_the_socket(host, started):
     assert "Time left" in done.stdout and "No step witnessed yet" in done.stdout
 
 
-def test_gate_red_over_the_socket_is_a_server_capture_of_the_sockets_invitation(host, started, ready):
+@pytest.mark.slow
+def test_gate_red_over_the_socket_is_a_server_capture_of_the_sockets_invitation(host, real_workspaces, started,
+                                                                                ready):
     from takehome.tests.factories import InvitationFactory
 
     other = InvitationFactory(packet_version=started.packet_version)
     actions.do_start_session(other)
-    ws = workspaces.ensure_open(started)
+    Hosted(started, workspaces.ensure_open(started)).failing_test()
     workspaces.ensure_open(other)
-    (ws.folder / "home" / "test_invoices.py").write_bytes(HONEST_TEST)
     path = wait_for_socket(started)
     # what the request says about whose it is counts for nothing: the socket decides
     reply = send(path, json.dumps({"command": "red", "invitation": other.pk,
@@ -462,8 +478,9 @@ def test_gate_red_over_the_socket_is_a_server_capture_of_the_sockets_invitation(
     assert done.returncode == 1 and "gate model" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_malformed_or_oversized_line_gets_an_error_and_the_host_goes_on(host, started):
-    workspaces.ensure_open(started)
+    workspaces.workspace_row(started)  # the host listens for every open row
     path = wait_for_socket(started)
     assert "not one line of JSON" in send(path, b"red please\n")["error"]
     assert "Unknown command" in send(path, b'{"command": "rm -rf"}\n')["error"]
@@ -471,8 +488,9 @@ def test_a_malformed_or_oversized_line_gets_an_error_and_the_host_goes_on(host, 
     assert send(path, b'{"command": "status"}\n')["ok"]
 
 
+@pytest.mark.slow
 def test_one_gate_command_at_a_time_per_workspace(host, started, monkeypatch):
-    workspaces.ensure_open(started)
+    workspaces.workspace_row(started)  # the host listens for every open row
     path = wait_for_socket(started)
     release = threading.Event()
 
@@ -501,8 +519,9 @@ def test_gate_without_a_socket_says_so(tmp_path):
     assert gate(tmp_path / "nothing.sock", "dance").returncode == 2
 
 
+@pytest.mark.slow
 def test_a_closed_workspace_stops_listening(host, started):
-    workspaces.ensure_open(started)
+    workspaces.workspace_row(started)  # the host listens for every open row
     path = wait_for_socket(started)
     Workspace.objects.filter(invitation=started).update(closed=True)
     deadline = time.monotonic() + 10
@@ -513,16 +532,18 @@ def test_a_closed_workspace_stops_listening(host, started):
 
 # --- the sweep ------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.django_db
-def test_the_sweep_stops_idle_shells_and_freezes_workspaces_past_the_deadline(hosted, settings):
+def test_the_sweep_stops_idle_shells_and_freezes_workspaces_past_the_deadline(hosted, settings, ready):
     from takehome.tests.factories import InvitationFactory
 
     late = InvitationFactory(packet_version=hosted.invitation.packet_version)
     actions.do_start_session(late)
-    workspaces.ensure_open(late)
+    late_ws = workspaces.ensure_open(late)
     busy = InvitationFactory(packet_version=hosted.invitation.packet_version)
     actions.do_start_session(busy)
-    workspaces.ensure_open(busy)
+    busy_ws = workspaces.ensure_open(busy)
+    hosted.write("notes.md", b"written before the idle stop\n")
     idle_row = Workspace.objects.get(invitation=hosted.invitation)
     Workspace.objects.filter(pk=idle_row.pk).update(
         last_seen_at=timezone.now() - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES + 1))
@@ -535,15 +556,57 @@ def test_the_sweep_stops_idle_shells_and_freezes_workspaces_past_the_deadline(ho
     assert idle_row.shell_stopped_at is not None and not idle_row.closed
     frozen = Workspace.objects.get(invitation=late)
     assert frozen.closed and frozen.frozen_at is not None
-    assert ("release", idle_row.uid) in hosted.backend.calls and ("freeze", frozen.uid) in hosted.backend.calls
-    assert not Workspace.objects.get(invitation=busy).shell_stopped_at
+    # the idle shell ended, its files saved and its tmpfs given back; the frozen one likewise, for good
+    assert not sandbox.shell_running(hosted.ws) and not sandbox._is_mounted(hosted.home)
+    assert hosted.ws.part("saved.tar").is_file()
+    assert not sandbox.shell_running(late_ws) and not sandbox._uid_processes(late_ws.uid)
+    assert not sandbox._is_mounted(late_ws.home) and late_ws.part("frozen").exists()
+    assert not Workspace.objects.get(invitation=busy).shell_stopped_at and sandbox.shell_running(busy_ws)
     assert gate_host.sweep() == []  # nothing twice
-    # the next visit starts the idle shell again
+    # a capture reads the idle workspace's saved files, and starts no shell
+    red = actions.do_capture(hosted.invitation, "red")
+    assert red.accepted and red.tree_hashes["notes.md"] == actions._file_hashes({"x": b"written before the idle "
+                                                                                     b"stop\n"})["x"]
+    assert not sandbox.shell_running(hosted.ws)
+    # the files it mounted again go back to disk at the next sweep, once
+    assert gate_host.sweep() == [f"saved the files of invitation {hosted.invitation.pk} again"]
+    assert not sandbox._is_mounted(hosted.home) and gate_host.sweep() == []
+    # the next visit starts the idle shell again, with its files
     workspaces.ensure_open(hosted.invitation)
     idle_row.refresh_from_db()
-    assert idle_row.shell_stopped_at is None
+    assert idle_row.shell_stopped_at is None and sandbox.shell_running(hosted.ws)
+    assert (hosted.home / "notes.md").read_bytes() == b"written before the idle stop\n"
+    # a visit to the frozen one shows its files read-only, and starts no shell
+    late_ws = workspaces.ensure_open(late)
+    assert (late_ws.home / "invoices.py").is_file() and not sandbox.shell_running(late_ws)
+    with pytest.raises(OSError) as refused:
+        (late_ws.home / "invoices.py").write_bytes(b"after the deadline\n")
+    assert refused.value.errno == errno.EROFS
+    # and its files still make a snapshot (what a reviewer or a late submit would read)
+    assert "invoices.py" in sandbox.snapshot_files(late_ws)
 
 
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_a_workspace_released_when_idle_is_frozen_at_the_deadline_all_the_same(hosted, settings):
+    hosted.write("notes.md", b"mine\n")
+    Workspace.objects.filter(invitation=hosted.invitation).update(
+        last_seen_at=timezone.now() - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES + 1))
+    assert gate_host.sweep() == [f"stopped the idle shell of invitation {hosted.invitation.pk}"]
+    assert not sandbox._is_mounted(hosted.home)
+    type(hosted.invitation).objects.filter(pk=hosted.invitation.pk).update(
+        deadline=timezone.now() - timedelta(seconds=settings.UPLOAD_GRACE_S + 1))
+    assert gate_host.sweep() == [f"froze the workspace of invitation {hosted.invitation.pk}"]
+    assert Workspace.objects.get(invitation=hosted.invitation).closed
+    hosted.invitation.refresh_from_db()
+    ws = workspaces.ensure_open(hosted.invitation)
+    assert (ws.home / "notes.md").read_bytes() == b"mine\n" and not sandbox.shell_running(ws)
+    with pytest.raises(OSError) as refused:
+        (ws.home / "notes.md").write_bytes(b"late\n")
+    assert refused.value.errno == errno.EROFS
+
+
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_one_workspace_the_sweep_cannot_stop_does_not_keep_the_others_running(hosted, settings, monkeypatch):
     from takehome.tests.factories import InvitationFactory
@@ -557,13 +620,15 @@ def test_one_workspace_the_sweep_cannot_stop_does_not_keep_the_others_running(ho
         last_seen_at=timezone.now() - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES + 1))
 
     def broken(ws):
-        raise hosted.backend.WorkspaceUnavailable("umount failed")
+        raise sandbox.WorkspaceUnavailable("umount failed")
 
-    monkeypatch.setattr(hosted.backend, "freeze", broken)
+    monkeypatch.setattr(sandbox, "freeze", broken)
     assert gate_host.sweep() == [f"stopped the idle shell of invitation {hosted.invitation.pk}"]
+    assert not sandbox.shell_running(hosted.ws)
     assert not Workspace.objects.get(invitation=late).closed  # tried again at the next sweep
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_serve_workspaces_once_sweeps_and_a_second_host_is_refused(hosted, settings):
     import fcntl
@@ -576,9 +641,67 @@ def test_serve_workspaces_once_sweeps_and_a_second_host_is_refused(hosted, setti
     out = io.StringIO()
     call_command("serve_workspaces", "--once", stdout=out)
     assert f"stopped the idle shell of invitation {hosted.invitation.pk}" in out.getvalue()
+    assert not sandbox.shell_running(hosted.ws)
     with (settings.WORKSPACES_DIR / "serve_workspaces.lock").open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with pytest.raises(CommandError, match="Another serve_workspaces"):
             call_command("serve_workspaces")
     with pytest.raises(CommandError, match="above 0"):
         call_command("serve_workspaces", "--sweep-every", "0")
+
+
+# --- end to end: the gate typed into the real shell ------------------------------------------------------------
+
+@pytest.mark.slow
+def test_the_whole_gate_typed_into_the_shell_ends_in_a_hosted_submission_with_the_servers_logs(
+        host, real_workspaces, started, ready, media_root):
+    import zipfile
+
+    ws = workspaces.ensure_open(started)
+    wait_for_socket(started)
+    # the copy of grading/sandboxed grading.workspace keeps beside the workspaces is no workspace of the host's
+    assert list(Path(ws.folder).parent.glob("sandboxed-*")) and set(host.servers) == {started.pk}
+    term = Term(ws)
+    try:
+        # the candidate's test first: it expects the refund to lower the total, and fails
+        term.run("sed -i 's/== 1500/== 1300/' test_invoices.py; gate red; echo RC=$?", r"RC=(\d+)", timeout=120)
+        assert "Red captured" in term.seen and "RC=0" in term.seen, term.seen
+        red = GateReceipt.objects.get(invitation=started, step="red")
+        assert red.accepted and red.captured_by == "server" and "1 failed" in red.log_text
+        assert "== 1300" in red.log_text  # the server ran the test as the shell had just edited it
+        term.run("gate status", r"Time left")
+        assert "red" in term.seen.lower(), term.seen
+
+        term.run("gate green; echo RC=$?", r"RC=(\d+)", timeout=120)  # before the model step: refused
+        assert "gate model" in term.seen and "RC=1" in term.seen, term.seen
+        term.run(f"mkdir -p artifacts && printf '%s\\n' '{PROMPT.decode().strip()}' > artifacts/prompt.txt; "
+                 "gate model; echo RC=$?", r"RC=(\d+)", timeout=60)
+        assert "RC=0" in term.seen, term.seen
+        assert GateReceipt.objects.get(invitation=started, step="model").log_text == PROMPT.decode()
+
+        # the fix, typed; then what a candidate might forge: their own logs and stamp
+        term.run("""sed -i 's/abs(int(row\\["cents"\\]))/int(row["cents"])/' invoices.py; """
+                 "echo '1 failed (my own)' > artifacts/red.log; echo '9 passed' > artifacts/green.log; "
+                 "echo 1.0 > artifacts/model_allowed.at; gate green; echo RC=$?", r"RC=(\d+)", timeout=120)
+        assert "RC=0" in term.seen, term.seen
+        green = GateReceipt.objects.get(invitation=started, step="green", accepted=True)
+        assert green.captured_by == "server" and "1 passed" in green.log_text
+
+        # nor can the shell replace or add to what reaches the server: the socket's folder is read-only
+        term.run("rm -f /run/takehome/gate.sock; echo RM=$?; touch /run/takehome/x; echo TOUCH=$?", r"TOUCH=(\d+)")
+        assert "RM=0" not in term.seen and "TOUCH=0" not in term.seen, term.seen
+        term.run("gate submit; echo RC=$?", r"RC=(\d+)", timeout=120)
+        assert "Submitted" in term.seen and "RC=0" in term.seen, term.seen
+    finally:
+        term.close()
+    submission = Submission.objects.get(invitation=started)
+    assert submission.via == "hosted"
+    with zipfile.ZipFile(submission.archive.path) as zf:
+        names = {n.split("/", 1)[1]: n for n in zf.namelist()}
+        # nothing the shell wrote reaches a receipt or the stamp: the zip holds the server's own
+        assert zf.read(names["artifacts/red.log"]).decode() == red.log_text
+        assert zf.read(names["artifacts/green.log"]).decode() == green.log_text
+        assert zf.read(names["artifacts/model_allowed.at"]) != b"1.0\n"
+        assert b"int(row[\"cents\"])" in zf.read(names["invoices.py"])
+    steps = GateReceipt.objects.filter(invitation=started, step__in=["red", "model", "green"])
+    assert {r.captured_by for r in steps} == {"server"}
