@@ -75,9 +75,18 @@ def open_client(invitation, cols: int, rows: int):
     """Open the invitation's workspace and shell, and attach a fresh client of it on a pty."""
     from grading.workspace import spawn_client
 
+    from .models import Workspace
     from .workspaces import ensure_open
 
+    # why: a frozen workspace has given its uid back, which another open workspace may hold now;
+    # a shell started here would run beside that candidate's, under the same uid and caps.
+    if Workspace.objects.filter(invitation_id=invitation.pk).exclude(frozen_at=None, closed=False).exists():
+        raise WorkspaceClosed("time is up: your workspace is closed and read-only")
     return spawn_client(ensure_open(invitation), cols, rows)
+
+
+class WorkspaceClosed(Exception):
+    """The invitation's workspace was frozen (deadline or revocation): no shell is started again."""
 
 
 def recording_path(invitation):

@@ -1,0 +1,38 @@
+"""A frozen workspace never gets a shell again through the terminal (its uid may be another candidate's now)."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+import grading.workspace
+from sessions_app.models import Workspace
+from sessions_app.tests.test_terminal import closed_with, run, socket
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _memory_layer(settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+@pytest.mark.parametrize("frozen", ["frozen", "closed"])
+def test_a_frozen_or_closed_workspace_refuses_the_terminal_without_starting_a_shell(invitation, monkeypatch,
+                                                                                    frozen):
+    from sessions_app.actions import do_start_session
+
+    do_start_session(invitation)
+    Workspace.objects.create(invitation=invitation, uid=63999, closed=frozen == "closed",
+                             frozen_at=timezone.now() if frozen == "frozen" else None)
+    opened = []
+    monkeypatch.setattr(grading.workspace, "spawn_client", lambda *a: opened.append(a))
+    monkeypatch.setattr(grading.workspace, "start_shell", lambda *a: opened.append(a))
+
+    async def scenario():
+        message = await closed_with(socket(invitation))
+        assert message["code"] == 4403
+        assert "closed and read-only" in message["reason"]
+
+    run(scenario)
+    assert opened == []
