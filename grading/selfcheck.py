@@ -141,8 +141,7 @@ def environment_failed(spec: PacketSpec, problem: str) -> list[CheckResult]:
             *(CheckResult(cid, TITLES[cid], False, why, "") for cid, _ in CHECKS[1:])]
 
 
-def check_packet(spec: PacketSpec, sandbox: Sandbox, scratch: Path | None = None,
-                 workers: int = 2) -> list[CheckResult]:
+def check_packet(spec: PacketSpec, sandbox: Sandbox, workers: int = 2) -> list[CheckResult]:
     """Run the four checks in the sandbox, which runs ``spec``'s environment; one result per check,
     in ``CHECKS`` order after ``environment`` (the caller's: see environment_result).
 
