@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import io
 import logging
 import os
 import re
@@ -203,29 +202,53 @@ class _CappedBuffer:
         return bytes(self.head + middle + self.tail).decode("utf-8", "replace")
 
 
-def _tar_member(name: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type, info.mode, info.size, info.linkname = kind, mode, size, link
-    info.mtime = int(time.time())
-    return info
+_TAR_BLOCK = 512
 
 
-def _tar_dir(tar: tarfile.TarFile, src: Path, prefix: str) -> None:
+def _tar_header(name: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> bytes:
+    """One POSIX ustar header block (GNU tar's long-name blocks first for a name or link over 100 bytes)."""
+    raw, raw_link = name.encode("utf-8", "surrogateescape"), link.encode("utf-8", "surrogateescape")
+    if len(raw) > 100 or len(raw_link) > 100:
+        info = tarfile.TarInfo(name)
+        info.type, info.mode, info.size, info.linkname, info.mtime = kind, mode, size, link, int(time.time())
+        return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
+    # why by hand: tarfile's own header code took 0.14 s for 2,000 small files,
+    # and a grading builds a tar for each of its eight or so runs.
+    header = bytearray(_TAR_BLOCK)
+    header[0:len(raw)] = raw
+    header[100:108] = b"%07o\0" % mode
+    header[108:124] = b"0000000\0" * 2  # uid, gid: tar runs as the sandbox's uid with --no-same-owner
+    header[124:136] = b"%011o\0" % size
+    header[136:148] = b"%011o\0" % int(time.time())
+    header[148:156] = b" " * 8  # the checksum counts its own field as spaces
+    header[156:157] = kind
+    header[157:157 + len(raw_link)] = raw_link
+    header[257:265] = b"ustar\x0000"
+    header[148:156] = b"%06o\0 " % sum(header)
+    return bytes(header)
+
+
+def _tar_file(out, name: str, mode: int, data: bytes) -> None:
+    out.write(_tar_header(name, tarfile.REGTYPE, mode, len(data)))
+    out.write(data)
+    out.write(b"\0" * (-len(data) % _TAR_BLOCK))
+
+
+def _tar_dir(out, src: Path, prefix: str) -> None:
     # why: only directories, regular files and symlinks (added as links, never
     # followed on the host, so a link to /etc/shadow carries a link, not the file);
     # FIFOs and devices are skipped (opening a FIFO would hang the worker).
     for entry in sorted(os.scandir(src), key=lambda e: e.name):
         name = prefix + entry.name
         if entry.is_symlink():
-            tar.addfile(_tar_member(name, tarfile.SYMTYPE, 0o777, link=os.readlink(entry.path)))
+            out.write(_tar_header(name, tarfile.SYMTYPE, 0o777, link=os.readlink(entry.path)))
         elif entry.is_dir(follow_symlinks=False):
-            tar.addfile(_tar_member(name, tarfile.DIRTYPE, 0o755))
-            _tar_dir(tar, Path(entry.path), name + "/")
+            out.write(_tar_header(name, tarfile.DIRTYPE, 0o755))
+            _tar_dir(out, Path(entry.path), name + "/")
         elif entry.is_file(follow_symlinks=False):
             with open(entry.path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as fh:
-                size = os.fstat(fh.fileno()).st_size
                 mode = 0o755 if os.fstat(fh.fileno()).st_mode & 0o100 else 0o644
-                tar.addfile(_tar_member(name, tarfile.REGTYPE, mode, size), fh)
+                _tar_file(out, name, mode, fh.read())
 
 
 def _tree_arg(tree: Path | Mapping[str, bytes]) -> Path | Mapping[str, bytes]:
@@ -242,12 +265,13 @@ def tree_stream(tree: Path | Mapping[str, bytes]) -> int:
     """
     fd = os.memfd_create("takehome-tree", os.MFD_CLOEXEC)
     try:
-        with os.fdopen(os.dup(fd), "wb") as out, tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        with os.fdopen(os.dup(fd), "wb", buffering=1 << 20) as out:
             if isinstance(tree, Mapping):
                 for path, data in sorted(tree.items()):
-                    tar.addfile(_tar_member(path, tarfile.REGTYPE, 0o644, len(data)), io.BytesIO(data))
+                    _tar_file(out, path, 0o644, data)
             elif Path(tree).is_dir():
-                _tar_dir(tar, Path(tree), "")
+                _tar_dir(out, Path(tree), "")
+            out.write(b"\0" * (2 * _TAR_BLOCK))  # the end of the archive
         os.lseek(fd, 0, os.SEEK_SET)
         return fd
     except BaseException:
