@@ -379,41 +379,44 @@ def grade_tree(
     workers = workers or max(1, min(len(calls), os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {name: pool.submit(*call) for name, call in calls.items()}
+        # why here: what does not depend on the runs is read while they run.
+        original_ids = collect_test_ids(spec.fixture)
+        reference_ids = collect_test_ids(spec.reference_tests)
+        tree_ids = collect_test_ids(tree)
+        artifact_times = {
+            path.removeprefix(ARTIFACTS_DIR + "/"): time
+            for path, time in report.times.items()
+            if path.startswith(ARTIFACTS_DIR + "/")
+        }
+        red_text = read_artifact(tree, "red.log")
+        texts = {name: read_artifact(tree, name, limit=TEXT_LIMIT) for name in TEXT_ARTIFACTS}
+        timeline = witness_timeline(
+            artifact_times, texts.get("model_allowed.at"), receipts, candidate,
+            {p: spec.fixture[p] for p in spec.production_paths if p in spec.fixture},
+            deadline=deadline, min_red_to_green=timedelta(seconds=min_red_to_green_s),
+            model_step=has_model_step(model),
+        )
+        diff = diff_trees(
+            spec.fixture,
+            tree,
+            protected_paths=spec.protected_paths,
+            forbidden_patterns=spec.forbidden_patterns,
+        )
+        refusal = check_refusal(texts.get("refuse.md"), spec.refusal_hints)
         results = {name: future.result() for name, future in futures.items()}
-    original_ids = collect_test_ids(spec.fixture)
-    reference_ids = collect_test_ids(spec.reference_tests)
     if original is None:
         original = _original_run_dict(results.pop("original"))
         cache.put(spec, original)
 
-    artifact_times = {
-        path.removeprefix(ARTIFACTS_DIR + "/"): time
-        for path, time in report.times.items()
-        if path.startswith(ARTIFACTS_DIR + "/")
-    }
-    red_text = read_artifact(tree, "red.log")
-    texts = {name: read_artifact(tree, name, limit=TEXT_LIMIT) for name in TEXT_ARTIFACTS}
     original_log = original.pop("log", "")  # compared with red.log; the evidence keeps no log of it
     red = analyse_red_log(
         red_text,
-        known_test_ids=original_ids | collect_test_ids(tree),
+        known_test_ids=original_ids | tree_ids,
         original_failures=set(original["failing_ids"]),
         # The real runs the red log is compared with, line by line.
         reproductions=[Reproduction("original", original_log, tuple(spec.fixture)),
                        Reproduction("tests_vs_original", results["tests_vs_original"].log, spec.production_paths)],
     )
-    timeline = witness_timeline(
-        artifact_times, texts.get("model_allowed.at"), receipts, candidate,
-        {p: spec.fixture[p] for p in spec.production_paths if p in spec.fixture},
-        deadline=deadline, min_red_to_green=timedelta(seconds=min_red_to_green_s), model_step=has_model_step(model),
-    )
-    diff = diff_trees(
-        spec.fixture,
-        tree,
-        protected_paths=spec.protected_paths,
-        forbidden_patterns=spec.forbidden_patterns,
-    )
-    refusal = check_refusal(texts.get("refuse.md"), spec.refusal_hints)
     def judge(name: str) -> tuple[RunResult, dict | None]:
         if not judged:
             return results[name], None
