@@ -416,17 +416,22 @@ def mount_dir_for(scratch: Path) -> Path:
     return _in_memory(Path(scratch), "mounts") or Path(scratch).resolve() / "mounts"
 
 
-def work_dir_for(scratch: Path) -> Path:
+def work_dir_for(scratch: Path, room: int = 0) -> Path:
     """Where gradings unpack uploads for a worker whose scratch folder is ``scratch``.
 
-    A folder of our own in /dev/shm when it is a tmpfs (made, mode 0711, and
-    checked: root's, not a link), else ``scratch`` itself: on the machines'
-    disks each file written cost 0.5 to 0.7 ms, against about 0.03 ms on a
-    tmpfs, and an upload holds up to 2,000 files. The upload caps (50 MiB
-    inflated) bound the memory each grading holds there.
+    A folder of our own in /dev/shm when it is a tmpfs with at least ``room``
+    bytes free (made, mode 0711, and checked: root's, not a link), else
+    ``scratch`` itself: on the machines' disks each file written cost 0.5 to
+    0.7 ms, against about 0.03 ms on a tmpfs, and an upload holds up to 2,000
+    files. The upload caps (50 MiB inflated) bound the memory each grading
+    holds there; a container's /dev/shm (64 MB by default in Docker) is too
+    small for a few of them at once, and the disk is used instead.
     """
     folder = _in_memory(Path(scratch), "work")
     if folder is None:
+        return Path(scratch)
+    free = os.statvfs("/dev/shm")
+    if free.f_bavail * free.f_frsize < room:
         return Path(scratch)
     try:
         _own_folder(folder)

@@ -471,8 +471,9 @@ def grade_archive(
     scratch.mkdir(parents=True, exist_ok=True)
     # why named by its owner: a worker killed mid-grading leaves this folder, and
     # the next worker start removes it once this process is gone (sandbox.clean_stale_scratch).
-    # why work_dir_for: the upload is unpacked in memory (a tmpfs) where there is one.
-    work = work_dir_for(scratch) / owned_name("grade")
+    # why work_dir_for: the upload is unpacked in memory (a tmpfs) where there is one
+    # with room for a few uploads at their largest.
+    work = work_dir_for(scratch, room=4 * options.limits.max_total_bytes) / owned_name("grade")
     work.mkdir(mode=0o700)
     try:
         try:

@@ -11,6 +11,7 @@ folder) nothing is written.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 from conftest import require
@@ -53,3 +54,12 @@ def test_grading_an_upload_writes_no_file_of_it_on_disk(grading_sandbox, scratch
     on_disk = [p for p in written if not p.startswith(IN_MEMORY_OR_KERNEL)]
     assert on_disk == [], on_disk
     assert any(p.startswith(str(work_dir_for(scratch_dir))) for p in written), "the upload was not unpacked at all?"
+
+
+def test_an_upload_is_unpacked_on_disk_when_dev_shm_has_no_room_for_it(tmp_path):
+    require(str(work_dir_for(tmp_path)).startswith("/dev/shm/"), "needs /dev/shm as a tmpfs")
+    try:
+        assert work_dir_for(tmp_path, room=1 << 60) == tmp_path  # more than any machine's memory
+        assert str(work_dir_for(tmp_path, room=1 << 20)).startswith("/dev/shm/takehome-work-")
+    finally:
+        shutil.rmtree(work_dir_for(tmp_path), ignore_errors=True)
