@@ -416,7 +416,7 @@ def mount_dir_for(scratch: Path) -> Path:
     return _in_memory(Path(scratch), "mounts") or Path(scratch).resolve() / "mounts"
 
 
-def work_dir_for(scratch: Path, room: int = 0) -> Path:
+def work_dir_for(scratch: Path, room: int = 0, make: bool = True) -> Path:
     """Where gradings unpack uploads for a worker whose scratch folder is ``scratch``.
 
     A folder of our own in /dev/shm when it is a tmpfs with at least ``room``
@@ -425,11 +425,12 @@ def work_dir_for(scratch: Path, room: int = 0) -> Path:
     0.7 ms, against about 0.03 ms on a tmpfs, and an upload holds up to 2,000
     files. The upload caps (50 MiB inflated) bound the memory each grading
     holds there; a container's /dev/shm (64 MB by default in Docker) is too
-    small for a few of them at once, and the disk is used instead.
+    small for a few of them at once, and the disk is used instead. With
+    ``make`` false, only the name of the folder in /dev/shm (for cleaning up).
     """
     folder = _in_memory(Path(scratch), "work")
-    if folder is None:
-        return Path(scratch)
+    if folder is None or not make:
+        return folder or Path(scratch)
     free = os.statvfs("/dev/shm")
     if free.f_bavail * free.f_frsize < room:
         return Path(scratch)

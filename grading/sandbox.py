@@ -383,7 +383,7 @@ def clean_stale_scratch(scratch: Path) -> list[str]:
     ``runs/sandbox-<owner>`` folders. Folders of live processes, and any folder not named so, are left alone.
     """
     removed = []
-    for folder in (scratch, scratch / "runs", work_dir_for(scratch)):
+    for folder in (scratch, scratch / "runs", work_dir_for(scratch, make=False)):
         try:
             stale = [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and owner_gone(p.name)]
         except OSError:
