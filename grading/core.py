@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from .archive import ExtractReport, Limits, UnsafeArchive, safe_extract
-from .cgroups import owned_name
+from .cgroups import owned_name, work_dir_for
 from .checks.artifacts import ARTIFACT_NAMES, MODEL_ARTIFACTS, check_artifacts, read_artifact
 from .checks.diff import diff_trees
 from .checks.model import ModelRecord, has_model_step, model_section
@@ -338,11 +338,10 @@ def grade_tree(
     min_red_to_green_s: float = MIN_RED_TO_GREEN.total_seconds(),
     cache: OriginalRunCache | None = None,
     workers: int | None = None,
-    scratch: Path | None = None,
 ) -> dict:
     """Evidence for an unpacked tree. Raises SandboxUnavailable if the sandbox cannot run.
 
-    The reruns' trees are written under ``scratch`` (the system's temporary folder when None).
+    The reruns' trees are built in memory and unpacked only inside each sandbox's tmpfs.
 
     ``receipts`` (every gate receipt up to the upload, refused ones too),
     ``model`` (the model window's exchanges up to the upload) and ``deadline``
@@ -370,42 +369,49 @@ def grade_tree(
     if original is None:
         jobs["original"] = spec.fixture
 
-    with tempfile.TemporaryDirectory(prefix="reruns-", dir=scratch) as tmp:
-        roots = {}
-        for name, files in jobs.items():
-            roots[name] = Path(tmp) / name
-            roots[name].mkdir()
-            write_tree(files, roots[name])
-        calls = {name: (sandbox.run, roots[name], spec.test_command) for name in jobs if name != "hidden-tests"}
-        # why across a boundary: the packet's hidden tests decide whether the fix is
-        # right, so no candidate code may run in their interpreter.
-        calls["reference_vs_submitted"] = (sandbox.run_across_boundary, roots["hidden-tests"], spec.test_command,
-                                           roots["reference_vs_submitted"])
-        workers = workers or max(1, min(len(calls), os.cpu_count() or 1))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {name: pool.submit(*call) for name, call in calls.items()}
-            results = {name: future.result() for name, future in futures.items()}
-        fixture_dir = Path(tmp) / "fixture-ids"
-        write_tree(spec.fixture, fixture_dir)
-        original_ids = collect_test_ids(fixture_dir)
-        reference_dir = Path(tmp) / "reference-ids"
-        write_tree(spec.reference_tests, reference_dir)
-        reference_ids = collect_test_ids(reference_dir)
+    # why no folder per rerun: each tree goes into its sandbox as the files themselves,
+    # unpacked there into the sandbox's own tmpfs (Sandbox.run), never written on disk here.
+    calls = {name: (sandbox.run, jobs[name], spec.test_command) for name in jobs if name != "hidden-tests"}
+    # why across a boundary: the packet's hidden tests decide whether the fix is
+    # right, so no candidate code may run in their interpreter.
+    calls["reference_vs_submitted"] = (sandbox.run_across_boundary, jobs["hidden-tests"], spec.test_command,
+                                       jobs["reference_vs_submitted"])
+    workers = workers or max(1, min(len(calls), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {name: pool.submit(*call) for name, call in calls.items()}
+        # why here: what does not depend on the runs is read while they run.
+        original_ids = collect_test_ids(spec.fixture)
+        reference_ids = collect_test_ids(spec.reference_tests)
+        tree_ids = collect_test_ids(tree)
+        artifact_times = {
+            path.removeprefix(ARTIFACTS_DIR + "/"): time
+            for path, time in report.times.items()
+            if path.startswith(ARTIFACTS_DIR + "/")
+        }
+        red_text = read_artifact(tree, "red.log")
+        texts = {name: read_artifact(tree, name, limit=TEXT_LIMIT) for name in TEXT_ARTIFACTS}
+        timeline = witness_timeline(
+            artifact_times, texts.get("model_allowed.at"), receipts, candidate,
+            {p: spec.fixture[p] for p in spec.production_paths if p in spec.fixture},
+            deadline=deadline, min_red_to_green=timedelta(seconds=min_red_to_green_s),
+            model_step=has_model_step(model),
+        )
+        diff = diff_trees(
+            spec.fixture,
+            tree,
+            protected_paths=spec.protected_paths,
+            forbidden_patterns=spec.forbidden_patterns,
+        )
+        refusal = check_refusal(texts.get("refuse.md"), spec.refusal_hints)
+        results = {name: future.result() for name, future in futures.items()}
     if original is None:
         original = _original_run_dict(results.pop("original"))
         cache.put(spec, original)
 
-    artifact_times = {
-        path.removeprefix(ARTIFACTS_DIR + "/"): time
-        for path, time in report.times.items()
-        if path.startswith(ARTIFACTS_DIR + "/")
-    }
-    red_text = read_artifact(tree, "red.log")
-    texts = {name: read_artifact(tree, name, limit=TEXT_LIMIT) for name in TEXT_ARTIFACTS}
     original_log = original.pop("log", "")  # compared with red.log; the evidence keeps no log of it
     red = analyse_red_log(
         red_text,
-        known_test_ids=original_ids | collect_test_ids(tree),
+        known_test_ids=original_ids | tree_ids,
         original_failures=set(original["failing_ids"]),
         # The real runs the red log is compared with, line by line.
         reproductions=[Reproduction("original", original_log, tuple(spec.fixture)),
@@ -417,18 +423,6 @@ def grade_tree(
         red = replace(red, genuine=True, captured_by="server",
                       signals=(f"captured by the server (receipt {captured.id}): it ran the tests itself",
                                *red.signals))
-    timeline = witness_timeline(
-        artifact_times, texts.get("model_allowed.at"), receipts, candidate,
-        {p: spec.fixture[p] for p in spec.production_paths if p in spec.fixture},
-        deadline=deadline, min_red_to_green=timedelta(seconds=min_red_to_green_s), model_step=has_model_step(model),
-    )
-    diff = diff_trees(
-        spec.fixture,
-        tree,
-        protected_paths=spec.protected_paths,
-        forbidden_patterns=spec.forbidden_patterns,
-    )
-    refusal = check_refusal(texts.get("refuse.md"), spec.refusal_hints)
     def judge(name: str) -> tuple[RunResult, dict | None]:
         if not judged:
             return results[name], None
@@ -483,7 +477,9 @@ def grade_archive(
     scratch.mkdir(parents=True, exist_ok=True)
     # why named by its owner: a worker killed mid-grading leaves this folder, and
     # the next worker start removes it once this process is gone (sandbox.clean_stale_scratch).
-    work = scratch / owned_name("grade")
+    # why work_dir_for: the upload is unpacked in memory (a tmpfs) where there is one
+    # with room for a few uploads at their largest.
+    work = work_dir_for(scratch, room=4 * options.limits.max_total_bytes) / owned_name("grade")
     work.mkdir(mode=0o700)
     try:
         try:
@@ -493,7 +489,7 @@ def grade_archive(
         return clean_evidence(grade_tree(
             report, spec, sandbox, receipts=receipts, model=model, deadline=deadline,
             min_red_to_green_s=options.min_red_to_green_s, cache=OriginalRunCache(options.cache_dir),
-            workers=options.workers, scratch=work,
+            workers=options.workers,
         ))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -19,7 +19,6 @@ inside bubblewrap):
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -27,7 +26,6 @@ from pathlib import Path
 
 from shared.words import counted
 
-from .core import write_tree
 from .requirements import requirement_names
 from .runner import installed
 from .sandbox import RunResult, Sandbox
@@ -143,8 +141,7 @@ def environment_failed(spec: PacketSpec, problem: str) -> list[CheckResult]:
             *(CheckResult(cid, TITLES[cid], False, why, "") for cid, _ in CHECKS[1:])]
 
 
-def check_packet(spec: PacketSpec, sandbox: Sandbox, scratch: Path | None = None,
-                 workers: int = 2) -> list[CheckResult]:
+def check_packet(spec: PacketSpec, sandbox: Sandbox, workers: int = 2) -> list[CheckResult]:
     """Run the four checks in the sandbox, which runs ``spec``'s environment; one result per check,
     in ``CHECKS`` order after ``environment`` (the caller's: see environment_result).
 
@@ -157,15 +154,9 @@ def check_packet(spec: PacketSpec, sandbox: Sandbox, scratch: Path | None = None
         jobs["hidden:solution"] = hidden_tree(spec, spec.solution)
         for name, files in sorted(spec.decoys.items()):
             jobs[f"decoy:{name}"] = hidden_tree(spec, {**spec.solution, **files})
-    with tempfile.TemporaryDirectory(prefix="selfcheck-", dir=scratch) as tmp:
-        roots = {}
-        for index, (name, files) in enumerate(jobs.items()):
-            roots[name] = Path(tmp) / str(index)
-            roots[name].mkdir()
-            write_tree(files, roots[name])
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = {name: pool.submit(sandbox.run, roots[name], spec.test_command) for name in jobs}
-            results = {name: future.result() for name, future in futures.items()}
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = {name: pool.submit(sandbox.run, files, spec.test_command) for name, files in jobs.items()}
+        results = {name: future.result() for name, future in futures.items()}
     checks = [_red("fixture_red", results["fixture"], "The fixture's own tests")]
     if not spec.reference_tests:
         why = "The packet has no hidden reference tests: add some, or a wrong fix cannot be told from a right one."

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -351,7 +350,6 @@ def do_run_packet_check(check_id: int, final: bool = True) -> PacketCheck | None
     back to the queue (``final=False``, the task retries) or ends in error,
     saying why; the version stays unpublished either way.
     """
-    from grading.cgroups import owned_name
     from grading.environments import sandbox_for
     from grading.pipeline import sandbox_from_settings
     from grading.pythons import PythonUnavailable
@@ -364,17 +362,12 @@ def do_run_packet_check(check_id: int, final: bool = True) -> PacketCheck | None
     if check is None:
         return None
     spec = check.version.to_spec()
-    scratch = Path(settings.GRADING_SCRATCH_DIR)
-    scratch.mkdir(parents=True, exist_ok=True)
-    # why named by its owner: a worker killed mid-check leaves this folder, and the next start removes it.
-    work = scratch / owned_name("grade")
-    work.mkdir(mode=0o700)
     try:
         # why first and outside the sandbox: pip needs the network, and the packet's
         # code never runs while its environment is built (only wheels are installed).
         sandbox = sandbox_for(sandbox_from_settings(), spec)
         results = [environment_result(spec, runner=str(sandbox.runner_dir)),
-                   *check_packet(spec, sandbox, scratch=work)]
+                   *check_packet(spec, sandbox)]
     except (RequirementsRefused, PythonUnavailable) as exc:
         results = environment_failed(spec, str(exc))
     except (SandboxUnavailable, RunnerUnavailable) as exc:
@@ -384,8 +377,6 @@ def do_run_packet_check(check_id: int, final: bool = True) -> PacketCheck | None
         return _finish_check(check, PacketCheck.Status.ERROR, [],
                              f"The sandbox could not start, so nothing was checked: {exc}. "
                              "Run the self-check again once a worker with bubblewrap is running.")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     status = PacketCheck.Status.PASSED if all(r.passed for r in results) else PacketCheck.Status.FAILED
     return _finish_check(check, status, [r.to_dict() for r in results], "")
 

@@ -69,7 +69,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -414,17 +414,43 @@ def _doctest_ids(rel: str, module: ast.Module) -> set[str]:
     return ids
 
 
-def collect_test_ids(tree: Path) -> set[str]:
+def collect_test_ids(tree: Path | Mapping[str, bytes]) -> set[str]:
     """Test ids (``path/test_x.py::test_a``, ``...::TestC::test_m``) found by parsing.
 
-    Uses pytest's default discovery names (``test_*.py``/``*_test.py`` files,
-    ``test*`` functions, ``Test*`` classes) and ``ast`` only: nothing from the
+    ``tree`` is a folder or its files, {posix path: bytes}. Uses pytest's
+    default discovery names (``test_*.py``/``*_test.py`` files, ``test*``
+    functions, ``Test*`` classes) and ``ast`` only: nothing from the
     candidate runs. Files that do not parse are skipped. Docstrings holding
     ``>>>`` in any module give ``--doctest-modules`` ids
     (``invoices.py::invoices.total``), since a candidate may write a doctest.
     """
-    root = Path(tree)
     ids: set[str] = set()
+    for rel, read in _python_files(tree):
+        try:
+            module = ast.parse(read())
+        except (SyntaxError, ValueError):
+            continue
+        ids |= _doctest_ids(rel, module)  # any module: `--doctest-modules` reads them all
+        if not _is_test_module(rel.rsplit("/", 1)[-1]):
+            continue
+        for node in module.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                ids.add(f"{rel}::{node.name}")
+            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                ids |= _class_ids(rel, node)
+    return ids
+
+
+def _python_files(tree: Path | Mapping[str, bytes]) -> Iterator[tuple[str, Callable[[], bytes]]]:
+    """(posix path, a function reading it) for each .py file pytest would look at, small enough to parse."""
+    if isinstance(tree, Mapping):
+        for rel in sorted(tree):
+            parts = rel.split("/")
+            if (rel.endswith(".py") and not any(d in SKIP_DIRS or d.startswith(".") for d in parts[:-1])
+                    and len(tree[rel]) <= MAX_TEST_FILE_BYTES):
+                yield rel, (lambda data=tree[rel]: data)
+        return
+    root = Path(tree)
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
         for name in sorted(filenames):
@@ -433,17 +459,4 @@ def collect_test_ids(tree: Path) -> set[str]:
                 continue
             if path.stat().st_size > MAX_TEST_FILE_BYTES:
                 continue
-            try:
-                module = ast.parse(path.read_bytes())
-            except (SyntaxError, ValueError):
-                continue
-            rel = PurePosixPath(path.relative_to(root)).as_posix()
-            ids |= _doctest_ids(rel, module)  # any module: `--doctest-modules` reads them all
-            if not _is_test_module(name):
-                continue
-            for node in module.body:
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-                    ids.add(f"{rel}::{node.name}")
-                elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-                    ids |= _class_ids(rel, node)
-    return ids
+            yield PurePosixPath(path.relative_to(root)).as_posix(), path.read_bytes

@@ -16,13 +16,17 @@ def test_grading_bench_runs_and_ends_with_the_ratio(runner_dir, scratch_dir):
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "grading.py"), "--rounds", "1", "--true-runs", "1",
-         "--pytest-runs", "1", "--runner", str(runner_dir), "--scratch", str(scratch_dir)],
+         "--pytest-runs", "1", "--sizes", "100", "--size-rounds", "1",
+         "--runner", str(runner_dir), "--scratch", str(scratch_dir)],
         cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=600,  # a guard against a hang, not a measurement
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.strip().splitlines()
     assert re.fullmatch(r"ratio: \d+\.\d\d", lines[-1]), done.stdout
+    # the tree-size sweep: a row for the sample alone and one for 100 extra files, each with its ratio
+    assert re.search(r"^ +0 +\d+ +\d+ +\d+\.\d\d ", done.stdout, re.M), done.stdout
+    assert re.search(r"^ +100 +\d+ +\d+ +\d+\.\d\d ", done.stdout, re.M), done.stdout
 
 
 def test_the_packets_bench_compares_business_days_with_refund_sum(runner_dir, scratch_dir, business_days_sandbox):

@@ -232,8 +232,8 @@ class BrokenSide(Sandbox):
 
     broken: str = "server"
 
-    def _argv(self, uid, runner, sandboxed, src, command, *rest):
-        argv = super()._argv(uid, runner, sandboxed, src, command, *rest)
+    def _argv(self, uid, runner, sandboxed, command, *rest):
+        argv = super()._argv(uid, runner, sandboxed, command, *rest)
         if (tuple(command) == PROXY_SERVER) == (self.broken == "server"):
             at = argv.index("--json-status-fd")
             argv[at:at] = ["--ro-bind", "/nonexistent/takehome-gone", "/opt/gone"]

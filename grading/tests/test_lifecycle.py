@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from conftest import ROOT, require
-from grading.cgroups import owned_name
+from grading.cgroups import owned_name, work_dir_for
 from grading.models import GradingRun
 from grading.sandbox import clean_stale_scratch
 from grading.tasks import sweep_submissions
@@ -158,7 +159,7 @@ MAKE_FOLDER = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, sys.argv[1])
     from pathlib import Path
-    from grading.cgroups import owned_name
+    from grading.cgroups import owned_name, work_dir_for
     folder = Path(sys.argv[2]) / owned_name(sys.argv[3])
     folder.mkdir()
     (folder / "tree.py").write_text("x = 1")
@@ -195,6 +196,21 @@ def test_scratch_folders_of_dead_processes_go_and_live_ones_stay(tmp_path):
         sleeper.kill()
         sleeper.wait(10)
     assert clean_stale_scratch(tmp_path) == [str(live)]  # its process is gone now
+
+
+def test_a_dead_gradings_upload_unpacked_in_memory_goes_too(tmp_path):
+    require(Path("/proc/self/stat").exists(), "needs /proc")
+    work = work_dir_for(tmp_path)
+    require(str(work).startswith("/dev/shm/"), "needs /dev/shm as a tmpfs")
+    try:
+        dead_grading, proc = folder_of_a_process(work, "grade", 0)
+        proc.wait(10)
+        mine = work / owned_name("grade")
+        mine.mkdir()
+        assert clean_stale_scratch(tmp_path) == [str(dead_grading)]
+        assert not dead_grading.exists() and mine.exists()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # --- the sweep never doubles a pending message ---------------------------------------------------------

@@ -14,6 +14,7 @@ import secrets
 import shutil
 import signal
 import socket
+import sys
 import textwrap
 import threading
 import time
@@ -103,6 +104,55 @@ def test_failing_tree_counts(sandbox, tmp_path):
     assert (r.outcome, r.exit_code, r.passed, r.failed, r.errors) == ("failed", 1, 2, 2, 0), r.log
     assert "test_more.py::TestMore::test_one" in {t.nodeid for t in r.tests if t.outcome == "failed"}
     assert "2 failed, 2 passed" in r.log
+
+
+def test_a_tree_given_as_files_runs_without_any_copy_on_the_workers_disk(sandbox, scratch_dir, monkeypatch):
+    files = {name: textwrap.dedent(text).encode() for name, text in PASSING.items()}
+    files["pkg/deep/data.txt"] = b"x"
+    files["test_layout.py"] = (b"import os, stat\n"
+                               b"def test_layout():\n"
+                               b"    assert open('pkg/deep/data.txt').read() == 'x'\n"
+                               b"    assert stat.S_IMODE(os.stat('calc.py').st_mode) == 0o644\n"
+                               b"    assert os.stat('calc.py').st_uid == os.getuid()\n"
+                               b"    assert not os.path.exists('/src')\n"
+                               b"    import sys; assert sys.stdin.read() == ''\n")
+    sandbox.run(files, ("true",))  # the helpers' copy under the scratch folder is made once, before
+    written: list[str] = []
+    watching = [True]
+
+    def audit(event, args):
+        # every file opened for writing and every folder made, anywhere on the host, by this process
+        if watching[0] and (event == "open" and isinstance(args[2], int) and args[2] & (os.O_WRONLY | os.O_RDWR)
+                            or event == "os.mkdir" and not os.path.exists(args[0])) \
+                and isinstance(args[0], (str, bytes, os.PathLike)):
+            written.append(os.fsdecode(args[0]))
+
+    sys.addaudithook(audit)
+    try:
+        r = sandbox.run(files, (*PYTEST, "-s"))
+    finally:
+        watching[0] = False
+    assert (r.outcome, r.passed) == ("passed", 3), r.log
+    assert [w for w in written if not w.startswith(("/sys/fs/cgroup", "/run/lock", "/dev/shm"))] == [], written
+
+
+def test_a_tree_too_big_for_the_sandboxs_tmpfs_is_reported_as_such(runner_dir, scratch_dir):
+    sb = Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, limits=replace(LIMITS, tmpfs_bytes=4 << 20))
+    files = {f"blob{i}.bin": os.urandom(1 << 20) for i in range(6)}
+    files["test_never.py"] = b"def test_never():\n    pass\n"
+    r = sb.run(files, PYTEST)
+    assert r.exit_code == 125 and r.passed == 0, r.log
+    assert any("too large for its tmpfs" in n for n in r.notes), r.notes
+
+
+def test_a_tree_with_more_files_than_the_tmpfs_inode_cap_is_reported_as_such(runner_dir, scratch_dir):
+    sb = Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, limits=replace(LIMITS, tmpfs_inodes=300))
+    if sb.caps_in_force().tmpfs != "mount":
+        pytest.skip("no per-run tmpfs mounts here: the inode cap is not in force")
+    files = {f"f{i}.txt": b"" for i in range(400)}
+    files["test_never.py"] = b"def test_never():\n    pass\n"
+    r = sb.run(files, PYTEST)
+    assert r.exit_code == 125 and r.passed == 0, r.log
 
 
 def test_collection_error(sandbox, tmp_path):

@@ -271,17 +271,17 @@ class EveryRun:
         return self.result
 
 
-def test_runs_that_failed_with_no_test_reported_pass_no_check(tmp_path):
+def test_runs_that_failed_with_no_test_reported_pass_no_check():
     from grading.selfcheck import check_packet
     from grading.spec import PacketSpec
 
     spec = PacketSpec("calc", 1, {"calc.py": BUG, "test_calc.py": OWN_TEST}, {"calc.py": FIX},
                       {"test_hidden_calc.py": HIDDEN}, decoys={"special-case": {"calc.py": SPECIAL_CASE}})
-    checks = check_packet(spec, EveryRun(ran("failed")), scratch=tmp_path)
+    checks = check_packet(spec, EveryRun(ran("failed")))
     assert [c.passed for c in checks] == [False, False, False, False]
     assert "no tests reported" in checks[0].summary and "not a red run" in checks[0].summary
     assert "special-case" in checks[3].summary
-    checks = check_packet(spec, EveryRun(ran("failed", failed=1)), scratch=tmp_path)
+    checks = check_packet(spec, EveryRun(ran("failed", failed=1)))
     assert [c.passed for c in checks] == [True, True, False, True]
 
 
