@@ -474,17 +474,13 @@ def _snapshot(invitation: Invitation) -> dict[str, bytes]:
 
 def _run_tests(invitation: Invitation, files: Mapping[str, bytes]) -> str:
     """The packet's test command over ``files`` in a fresh grading sandbox; returns what it printed."""
-    from grading.core import write_tree
     from grading.pipeline import sandbox_for_spec
     from grading.sandbox import SandboxUnavailable
 
     spec = invitation.packet_version.to_spec()
-    scratch = Path(settings.GRADING_SCRATCH_DIR)
-    scratch.mkdir(parents=True, exist_ok=True)
     try:
-        with tempfile.TemporaryDirectory(prefix="capture-", dir=scratch) as tmp:
-            write_tree(files, Path(tmp))
-            result = sandbox_for_spec(spec).run(Path(tmp), spec.test_command)
+        # why the files themselves: the sandbox unpacks them into its own tmpfs, nothing on disk here
+        result = sandbox_for_spec(spec).run(files, spec.test_command)
     except SandboxUnavailable as exc:
         log.error("capture for invitation %s: the sandbox is unavailable: %s", invitation.pk, exc)
         raise SessionRefused("The server could not run your tests just now (its sandbox is unavailable). Nothing "
