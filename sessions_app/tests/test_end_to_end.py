@@ -20,6 +20,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from conftest import Worker, _wait_for, screenshot
+from grading.cgroups import work_dir_for
 from grading.models import Evidence, GradingRun
 from grading.tasks import sweep_submissions
 from sessions_app.actions import do_start_session
@@ -185,9 +186,11 @@ def test_a_worker_killed_while_grading_is_graded_again_at_its_restart(ready, cli
         except AssertionError:
             raise AssertionError("worker log:\n" + first.output()[-6000:])
         killed = last_run(submission_id)
+        # the unpacked upload lives in the work folder: a tmpfs where /dev/shm has room, else scratch
         scratch = Path(settings.GRADING_SCRATCH_DIR)
-        left = _wait_for(lambda: [p for p in scratch.glob(f"grade-*-{killed.pid}-*")], 30,
-                         "the grading's scratch folder")
+        folders = (scratch, work_dir_for(scratch, make=False))
+        left = _wait_for(lambda: [p for f in folders for p in f.glob(f"grade-*-{killed.pid}-*")], 30,
+                         "the grading's unpacked upload")
         first.kill()  # SIGKILL to the whole process group, mid-run
         assert Submission.objects.get(pk=submission_id).status == "grading"
         again.start()  # finds its own run still marked running: sends it again at once
