@@ -1,6 +1,6 @@
 """In Chromium: the workspace page's terminal, over a real WebSocket served by daphne (ASGI).
 
-The shell is the stand-in (standin_terminal.py) until the sandboxed workspace lands.
+The shell is the real workspace (hosted_shell.py: tmux in bubblewrap).
 """
 
 import pytest
@@ -21,8 +21,8 @@ def asgi_application():
 
 
 @pytest.fixture
-def asgi_server(settings, standin, monkeypatch):
-    """daphne serving takehome.asgi in a forked process (the stand-in and the settings go with it)."""
+def asgi_server(settings, shells, monkeypatch):
+    """daphne serving takehome.asgi in a forked process (the workspace settings go with it)."""
     from daphne.testing import DaphneProcess
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
