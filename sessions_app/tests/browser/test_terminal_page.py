@@ -3,6 +3,8 @@
 The shell is the real workspace (hosted_shell.py: tmux in bubblewrap).
 """
 
+import re
+
 import pytest
 
 from conftest import free_port, screenshot
@@ -103,3 +105,21 @@ def test_a_revoked_link_closes_the_terminal_with_the_reason_and_no_retry(asgi_se
     closed = page.locator("#terminal-status[data-state='closed']")
     closed.wait_for(timeout=10000)
     assert closed.inner_text() == "closed: This invitation was withdrawn."
+
+
+def test_a_reload_reattaches_to_the_same_shell_with_what_it_showed(asgi_server, page, invitation):
+    do_start_session(invitation)
+    page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+    page.locator("#terminal-status[data-state='connected']").wait_for()
+    page.locator("#terminal .xterm-helper-textarea").focus()
+    page.keyboard.type("cd /tmp; echo marker-1 shell-$$")
+    page.keyboard.press("Enter")
+    rows = page.locator("#terminal .xterm-rows")
+    shell = rows.get_by_text(re.compile(r"^\s*marker-1 shell-\d+\s*$")).inner_text().split("shell-")[1].strip()
+    page.reload()
+    page.locator("#terminal-status[data-state='connected']").wait_for()
+    rows.get_by_text(f"marker-1 shell-{shell}", exact=True).wait_for()  # tmux draws the screen again
+    page.locator("#terminal .xterm-helper-textarea").focus()
+    page.keyboard.type("echo again-$$ in-$PWD")
+    page.keyboard.press("Enter")
+    rows.get_by_text(f"again-{shell} in-/tmp", exact=True).wait_for()  # the same shell, still in /tmp
