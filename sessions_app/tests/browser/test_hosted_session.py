@@ -1,0 +1,184 @@
+"""Issue 13's "Done when", in Chromium through the real stack: a hosted session from Start to review.
+
+daphne serves takehome.asgi (the page, the terminal's WebSocket, the gate's buttons) in a
+forked process; the shell is the real workspace (tmux in bubblewrap, hosted_shell.py);
+serve_workspaces' gate host runs in a thread so ``gate`` works in the terminal; a real
+celery worker grades the submission. Nothing is faked: each step is typed or clicked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from conftest import screenshot
+from grading.models import Evidence
+from sessions_app import gate_host
+from sessions_app.models import GateReceipt, Submission
+from takehome.tests.factories import InvitationFactory
+
+from ..test_end_to_end import wait_graded
+from .test_terminal_page import asgi_server  # noqa: F401  (daphne with the real shell)
+
+pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+CURRENT = "document.getElementById('replay-player').takehomePlayer.getCurrentTime()"
+
+REFUND_TEST = [  # typed into `cat > test_invoices.py`, a line at a time
+    "from pathlib import Path",
+    "",
+    "import invoices",
+    "",
+    'FIXTURE = Path(__file__).parent / "sample.csv"',
+    "",
+    "",
+    "def test_refunds_are_negative_cents_and_lower_the_total():",
+    "    # 1000 + 500 + (-200): a refund must reduce the sum",
+    "    assert invoices.total(FIXTURE) == 1300",
+]
+
+
+@pytest.fixture
+def worker_env(worker_env):
+    # why: typed by a script, red to green takes seconds, which the grader calls too fast for a person
+    return {**worker_env, "TAKEHOME_MIN_RED_TO_GREEN_S": "0"}
+
+
+@pytest.fixture
+def gate_socket_host(shells):
+    """serve_workspaces' gate host on an event loop of its own, in a thread."""
+    host = gate_host.GateHost(sweep_every_s=3600, discover_every_s=0.2)
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    thread = threading.Thread(target=loop.run_until_complete, args=(host.run(stop),), daemon=True)
+    thread.start()
+    yield host
+    loop.call_soon_threadsafe(stop.set)
+    thread.join(10)
+    loop.close()
+
+
+def wait_until(page, expression: str, timeout: float = 10.0):
+    """Poll an expression from the test's side (the page's policy forbids the string eval of wait_for_function)."""
+    deadline = time.monotonic() + timeout
+    while not (value := page.evaluate(expression)):
+        assert time.monotonic() < deadline, f"never true: {expression}"
+        page.wait_for_timeout(50)
+    return value
+
+
+class Terminal:
+    def __init__(self, page):
+        self.page = page
+        self.rows = page.locator("#terminal .xterm-rows")
+
+    def type(self, line: str, enter: bool = True) -> None:
+        self.page.locator("#terminal .xterm-helper-textarea").focus()
+        self.page.keyboard.type(line)
+        if enter:
+            self.page.keyboard.press("Enter")
+
+    def press(self, *keys: str) -> None:
+        for key in keys:
+            self.page.keyboard.press(key)
+
+    def shows(self, pattern: str, timeout: float = 30) -> None:
+        try:
+            self.rows.get_by_text(re.compile(pattern)).last.wait_for(timeout=timeout * 1000)
+        except PlaywrightTimeout:
+            raise AssertionError(f"{pattern!r} never showed; the terminal:\n{self.rows.inner_text()}") from None
+
+    def run(self, command: str, done: str, timeout: float = 30) -> None:
+        """Type ``command`` and wait for the line it prints last (``done``, a regex)."""
+        self.type(command)
+        self.shows(done, timeout)
+
+
+def capture(page, button: str) -> str:
+    """Press a gate button and wait for the panel's answer, which must be a yes; the answer's words."""
+    page.evaluate("document.getElementById('workspace-gate-outcome')?.remove()")
+    page.click(f"#{button}")
+    outcome = page.locator("#workspace-gate-outcome")
+    outcome.wait_for(timeout=90_000)
+    words = outcome.inner_text()
+    assert outcome.get_attribute("class") == "ok", f"{button}: {words}"
+    return words
+
+
+def test_a_candidate_works_a_hosted_session_and_the_reviewer_replays_it(
+        asgi_server, shells, gate_socket_host, celery_worker_proc, sample_packet, page, make_reviewer):  # noqa: F811
+    candidate = InvitationFactory(packet_version=sample_packet.latest_version())
+    assert candidate.packet_version.work_mode == "both"
+
+    # Start, and choose the hosted workspace on the landing page.
+    page.goto(f"{asgi_server}/t/{candidate.raw_token}/")
+    page.click("#start-button")
+    page.click("#confirm-start")
+    page.locator("#countdown").wait_for()
+    page.click("#workspace-link")
+    page.locator("#terminal-status[data-state='connected']").wait_for()
+    term = Terminal(page)
+
+    term.run("python -m pytest -q", r"1 failed")
+    print(capture(page, "capture-red"))
+    red = GateReceipt.objects.get(invitation=candidate, step="red", accepted=True)
+    assert red.captured_by == GateReceipt.CapturedBy.SERVER and "FAILED" in red.log_text
+    screenshot(page, "workspace-terminal")
+
+    # A test that names the bug, the prompt, and the model step (the sample's model is the candidate's own).
+    term.type("cat > test_invoices.py")
+    for line in REFUND_TEST:
+        term.type(line)
+    term.press("Control+d")
+    term.run("mkdir -p artifacts && echo 'invoices.py wraps cents in abs(); refunds are negative. "
+             "Propose a minimal patch; do not drop rows.' > artifacts/prompt.txt; echo prompt-$((6*7))", r"^prompt-42")
+    print(capture(page, "capture-model"))
+    term.run("echo 'Remove abs() from the sum in total().' > artifacts/model.md; echo reply-$((6*7))", r"^reply-42")
+
+    # The fix, in nano: line 9 is `n += abs(int(row["cents"]))`.
+    term.type("nano +9 invoices.py")
+    term.shows(r"GNU nano")
+    term.press("Control+k")
+    term.type('            n += int(row["cents"])')
+    term.press("Control+o")
+    term.shows(r"File Name to Write")
+    term.press("Enter", "Control+x")
+    term.run("grep -c abs invoices.py; python -m pytest -q", r"1 passed")
+    term.run("echo 'The model could drop the refund rows so the total looks right; dropping rows changes "
+             "revenue and hides the bug.' > artifacts/refuse.md; echo refused-$((6*7))", r"^refused-42")
+    # the gate command reaches the server through its socket
+    term.run("gate status", r"model\s+accepted \(captured by the server\)")
+    print(capture(page, "capture-green"))
+    print(capture(page, "workspace-submit"))
+
+    submission = Submission.objects.get(invitation=candidate)
+    submission = wait_graded(submission.pk, celery_worker_proc)
+    assert submission.status == Submission.Status.GRADED, submission.reject_reason
+    evidence = Evidence.objects.get(submission=submission).data
+    assert evidence["red_log"]["captured_by"] == "server" and evidence["red_log"]["genuine"]
+
+    # The reviewer sees the server's capture and replays the session.
+    make_reviewer("rob")
+    reviewer = page.context.browser.new_page(viewport={"width": 1280, "height": 900})
+    reviewer.goto(f"{asgi_server}/")
+    reviewer.fill("#id_username", "rob")
+    reviewer.fill("#id_password", "pw-rob")
+    reviewer.click("button[type=submit]")
+    reviewer.wait_for_url(f"{asgi_server}/review/")
+    reviewer.goto(f"{asgi_server}/review/{submission.pk}/")
+    reviewer.locator("ul.receipts li", has_text="red accepted captured by the server").wait_for()
+    reviewer.locator("#section-stamp #replay-player .ap-player").wait_for()
+    wait_until(reviewer, f"{CURRENT} !== undefined")
+    jump = reviewer.locator("#jump-to-red")
+    at = float(jump.get_attribute("data-seek"))
+    assert at > 0
+    jump.click()
+    wait_until(reviewer, f"Math.abs({CURRENT} - {at}) < 0.1")
+    wait_until(reviewer, "document.querySelector('#replay-player').innerText.includes('1 failed')")
+    reviewer.locator("#replay").scroll_into_view_if_needed()
+    screenshot(reviewer, "review-hosted-replay")
+    reviewer.close()
