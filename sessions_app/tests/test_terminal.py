@@ -174,6 +174,19 @@ def test_typing_echoes_and_a_resize_reaches_the_pty(started, shells):
     run(scenario)
 
 
+def test_typing_at_once_waits_for_tmux_to_draw_so_no_stray_echo_tops_the_screen(started, shells):
+    async def scenario():
+        comm = socket(started)
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data="echo early-$((2+3))\n")  # before any output: tmux is not attached yet
+        first = await comm.receive_output(timeout=10)
+        assert "echo early" not in first["text"], first  # the pty's own echo, before tmux set raw mode
+        await output_until(comm, "early-5")
+        await comm.disconnect()
+
+    run(scenario)
+
+
 def test_malformed_control_and_oversized_frames_are_dropped(started, shells):
     async def scenario():
         comm = socket(started)

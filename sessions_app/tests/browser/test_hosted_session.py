@@ -122,11 +122,15 @@ def test_a_candidate_works_a_hosted_session_and_the_reviewer_replays_it(
     page.click("#workspace-link")
     page.locator("#terminal-status[data-state='connected']").wait_for()
     term = Terminal(page)
+    term.shows(r"candidate:/workspace\$")  # a person waits for the prompt (typed earlier, the new pane echoes it twice)
 
     term.run("python -m pytest -q", r"1 failed")
     print(capture(page, "capture-red"))
     red = GateReceipt.objects.get(invitation=candidate, step="red", accepted=True)
     assert red.captured_by == GateReceipt.CapturedBy.SERVER and "FAILED" in red.log_text
+    # the list beside the buttons follows the capture (it said "None yet" while the panel said red)
+    listed = page.locator("#captures li").all_inner_texts()
+    assert len(listed) == 1 and listed[0].startswith("red ") and listed[0].endswith(" accepted"), listed
     screenshot(page, "workspace-terminal")
 
     # A test that names the bug, the prompt, and the model step (the sample's model is the candidate's own).

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import free_port, screenshot
+from conftest import free_port
 from sessions_app import consumers
 from sessions_app.actions import do_start_session
 
@@ -52,7 +52,6 @@ def test_typing_in_the_terminal_echoes_and_the_status_says_connected(asgi_server
     rows.get_by_text("hi-42", exact=True).wait_for()
     assert status.inner_text() == "connected"
     assert not [e for e in errors if "Content Security Policy" in e], errors
-    screenshot(page, "workspace-terminal")
 
 
 def test_paste_with_ctrl_shift_v_and_copy_of_a_selection(asgi_server, browser, invitation):
