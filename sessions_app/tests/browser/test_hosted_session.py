@@ -2,23 +2,22 @@
 
 daphne serves takehome.asgi (the page, the terminal's WebSocket, the gate's buttons) in a
 forked process; the shell is the real workspace (tmux in bubblewrap, hosted_shell.py);
-serve_workspaces' gate host runs in a thread so ``gate`` works in the terminal; a real
+`manage.py serve_workspaces` answers the gate's socket so ``gate`` works in the terminal; a real
 celery worker grades the submission. Nothing is faked: each step is typed or clicked.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
-import threading
-import time
+import subprocess
+import sys
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from conftest import screenshot
+from conftest import ROOT, screenshot
 from grading.models import Evidence
-from sessions_app import gate_host
+from grading.tests.browser.test_replay_browser import CURRENT, wait_until
 from sessions_app.models import GateReceipt, Submission
 from takehome.tests.factories import InvitationFactory
 
@@ -26,7 +25,6 @@ from ..test_end_to_end import wait_graded
 from .test_terminal_page import asgi_server  # noqa: F401  (daphne with the real shell)
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-CURRENT = "document.getElementById('replay-player').takehomePlayer.getCurrentTime()"
 
 REFUND_TEST = [  # typed into `cat > test_invoices.py`, a line at a time
     "from pathlib import Path",
@@ -49,26 +47,17 @@ def worker_env(worker_env):
 
 
 @pytest.fixture
-def gate_socket_host(shells):
-    """serve_workspaces' gate host on an event loop of its own, in a thread."""
-    host = gate_host.GateHost(sweep_every_s=3600, discover_every_s=0.2)
-    loop = asyncio.new_event_loop()
-    stop = asyncio.Event()
-    thread = threading.Thread(target=loop.run_until_complete, args=(host.run(stop),), daemon=True)
-    thread.start()
-    yield host
-    loop.call_soon_threadsafe(stop.set)
-    thread.join(10)
-    loop.close()
-
-
-def wait_until(page, expression: str, timeout: float = 10.0):
-    """Poll an expression from the test's side (the page's policy forbids the string eval of wait_for_function)."""
-    deadline = time.monotonic() + timeout
-    while not (value := page.evaluate(expression)):
-        assert time.monotonic() < deadline, f"never true: {expression}"
-        page.wait_for_timeout(50)
-    return value
+def serve_workspaces(worker_env, shells, settings, tmp_path):
+    """`manage.py serve_workspaces`, the gate's socket host, on the test's database and workspaces."""
+    env = {**worker_env, "TAKEHOME_WORKSPACES_DIR": str(shells.folder),
+           "TAKEHOME_WORKSPACE_UID_BASE": str(settings.WORKSPACE_UID_BASE),
+           "TAKEHOME_WORKSPACE_SLOTS": str(settings.WORKSPACE_SLOTS)}
+    log = tmp_path / "serve_workspaces.log"
+    proc = subprocess.Popen([sys.executable, "manage.py", "serve_workspaces", "--sweep-every", "3600"],
+                            cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    yield log
+    proc.terminate()
+    proc.wait(10)
 
 
 class Terminal:
@@ -110,7 +99,7 @@ def capture(page, button: str) -> str:
 
 
 def test_a_candidate_works_a_hosted_session_and_the_reviewer_replays_it(
-        asgi_server, shells, gate_socket_host, celery_worker_proc, sample_packet, page, make_reviewer):  # noqa: F811
+        asgi_server, shells, serve_workspaces, celery_worker_proc, sample_packet, page, make_reviewer):  # noqa: F811
     candidate = InvitationFactory(packet_version=sample_packet.latest_version())
     assert candidate.packet_version.work_mode == "both"
 
