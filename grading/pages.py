@@ -288,11 +288,10 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
 def recording_path(invitation: Invitation) -> Path:
     """Where the hosted session's terminal recording lives: <workspaces dir>/inv-<pk>/session.cast.
 
-    TAKEHOME_WORKSPACES_DIR, by default <TAKEHOME_VAR_DIR>/workspaces (the workspace's own folder;
-    the recording is never visible inside its sandbox).
+    settings.WORKSPACES_DIR (TAKEHOME_WORKSPACES_DIR), the folder the terminal records into (the
+    workspace's own folder; the recording is never visible inside its sandbox).
     """
-    folder = getattr(settings, "TAKEHOME_WORKSPACES_DIR", None) or settings.VAR_DIR / "workspaces"
-    return Path(folder) / f"inv-{invitation.pk}" / "session.cast"
+    return Path(settings.WORKSPACES_DIR) / f"inv-{invitation.pk}" / "session.cast"
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ OUTPUT_BYTES_PER_S = 1024 * 1024
 COLS_RANGE = range(2, 501)
 ROWS_RANGE = range(1, 201)
 RECHECK_S = 30.0
+ATTACH_WAIT_S = 5.0  # input waits at most this long for the shell's first output after connecting
 
 BAD_TOKEN, NOT_ALLOWED, TIME_UP = 4401, 4403, 4410
 REASON_BAD_TOKEN = "This link is not valid."  # unknown; a revoked link is not found either
@@ -70,7 +71,7 @@ def close_terminals(invitation_id: int, code: int, reason: str) -> None:
     async_to_sync(close_terminals_async)(invitation_id, code, reason)
 
 
-# The two calls into the workspace (parts C1 and A). Tests replace them with a stand-in.
+# The two calls into the workspace (parts C1 and A).
 def open_client(invitation, cols: int, rows: int):
     """Open the invitation's workspace and shell, and attach a fresh client of it on a pty."""
     from grading.workspace import spawn_client
@@ -176,6 +177,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
     client = None
     recorder = None
     group = None
+    drawn = None  # set once the client printed something: tmux is attached and has drawn the screen
 
     async def connect(self):
         token = self.scope["url_route"]["kwargs"]["token"]
@@ -197,6 +199,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
             return
         await self.accept()
         self.recorder = Recorder(path, cols, rows, settings.RECORDING_MAX_BYTES)
+        self.drawn = asyncio.Event()
         loop = asyncio.get_running_loop()
         self.tasks = [loop.create_task(self.pump()),
                       loop.create_task(self.watch(invitation.pk))]
@@ -245,6 +248,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
                 data = b""
             if not data:
                 break
+            self.drawn.set()
             text = decoder.decode(data)
             if text:
                 for part in output_frames(text):
@@ -274,6 +278,13 @@ class TerminalConsumer(AsyncWebsocketConsumer):
             if isinstance(control, dict):
                 self.control(control)
                 return
+        if not self.drawn.is_set():
+            # why wait: until tmux has drawn, the pty is in cooked mode, and its echo of what was typed
+            # lands on the screen before tmux's own drawing, as a stray line at the top
+            try:
+                await asyncio.wait_for(self.drawn.wait(), timeout=ATTACH_WAIT_S)
+            except TimeoutError:
+                pass
         self.recorder.input(data)
         await self.write(data.encode("utf-8", "replace"))
 

@@ -439,16 +439,10 @@ def workspace_context(invitation: Invitation, token: str) -> dict:
     from .consumers import hosted_allowed
     from .workspace_views import gate_panel_context
 
-    latest = {}
-    for receipt in invitation.receipts.filter(step__in=(GateReceipt.Step.RED, GateReceipt.Step.GREEN)).order_by(
-            "received_at", "pk"):
-        latest[receipt.step] = receipt
     return {
         **clock_context(invitation, token),
         **gate_panel_context(invitation, token),
         "hosted": hosted_allowed(invitation.packet_version),
-        # the last red and the last green receipt, accepted or refused
-        "captures": [latest[step] for step in (GateReceipt.Step.RED, GateReceipt.Step.GREEN) if step in latest],
         "model_provided": effective_policy(invitation.packet_version) == PacketVersion.ModelPolicy.PROVIDED,
     }
 

@@ -35,7 +35,12 @@ def gate_panel_context(invitation: Invitation, token: str) -> dict:
     """What the gate panel shows: the steps the server captured, and whether the model step is asked for."""
     accepted = set(GateReceipt.objects.filter(invitation=invitation, accepted=True)
                    .exclude(step=GateReceipt.Step.UPLOAD).values_list("step", flat=True))
+    latest = {}
+    for receipt in invitation.receipts.filter(step__in=actions.CAPTURE_STEPS).order_by("received_at", "pk"):
+        latest[receipt.step] = receipt
     return {
+        # why here: the panel is swapped after each button, and the list must follow it
+        "captures": [latest[step] for step in actions.CAPTURE_STEPS if step in latest],  # the last of each, accepted or not
         "token": token,
         "invitation": invitation,
         "captured": [step for step in actions.CAPTURE_STEPS if step in accepted],

@@ -17,8 +17,8 @@ from .casts import SESSION, cast_for, write_cast
 
 @pytest.fixture(autouse=True)
 def workspaces(settings, tmp_path):
-    settings.TAKEHOME_WORKSPACES_DIR = tmp_path / "workspaces"
-    return settings.TAKEHOME_WORKSPACES_DIR
+    settings.WORKSPACES_DIR = tmp_path / "workspaces"
+    return settings.WORKSPACES_DIR
 
 
 # --- reading a recording ------------------------------------------------------------------

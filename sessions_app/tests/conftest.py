@@ -16,7 +16,7 @@ from django.urls import reverse
 from conftest import require
 
 from .helpers import RED_LOG, receipt
-from .standin_terminal import standin  # noqa: F401  (the terminal's stand-in shell, until the workspace lands)
+from .hosted_shell import shells  # noqa: F401  (the terminal's tests on the real sandboxed workspace)
 
 
 @pytest.fixture(autouse=True)

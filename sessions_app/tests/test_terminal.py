@@ -1,13 +1,14 @@
 """The hosted terminal's WebSocket (sessions_app/consumers.py) through channels' WebsocketCommunicator.
 
-The shell behind it is the stand-in (standin_terminal.py: bash on a pty) until the
-sandboxed workspace is merged; the socket, its checks, the frames and the recording are real.
+The shell behind it is the real workspace (hosted_shell.py: tmux in bubblewrap under a uid
+of its own); the socket, its checks, the frames and the recording are real.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,6 +21,7 @@ from django.utils import timezone
 from conftest import require
 from grading import asciicast
 from sessions_app import consumers
+from sessions_app.workspaces import cast_path
 from takehome.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,39 +65,49 @@ async def closed_with(comm) -> dict:
     return message
 
 
+def screen_text(output: str) -> str:
+    """Terminal output as text: tmux moves the cursor right instead of writing spaces, and draws in colours."""
+    output = re.sub(r"\x1b\[(\d*)C", lambda m: " " * int(m.group(1) or 1), output)
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-B]|\x1b[=>]|\r", "", output)
+
+
 async def output_until(comm, needle: str, timeout: float = 10) -> str:
+    """The output (as text) until ``needle`` shows."""
     seen = ""
     end = time.monotonic() + timeout
-    while needle not in seen:
+    while needle not in screen_text(seen):
         left = end - time.monotonic()
-        assert left > 0, f"{needle!r} never came; got {seen[-500:]!r}"
-        message = await comm.receive_output(timeout=left)
+        try:
+            assert left > 0
+            message = await comm.receive_output(timeout=left)
+        except (AssertionError, TimeoutError):
+            raise AssertionError(f"{needle!r} never came; got {screen_text(seen)[-800:]!r}") from None
         assert message["type"] == "websocket.send", message
         seen += message.get("text", "")
-    return seen
+    return screen_text(seen)
 
 
-def test_an_unknown_token_closes_with_4401_and_says_why(db, standin):
+def test_an_unknown_token_closes_with_4401_and_says_why(db, shells):
     async def scenario():
         message = await closed_with(socket("not-a-real-token"))
         assert message["code"] == 4401
         assert "not valid" in message["reason"]
 
     run(scenario)
-    assert standin.clients == []
+    assert shells.clients == []
 
 
-def test_a_session_not_started_closes_with_4403(invitation, standin):
+def test_a_session_not_started_closes_with_4403(invitation, shells):
     async def scenario():
         message = await closed_with(socket(invitation))
         assert message["code"] == 4403
         assert "Start" in message["reason"]
 
     run(scenario)
-    assert standin.clients == []
+    assert shells.clients == []
 
 
-def test_after_the_close_of_uploads_closes_with_4410(started, standin):
+def test_after_the_close_of_uploads_closes_with_4410(started, shells):
     started.deadline = timezone.now() - timezone.timedelta(hours=1)
     started.save(update_fields=["deadline"])
 
@@ -107,7 +119,7 @@ def test_after_the_close_of_uploads_closes_with_4410(started, standin):
     run(scenario)
 
 
-def test_a_packet_without_the_hosted_mode_closes_with_4403(started, standin, monkeypatch):
+def test_a_packet_without_the_hosted_mode_closes_with_4403(started, shells, monkeypatch):
     monkeypatch.setattr(consumers, "hosted_allowed", lambda version: False)
 
     async def scenario():
@@ -118,16 +130,16 @@ def test_a_packet_without_the_hosted_mode_closes_with_4403(started, standin, mon
     run(scenario)
 
 
-def test_another_sites_page_cannot_open_the_terminal(started, standin):
+def test_another_sites_page_cannot_open_the_terminal(started, shells):
     async def scenario():
         connected, _ = await socket(started, origin=(b"origin", b"https://evil.example")).connect()
         assert not connected
 
     run(scenario)
-    assert standin.clients == []
+    assert shells.clients == []
 
 
-def test_output_that_is_a_json_object_is_never_one_frame(started, standin):
+def test_output_that_is_a_json_object_is_never_one_frame(started, shells):
     async def scenario():
         comm = socket(started)
         await comm.connect()
@@ -146,7 +158,7 @@ def test_output_that_is_a_json_object_is_never_one_frame(started, standin):
     assert consumers.output_frames('{"close": 1}') == ["{", '"close": 1}']
 
 
-def test_typing_echoes_and_a_resize_reaches_the_pty(started, standin):
+def test_typing_echoes_and_a_resize_reaches_the_pty(started, shells):
     async def scenario():
         comm = socket(started, "?cols=100&rows=30")
         connected, _ = await comm.connect()
@@ -154,6 +166,7 @@ def test_typing_echoes_and_a_resize_reaches_the_pty(started, standin):
         await comm.send_to(text_data="stty size\n")
         await output_until(comm, "30 100")
         await comm.send_to(text_data=json.dumps({"resize": [120, 40]}))
+        await asyncio.sleep(0.5)  # why: the pty tells the tmux client, which tells its server, which resizes
         await comm.send_to(text_data="stty size\n")
         await output_until(comm, "40 120")
         await comm.disconnect()
@@ -161,7 +174,20 @@ def test_typing_echoes_and_a_resize_reaches_the_pty(started, standin):
     run(scenario)
 
 
-def test_malformed_control_and_oversized_frames_are_dropped(started, standin):
+def test_typing_at_once_waits_for_tmux_to_draw_so_no_stray_echo_tops_the_screen(started, shells):
+    async def scenario():
+        comm = socket(started)
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data="echo early-$((2+3))\n")  # before any output: tmux is not attached yet
+        first = await comm.receive_output(timeout=10)
+        assert "echo early" not in first["text"], first  # the pty's own echo, before tmux set raw mode
+        await output_until(comm, "early-5")
+        await comm.disconnect()
+
+    run(scenario)
+
+
+def test_malformed_control_and_oversized_frames_are_dropped(started, shells):
     async def scenario():
         comm = socket(started)
         await comm.connect()
@@ -179,7 +205,7 @@ def test_malformed_control_and_oversized_frames_are_dropped(started, standin):
     run(scenario)
 
 
-def test_revoking_closes_every_terminal_of_the_invitation_with_the_reason(started, standin):
+def test_revoking_closes_every_terminal_of_the_invitation_with_the_reason(started, shells):
     async def scenario():
         first, second = socket(started), socket(started)
         await first.connect()
@@ -192,11 +218,11 @@ def test_revoking_closes_every_terminal_of_the_invitation_with_the_reason(starte
 
     run(scenario)
     time.sleep(0.2)
-    assert len(standin.clients) == 2
-    assert all(client.proc.poll() is not None for client in standin.clients)  # each tmux client ended
+    assert len(shells.clients) == 2
+    assert all(client.proc.poll() is not None for client in shells.clients)  # each tmux client ended
 
 
-def test_revoking_the_invitation_closes_its_terminal_with_the_reason(started, standin):
+def test_revoking_the_invitation_closes_its_terminal_with_the_reason(started, shells):
     from takehome.actions import do_revoke_invitation
 
     async def scenario():
@@ -210,7 +236,7 @@ def test_revoking_the_invitation_closes_its_terminal_with_the_reason(started, st
     run(scenario)
 
 
-def test_time_running_out_while_connected_closes_with_4410_without_the_channel_layer(started, standin, monkeypatch):
+def test_time_running_out_while_connected_closes_with_4410_without_the_channel_layer(started, shells, monkeypatch):
     monkeypatch.setattr(consumers, "RECHECK_S", 0.2)
 
     async def scenario():
@@ -225,7 +251,14 @@ def test_time_running_out_while_connected_closes_with_4410_without_the_channel_l
     run(scenario)
 
 
-def test_a_flood_of_output_is_sent_at_a_bounded_rate_and_ctrl_c_still_stops_it(started, standin):
+def test_a_flood_of_output_is_sent_at_a_bounded_rate_and_ctrl_c_still_stops_it(started, shells):
+    from sessions_app.actions import do_start_session
+    from takehome.tests.factories import InvitationFactory
+
+    # another candidate's terminal (one of the same invitation attaches to the same tmux session, flood and all)
+    neighbour = InvitationFactory(packet_version=started.packet_version)
+    do_start_session(neighbour)
+
     async def scenario():
         comm = socket(started)
         await comm.connect()
@@ -242,7 +275,7 @@ def test_a_flood_of_output_is_sent_at_a_bounded_rate_and_ctrl_c_still_stops_it(s
         before = time.monotonic()
         await asyncio.sleep(0.01)
         assert time.monotonic() - before < 0.5
-        other = socket(started)
+        other = socket(neighbour)
         assert (await other.connect())[0]
         before = time.monotonic()
         await other.send_to(text_data="echo other-$((5+5))\n")
@@ -257,7 +290,7 @@ def test_a_flood_of_output_is_sent_at_a_bounded_rate_and_ctrl_c_still_stops_it(s
     run(scenario)
 
 
-def test_the_recording_is_asciicast_v2_with_input_output_resize_and_markers(started, standin):
+def test_the_recording_is_asciicast_v2_with_input_output_resize_and_markers(started, shells):
     async def scenario():
         comm = socket(started, "?cols=90&rows=20")
         await comm.connect()
@@ -267,8 +300,8 @@ def test_the_recording_is_asciicast_v2_with_input_output_resize_and_markers(star
         await comm.disconnect()
 
     run(scenario)
-    asciicast.append_marker(standin.cast, "red captured")
-    lines = standin.cast.read_text().splitlines()
+    asciicast.append_marker(cast_path(started), "red captured")
+    lines = cast_path(started).read_text().splitlines()
     header = json.loads(lines[0])
     assert header["version"] == 2 and header["width"] == 90 and header["height"] == 20
     assert abs(header["timestamp"] - time.time()) < 60
@@ -300,7 +333,7 @@ def test_the_workspace_page_before_start_sends_the_candidate_to_start(invitation
     assert response["Location"] == f"/t/{invitation.raw_token}/"
 
 
-def test_close_terminals_reaches_a_socket_through_the_brokers_redis(started, standin, settings, broker_url):
+def test_close_terminals_reaches_a_socket_through_the_brokers_redis(started, shells, settings, broker_url):
     """The layer as the settings build it from the broker's URL (a unix socket by default), not the in-memory one."""
     from takehome.settings import _redis_for_channels
 

@@ -25,7 +25,7 @@ def wait_until(page, expression: str, timeout: float = 10.0):
 def test_the_reviewer_replays_the_session_and_jumps_to_red(live_server, page, make_reviewer, settings, tmp_path):
     from takehome.actions import do_load_sample_packet
 
-    settings.TAKEHOME_WORKSPACES_DIR = tmp_path / "workspaces"
+    settings.WORKSPACES_DIR = tmp_path / "workspaces"
     packet, _ = do_load_sample_packet()
     make_reviewer("rob")
     submission = make_submission(packet, "Ada Lovelace")

@@ -1,11 +1,13 @@
 """In Chromium: the workspace page's terminal, over a real WebSocket served by daphne (ASGI).
 
-The shell is the stand-in (standin_terminal.py) until the sandboxed workspace lands.
+The shell is the real workspace (hosted_shell.py: tmux in bubblewrap).
 """
+
+import re
 
 import pytest
 
-from conftest import free_port, screenshot
+from conftest import free_port
 from sessions_app import consumers
 from sessions_app.actions import do_start_session
 
@@ -21,8 +23,8 @@ def asgi_application():
 
 
 @pytest.fixture
-def asgi_server(settings, standin, monkeypatch):
-    """daphne serving takehome.asgi in a forked process (the stand-in and the settings go with it)."""
+def asgi_server(settings, shells, monkeypatch):
+    """daphne serving takehome.asgi in a forked process (the workspace settings go with it)."""
     from daphne.testing import DaphneProcess
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
@@ -50,7 +52,6 @@ def test_typing_in_the_terminal_echoes_and_the_status_says_connected(asgi_server
     rows.get_by_text("hi-42", exact=True).wait_for()
     assert status.inner_text() == "connected"
     assert not [e for e in errors if "Content Security Policy" in e], errors
-    screenshot(page, "workspace-terminal")
 
 
 def test_paste_with_ctrl_shift_v_and_copy_of_a_selection(asgi_server, browser, invitation):
@@ -103,3 +104,21 @@ def test_a_revoked_link_closes_the_terminal_with_the_reason_and_no_retry(asgi_se
     closed = page.locator("#terminal-status[data-state='closed']")
     closed.wait_for(timeout=10000)
     assert closed.inner_text() == "closed: This invitation was withdrawn."
+
+
+def test_a_reload_reattaches_to_the_same_shell_with_what_it_showed(asgi_server, page, invitation):
+    do_start_session(invitation)
+    page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+    page.locator("#terminal-status[data-state='connected']").wait_for()
+    page.locator("#terminal .xterm-helper-textarea").focus()
+    page.keyboard.type("cd /tmp; echo marker-1 shell-$$")
+    page.keyboard.press("Enter")
+    rows = page.locator("#terminal .xterm-rows")
+    shell = rows.get_by_text(re.compile(r"^\s*marker-1 shell-\d+\s*$")).inner_text().split("shell-")[1].strip()
+    page.reload()
+    page.locator("#terminal-status[data-state='connected']").wait_for()
+    rows.get_by_text(f"marker-1 shell-{shell}", exact=True).wait_for()  # tmux draws the screen again
+    page.locator("#terminal .xterm-helper-textarea").focus()
+    page.keyboard.type("echo again-$$ in-$PWD")
+    page.keyboard.press("Enter")
+    rows.get_by_text(f"again-{shell} in-/tmp", exact=True).wait_for()  # the same shell, still in /tmp
