@@ -156,14 +156,28 @@ def _read(path: str, size: int, mtime_ns: int, max_bytes: int) -> Recording | No
                 markers.append(Marker(t, label))
             elif event[1] == "o" and isinstance(event[2], str):
                 markers += runs.feed(t, event[2])
+            elif event[1] == "i" and isinstance(event[2], str):
+                runs.typed(event[2])
+            elif event[1] == "r":
+                runs.armed = False
     return Recording(started_at, width, height, duration, tuple(sorted(markers, key=lambda m: m.t)), cut)
 
 
 class _TestRuns:
-    """pytest's closing lines in the terminal's output, whole lines only, across output events."""
+    """pytest's closing lines in the terminal's output, whole lines only, across output events.
+
+    A closing line counts only between an Enter typed and the next key: the
+    screen is also redrawn with old output when an editor exits (after its own
+    keys) or a browser attaches again (after the connection's resize event),
+    and an old "1 failed" drawn again is no test run.
+    """
 
     def __init__(self) -> None:
         self.partial = ""
+        self.armed = False
+
+    def typed(self, data: str) -> None:
+        self.armed = data.endswith(("\r", "\n"))
 
     def feed(self, t: float, data: str) -> list[Marker]:
         *lines, self.partial = re.split(r"[\r\n]", self.partial + data)
@@ -171,6 +185,7 @@ class _TestRuns:
         found = []
         for line in lines:
             match = SUMMARY_RE.match(ANSI_RE.sub("", line).strip())
-            if match:
+            if match and self.armed:
+                self.armed = False  # one run per command
                 found.append(Marker(t, TEST_RUN + match.group(1).rstrip(", ")[:MAX_LABEL]))
         return found

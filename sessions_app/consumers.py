@@ -199,6 +199,8 @@ class TerminalConsumer(AsyncWebsocketConsumer):
             return
         await self.accept()
         self.recorder = Recorder(path, cols, rows, settings.RECORDING_MAX_BYTES)
+        # why: marks where this connection begins; a redraw after it is no new output (grading/replay.py)
+        self.recorder.resize(cols, rows)
         self.drawn = asyncio.Event()
         loop = asyncio.get_running_loop()
         self.tasks = [loop.create_task(self.pump()),

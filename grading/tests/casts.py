@@ -25,6 +25,7 @@ SESSION = [
     (2.4, "o", "F\r\n\x1b[31mFAILED test_invoices.py::test_refunds\x1b[0m\r\n1 failed in 0.05s\r\n$ "),
     (4.5, "m", "red captured"),
     (6.0, "o", "nano invoices.py\r\n"),
+    (8.0, "i", "\x1b[A\r"),  # the same command again, from the shell's history
     (8.8, "o", ".\r\n\x1b[32m1 passed in 0.04s\x1b[0m\r\n$ "),
     (9.25, "m", "green captured"),
     (12.0, "o", "$ "),

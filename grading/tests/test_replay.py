@@ -39,10 +39,12 @@ def test_the_markers_and_the_start_are_read(tmp_path):
 
 def test_each_test_run_is_found_in_the_output_across_events_and_colours(tmp_path):
     events = [
+        (0.9, "i", "python -m pytest\r"),
         (1.0, "o", "$ python -m pytest\r\n"),
         (2.0, "o", "\x1b[31m==== \x1b[31m\x1b[1m1 failed\x1b[0m, \x1b[32m2 pas"),
         (2.5, "o", "sed\x1b[0m\x1b[31m in 0.10s\x1b[0m\x1b[31m ====\x1b[0m\r\n$ "),
         (3.0, "o", "echo '3 passed in 1s'\r\n"),  # a command line, not pytest's closing line
+        (3.9, "i", "pytest tests/empty\r"),
         (4.0, "o", "===== no tests ran in 0.01s =====\n"),
         (5.0, "i", "1 failed in 9s\r"),  # typed, not printed
     ]
@@ -50,6 +52,24 @@ def test_each_test_run_is_found_in_the_output_across_events_and_colours(tmp_path
     assert [(m.t, m.label) for m in recording.markers] == [
         (2.5, "test run: 1 failed, 2 passed"), (4.0, "test run: no tests ran")]
     assert recording.red is None
+
+
+def test_old_output_drawn_again_is_no_test_run(tmp_path):
+    """An editor's exit and a browser attaching again redraw the screen, old closing lines and all."""
+    screen = "$ python -m pytest -q\r\nF\r\n1 failed in 0.03s\r\n$ nano invoices.py"
+    events = [
+        (1.0, "i", "python -m pytest -q\r"),
+        (2.0, "o", "F\r\n1 failed in 0.03s\r\n$ "),
+        (3.0, "i", "nano invoices.py\r"),
+        (3.5, "o", "\x1b[?1049h  GNU nano 7.2   invoices.py\r\n"),
+        (5.0, "i", "\x0f"), (5.2, "i", "\r"), (5.5, "i", "\x18"),  # save (Enter at its prompt), exit
+        (5.6, "o", "\x1b[?1049l\x1b[H\x1b[2J" + screen + "\r\n$ "),  # nano's exit: the old screen again
+        (6.0, "i", "\r"),  # an empty line
+        (9.0, "r", "80x24"),  # a browser attaching again
+        (9.1, "o", "\x1b[H\x1b[2J" + screen + "\r\n$ \r\n$ "),
+    ]
+    recording = read_recording(write_cast(tmp_path / "s.cast", events))
+    assert [(m.t, m.label) for m in recording.markers] == [(2.0, "test run: 1 failed")]
 
 
 def test_no_file_is_no_recording(tmp_path):
