@@ -292,20 +292,38 @@ def workspace_peak(ws) -> int:
 
 
 def daphne_rss(servers: Servers) -> int:
-    """daphne's resident memory (the process and its children in its group, e.g. a reloader's child)."""
-    proc = servers.procs["web"]
-    return rss_bytes(proc.pid) + sum(rss_bytes(pid) for pid in _children(proc.pid))
+    """daphne's own resident memory (its children, each terminal's sandboxed tmux client, count as the session's)."""
+    return rss_bytes(servers.procs["web"].pid)
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if int(Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(name))
-            except (OSError, IndexError, ValueError):
-                pass
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of the process so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def shell_latencies(path: Path) -> list[float]:
+    """From a recording: ms from each typed character ("i") to the next output holding it ("o").
+
+    The part of the echo spent behind the pty (tmux, the shell and back, and daphne's
+    turn to read it); the rest of the echo is the socket, daphne's receive and the client.
+    """
+    from grading.asciicast import read_events
+
+    try:
+        _, events = read_events(path)
+    except (OSError, ValueError):
+        return []
+    found, pending = [], None
+    for event in events:
+        if event.code == "i" and len(event.data) == 1 and event.data.isprintable():
+            pending = event
+        elif event.code == "o" and pending is not None and pending.data in event.data:
+            found.append((event.time - pending.time) * 1000)
+            pending = None
     return found
 
 
@@ -323,6 +341,8 @@ def run_sessions(args: argparse.Namespace, invitations: list, servers: Servers, 
     sessions = [Session(i, f"ws://127.0.0.1:{args.port}/t/{inv.link_token()}/terminal?cols=100&rows=30", origin)
                 for i, inv in enumerate(invitations)]
     before = daphne_rss(servers)
+    daphne_pid = servers.procs["web"].pid
+    cpu_before = cpu_seconds(daphne_pid)
     opened = time.monotonic()
     try:
         for session in sessions:
@@ -349,11 +369,15 @@ def run_sessions(args: argparse.Namespace, invitations: list, servers: Servers, 
             for thread in threads:
                 thread.join(timeout=2.0 / max(len(threads), 1))
         peaks = [workspace_peak(ws) for ws in workspaces]
+        shell = [ms for ws in workspaces for ms in shell_latencies(Path(ws.folder) / "session.cast")]
+        daphne_cpu = cpu_seconds(daphne_pid) - cpu_before
+        wall = time.monotonic() - opened
     finally:
         for session in sessions:
             session.close()
     return {"sessions": sessions, "open_s": open_s, "memory": samples, "memory_how": how, "peaks": peaks,
-            "daphne_before": before, "daphne_peak": peak_daphne}
+            "daphne_before": before, "daphne_peak": peak_daphne,
+            "daphne_cpu": daphne_cpu, "shell": shell, "wall": wall, "load_end": os.getloadavg()[0]}
 
 
 def report(args: argparse.Namespace, result: dict) -> int:
@@ -376,13 +400,19 @@ def report(args: argparse.Namespace, result: dict) -> int:
               f"{statistics.mean(result['peaks']) / mib:.1f} MiB, max {max(result['peaks']) / mib:.1f} MiB")
     growth = max(0, result["daphne_peak"] - result["daphne_before"])
     print(f"daphne: {result['daphne_before'] / mib:.1f} MiB before the sessions, peak "
-          f"{result['daphne_peak'] / mib:.1f} MiB; {growth / len(sessions) / mib:.2f} MiB per session")
+          f"{result['daphne_peak'] / mib:.1f} MiB; {growth / len(sessions) / mib:.2f} MiB per session; CPU "
+          f"{result['daphne_cpu']:.1f} s in {result['wall']:.0f} s ({100 * result['daphne_cpu'] / result['wall']:.0f}% "
+          f"of a core); load average {result['load_end']:.1f} at the end")
     if not latencies:
         print("echo p95: none (no character was echoed)")
         return 1
     p95 = percentile(latencies, 95)
     print(f"keystroke echo latency: p50 {statistics.median(latencies):.1f} ms, p95 {p95:.1f} ms, "
           f"max {max(latencies):.1f} ms over {len(latencies)} characters")
+    if result["shell"]:
+        shell = result["shell"]
+        print(f"  of which behind the pty (the recording's input to its output: tmux, the shell, daphne's read): "
+              f"p50 {statistics.median(shell):.1f} ms, p95 {percentile(shell, 95):.1f} ms")
     print(f"echo p95: {p95:.1f} ms (target: under {TARGET_MS:.0f} ms)")
     return 1 if failed or lost or stuck else 0
 

@@ -119,12 +119,13 @@ def test_the_report_fails_a_lost_echo_and_ends_with_the_p95(capsys):
         return s
 
     result = {"open_s": 0.1, "memory": [3 << 20], "memory_how": "cgroup", "peaks": [24 << 20, 0],
-              "daphne_before": 90 << 20, "daphne_peak": 100 << 20}
+              "daphne_before": 90 << 20, "daphne_peak": 100 << 20,
+              "daphne_cpu": 3.0, "shell": [], "wall": 60.0, "load_end": 1.0}
     fine = [session(0, [float(n) for n in range(1, 101)]), session(1, [5.0])]
     assert module.report(None, {**result, "sessions": fine}) == 0
     out = capsys.readouterr().out
     assert "characters typed: 101; echoes lost: 0" in out
-    assert "daphne: 90.0 MiB before the sessions, peak 100.0 MiB; 5.00 MiB per session" in out
+    assert "daphne: 90.0 MiB before the sessions, peak 100.0 MiB; 5.00 MiB per session; CPU 3.0 s in 60 s (5% of a core)" in out
     assert out.strip().splitlines()[-1] == "echo p95: 95.0 ms (target: under 50 ms)"
 
     assert module.report(None, {**result, "sessions": [session(0, [2.0, 3.0], lost=1)]}) == 1
