@@ -36,7 +36,6 @@ import shutil
 import signal
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -48,6 +47,7 @@ ROOT = HERE.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
+from bench import load  # noqa: E402
 from bench.load import Servers, answers, runner_dir, start_redis, wait_for  # noqa: E402
 from grading.runner import RunnerUnavailable, ensure_runner  # noqa: E402
 
@@ -75,23 +75,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def configure(folder: Path, args: argparse.Namespace, broker: str) -> dict:
-    """The environment of this process and of daphne."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("TAKEHOME_MEDIA_ROOT", "TAKEHOME_SCRATCH_DIR", "CACHE_URL", "DATABASE_URL",
-                        "TAKEHOME_CHANNEL_LAYER")}
+    """The environment of this process and of daphne: bench/load.py's, with the workspaces' settings."""
+    env = load.configure(folder, argparse.Namespace(database_url="", port=args.port), broker)
+    env.pop("TAKEHOME_CHANNEL_LAYER", None)  # why: the terminals' channel layer is the real one, on Redis
     env.update({
-        "TAKEHOME_VAR_DIR": str(folder),
-        "TAKEHOME_RUNNER_DIR": str(runner_dir()),
-        "DATABASE_URL": f"sqlite:///{folder / 'sessions.sqlite3'}",
-        "CELERY_BROKER_URL": broker,
         "TAKEHOME_WORKSPACES_DIR": str(folder / "workspaces"),
         "TAKEHOME_WORKSPACE_UID_BASE": str(args.uid_base),
-        "TAKEHOME_WORKSPACE_SLOTS": str(max(args.sessions, 1)),
-        "DEBUG": "true",
-        "ALLOWED_HOSTS": "127.0.0.1",
-        "SITE_URL": f"http://127.0.0.1:{args.port}",
-        "LOG_LEVEL": "WARNING",
-        "DJANGO_SETTINGS_MODULE": "takehome.settings",
+        "TAKEHOME_WORKSPACE_SLOTS": str(args.sessions),
     })
     return env
 
@@ -453,10 +443,7 @@ def check_tools() -> Path:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     runner = check_tools()
-    # why /tmp and a short name: the Redis unix socket's path must stay under 108 bytes.
-    folder = Path(tempfile.mkdtemp(prefix="th-sess-"))
-    # why: the workspaces' unprivileged uids must pass through to their folders under it.
-    folder.chmod(0o711)
+    folder = load.scratch_folder("th-sess-")
     servers = Servers(folder)
     workspaces: list = []
     signal.signal(signal.SIGTERM, _interrupted)
