@@ -125,7 +125,8 @@ class Session:
         self.error = ""
         self.ws = None
         self._cond = threading.Condition()
-        self._output: list[str] = []  # frames since the last mark
+        self._output: list[str] = []  # every frame received
+        self._received: list[float] = []  # perf_counter when each frame came, taken by the reader
         self._closed = False
 
     def open(self) -> None:
@@ -148,8 +149,10 @@ class Session:
                         self.error = self.error or json.loads(frame)["close"]["reason"]
                     except (ValueError, KeyError, TypeError):
                         pass
+                received = time.perf_counter()
                 with self._cond:
                     self._output.append(frame)
+                    self._received.append(received)
                     self._cond.notify_all()
         except (websocket.WebSocketException, OSError):
             pass
@@ -185,12 +188,13 @@ class Session:
             mark = self._mark()
             sent = time.perf_counter()
             self.ws.send(char)
-            if self._wait_for(char, mark, ECHO_TIMEOUT_S) is None:
+            # why the reader's time, not ours: the typist's own wake-up is not the server's delay
+            if (found := self._wait_for(char, mark, ECHO_TIMEOUT_S)) is None:
                 self.lost += 1
                 if self._closed:
                     return False
             else:
-                self.latencies.append((time.perf_counter() - sent) * 1000)
+                self.latencies.append((self._received[found] - sent) * 1000)
             time.sleep(max(0.0, gap - (time.perf_counter() - sent)))
         mark = self._mark()
         self.ws.send("\r")
