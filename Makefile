@@ -73,6 +73,7 @@ bench: setup
 	$(PY) bench/grading.py --packets
 	$(PY) bench/pages.py
 	$(PY) bench/load.py
+	$(PY) bench/sessions.py
 
 # The browser libraries, pinned, copied from npm into static/vendor/ (committed; needs npm only here).
 XTERM_VERSION := 6.0.0

@@ -423,13 +423,19 @@ def set_up(folder: Path, args: argparse.Namespace, servers: Servers) -> tuple[di
     return env, plan
 
 
+def scratch_folder(prefix: str) -> Path:
+    """A new temporary folder for a bench's servers and data."""
+    # why /tmp and a short name: the Redis unix socket's path must stay under 108 bytes.
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    # why: the sandbox's unprivileged uids must pass through to the folders under it.
+    folder.chmod(0o711)
+    return folder
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     runner = check_tools()
-    # why /tmp and a short name: the Redis unix socket's path must stay under 108 bytes.
-    folder = Path(tempfile.mkdtemp(prefix="th-load-"))
-    # why: the sandbox's unprivileged uids must pass through to the scratch folder under it.
-    folder.chmod(0o711)
+    folder = scratch_folder("th-load-")
     servers = Servers(folder)
     try:
         env, plan = set_up(folder, args, servers)

@@ -309,7 +309,11 @@ if env.str("TAKEHOME_CHANNEL_LAYER", default="redis") == "memory":
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                  "CONFIG": {"hosts": [_redis_for_channels(CELERY_BROKER_URL)],
+                                  # why socket_timeout: redis-py 8 reads with a 5 s timeout by default,
+                                  # and channels_redis waits 5 s for a message (BZPOPMIN): the read timed
+                                  # out and closed every idle terminal after a few seconds.
+                                  "CONFIG": {"hosts": [{"address": _redis_for_channels(CELERY_BROKER_URL),
+                                                        "socket_timeout": 30}],
                                              "prefix": "takehome-channels"}}}
 # The hosted terminal's recording (asciicast) stops recording past this size, and says so.
 RECORDING_MAX_BYTES = env.int("TAKEHOME_RECORDING_MAX_MB", default=20) * 1024 * 1024

@@ -1,0 +1,146 @@
+"""bench/sessions.py runs end to end with two terminals, and leaves nothing behind, Ctrl-C included.
+
+No timed asserts: the figures depend on the machine; what is checked is that
+every character typed came back, the tests ran in the shells, and the shells,
+mounts and servers are gone afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import free_port, require
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench" / "sessions.py"
+PORTS = range(8600, 8620)
+
+
+def load_module():
+    spec = importlib.util.spec_from_file_location("bench_sessions", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def requirements() -> None:
+    require(os.geteuid() == 0, "the workspaces mount a tmpfs: run the tests as root")
+    require(shutil.which("tmux") is not None, "tmux is missing (apt-get install tmux)")
+    require(shutil.which("redis-server") is not None, "redis-server is not installed (apt-get install redis-server)")
+
+
+def bench_env(runner_dir) -> dict:
+    return {**os.environ, "TAKEHOME_RUNNER_DIR": str(runner_dir)}
+
+
+def leftovers(uid_base: int, count: int) -> list[str]:
+    """Live processes of the bench's workspace uids and mounts under its folders that are still there."""
+    found = [f"process {pid}: {Path(f'/proc/{pid}/cmdline').read_bytes()!r}"
+             for uid in range(uid_base, uid_base + count) for pid in _uid_pids(uid)]
+    return found + [line for line in Path("/proc/self/mounts").read_text().splitlines() if "/th-sess-" in line]
+
+
+def _uid_pids(uid: int) -> list[int]:
+    """Live processes of ``uid`` (an ended one that its parent has not yet reaped does not count)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if (os.stat(f"/proc/{name}").st_uid == uid
+                        and Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"):
+                    pids.append(int(name))
+            except (OSError, IndexError):
+                pass
+    return pids
+
+
+@pytest.mark.worker  # starts daphne and a redis-server
+def test_sessions_bench_types_in_two_terminals_and_cleans_up(runner_dir):
+    requirements()
+    uid_base = 64100
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--sessions", "2", "--duration", "12", "--tests-every", "5",
+         "--port", str(free_port(PORTS)), "--uid-base", str(uid_base)],
+        cwd=ROOT, env=bench_env(runner_dir), capture_output=True, text=True,
+        timeout=300,  # a guard against a hang, not a measurement
+    )
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert "sessions: 2 opened in" in out and "echoes lost: 0; commands stuck: 0" in out, out
+    runs = int(out.split("test runs: ")[1].split()[0])
+    assert runs >= 2, out  # each terminal ran the tests at least once
+    assert "memory per session (" in out and "daphne: " in out, out
+    assert out.strip().splitlines()[-1].startswith("echo p95: "), out
+    assert leftovers(uid_base, 2) == []
+
+
+@pytest.mark.worker
+def test_ctrl_c_ends_the_shells_the_mounts_and_the_servers(runner_dir):
+    requirements()
+    uid_base = 64200
+    bench = subprocess.Popen(
+        [sys.executable, str(BENCH), "--sessions", "1", "--duration", "120", "--port", str(free_port(PORTS)),
+         "--uid-base", str(uid_base)],
+        cwd=ROOT, env=bench_env(runner_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = bench.stdout.readline()  # printed once daphne answers, just before the terminals open
+        assert line.startswith("sessions: 1 terminals"), line + bench.stderr.read()
+        deadline = time.monotonic() + 60
+        while not _uid_pids(uid_base) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _uid_pids(uid_base), "the workspace's shell never started"
+        time.sleep(2)  # typing
+        bench.send_signal(signal.SIGINT)
+        out, err = bench.communicate(timeout=60)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    assert bench.returncode == 130, out + err
+    assert "interrupted; cleaning up" in err
+    assert leftovers(uid_base, 1) == []
+
+
+def test_the_report_fails_a_lost_echo_and_ends_with_the_p95(capsys):
+    module = load_module()
+
+    def session(number, latencies, lost=0):
+        s = module.Session(number, "ws://unused", "http://unused")
+        s.ws, s.latencies, s.lost = object(), latencies, lost
+        return s
+
+    result = {"open_s": 0.1, "memory": [3 << 20], "memory_how": "cgroup", "peaks": [24 << 20, 0],
+              "daphne_before": 90 << 20, "daphne_peak": 100 << 20,
+              "daphne_cpu": 3.0, "shell": [], "wall": 60.0, "load_end": 1.0}
+    fine = [session(0, [float(n) for n in range(1, 101)]), session(1, [5.0])]
+    assert module.report(None, {**result, "sessions": fine}) == 0
+    out = capsys.readouterr().out
+    assert "characters typed: 101; echoes lost: 0" in out
+    assert "daphne: 90.0 MiB before the sessions, peak 100.0 MiB; 5.00 MiB per session; CPU 3.0 s in 60 s (5% of a core)" in out
+    assert out.strip().splitlines()[-1] == "echo p95: 95.0 ms (target: under 50 ms)"
+
+    assert module.report(None, {**result, "sessions": [session(0, [2.0, 3.0], lost=1)]}) == 1
+    assert "echoes lost: 1" in capsys.readouterr().out
+
+
+def test_the_channel_layers_redis_reads_outlast_its_blocking_wait():
+    """redis-py 8 times a read out after 5 s by default, the very time channels_redis blocks
+    waiting for a message: every idle terminal then closed after a few seconds (found by this bench)."""
+    from channels_redis.core import RedisChannelLayer
+    from django.conf import settings
+
+    layer = settings.CHANNEL_LAYERS["default"]
+    if "redis" not in layer["BACKEND"].lower():
+        pytest.skip("TAKEHOME_CHANNEL_LAYER=memory: no Redis here")
+    for host in layer["CONFIG"]["hosts"]:
+        timeout = host.get("socket_timeout") if isinstance(host, dict) else 5
+        assert timeout is None or timeout > RedisChannelLayer.brpop_timeout, host
