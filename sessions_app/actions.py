@@ -466,6 +466,8 @@ def _snapshot(invitation: Invitation) -> dict[str, bytes]:
         return dict(sandbox.snapshot_files(workspaces.open_files(invitation)))
     except sandbox.WorkspaceTooBig as exc:
         raise SessionRefused(str(exc), "too_big") from exc
+    except workspaces.WorkspaceFull as exc:  # WorkspaceElsewhere: kept on another host
+        raise SessionRefused(str(exc), "unavailable", retry_after=60) from exc
     except sandbox.WorkspaceUnavailable as exc:
         log.error("workspace of invitation %s unavailable: %s", invitation.pk, exc)
         raise SessionRefused("The server could not read your workspace just now. Try again in a minute; your "

@@ -104,7 +104,8 @@ def sweep(now=None) -> list[str]:
     grace = timedelta(seconds=settings.UPLOAD_GRACE_S)
     idle_before = now - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES)
     done = []
-    for row in Workspace.objects.filter(closed=False).select_related("invitation__packet_version__packet"):
+    rows = Workspace.objects.filter(closed=False, host=settings.WORKSPACE_HOST)
+    for row in rows.select_related("invitation__packet_version__packet"):
         invitation = row.invitation
         over = invitation.deadline is not None and now > invitation.deadline + grace
         try:
@@ -235,7 +236,8 @@ class GateHost:
 def _open_ids() -> list[int]:
     close_old_connections()
     try:
-        return list(Workspace.objects.filter(closed=False).values_list("invitation_id", flat=True))
+        return list(Workspace.objects.filter(closed=False, host=settings.WORKSPACE_HOST)
+                    .values_list("invitation_id", flat=True))
     finally:
         close_old_connections()
 

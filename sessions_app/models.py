@@ -196,7 +196,7 @@ class Workspace(models.Model):
 
     The files live under TAKEHOME_WORKSPACES_DIR (see sessions_app.workspaces);
     this row says which uid owns them. A uid is unique among open workspaces
-    (``closed`` False), so two shells never share one; a closed workspace (its
+    of one host (``closed`` False), so two shells never share one; a closed workspace (its
     deadline passed, frozen) gives its uid back. ``last_seen_at`` moves with
     the candidate's activity (throttled, see workspaces.touch); the sweep of
     ``manage.py serve_workspaces`` stops shells idle too long
@@ -204,6 +204,8 @@ class Workspace(models.Model):
     """
 
     invitation = models.OneToOneField(Invitation, on_delete=models.CASCADE, related_name="workspace")
+    host = models.CharField(max_length=255, default="", db_index=True,
+                            help_text="The server whose disk and shells hold this workspace (TAKEHOME_WORKSPACE_HOST).")
     uid = models.PositiveIntegerField()
     created_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -213,8 +215,8 @@ class Workspace(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["uid"], condition=models.Q(closed=False),
-                                    name="workspace_uid_unique_while_open"),
+            models.UniqueConstraint(fields=["host", "uid"], condition=models.Q(closed=False),
+                                    name="workspace_uid_unique_while_open_on_its_host"),
         ]
 
     def __str__(self) -> str:

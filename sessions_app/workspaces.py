@@ -62,7 +62,7 @@ def limits():
 
 
 def _free_uid() -> int:
-    taken = set(Workspace.objects.filter(closed=False).values_list("uid", flat=True))
+    taken = set(Workspace.objects.filter(closed=False, host=settings.WORKSPACE_HOST).values_list("uid", flat=True))
     base = settings.WORKSPACE_UID_BASE
     for uid in range(base, base + settings.WORKSPACE_SLOTS):
         if uid not in taken:
@@ -72,19 +72,35 @@ def _free_uid() -> int:
                         "happening, write to the person who invited you.")
 
 
+class WorkspaceElsewhere(WorkspaceFull):
+    """The workspace lives on another server of this site: its files and shell are there, not here."""
+
+
+def _check_host(row: Workspace) -> None:
+    if row.host != settings.WORKSPACE_HOST:
+        log.error("workspace of invitation %s is on host %r, this is %r: route /t/<token>/ to one host",
+                  row.invitation_id, row.host, settings.WORKSPACE_HOST)
+        raise WorkspaceElsewhere("Your workspace is kept on another server of this site, which did not answer "
+                                 "this request. Reload the page in a minute; if it keeps happening, write to "
+                                 "the person who invited you.")
+
+
 def workspace_row(invitation: Invitation) -> Workspace:
     """The invitation's Workspace row, created with a free uid on first use (WorkspaceFull when none is)."""
     row = Workspace.objects.filter(invitation_id=invitation.pk).first()
     if row is not None:
+        _check_host(row)
         return row
     for _ in range(5):
         try:
             with transaction.atomic():
-                return Workspace.objects.create(invitation_id=invitation.pk, uid=_free_uid())
+                return Workspace.objects.create(invitation_id=invitation.pk, host=settings.WORKSPACE_HOST,
+                                                uid=_free_uid())
         except IntegrityError:
             # why retry: another workspace took the same uid, or this invitation's row was just created
             row = Workspace.objects.filter(invitation_id=invitation.pk).first()
             if row is not None:
+                _check_host(row)
                 return row
     raise WorkspaceFull("The server could not set up your workspace just now (busy). Reload the page to try again.")
 

@@ -6,6 +6,7 @@ with TAKEHOME_. A bad value stops the process with a message, never a guess.
 """
 
 import os
+import socket
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -403,6 +404,9 @@ for _name, _value, _least in (("TAKEHOME_SANDBOX_MEMORY_MB", GRADING_SANDBOX_MEM
 # stopped and its files saved (`manage.py serve_workspaces` sweeps); the next
 # visit starts it again.
 WORKSPACES_DIR = Path(env.str("TAKEHOME_WORKSPACES_DIR", default="") or VAR_DIR / "workspaces")
+# Which server holds a workspace: its files and shell live on one host only (see the README's
+# "Hosted sessions" under Speed); each host serves and sweeps its own workspaces.
+WORKSPACE_HOST = env.str("TAKEHOME_WORKSPACE_HOST", default="") or socket.gethostname()
 WORKSPACE_UID_BASE = env.int("TAKEHOME_WORKSPACE_UID_BASE", default=63000)
 WORKSPACE_SLOTS = env.int("TAKEHOME_WORKSPACE_SLOTS", default=500)
 WORKSPACE_DISK_MB = env.int("TAKEHOME_WORKSPACE_DISK_MB", default=64)
