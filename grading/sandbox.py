@@ -653,6 +653,7 @@ class _Warm:
     stdin_w: int
     started: float
     ended: bool = False
+    released: bool = False  # everything it held is given back
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -673,6 +674,7 @@ class _Warm:
         _kill_uid(self.uid)
         self.caps.close()
         self.lock.close()  # the uid goes back to the pool last, once nothing of its runs is left
+        self.released = True
 
 
 class _WarmPool:
@@ -770,6 +772,30 @@ def _warm_pool(sandbox: Sandbox) -> _WarmPool:
         return _POOLS[key]
 
 
+def start_warm_sandboxes(sandbox: Sandbox) -> bool:
+    """Start filling this process's pool for ``sandbox`` now (a worker process that starts); False when off."""
+    if sandbox.warm <= 0:
+        return False
+    _warm_pool(sandbox)
+    return True
+
+
+def _forget_inherited_pools() -> None:
+    # why: a forked child holds copies of its parent's uid locks and pipes; closing
+    # its copies leaves the parent's sandboxes to the parent, and the child never uses them.
+    global _POOLS_LOCK
+    _POOLS_LOCK = threading.Lock()  # another thread may have held it at the fork
+    for (pid, _), pool in list(_POOLS.items()):
+        if pid != os.getpid():
+            for warm in pool.ready:
+                for fd in (warm.stdin_w, *warm.fds.child_ends(), warm.fds.status_r, warm.fds.junit_r,
+                           warm.fds.witness_r):
+                    if fd >= 0:
+                        _close(fd)
+                warm.lock.close()
+            del _POOLS[(pid, _)]
+
+
 def close_warm_sandboxes() -> None:
     """End every warm sandbox of this process and stop refilling (at exit; tests)."""
     with _POOLS_LOCK:
@@ -780,6 +806,7 @@ def close_warm_sandboxes() -> None:
 
 
 atexit.register(close_warm_sandboxes)
+os.register_at_fork(after_in_child=_forget_inherited_pools)
 
 
 def interpreter_binds(runner: Path) -> list[str]:

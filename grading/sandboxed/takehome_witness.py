@@ -12,6 +12,11 @@ a disagreement.
 It runs inside the candidate's interpreter, so it is one witness among
 several, never proof on its own: code that silences it leaves a run that
 cannot be confirmed, which is not a pass either.
+
+PYTEST_DONT_REWRITE: a warm sandbox imports this module before pytest reads
+``-p takehome_witness`` (grading/sandboxed/takehome_starter.py); it holds no
+assert to rewrite, and without this word pytest would warn that it cannot,
+which a run under ``-W error`` would turn into a failure of its own.
 """
 
 import json

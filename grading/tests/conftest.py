@@ -41,6 +41,9 @@ def grading_sandbox(runner_dir, scratch_dir) -> Sandbox:
         uid_base=settings.GRADING_UID_BASE,
         slots=settings.GRADING_SANDBOX_SLOTS,
         limits=SandboxLimits(wall_s=30),
+        # why from the settings: the suites run as the worker runs, warm sandboxes on
+        # unless TAKEHOME_WARM_SANDBOXES=0 (run them both ways).
+        warm=settings.GRADING_WARM_SANDBOXES,
     )
 
 
