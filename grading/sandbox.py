@@ -651,21 +651,33 @@ class _Warm:
     fds: _Fds
     proc: subprocess.Popen
     stdin_w: int
+    ready_r: int  # the starter writes one byte here once pytest is imported
     started: float
     ended: bool = False
     released: bool = False  # everything it held is given back
+    imported: bool = False
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def warmed(self) -> bool:
+        """Whether its pytest is imported (it may be handed a run before: the run then waits for it)."""
+        if not self.imported and self.ready_r >= 0:
+            try:
+                self.imported = bool(os.read(self.ready_r, 1))
+            except BlockingIOError:
+                pass
+        return self.imported
 
     def end(self) -> None:
         """Stop it (if still running) and give back everything it held; once."""
         if self.ended:
             return
         self.ended = True
-        if self.stdin_w >= 0:
-            _close(self.stdin_w)
-            self.stdin_w = -1
+        for name in ("stdin_w", "ready_r"):
+            if getattr(self, name) >= 0:
+                _close(getattr(self, name))
+                setattr(self, name, -1)
         if self.proc.poll() is None:
             _kill_group(self.proc)
         self.proc.wait()
@@ -780,6 +792,24 @@ def start_warm_sandboxes(sandbox: Sandbox) -> bool:
     return True
 
 
+def wait_for_warm(sandbox: Sandbox, timeout_s: float = 30.0) -> int:
+    """Wait until this process's pool for ``sandbox`` holds ``sandbox.warm`` sandboxes with pytest imported.
+
+    Returns how many are ready (fewer when ``timeout_s`` ran out). For the
+    benchmark and tests: a worker never waits, a run finding none goes cold.
+    """
+    if not start_warm_sandboxes(sandbox):
+        return 0
+    pool = _warm_pool(sandbox)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with pool.lock:
+            ready = sum(w.warmed() for w in pool.ready)
+        if ready >= sandbox.warm or time.monotonic() > deadline:
+            return ready
+        time.sleep(0.01)
+
+
 def _forget_inherited_pools() -> None:
     # why: a forked child holds copies of its parent's uid locks and pipes; closing
     # its copies leaves the parent's sandboxes to the parent, and the child never uses them.
@@ -788,7 +818,7 @@ def _forget_inherited_pools() -> None:
     for (pid, _), pool in list(_POOLS.items()):
         if pid != os.getpid():
             for warm in pool.ready:
-                for fd in (warm.stdin_w, *warm.fds.child_ends(), warm.fds.status_r, warm.fds.junit_r,
+                for fd in (warm.stdin_w, warm.ready_r, *warm.fds.child_ends(), warm.fds.status_r, warm.fds.junit_r,
                            warm.fds.witness_r):
                     if fd >= 0:
                         _close(fd)
@@ -1101,18 +1131,21 @@ class Sandbox:
             return None
         (uid, lock), = held
         caps = fds = None
-        stdin_r = stdin_w = -1
+        stdin_r = stdin_w = ready_r = ready_w = -1
         try:
             caps = self.run_caps().__enter__()
             fds = _Fds.open(uid)
             stdin_r, stdin_w = os.pipe()
+            ready_r, ready_w = os.pipe()
+            os.set_blocking(ready_r, False)
             proc = subprocess.Popen(
-                self._argv(uid, runner, sandboxed, WARM_STARTER, fds, {}, caps, warm=True),
+                self._argv(uid, runner, sandboxed, WARM_STARTER, fds, {"TAKEHOME_READY_FD": str(ready_w)}, caps,
+                           warm=True),
                 stdin=stdin_r, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=fds.child_ends(), start_new_session=True,
+                pass_fds=(*fds.child_ends(), ready_w), start_new_session=True,
             )
         except BaseException:
-            for fd in (stdin_r, stdin_w):
+            for fd in (stdin_r, stdin_w, ready_r, ready_w):
                 if fd >= 0:
                     _close(fd)
             if fds is not None:
@@ -1122,8 +1155,9 @@ class Sandbox:
             lock.close()
             raise
         _close(stdin_r)
+        _close(ready_w)
         fds.close_child_ends()
-        return _Warm(uid, lock, caps, fds, proc, stdin_w, time.monotonic())
+        return _Warm(uid, lock, caps, fds, proc, stdin_w, ready_r, time.monotonic())
 
     def _run_warm(self, warm: _Warm, tree: Path | Mapping[str, bytes], command: tuple[str, ...]) -> RunResult:
         """Hand ``tree`` and pytest's arguments to a warm sandbox, watch its one run as a cold one is watched."""

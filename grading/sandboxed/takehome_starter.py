@@ -30,6 +30,16 @@ for _name in default_plugins:
 # why before the tree exists: the witness is ours, never a tree's file of the same name.
 import takehome_witness  # noqa: E402,F401
 
+# Say it is ready, then forget how: the run's environment is a cold run's.
+_ready = os.environ.pop("TAKEHOME_READY_FD", "")
+if _ready.isdigit():
+    try:
+        os.write(int(_ready), b"r")
+        os.close(int(_ready))
+    except OSError:
+        pass
+del _ready
+
 
 def _read_exact(size):
     data = bytearray()

@@ -35,7 +35,7 @@ from grading.sandbox import (
     _warm_pool,
     clean_stale_scratch,
     close_warm_sandboxes,
-    start_warm_sandboxes,
+    wait_for_warm,
 )
 
 VAR = Path(__file__).resolve().parents[2] / "var"
@@ -53,11 +53,7 @@ def sandbox(runner_dir, scratch_dir, settings) -> Sandbox:
     """The tests' sandbox; its pytest runs go through warm sandboxes unless TAKEHOME_WARM_SANDBOXES=0."""
     sb = Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, limits=LIMITS,
                  warm=2 if settings.GRADING_WARM_SANDBOXES else 0)
-    if start_warm_sandboxes(sb):
-        pool = _warm_pool(sb)
-        deadline = time.monotonic() + 30
-        while len(pool.ready) < sb.warm and time.monotonic() < deadline:
-            time.sleep(0.02)
+    wait_for_warm(sb)
     return sb
 
 

@@ -25,6 +25,7 @@ from grading.sandbox import (
     _warm_pool,
     close_warm_sandboxes,
     pytest_command,
+    wait_for_warm,
     warm_eligible,
 )
 from grading.tests.test_sandbox import FORK_BOMB, make_tree
@@ -39,6 +40,8 @@ WHO = {"test_zz_who.py": """
     def test_who():
         cmd = open("/proc/self/cmdline", "rb").read().split(b"\\0")
         print("WHO", os.getuid(), "warm" if b"/opt/takehome/takehome_starter.py" in cmd else "cold", flush=True)
+        print("ENV", sorted(k for k in os.environ if not k.startswith("PYTEST_CURRENT")), flush=True)
+        print("PATH0", __import__("sys").path[0], __import__("sys").argv[0], flush=True)
 """}
 
 
@@ -47,14 +50,10 @@ def warm_sandbox(runner_dir, scratch_dir, warm=2, slots=SLOTS, idle_s=120.0, **l
                    warm=warm, warm_idle_s=idle_s)
 
 
-def ready(sb: Sandbox, count: int | None = None, timeout: float = 30.0):
-    """The pool of ``sb``, once ``count`` (default: all) of its sandboxes have started."""
-    pool = _warm_pool(sb)
-    deadline = time.monotonic() + timeout
-    while len(pool.ready) < (sb.warm if count is None else count):
-        assert time.monotonic() < deadline, "the pool never filled"
-        time.sleep(0.05)
-    return pool
+def ready(sb: Sandbox):
+    """The pool of ``sb``, once all its sandboxes have started and imported pytest."""
+    assert wait_for_warm(sb) == sb.warm, "the pool never filled"
+    return _warm_pool(sb)
 
 
 def who(result) -> tuple[int, str]:
@@ -162,6 +161,8 @@ def test_a_warm_run_has_its_slots_uid_and_the_same_limits_as_a_cold_one(runner_d
     assert UID_BASE <= who(warm)[0] < UID_BASE + SLOTS
     limits = [tuple(map(int, r.log.split("LIMITS ")[1].split()[:2])) for r in (cold, warm)]
     assert limits[0] == limits[1], limits
+    for probe in ("ENV", "PATH0"):  # the same environment, sys.path[0] and argv[0] as a cold run
+        assert re.search(rf"^{probe} .*$", cold.log, re.M)[0] == re.search(rf"^{probe} .*$", warm.log, re.M)[0]
     assert (warm.outcome, warm.passed) == ("passed", 4), warm.log
     assert "Warning" not in warm.log, warm.log  # nothing the cold run does not print
 
