@@ -136,6 +136,9 @@ class RunResult:
 # are loaded before the tree's folder goes on sys.path, so a candidate's
 # ``pytest.py``, ``_pytest/``, ``pluggy/`` or ``xml/`` cannot stand in for
 # them; the folder is then put first, as ``-m`` does, for the tree's own code.
+# why the witness too: ``-p takehome_witness`` is imported after the folder is
+# first on sys.path, and a takehome_witness.py in the upload replaced it (the
+# run passed with no witness line at all).
 PYTEST_BOOT = (
     "import importlib, os, sys\n"
     "import pytest\n"
@@ -145,6 +148,7 @@ PYTEST_BOOT = (
     "        importlib.import_module('_pytest.' + _name)\n"
     "    except ImportError:\n"
     "        pass\n"
+    "import takehome_witness\n"
     "sys.path.insert(0, os.getcwd())\n"
     "sys.exit(int(pytest.main()))\n"
 )

@@ -139,11 +139,13 @@ SHADOWS = {
 }
 
 
-def test_no_candidate_module_is_loaded_when_a_warm_run_starts(runner_dir, scratch_dir, tmp_path):
-    sb = warm_sandbox(runner_dir, scratch_dir, warm=1)
-    ready(sb)
+@pytest.mark.parametrize("kind", ["warm", "cold"])
+def test_no_candidate_module_is_loaded_when_a_run_starts(runner_dir, scratch_dir, tmp_path, kind):
+    sb = warm_sandbox(runner_dir, scratch_dir, warm=1 if kind == "warm" else 0)
+    if kind == "warm":
+        ready(sb)
     r = sb.run(make_tree(tmp_path, SHADOWS), PYTEST)
-    assert who(r)[1] == "warm", r.log
+    assert who(r)[1] == kind, r.log
     assert "LOADED []" in r.log, r.log
     assert "SHADOW" not in r.log, r.log
     assert (r.outcome, r.passed) == ("passed", 2), r.log
