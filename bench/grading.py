@@ -24,6 +24,12 @@ What is measured, in one process, alternately over several rounds:
 - the sandbox's cost per run: a sandboxed ``true`` (empty tree) against a bare
   ``true``, and a sandboxed pytest against a bare pytest on one tree (the
   submitted tree), one run at a time.
+- CPU time: user and system time of this process and its children, per
+  grading and per bare round (a warm sandbox's start-up is counted in the
+  grading that used it: a child's time is added when it ends).
+- warm sandboxes (``--warm``, default $TAKEHOME_WARM_SANDBOXES or 6): before
+  each timed grading and sandboxed pytest run it waits until they have
+  imported pytest, as a worker has them ready (it refills them while idle).
 - the tree-size sweep: grading and bare again, alternating, over the ideal
   submission plus N small files (``--sizes``, default 100, 1,000 and 1,980,
   in folders of 100; ``--size-rounds`` rounds each), one row per size with

@@ -20,6 +20,13 @@ where /dev/shm is no tmpfs)::
     run-<owner>-<random>/N-tmp    the run's tmpfs mounts (see grading/cgroups.py)
 
 and ``/run/lock/takehome-sandbox/uid-<N>.lock``, flocked for the whole run.
+
+Warm sandboxes (``Sandbox.warm``, README "Speed"): each process keeps a few
+sandboxes launched exactly as a cold run's, whose starter
+(``sandboxed/takehome_starter.py``) has imported pytest and waits for one
+run's arguments and tree on its stdin; each serves one run and exits. While
+waiting they hold their uid and caps; a cold run that finds no free uid
+touches ``/run/lock/takehome-sandbox/wanted`` and the pools give one back.
 Each run is also capped as a whole (memory and processes by a cgroup of its
 own, tmpfs inodes by mounts of its own, or rlimits where neither can be had):
 see :mod:`grading.cgroups`.
@@ -708,17 +715,23 @@ class _WarmPool:
         threading.Thread(target=self._loop, name="takehome-warm-sandboxes", daemon=True).start()
 
     def take(self) -> _Warm | None:
-        """A ready warm sandbox (the oldest first), or None: the run goes cold."""
+        """A warm sandbox with pytest imported (the oldest first), or None: the run goes cold.
+
+        why only imported ones: a starter that could not import pytest never
+        gets a run, whose failure would then be blamed on the candidate.
+        """
         stale = []
         found = None
         with self.lock:
             self.last_take = time.monotonic()
-            while self.ready:
-                warm = self.ready.pop(0)
-                if warm.alive() and time.monotonic() - warm.started < self.sandbox.warm_idle_s:
+            for warm in list(self.ready):
+                if not warm.alive() or time.monotonic() - warm.started >= self.sandbox.warm_idle_s:
+                    self.ready.remove(warm)
+                    stale.append(warm)
+                elif warm.warmed():
+                    self.ready.remove(warm)
                     found = warm
                     break
-                stale.append(warm)
         for warm in stale:
             warm.end()
         return found

@@ -27,6 +27,9 @@ def test_grading_bench_runs_and_ends_with_the_ratio(runner_dir, scratch_dir):
     # the tree-size sweep: a row for the sample alone and one for 100 extra files, each with its ratio
     assert re.search(r"^ +0 +\d+ +\d+ +\d+\.\d\d ", done.stdout, re.M), done.stdout
     assert re.search(r"^ +100 +\d+ +\d+ +\d+\.\d\d ", done.stdout, re.M), done.stdout
+    # CPU time beside the clock, and whether the sandboxes were warm
+    assert re.search(r"^CPU time, user\+sys .* grading \d+ ms, bare \d+ ms, ratio \d+\.\d\d", done.stdout, re.M)
+    assert re.search(r"^warm sandboxes: \d+", done.stdout, re.M), done.stdout
 
 
 def test_the_packets_bench_compares_business_days_with_refund_sum(runner_dir, scratch_dir, business_days_sandbox):
