@@ -740,8 +740,11 @@ class _WarmPool:
         while not self.closed:
             try:
                 self.tick()
-            except Exception:  # why: a failed start must not end the refilling for good
-                logger.exception("warm sandboxes: could not refill")
+            except Exception as exc:  # why: a failed start must not end the refilling for good
+                if isinstance(exc, (SandboxUnavailable, CapsUnavailable, OSError)):
+                    logger.warning("warm sandboxes: could not start one: %s", exc)
+                else:
+                    logger.exception("warm sandboxes: could not refill")
                 self.failures += 1
                 time.sleep(min(30.0, 0.5 * 2 ** min(self.failures, 6)))
             time.sleep(WARM_POLL_S)

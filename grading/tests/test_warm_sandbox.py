@@ -258,3 +258,26 @@ def test_warm_and_cold_give_the_same_results_for_the_samples_reruns(runner_dir, 
         assert len(pool.ready) == warm_sb.warm - 1, "the run did not take a warm sandbox"
         assert same(cold) == same(warm), name
         assert cold.tests, name
+
+
+def test_the_pool_refills_after_a_run_with_a_new_sandbox(runner_dir, scratch_dir, tmp_path):
+    sb = warm_sandbox(runner_dir, scratch_dir, warm=1)
+    pool = ready(sb)
+    used = pool.ready[0]
+    r = sb.run(make_tree(tmp_path, WHO), PYTEST)
+    assert who(r) == (used.uid, "warm") and used.released
+    pool = ready(sb)  # refilled in the background once no run took one for a moment
+    assert pool.ready[0] is not used and pool.ready[0].alive()
+
+
+def test_the_setting_turns_warm_sandboxes_off(settings, runner_dir, scratch_dir, tmp_path):
+    from grading.pipeline import sandbox_from_settings
+
+    settings.GRADING_RUNNER_DIR, settings.GRADING_SCRATCH_DIR = runner_dir, scratch_dir
+    settings.GRADING_UID_BASE, settings.GRADING_SANDBOX_SLOTS = UID_BASE, SLOTS
+    settings.GRADING_WARM_SANDBOXES = 0
+    off = sandbox_from_settings()
+    assert off.warm == 0 and wait_for_warm(off) == 0
+    assert who(off.run(make_tree(tmp_path, WHO), PYTEST))[1] == "cold"
+    settings.GRADING_WARM_SANDBOXES = 2
+    assert sandbox_from_settings().warm == 2
