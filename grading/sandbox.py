@@ -737,6 +737,8 @@ class _WarmPool:
         return found
 
     def _loop(self) -> None:
+        # why this thread lives as long as the pool: it launches every warm sandbox, and
+        # bwrap's --die-with-parent ends a sandbox when the thread that started it exits.
         while not self.closed:
             try:
                 self.tick()
