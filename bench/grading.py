@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"per-round ratio grading/bare: {', '.join(f'{x:.2f}' for x in ratios)}")
         print(f"CPU time, user+sys of this process and its children (medians): grading "
               f"{med(grading_cpu) * 1000:.0f} ms, bare {med(bare_cpu) * 1000:.0f} ms, "
-              f"ratio {med(grading_cpu) / med(bare_cpu):.2f} (warm sandboxes' start-up included)")
+              f"ratio {med(grading_cpu) / med(bare_cpu):.2f}" + (" (warm sandboxes' start-up included)" if args.warm else ""))
         print(f"sandbox overhead per run (medians): {true_overhead:.1f} ms (`true`), "
               f"{pytest_overhead:.1f} ms (pytest, one tree); target < {OVERHEAD_TARGET_MS:g} ms")
         print(f"sandbox overhead per run (minimums, least disturbed by other load): "
