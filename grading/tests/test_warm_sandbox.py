@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require
+from grading import sandbox as sandbox_module
 from grading.sandbox import (
     WARM_STARTER,
     Sandbox,
@@ -281,3 +282,20 @@ def test_the_setting_turns_warm_sandboxes_off(settings, runner_dir, scratch_dir,
     assert who(off.run(make_tree(tmp_path, WHO), PYTEST))[1] == "cold"
     settings.GRADING_WARM_SANDBOXES = 2
     assert sandbox_from_settings().warm == 2
+
+
+def test_a_worker_process_starts_its_warm_sandboxes_when_it_starts(settings, runner_dir, scratch_dir):
+    from grading.pipeline import sandbox_from_settings
+    from grading.tasks import warm_worker_process
+
+    settings.GRADING_RUNNER_DIR, settings.GRADING_SCRATCH_DIR = runner_dir, scratch_dir
+    settings.GRADING_UID_BASE, settings.GRADING_SANDBOX_SLOTS = UID_BASE, SLOTS
+    settings.GRADING_WARM_SANDBOXES = 2
+    sb = sandbox_from_settings()
+    assert (os.getpid(), sb) not in sandbox_module._POOLS
+    warm_worker_process()  # Celery's worker_process_init, in each worker process
+    pool = sandbox_module._POOLS[(os.getpid(), sb)]  # started by the signal, not by this test
+    deadline = time.monotonic() + 30
+    while sum(w.warmed() for w in list(pool.ready)) < 2:
+        assert time.monotonic() < deadline, "the worker process's pool never filled"
+        time.sleep(0.05)
