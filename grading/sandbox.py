@@ -618,6 +618,9 @@ WANTED_FILE = LOCK_DIR / "wanted"  # touched by a cold run waiting for a uid; wa
 WARM_POLL_S = 0.1
 WARM_REFILL_AFTER_S = 1.0  # why: refilling while a grading runs would take CPU from its runs
 WARM_HOLD_S = 2.0  # no refill for this long after a cold run asked for a uid
+# why: a packet environment graded once must not keep sandboxes for ever; the
+# worker's shared runner (start_warm_sandboxes) is always kept.
+WARM_FORGET_S = 3600.0
 
 
 def warm_eligible(command: Sequence[str]) -> bool:
@@ -703,8 +706,9 @@ class _Warm:
 class _WarmPool:
     """This process's warm sandboxes for one Sandbox: kept ``sandbox.warm`` strong, refilled while idle."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Sandbox, keep: bool = False) -> None:
         self.sandbox = sandbox
+        self.keep = keep  # refilled even when no run took one for WARM_FORGET_S
         self.ready: list[_Warm] = []
         self.lock = threading.Lock()
         self.last_take = float("-inf")
@@ -713,6 +717,10 @@ class _WarmPool:
         self.closed = False
         self.failures = 0
         threading.Thread(target=self._loop, name="takehome-warm-sandboxes", daemon=True).start()
+
+    def forgotten(self) -> bool:
+        """No run took one for WARM_FORGET_S, and it is not kept: no longer refilled."""
+        return not self.keep and time.monotonic() - self.last_take >= WARM_FORGET_S
 
     def take(self) -> _Warm | None:
         """A warm sandbox with pytest imported (the oldest first), or None: the run goes cold.
@@ -767,7 +775,8 @@ class _WarmPool:
                 if self.ready:
                     ending.append(self.ready.pop(0))
             refill = (not self.closed and len(self.ready) < self.sandbox.warm and now >= self.hold_until
-                      and now - self.last_take >= WARM_REFILL_AFTER_S)
+                      and now - self.last_take >= WARM_REFILL_AFTER_S
+                      and (self.keep or now - self.last_take < WARM_FORGET_S))
         for warm in ending:
             warm.end()
         if refill:
@@ -797,12 +806,15 @@ _POOLS: dict[tuple[int, Sandbox], _WarmPool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def _warm_pool(sandbox: Sandbox) -> _WarmPool:
+def _warm_pool(sandbox: Sandbox, keep: bool = False) -> _WarmPool:
     # why the pid in the key: a forked worker process starts its own pool (threads do not survive a fork).
     key = (os.getpid(), sandbox)
     with _POOLS_LOCK:
         if key not in _POOLS:
-            _POOLS[key] = _WarmPool(sandbox)
+            _POOLS[key] = _WarmPool(sandbox, keep)
+            if not keep:
+                _POOLS[key].last_take = time.monotonic()  # why: made for a run, which counts as its first use
+        _POOLS[key].keep |= keep
         return _POOLS[key]
 
 
@@ -810,7 +822,7 @@ def start_warm_sandboxes(sandbox: Sandbox) -> bool:
     """Start filling this process's pool for ``sandbox`` now (a worker process that starts); False when off."""
     if sandbox.warm <= 0:
         return False
-    _warm_pool(sandbox)
+    _warm_pool(sandbox, keep=True)
     return True
 
 

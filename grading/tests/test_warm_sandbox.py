@@ -299,3 +299,21 @@ def test_a_worker_process_starts_its_warm_sandboxes_when_it_starts(settings, run
     while sum(w.warmed() for w in list(pool.ready)) < 2:
         assert time.monotonic() < deadline, "the worker process's pool never filled"
         time.sleep(0.05)
+
+
+def test_a_pool_no_run_uses_any_more_stops_refilling(runner_dir, scratch_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(sandbox_module, "WARM_FORGET_S", 3.0)
+    sb = warm_sandbox(runner_dir, scratch_dir, warm=1, idle_s=1.0)
+    assert who(sb.run(make_tree(tmp_path, WHO), PYTEST))[1] == "cold"  # its pool is made by this run
+    pool = _warm_pool(sb)
+    assert not pool.keep
+    deadline = time.monotonic() + 5
+    while not pool.ready:  # refilled once no run took one for a moment
+        assert time.monotonic() < deadline, "never refilled"
+        time.sleep(0.05)
+    deadline = time.monotonic() + 15
+    while not (pool.forgotten() and not pool.ready):
+        assert time.monotonic() < deadline, "still refilled long after its last run"
+        time.sleep(0.05)
+    time.sleep(1.5)
+    assert pool.ready == []  # no longer refilled: its uid stays free for others
