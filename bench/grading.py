@@ -24,6 +24,12 @@ What is measured, in one process, alternately over several rounds:
 - the sandbox's cost per run: a sandboxed ``true`` (empty tree) against a bare
   ``true``, and a sandboxed pytest against a bare pytest on one tree (the
   submitted tree), one run at a time.
+- CPU time: user and system time of this process and its children, per
+  grading and per bare round (a warm sandbox's start-up is counted in the
+  grading that used it: a child's time is added when it ends).
+- warm sandboxes (``--warm``, default $TAKEHOME_WARM_SANDBOXES or 6): before
+  each timed grading and sandboxed pytest run it waits until they have
+  imported pytest, as a worker has them ready (it refills them while idle).
 - the tree-size sweep: grading and bare again, alternating, over the ideal
   submission plus N small files (``--sizes``, default 100, 1,000 and 1,980,
   in folders of 100; ``--size-rounds`` rounds each), one row per size with
@@ -52,6 +58,7 @@ import argparse
 import itertools
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -81,7 +88,14 @@ from grading.core import (  # noqa: E402
     write_tree,
 )
 from grading.runner import RunnerUnavailable, ensure_runner, runner_python, sandbox_home  # noqa: E402
-from grading.sandbox import JUNIT_IN_SANDBOX, SANDBOXED_DIR, Sandbox, SandboxUnavailable, pytest_command  # noqa: E402
+from grading.sandbox import (  # noqa: E402
+    JUNIT_IN_SANDBOX,
+    SANDBOXED_DIR,
+    Sandbox,
+    SandboxUnavailable,
+    pytest_command,
+    wait_for_warm,
+)
 from grading.spec import read_tree, sample_spec  # noqa: E402
 from grading.tests.corpus import honest_files, zip_with_times  # noqa: E402
 
@@ -127,8 +141,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="scratch folder (default $TAKEHOME_SCRATCH_DIR or var/scratch)")
     parser.add_argument("--uid-base", type=int, default=int(os.environ.get("TAKEHOME_SANDBOX_UID_BASE", 62000)),
                         help="first uid of the sandbox pool (default $TAKEHOME_SANDBOX_UID_BASE or 62000)")
-    parser.add_argument("--slots", type=int, default=int(os.environ.get("TAKEHOME_SANDBOX_SLOTS", 8)),
-                        help="uids in the pool (default $TAKEHOME_SANDBOX_SLOTS or 8)")
+    parser.add_argument("--slots", type=int, default=int(os.environ.get("TAKEHOME_SANDBOX_SLOTS", 16)),
+                        help="uids in the pool (default $TAKEHOME_SANDBOX_SLOTS or 16)")
+    parser.add_argument("--warm", type=int, default=int(os.environ.get("TAKEHOME_WARM_SANDBOXES", 6)),
+                        help="warm sandboxes kept ready, as a worker process keeps them "
+                             "(default $TAKEHOME_WARM_SANDBOXES or 6; 0: every run cold)")
     args = parser.parse_args(argv)
     if min(args.rounds, args.true_runs, args.pytest_runs, args.size_rounds) < 1:
         parser.error("--rounds, --true-runs, --pytest-runs and --size-rounds must be at least 1")
@@ -200,10 +217,20 @@ class Bare:
 # --- measuring ------------------------------------------------------------------------------
 
 
-def timed(fn, *args):
+def cpu_s() -> float:
+    """User and system CPU time so far of this process and of its children that ended."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed(fn, *args, cpu: list[float] | None = None):
+    used = cpu_s()
     start = time.perf_counter()
     value = fn(*args)
-    return time.perf_counter() - start, value
+    elapsed = time.perf_counter() - start
+    if cpu is not None:
+        cpu.append(cpu_s() - used)
+    return elapsed, value
 
 
 def check_evidence(evidence: dict) -> None:
@@ -228,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     scratch = args.scratch.resolve()
     scratch.mkdir(parents=True, exist_ok=True)
-    sandbox = Sandbox(runner_dir=runner, scratch_dir=scratch, uid_base=args.uid_base, slots=args.slots)
+    sandbox = Sandbox(runner_dir=runner, scratch_dir=scratch, uid_base=args.uid_base, slots=args.slots,
+                      warm=args.warm)
     try:
         sandbox.check()
     except SandboxUnavailable as exc:
@@ -258,6 +286,16 @@ def main(argv: list[str] | None = None) -> int:
         def grade(zipped: Path = archive) -> dict:
             return grade_archive(zipped, spec, sandbox, options=options, scratch=scratch)
 
+        short = []  # timed runs that began with fewer warm sandboxes ready than asked for
+
+        def ready() -> None:
+            # why before the clock starts: a worker refills its warm sandboxes while
+            # idle, so a submission finds them ready; their start-up CPU is counted
+            # all the same, in the grading that uses them (a child's CPU time is
+            # added when it ends).
+            if args.warm and (got := wait_for_warm(sandbox, timeout_s=10)) < args.warm:
+                short.append(got)  # why not an error: another process may hold the pool's uids
+
         def bare_all(dirs: dict[str, Path] = tree_dirs) -> dict[str, int]:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 futures = {name: pool.submit(bare.run, dirs[name]) for name in bare_runs}
@@ -277,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         if codes != expected_codes:
             raise SystemExit(f"bench: bare pytest exit codes {codes}, expected {expected_codes}")
 
-        grading_s, bare_s, ratios = [], [], []
+        grading_s, bare_s, ratios, grading_cpu, bare_cpu = [], [], [], [], []
         sb_true, bare_true, sb_pytest, bare_pytest = [], [], [], []
         one = tree_dirs["submitted"]
         for r in range(args.rounds):
@@ -285,10 +323,11 @@ def main(argv: list[str] | None = None) -> int:
             got = {}
             for which in order:
                 if which == "grade":
-                    got["grade"], evidence = timed(grade)
+                    ready()
+                    got["grade"], evidence = timed(grade, cpu=grading_cpu)
                     check_evidence(evidence)
                 else:
-                    got["bare"], _ = timed(bare_all)
+                    got["bare"], _ = timed(bare_all, cpu=bare_cpu)
             grading_s.append(got["grade"])
             bare_s.append(got["bare"])
             ratios.append(got["grade"] / got["bare"])
@@ -299,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(args.pytest_runs):
                 pair = [("sb", lambda: sandbox.run(one, spec.test_command)), ("bare", lambda: bare.run(one))]
                 for which, fn in (pair if (r + i) % 2 == 0 else pair[::-1]):
+                    if which == "sb":
+                        ready()
                     (sb_pytest if which == "sb" else bare_pytest).append(timed(fn)[0])
 
         # The tree-size sweep: the same comparison with extra small files in the upload.
@@ -311,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                 got = {}
                 for which in (("grade", "bare") if r % 2 == 0 else ("bare", "grade")):
                     if which == "grade":
+                        ready()
                         got["grade"], evidence = timed(grade, zipped)
                         check_evidence(evidence)
                     else:
@@ -336,6 +378,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
               "(other work on the machine makes every figure noisier)")
         print(f"pytest runs per grading: {len(bare_runs)} ({', '.join(bare_runs)})")
+        print(f"warm sandboxes: {args.warm}" + (
+            " pre-started and single-use, waited for before each timed grading and sandboxed pytest run, as a "
+            "worker has them ready (it refills them while idle); the hidden tests' two sandboxes and `true` "
+            "stay cold" if args.warm else " (every run cold)"))
+        if short:
+            print(f"  but {len(short)} timed runs began with only {min(short)} to {max(short)} ready: the pool's "
+                  "uids were busy (another process's sandboxes?); those figures are partly cold")
         print()
         print(f"{'ms':<44} {'median':>9} {'min':>9} {'max':>9} {'n':>4}")
         print(row("grading (grade_archive, sandboxed)", grading_s))
@@ -346,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
         print(row("bare pytest, same tree", bare_pytest))
         print()
         print(f"per-round ratio grading/bare: {', '.join(f'{x:.2f}' for x in ratios)}")
+        print(f"CPU time, user+sys of this process and its children (medians): grading "
+              f"{med(grading_cpu) * 1000:.0f} ms, bare {med(bare_cpu) * 1000:.0f} ms, "
+              f"ratio {med(grading_cpu) / med(bare_cpu):.2f}" + (" (warm sandboxes' start-up included)" if args.warm else ""))
         print(f"sandbox overhead per run (medians): {true_overhead:.1f} ms (`true`), "
               f"{pytest_overhead:.1f} ms (pytest, one tree); target < {OVERHEAD_TARGET_MS:g} ms")
         print(f"sandbox overhead per run (minimums, least disturbed by other load): "

@@ -32,7 +32,7 @@ from .models import Evidence, GradingRun
 from .pythons import PythonUnavailable
 from .requirements import RequirementsRefused
 from .runner import RunnerUnavailable
-from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable, clean_stale_scratch
+from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable, clean_stale_scratch, start_warm_sandboxes
 from .spec import PacketSpec
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,8 @@ def sandbox_from_settings() -> Sandbox:
         ),
         caps=settings.GRADING_SANDBOX_CAPS,
         tmpfs=settings.GRADING_SANDBOX_TMPFS,
+        warm=settings.GRADING_WARM_SANDBOXES,
+        warm_idle_s=settings.GRADING_WARM_IDLE_S,
     )
 
 
@@ -84,6 +86,15 @@ def clean_stale_runs() -> list[str]:
     for leftover in removed:
         log.warning("removed what a sandbox run whose worker died left behind: %s", leftover)
     return removed
+
+
+def warm_sandboxes() -> bool:
+    """Start this worker process's warm sandboxes (TAKEHOME_WARM_SANDBOXES; 0: off) for the shared runner."""
+    try:
+        return start_warm_sandboxes(sandbox_from_settings())
+    except SandboxUnavailable as exc:
+        log.error("warm sandboxes not started: %s", exc)
+        return False
 
 
 def sandbox_caps() -> str:

@@ -20,6 +20,13 @@ where /dev/shm is no tmpfs)::
     run-<owner>-<random>/N-tmp    the run's tmpfs mounts (see grading/cgroups.py)
 
 and ``/run/lock/takehome-sandbox/uid-<N>.lock``, flocked for the whole run.
+
+Warm sandboxes (``Sandbox.warm``, README "Speed"): each process keeps a few
+sandboxes launched exactly as a cold run's, whose starter
+(``sandboxed/takehome_starter.py``) has imported pytest and waits for one
+run's arguments and tree on its stdin; each serves one run and exits. While
+waiting they hold their uid and caps; a cold run that finds no free uid
+touches ``/run/lock/takehome-sandbox/wanted`` and the pools give one back.
 Each run is also capped as a whole (memory and processes by a cgroup of its
 own, tmpfs inodes by mounts of its own, or rlimits where neither can be had):
 see :mod:`grading.cgroups`.
@@ -27,8 +34,11 @@ see :mod:`grading.cgroups`.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import hashlib
+import io
+import json
 import logging
 import os
 import re
@@ -38,6 +48,7 @@ import signal
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping, Sequence
@@ -132,6 +143,9 @@ class RunResult:
 # are loaded before the tree's folder goes on sys.path, so a candidate's
 # ``pytest.py``, ``_pytest/``, ``pluggy/`` or ``xml/`` cannot stand in for
 # them; the folder is then put first, as ``-m`` does, for the tree's own code.
+# why the witness too: ``-p takehome_witness`` is imported after the folder is
+# first on sys.path, and a takehome_witness.py in the upload replaced it (the
+# run passed with no witness line at all).
 PYTEST_BOOT = (
     "import importlib, os, sys\n"
     "import pytest\n"
@@ -141,6 +155,7 @@ PYTEST_BOOT = (
     "        importlib.import_module('_pytest.' + _name)\n"
     "    except ImportError:\n"
     "        pass\n"
+    "import takehome_witness\n"
     "sys.path.insert(0, os.getcwd())\n"
     "sys.exit(int(pytest.main()))\n"
 )
@@ -255,6 +270,15 @@ def _tree_arg(tree: Path | Mapping[str, bytes]) -> Path | Mapping[str, bytes]:
     return tree if isinstance(tree, Mapping) else Path(tree)
 
 
+def _write_tree(out, tree: Path | Mapping[str, bytes]) -> None:
+    if isinstance(tree, Mapping):
+        for path, data in sorted(tree.items()):
+            _tar_file(out, path, 0o644, data)
+    elif Path(tree).is_dir():
+        _tar_dir(out, Path(tree), "")
+    out.write(b"\0" * (2 * _TAR_BLOCK))  # the end of the archive
+
+
 def tree_stream(tree: Path | Mapping[str, bytes]) -> int:
     """A tar of ``tree`` (a folder, or {posix path: bytes}) in memory, as a file descriptor read from its start.
 
@@ -266,12 +290,7 @@ def tree_stream(tree: Path | Mapping[str, bytes]) -> int:
     fd = os.memfd_create("takehome-tree", os.MFD_CLOEXEC)
     try:
         with os.fdopen(os.dup(fd), "wb", buffering=1 << 20) as out:
-            if isinstance(tree, Mapping):
-                for path, data in sorted(tree.items()):
-                    _tar_file(out, path, 0o644, data)
-            elif Path(tree).is_dir():
-                _tar_dir(out, Path(tree), "")
-            out.write(b"\0" * (2 * _TAR_BLOCK))  # the end of the archive
+            _write_tree(out, tree)
         os.lseek(fd, 0, os.SEEK_SET)
         return fd
     except BaseException:
@@ -593,6 +612,267 @@ class _Watched:
             self.junit_too_big = True
 
 
+# The warm sandbox's command: -P as in the cold path's boot (no script folder on sys.path).
+WARM_STARTER = ("python", "-P", f"{SANDBOXED_IN_SANDBOX}/takehome_starter.py")
+WANTED_FILE = LOCK_DIR / "wanted"  # touched by a cold run waiting for a uid; warm pools give one back
+WARM_POLL_S = 0.1
+WARM_REFILL_AFTER_S = 1.0  # why: refilling while a grading runs would take CPU from its runs
+WARM_HOLD_S = 2.0  # no refill for this long after a cold run asked for a uid
+# why: a packet environment graded once must not keep sandboxes for ever; the
+# worker's shared runner (start_warm_sandboxes) is always kept.
+WARM_FORGET_S = 3600.0
+
+
+def warm_eligible(command: Sequence[str]) -> bool:
+    """Whether a run of ``command`` (after pytest_command) may use a warm sandbox: ``python -m pytest`` in the runner."""
+    return list(command[:4]) == ["python", "-P", "-c", PYTEST_BOOT]
+
+
+def _send(warm: _Warm, data: bytes) -> None:
+    """Write the request into the warm sandbox's stdin, then close it (tar reads up to the end of the stream)."""
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(warm.stdin_w, view):]
+    except OSError:
+        pass  # the sandbox ended before reading it all: its result says why
+    finally:
+        _close(warm.stdin_w)
+        warm.stdin_w = -1  # why: a closed number is soon reused by another thread's pipe
+
+
+def _want_slot() -> None:
+    try:
+        WANTED_FILE.touch()
+    except OSError:
+        pass
+
+
+def _wanted_mark() -> int:
+    try:
+        return WANTED_FILE.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+@dataclass
+class _Warm:
+    """A pre-started sandbox: its uid's lock, its run's caps, its report pipes, waiting for one run."""
+
+    uid: int
+    lock: object
+    caps: RunCaps
+    fds: _Fds
+    proc: subprocess.Popen
+    stdin_w: int
+    ready_r: int  # the starter writes one byte here once pytest is imported
+    started: float
+    ended: bool = False
+    released: bool = False  # everything it held is given back
+    imported: bool = False
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def warmed(self) -> bool:
+        """Whether its pytest is imported (it may be handed a run before: the run then waits for it)."""
+        if not self.imported and self.ready_r >= 0:
+            try:
+                self.imported = bool(os.read(self.ready_r, 1))
+            except BlockingIOError:
+                pass
+        return self.imported
+
+    def end(self) -> None:
+        """Stop it (if still running) and give back everything it held; once."""
+        if self.ended:
+            return
+        self.ended = True
+        for name in ("stdin_w", "ready_r"):
+            if getattr(self, name) >= 0:
+                _close(getattr(self, name))
+                setattr(self, name, -1)
+        if self.proc.poll() is None:
+            _kill_group(self.proc)
+        self.proc.wait()
+        self.fds.close_all()
+        self.proc.stdout.close()
+        _kill_uid(self.uid)
+        self.caps.close()
+        self.lock.close()  # the uid goes back to the pool last, once nothing of its runs is left
+        self.released = True
+
+
+class _WarmPool:
+    """This process's warm sandboxes for one Sandbox: kept ``sandbox.warm`` strong, refilled while idle."""
+
+    def __init__(self, sandbox: Sandbox, keep: bool = False) -> None:
+        self.sandbox = sandbox
+        self.keep = keep  # refilled even when no run took one for WARM_FORGET_S
+        self.ready: list[_Warm] = []
+        self.lock = threading.Lock()
+        self.last_take = float("-inf")
+        self.hold_until = 0.0
+        self.wanted_seen = _wanted_mark()
+        self.closed = False
+        self.failures = 0
+        threading.Thread(target=self._loop, name="takehome-warm-sandboxes", daemon=True).start()
+
+    def forgotten(self) -> bool:
+        """No run took one for WARM_FORGET_S, and it is not kept: no longer refilled."""
+        return not self.keep and time.monotonic() - self.last_take >= WARM_FORGET_S
+
+    def take(self) -> _Warm | None:
+        """A warm sandbox with pytest imported (the oldest first), or None: the run goes cold.
+
+        why only imported ones: a starter that could not import pytest never
+        gets a run, whose failure would then be blamed on the candidate.
+        """
+        stale = []
+        found = None
+        with self.lock:
+            self.last_take = time.monotonic()
+            for warm in list(self.ready):
+                if not warm.alive() or time.monotonic() - warm.started >= self.sandbox.warm_idle_s:
+                    self.ready.remove(warm)
+                    stale.append(warm)
+                elif warm.warmed():
+                    self.ready.remove(warm)
+                    found = warm
+                    break
+        for warm in stale:
+            warm.end()
+        return found
+
+    def _loop(self) -> None:
+        # why this thread lives as long as the pool: it launches every warm sandbox, and
+        # bwrap's --die-with-parent ends a sandbox when the thread that started it exits.
+        while not self.closed:
+            try:
+                self.tick()
+            except Exception as exc:  # why: a failed start must not end the refilling for good
+                if isinstance(exc, (SandboxUnavailable, CapsUnavailable, OSError)):
+                    logger.warning("warm sandboxes: could not start one: %s", exc)
+                else:
+                    logger.exception("warm sandboxes: could not refill")
+                self.failures += 1
+                time.sleep(min(30.0, 0.5 * 2 ** min(self.failures, 6)))
+            time.sleep(WARM_POLL_S)
+
+    def tick(self) -> None:
+        """One round: end the expired, give a uid back to a waiting cold run, start one more when idle."""
+        now = time.monotonic()
+        ending = []
+        with self.lock:
+            keep = []
+            for warm in self.ready:
+                (keep if warm.alive() and now - warm.started < self.sandbox.warm_idle_s else ending).append(warm)
+            self.ready = keep
+            mark = _wanted_mark()
+            if mark != self.wanted_seen:
+                self.wanted_seen = mark
+                self.hold_until = now + WARM_HOLD_S
+                if self.ready:
+                    ending.append(self.ready.pop(0))
+            refill = (not self.closed and len(self.ready) < self.sandbox.warm and now >= self.hold_until
+                      and now - self.last_take >= WARM_REFILL_AFTER_S
+                      and (self.keep or now - self.last_take < WARM_FORGET_S))
+        for warm in ending:
+            warm.end()
+        if refill:
+            warm = self.sandbox._start_warm()
+            if warm is None:
+                self.hold_until = time.monotonic() + WARM_HOLD_S  # every uid busy: try again later
+                return
+            self.failures = 0
+            with self.lock:
+                if self.closed:
+                    ending = [warm]
+                else:
+                    self.ready.append(warm)
+                    ending = []
+            for extra in ending:
+                extra.end()
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            ending, self.ready = self.ready, []
+        for warm in ending:
+            warm.end()
+
+
+_POOLS: dict[tuple[int, Sandbox], _WarmPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _warm_pool(sandbox: Sandbox, keep: bool = False) -> _WarmPool:
+    # why the pid in the key: a forked worker process starts its own pool (threads do not survive a fork).
+    key = (os.getpid(), sandbox)
+    with _POOLS_LOCK:
+        if key not in _POOLS:
+            _POOLS[key] = _WarmPool(sandbox, keep)
+            if not keep:
+                _POOLS[key].last_take = time.monotonic()  # why: made for a run, which counts as its first use
+        _POOLS[key].keep |= keep
+        return _POOLS[key]
+
+
+def start_warm_sandboxes(sandbox: Sandbox) -> bool:
+    """Start filling this process's pool for ``sandbox`` now (a worker process that starts); False when off."""
+    if sandbox.warm <= 0:
+        return False
+    _warm_pool(sandbox, keep=True)
+    return True
+
+
+def wait_for_warm(sandbox: Sandbox, timeout_s: float = 30.0) -> int:
+    """Wait until this process's pool for ``sandbox`` holds ``sandbox.warm`` sandboxes with pytest imported.
+
+    Returns how many are ready (fewer when ``timeout_s`` ran out). For the
+    benchmark and tests: a worker never waits, a run finding none goes cold.
+    """
+    if not start_warm_sandboxes(sandbox):
+        return 0
+    pool = _warm_pool(sandbox)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with pool.lock:
+            ready = sum(w.warmed() for w in pool.ready)
+        if ready >= sandbox.warm or time.monotonic() > deadline:
+            return ready
+        time.sleep(0.01)
+
+
+def _forget_inherited_pools() -> None:
+    # why: a forked child holds copies of its parent's uid locks and pipes; closing
+    # its copies leaves the parent's sandboxes to the parent, and the child never uses them.
+    global _POOLS_LOCK
+    _POOLS_LOCK = threading.Lock()  # another thread may have held it at the fork
+    for (pid, _), pool in list(_POOLS.items()):
+        if pid != os.getpid():
+            for warm in pool.ready:
+                for fd in (warm.stdin_w, warm.ready_r, *warm.fds.child_ends(), warm.fds.status_r, warm.fds.junit_r,
+                           warm.fds.witness_r):
+                    if fd >= 0:
+                        _close(fd)
+                warm.lock.close()
+            del _POOLS[(pid, _)]
+
+
+def close_warm_sandboxes() -> None:
+    """End every warm sandbox of this process and stop refilling (at exit; tests)."""
+    with _POOLS_LOCK:
+        pools = [pool for (pid, _), pool in _POOLS.items() if pid == os.getpid()]
+        _POOLS.clear()
+    for pool in pools:
+        pool.close()
+
+
+atexit.register(close_warm_sandboxes)
+os.register_at_fork(after_in_child=_forget_inherited_pools)
+
+
 def interpreter_binds(runner: Path) -> list[str]:
     """bwrap arguments that show the runner's base interpreter inside the sandbox, read-only.
 
@@ -624,6 +904,9 @@ class Sandbox:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     caps: str = "auto"  # auto | cgroup2 | cgroup1 | rlimit (see grading/cgroups.py)
     tmpfs: str = "auto"  # auto | mount | bwrap
+    # Pre-started single-use sandboxes kept ready per process (0: every run cold), and how long one may wait.
+    warm: int = 0
+    warm_idle_s: float = 300.0
 
     def __post_init__(self) -> None:
         # why: uid 0 or a system uid would hand candidate code real privileges.
@@ -739,37 +1022,42 @@ class Sandbox:
         # folders (tests beside a worker) still never share a uid.
         # why all or none: a run that holds one uid while waiting for a second
         # could wait on another run doing the same.
-        LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         if count > self.slots:
             raise SandboxUnavailable(f"a run needs {count} sandbox uids and the pool has {self.slots}")
         deadline = time.monotonic() + SLOT_WAIT_S
-        while True:
-            held: list[tuple[int, object]] = []
-            for uid in range(self.uid_base, self.uid_base + self.slots):
-                fh = open(LOCK_DIR / f"uid-{uid}.lock", "a")
-                try:
-                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    fh.close()
-                    continue
-                held.append((uid, fh))
-                if len(held) == count:
-                    break
-            if len(held) == count:
-                try:
-                    yield [uid for uid, _ in held]
-                    return
-                finally:
-                    for _, fh in held:
-                        fh.close()  # closing releases the lock
-            for _, fh in held:
-                fh.close()
+        while (held := self._try_slots(count)) is None:
+            # why: idle warm sandboxes (this worker's or another's) hold uids; a
+            # cold run that finds none free asks them to give one back.
+            _want_slot()
             if time.monotonic() > deadline:
                 raise SandboxUnavailable(f"all {self.slots} sandbox uids stayed busy for {SLOT_WAIT_S:g} s")
             time.sleep(0.05)
+        try:
+            yield [uid for uid, _ in held]
+        finally:
+            for _, fh in held:
+                fh.close()  # closing releases the lock
+
+    def _try_slots(self, count: int) -> list[tuple[int, object]] | None:
+        """``count`` free uids of the pool, each with its flocked lock file, or None (nothing held then)."""
+        LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        held: list[tuple[int, object]] = []
+        for uid in range(self.uid_base, self.uid_base + self.slots):
+            fh = open(LOCK_DIR / f"uid-{uid}.lock", "a")
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.close()
+                continue
+            held.append((uid, fh))
+            if len(held) == count:
+                return held
+        for _, fh in held:
+            fh.close()
+        return None
 
     def _argv(self, uid: int, runner: Path, sandboxed: Path, command: Sequence[str], fds: _Fds,
-              env: Mapping[str, str], caps: RunCaps) -> list[str]:
+              env: Mapping[str, str], caps: RunCaps, warm: bool = False) -> list[str]:
         lim = self.limits
         status_fd, junit_fd = fds.status_w, fds.junit_w
         extra_env = [arg for name, value in {"TAKEHOME_WITNESS_FD": str(fds.witness_w), **env}.items()
@@ -846,8 +1134,9 @@ class Sandbox:
             # The JUnit report leaves through an inherited pipe rather than a
             # writable host folder, which would be a disk with no cap.
             f"printf '%s\\n' '{STARTED_MARKER}' >&2; "
-            "tar -x -p -f - -C /tree --no-same-owner || exit 125; exec </dev/null; "
-            '"$@"; rc=$?; '
+            # A warm sandbox's starter unpacks the tree itself once it arrives (see WARM_STARTER).
+            + ("" if warm else "tar -x -p -f - -C /tree --no-same-owner || exit 125; exec </dev/null; ")
+            + '"$@"; rc=$?; '
             f'cat {JUNIT_IN_SANDBOX} >/proc/self/fd/{junit_fd} 2>/dev/null; exit $rc',
             "sh", *command,
         ])
@@ -859,7 +1148,72 @@ class Sandbox:
 
         ``tree`` is a folder or the files themselves, {posix path: bytes}.
         """
-        return self._run_group([_Launch(_tree_arg(tree), pytest_command(command))])[0]
+        command = pytest_command(command)
+        if self.warm > 0 and warm_eligible(command):
+            warm = _warm_pool(self).take()
+            if warm is not None:
+                return self._run_warm(warm, _tree_arg(tree), command)
+        return self._run_group([_Launch(_tree_arg(tree), command)])[0]
+
+    # -- warm sandboxes ----------------------------------------------------
+
+    def _start_warm(self) -> _Warm | None:
+        """A sandbox launched as a cold one is, its pytest imported, waiting for a tree; None if no uid is free."""
+        runner, _scratch, sandboxed = self._prepare()
+        held = self._try_slots(1)
+        if held is None:
+            return None
+        (uid, lock), = held
+        caps = fds = None
+        stdin_r = stdin_w = ready_r = ready_w = -1
+        try:
+            caps = self.run_caps().__enter__()
+            fds = _Fds.open(uid)
+            stdin_r, stdin_w = os.pipe()
+            ready_r, ready_w = os.pipe()
+            os.set_blocking(ready_r, False)
+            proc = subprocess.Popen(
+                self._argv(uid, runner, sandboxed, WARM_STARTER, fds, {"TAKEHOME_READY_FD": str(ready_w)}, caps,
+                           warm=True),
+                stdin=stdin_r, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=(*fds.child_ends(), ready_w), start_new_session=True,
+            )
+        except BaseException:
+            for fd in (stdin_r, stdin_w, ready_r, ready_w):
+                if fd >= 0:
+                    _close(fd)
+            if fds is not None:
+                fds.close_all()
+            if caps is not None:
+                caps.close()
+            lock.close()
+            raise
+        _close(stdin_r)
+        _close(ready_w)
+        fds.close_child_ends()
+        return _Warm(uid, lock, caps, fds, proc, stdin_w, ready_r, time.monotonic())
+
+    def _run_warm(self, warm: _Warm, tree: Path | Mapping[str, bytes], command: tuple[str, ...]) -> RunResult:
+        """Hand ``tree`` and pytest's arguments to a warm sandbox, watch its one run as a cold one is watched."""
+        try:
+            args = json.dumps(list(command[4:])).encode()
+            request = io.BytesIO()
+            request.write(b"%010d\n" % len(args) + args)
+            _write_tree(request, tree)
+        except (OSError, ValueError) as exc:
+            warm.end()
+            raise SandboxUnavailable(f"could not read the tree into memory: {exc}") from None
+        watched = _Watched(_Launch(tree, command), warm.fds, proc=warm.proc,
+                           log=_CappedBuffer(self.limits.output_bytes))
+        # why a thread: the tree may exceed the pipe's buffer, and the sandbox reads it while we watch.
+        writer = threading.Thread(target=_send, args=(warm, request.getvalue()), daemon=True)
+        start = time.monotonic()
+        writer.start()
+        try:
+            return self._watch([watched], [warm.caps], start)[0]
+        finally:
+            writer.join()
+            warm.end()
 
     def run_across_boundary(self, tree: Path | Mapping[str, bytes], command: Sequence[str],
                             server_tree: Path | Mapping[str, bytes],
@@ -920,9 +1274,7 @@ class Sandbox:
                  caps: list[RunCaps]) -> list[RunResult]:
         lim = self.limits
         watched: list[_Watched] = []
-        timed_out = False
         start = time.monotonic()
-        deadline = start + lim.wall_s
         try:
             for uid, launch in zip(uids, launches):
                 watched.append(_Watched(launch, _Fds.open(uid), log=_CappedBuffer(lim.output_bytes)))
@@ -936,6 +1288,23 @@ class Sandbox:
                 w.fds.close_child_ends()
             for launch in launches:
                 launch.release()  # why: the other end sees EOF only when every copy is closed
+        except BaseException:
+            for w in watched:
+                if w.proc is not None and w.proc.poll() is None:
+                    _kill_group(w.proc)
+                    w.proc.wait()
+                w.fds.close_all()
+                if w.proc is not None:
+                    w.proc.stdout.close()
+            raise
+        return self._watch(watched, caps, start)
+
+    def _watch(self, watched: list[_Watched], caps: list[RunCaps], start: float) -> list[RunResult]:
+        """Read what the launched processes send until they end or the wall clock runs out; their results."""
+        lim = self.limits
+        timed_out = False
+        deadline = start + lim.wall_s
+        try:
             sel = selectors.DefaultSelector()
             for i, w in enumerate(watched):
                 sel.register(w.proc.stdout.fileno(), selectors.EVENT_READ, (i, "log"))

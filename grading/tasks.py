@@ -6,7 +6,7 @@ import logging
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_ready
+from celery.signals import worker_process_init, worker_ready
 from django.conf import settings
 from django.db import DatabaseError, connections
 
@@ -104,6 +104,12 @@ def prepare_worker(sender=None, **kwargs) -> None:
     # Pages show whether a worker is alive; say so now rather than at beat's first tick.
     record_heartbeat.delay()
     sweep_submissions.delay()
+
+
+@worker_process_init.connect
+def warm_worker_process(**kwargs) -> None:
+    """Each worker process keeps its own pre-started sandboxes ready (never the parent: they do not survive a fork)."""
+    pipeline.warm_sandboxes()
 
 
 def resume_own_runs(hostname: str) -> int:

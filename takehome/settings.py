@@ -372,7 +372,16 @@ GRADING_RUNNERS_DIR = Path(env.str("TAKEHOME_RUNNERS_DIR", default=str(SANDBOX_H
 GRADING_PYTHONS = env.list("TAKEHOME_PYTHONS", default=["/usr/bin/python3"])
 GRADING_PIP_INDEX_URL = env.str("TAKEHOME_PIP_INDEX_URL", default="")
 GRADING_UID_BASE = env.int("TAKEHOME_SANDBOX_UID_BASE", default=62000)
-GRADING_SANDBOX_SLOTS = env.int("TAKEHOME_SANDBOX_SLOTS", default=8)
+# why 16: each worker process keeps TAKEHOME_WARM_SANDBOXES pre-started sandboxes,
+# each holding a uid while it waits, beside its cold runs (the hidden tests' two).
+GRADING_SANDBOX_SLOTS = env.int("TAKEHOME_SANDBOX_SLOTS", default=16)
+# Pre-started single-use sandboxes per worker process, pytest imported, waiting for
+# one run each (grading/sandbox.py, "warm sandboxes"); 0 turns them off. One that
+# waits longer than TAKEHOME_WARM_IDLE_S seconds is ended and its uid freed.
+GRADING_WARM_SANDBOXES = env.int("TAKEHOME_WARM_SANDBOXES", default=6)
+GRADING_WARM_IDLE_S = env.int("TAKEHOME_WARM_IDLE_S", default=300)
+if GRADING_WARM_SANDBOXES < 0 or GRADING_WARM_IDLE_S < 1:
+    raise ImproperlyConfigured("TAKEHOME_WARM_SANDBOXES must be 0 (off) or more, TAKEHOME_WARM_IDLE_S at least 1.")
 GRADING_RUN_WALL_S = env.int("TAKEHOME_RUN_WALL_S", default=60)
 # Caps on each sandboxed run as a whole (grading/cgroups.py): the memory of all
 # its processes together, its processes, and files per tmpfs (/tree, /tmp,

@@ -12,6 +12,12 @@ a disagreement.
 It runs inside the candidate's interpreter, so it is one witness among
 several, never proof on its own: code that silences it leaves a run that
 cannot be confirmed, which is not a pass either.
+
+PYTEST_DONT_REWRITE: every run imports this module before pytest reads
+``-p takehome_witness`` (the sandbox's boot code and a warm sandbox's starter),
+so that a file of the same name in the tree cannot replace it; it holds no
+assert to rewrite, and without this word pytest would warn that it cannot,
+which a run under ``-W error`` would turn into a failure of its own.
 """
 
 import json

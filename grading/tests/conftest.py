@@ -9,7 +9,7 @@ import pytest
 
 from conftest import require
 from grading.runner import ensure_runner
-from grading.sandbox import Sandbox, SandboxLimits
+from grading.sandbox import Sandbox, SandboxLimits, wait_for_warm
 from grading.spec import sample_spec
 
 
@@ -35,13 +35,18 @@ def grading_sandbox(runner_dir, scratch_dir) -> Sandbox:
     """The sandbox as the worker builds it, with a shorter wall clock."""
     from django.conf import settings
 
-    return Sandbox(
+    sandbox = Sandbox(
         runner_dir=runner_dir,
         scratch_dir=scratch_dir,
         uid_base=settings.GRADING_UID_BASE,
         slots=settings.GRADING_SANDBOX_SLOTS,
         limits=SandboxLimits(wall_s=30),
+        # why from the settings: the suites run as the worker runs, warm sandboxes on
+        # unless TAKEHOME_WARM_SANDBOXES=0 (run them both ways).
+        warm=settings.GRADING_WARM_SANDBOXES,
     )
+    wait_for_warm(sandbox)  # why: the first grading too goes through them, as in a worker that has been up
+    return sandbox
 
 
 @pytest.fixture(scope="session")

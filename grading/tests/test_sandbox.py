@@ -32,7 +32,10 @@ from grading.sandbox import (
     SandboxUnavailable,
     _sandboxed_copy,
     _uid_processes,
+    _warm_pool,
     clean_stale_scratch,
+    close_warm_sandboxes,
+    wait_for_warm,
 )
 
 VAR = Path(__file__).resolve().parents[2] / "var"
@@ -46,8 +49,12 @@ LIMITS = SandboxLimits(
 
 
 @pytest.fixture
-def sandbox(runner_dir, scratch_dir) -> Sandbox:
-    return Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, limits=LIMITS)
+def sandbox(runner_dir, scratch_dir, settings) -> Sandbox:
+    """The tests' sandbox; its pytest runs go through warm sandboxes unless TAKEHOME_WARM_SANDBOXES=0."""
+    sb = Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, limits=LIMITS,
+                 warm=2 if settings.GRADING_WARM_SANDBOXES else 0)
+    wait_for_warm(sb)
+    return sb
 
 
 def make_tree(root: Path, files: dict[str, str]) -> Path:
@@ -60,13 +67,16 @@ def make_tree(root: Path, files: dict[str, str]) -> Path:
 
 
 def pool_processes(sb: Sandbox | None = None) -> list[int]:
+    """Live processes of the pool's uids, but those of warm sandboxes still waiting for a run."""
     base, slots = (sb.uid_base, sb.slots) if sb else (UID_BASE, 8)
-    return [p for uid in range(base, base + slots) for p in _uid_processes(uid)]
+    waiting = {w.uid for w in _warm_pool(sb).ready} if sb and sb.warm else set()
+    return [p for uid in range(base, base + slots) if uid not in waiting for p in _uid_processes(uid)]
 
 
 @pytest.fixture(autouse=True)
 def no_leftovers(scratch_dir):
     yield
+    close_warm_sandboxes()
     assert pool_processes() == [], "a sandboxed process outlived its run"
     runs = scratch_dir / "runs"
     assert not runs.exists() or list(runs.iterdir()) == [], "a run folder was not removed"
@@ -309,6 +319,7 @@ def test_the_copy_of_our_sandboxed_code_is_made_once_per_content_and_kept(privat
 def test_a_sandbox_bwrap_cannot_set_up_is_our_failure_not_a_failed_run(sandbox, monkeypatch, tmp_path):
     # bwrap reports the child's pid before it binds anything: a bind whose source is gone fails after that.
     monkeypatch.setattr(sandbox_module, "_sandboxed_copy", lambda scratch: scratch / "sandboxed-gone")
+    close_warm_sandboxes()  # why: those were set up before the copy went
     tree = make_tree(tmp_path / "tree", PASSING)
     with pytest.raises(SandboxUnavailable, match="bwrap could not set up the sandbox .*sandboxed-gone"):
         sandbox.run(tree, PYTEST)
