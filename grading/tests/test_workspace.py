@@ -46,7 +46,7 @@ pytestmark = pytest.mark.slow
 
 # Our own uids, apart from grading's pools (62000, 62100, 62120) and the server's workspaces (63000..63499).
 UID_BASE = 63940
-PORT = 8507  # this helper's port range is 8500-8519
+PORT = 8507  # a port no other test listens on
 LIMITS = WorkspaceLimits(disk_bytes=8 << 20, inodes=400, memory_bytes=128 << 20, processes=40, tmp_bytes=16 << 20)
 SEED = {
     "test_refund.py": b"def test_refund():\n    assert 1 + 1 == 3\n",
