@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import json
+import logging
 import os
 from types import SimpleNamespace
 from urllib.parse import parse_qs
@@ -37,6 +38,8 @@ from django.utils import timezone
 
 from grading.asciicast import Recorder
 from takehome.models import PacketVersion
+
+log = logging.getLogger(__name__)
 
 MAX_FRAME_BYTES = 64 * 1024
 CHUNK_BYTES = 16 * 1024
@@ -55,6 +58,7 @@ REASON_NOT_HOSTED = "This packet is not worked in a hosted session: download it 
 REASON_TIME_UP = "Time is up: the workspace is closed."
 REASON_ENDED = "The shell ended. Reconnect to start a new one."
 REASON_UNAVAILABLE = "The workspace could not be opened: {}"
+SERVER_ERROR = 1011
 
 
 def group_name(invitation_id: int) -> str:
@@ -178,6 +182,36 @@ class TerminalConsumer(AsyncWebsocketConsumer):
     recorder = None
     group = None
     drawn = None  # set once the client printed something: tmux is attached and has drawn the screen
+    tasks = ()
+
+    async def __call__(self, scope, receive, send):
+        # why: an error in the channel layer (a Redis timeout) or in a handler ends the consumer
+        # without disconnect(); the client (pty and sandboxed tmux client) would stay, keep
+        # recording, and count against the workspace's processes until the cap refuses new ones.
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.end_client()
+
+    async def websocket_disconnect(self, message):
+        try:
+            await super().websocket_disconnect(message)
+        finally:
+            await self.end_client()
+
+    async def guarded(self, work) -> None:
+        """Run ``work`` (pump or watch); if it fails, end the client and close the socket instead of leaving them."""
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("the terminal's %s failed; closing its client", work.__name__)
+            await self.end_client()
+            try:
+                await self.close(SERVER_ERROR)
+            except Exception:  # the socket may be what failed
+                pass
 
     async def connect(self):
         token = self.scope["url_route"]["kwargs"]["token"]
@@ -203,8 +237,8 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         self.recorder.resize(cols, rows)
         self.drawn = asyncio.Event()
         loop = asyncio.get_running_loop()
-        self.tasks = [loop.create_task(self.pump()),
-                      loop.create_task(self.watch(invitation.pk))]
+        self.tasks = [loop.create_task(self.guarded(self.pump())),
+                      loop.create_task(self.guarded(self.watch(invitation.pk)))]
 
     async def refuse(self, code: int, reason: str) -> None:
         # why accept first: a close before the handshake reaches the browser as a bare
@@ -319,7 +353,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
 
     async def end_client(self) -> None:
         current = asyncio.current_task()
-        for task in getattr(self, "tasks", []):
+        for task in self.tasks:
             if task is not current:
                 task.cancel()
         client, self.client = self.client, None

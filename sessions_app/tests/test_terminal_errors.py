@@ -1,0 +1,96 @@
+"""A terminal connection that ends by an error closes its tmux client (sessions_app/consumers.py).
+
+The shell is the real workspace (hosted_shell.py), under uids 64100.. that no other test uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+from channels.layers import InMemoryChannelLayer
+
+from grading import asciicast
+from grading.sandbox import _uid_processes
+from sessions_app.tests.test_terminal import output_until, run, socket
+
+pytestmark = pytest.mark.django_db(transaction=True)
+UID_BASE = 64100
+
+
+@pytest.fixture(autouse=True)
+def _memory_layer(settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+@pytest.fixture
+def own_uids(shells, settings):
+    settings.WORKSPACE_UID_BASE = UID_BASE
+    for uid in range(UID_BASE, UID_BASE + settings.WORKSPACE_SLOTS):
+        for pid in _uid_processes(uid):
+            os.kill(pid, 9)
+    return shells
+
+
+@pytest.fixture
+def started(invitation):
+    from sessions_app.actions import do_start_session
+
+    do_start_session(invitation)
+    return invitation
+
+
+def assert_closed(client) -> None:
+    assert client.fd == -1, "the client's pty was left open"
+    assert client.proc.poll() is not None, "the sandboxed tmux client is still running"
+
+
+def test_a_channel_layer_that_fails_closes_the_client(started, own_uids, monkeypatch):
+    failing = {}
+
+    async def receive(self, channel):
+        # the Redis read timeout of the walk-through: the layer's receive raises while the socket is open
+        await failing["now"].wait()
+        raise ConnectionError("Timeout reading from socket")
+
+    monkeypatch.setattr(InMemoryChannelLayer, "receive", receive)
+
+    async def scenario():
+        failing["now"] = asyncio.Event()
+        comm = socket(started)
+        connected, _ = await comm.connect()
+        assert connected
+        await output_until(comm, "candidate:")
+        client = own_uids.clients[0]
+        assert client.proc.poll() is None
+        failing["now"].set()
+        with pytest.raises(ConnectionError):
+            await comm.wait(timeout=10)
+        return client
+
+    assert_closed(run(scenario))
+
+
+def test_a_pump_that_fails_closes_the_client_and_the_socket(started, own_uids, monkeypatch):
+    def output(self, text):
+        if "boom-now" in text:
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(asciicast.Recorder, "output", output)
+
+    async def scenario():
+        comm = socket(started)
+        connected, _ = await comm.connect()
+        assert connected
+        await output_until(comm, "candidate:")
+        await comm.send_to(text_data="echo boom-now\r")
+        while True:
+            message = await comm.receive_output(timeout=10)
+            if message["type"] == "websocket.close":
+                break
+        assert message["code"] == 1011
+        await comm.disconnect()
+        return own_uids.clients[0]
+
+    assert_closed(run(scenario))
