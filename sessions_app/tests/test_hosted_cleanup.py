@@ -1,4 +1,6 @@
-"""A terminal connection that ends by an error closes its tmux client (sessions_app/consumers.py).
+"""Nothing of a hosted workspace outlives what ends it: a terminal connection that ends by an
+error closes its tmux client (sessions_app/consumers.py); ``manage.py stop_workspaces`` stops
+every shell and unmounts every workspace (what `make run` does after Ctrl-C).
 
 The shell is the real workspace (hosted_shell.py), under uids 64100.. that no other test uses.
 """
@@ -7,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tarfile
+from io import StringIO
 
 import pytest
 from channels.layers import InMemoryChannelLayer
+from django.core.management import call_command
 
 from grading import asciicast
 from grading.sandbox import _uid_processes
@@ -94,3 +99,27 @@ def test_a_pump_that_fails_closes_the_client_and_the_socket(started, own_uids, m
         return own_uids.clients[0]
 
     assert_closed(run(scenario))
+
+
+def test_stop_workspaces_stops_the_shell_saves_the_files_and_unmounts(started, own_uids):
+    from sessions_app.models import Workspace
+    from sessions_app.workspaces import ensure_open
+
+    ws = ensure_open(started)
+    assert ws.uid >= UID_BASE and _uid_processes(ws.uid), "the shell did not start"
+    (ws.home / "notes.txt").write_text("written before the stop\n")
+    out = StringIO()
+    call_command("stop_workspaces", stdout=out)
+    assert f"invitation {started.pk}" in out.getvalue() and "stopped its shell" in out.getvalue()
+    assert _uid_processes(ws.uid) == []
+    assert not os.path.ismount(ws.home)
+    with tarfile.open(ws.folder / "saved.tar") as tar:
+        assert tar.extractfile("notes.txt").read() == b"written before the stop\n"
+    assert Workspace.objects.get(invitation=started).shell_stopped_at is not None
+
+    again = StringIO()
+    call_command("stop_workspaces", stdout=again)  # idempotent
+    assert "No hosted workspace was running" in again.getvalue()
+
+    ensure_open(started)  # the next visit restores the files
+    assert (ws.home / "notes.txt").read_text() == "written before the stop\n"
