@@ -90,6 +90,32 @@ def open_client(invitation, cols: int, rows: int):
     return spawn_client(ensure_open(invitation), cols, rows)
 
 
+def history_for(invitation) -> str:
+    """The shell's history above its screen (grading.workspace.pane_history); "" when there is none."""
+    from grading.workspace import pane_history
+
+    from .workspaces import workspace_for
+
+    try:
+        return pane_history(workspace_for(invitation))
+    except Exception:  # a scrollback is a help, never a reason to refuse the terminal
+        log.exception("could not read the pane history of invitation %s", invitation.pk)
+        return ""
+
+
+def history_frames(history: str, rows: int) -> list[str]:
+    """The history as output that lands in the browser terminal's scrollback, before tmux draws the screen.
+
+    why the blank lines after it: tmux's redraw clears the screen, and a clear does not keep
+    what it erases; scrolled past the screen first, the history stays reachable by the wheel.
+    """
+    if not history:
+        return []
+    text = history.replace("\n", "\x1b[0m\r\n") + "\x1b[0m" + "\r\n" * rows
+    return [part for start in range(0, len(text), CHUNK_BYTES)
+            for part in output_frames(text[start:start + CHUNK_BYTES])]
+
+
 class WorkspaceClosed(Exception):
     """The invitation's workspace was frozen (deadline or revocation): no shell is started again."""
 
@@ -228,10 +254,14 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         try:
             self.client = await database_sync_to_async(open_client)(invitation, cols, rows)
             path = await database_sync_to_async(recording_path)(invitation)
+            history = await database_sync_to_async(history_for)(invitation)
         except Exception as exc:  # the workspace's own exceptions carry the words for the candidate
             await self.refuse(NOT_ALLOWED, REASON_UNAVAILABLE.format(exc)[:120])
             return
         await self.accept()
+        # why not recorded: the recording holds this output already, from when it was new
+        for part in history_frames(history, rows):
+            await self.send(text_data=part)
         self.recorder = Recorder(path, cols, rows, settings.RECORDING_MAX_BYTES)
         # why: marks where this connection begins; a redraw after it is no new output (grading/replay.py)
         self.recorder.resize(cols, rows)

@@ -18,10 +18,11 @@ from django.core.management import call_command
 
 from grading import asciicast
 from grading.sandbox import _uid_processes
+from sessions_app.tests.hosted_shell import use_uids
 from sessions_app.tests.test_terminal import output_until, run, socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
-UID_BASE = 64100
+UID_BASE = 64100  # 64100..64104 here, 64105.. the browser's (browser/test_terminal_page_fixes.py)
 
 
 @pytest.fixture(autouse=True)
@@ -31,10 +32,7 @@ def _memory_layer(settings):
 
 @pytest.fixture
 def own_uids(shells, settings):
-    settings.WORKSPACE_UID_BASE = UID_BASE
-    for uid in range(UID_BASE, UID_BASE + settings.WORKSPACE_SLOTS):
-        for pid in _uid_processes(uid):
-            os.kill(pid, 9)
+    use_uids(settings, UID_BASE)
     return shells
 
 
@@ -123,3 +121,23 @@ def test_stop_workspaces_stops_the_shell_saves_the_files_and_unmounts(started, o
 
     ensure_open(started)  # the next visit restores the files
     assert (ws.home / "notes.txt").read_text() == "written before the stop\n"
+
+
+def test_a_new_connection_gets_the_shells_history_before_tmux_draws_the_screen(started, own_uids):
+    async def scenario():
+        first = socket(started, "?cols=80&rows=24")
+        assert (await first.connect())[0]
+        await output_until(first, "candidate:")
+        await first.send_to(text_data="for i in $(seq 1 120); do echo old-line-$i; done\r")
+        await output_until(first, "old-line-120")
+        await first.disconnect()
+
+        again = socket(started, "?cols=80&rows=24")  # a reload: tmux redraws only the last 24 lines
+        assert (await again.connect())[0]
+        seen = await output_until(again, "old-line-120")
+        await again.disconnect()
+        return seen
+
+    seen = run(scenario)
+    assert "old-line-1\n" in seen.replace("\r", "") and "old-line-50\n" in seen.replace("\r", "")
+    assert seen.index("old-line-1\n") < seen.index("old-line-120")
