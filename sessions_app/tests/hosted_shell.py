@@ -78,11 +78,11 @@ def shells(settings, transactional_db, monkeypatch):
     stop_all(folder)
 
 
-def use_uids(settings, base: int) -> None:
-    """Move the ``shells`` fixture's workspaces to uids base.. (a test file of its own range)."""
+def use_uids(settings, base: int, slots: int) -> None:
+    """Move the ``shells`` fixture's workspaces to uids base..base+slots-1 (a test file's own range)."""
     from grading.sandbox import _uid_processes
 
-    settings.WORKSPACE_UID_BASE = base
-    for uid in range(base, base + settings.WORKSPACE_SLOTS):  # left over by a test run that was killed
+    settings.WORKSPACE_UID_BASE, settings.WORKSPACE_SLOTS = base, slots
+    for uid in range(base, base + slots):  # left over by a test run that was killed
         for pid in _uid_processes(uid):
             os.kill(pid, 9)

@@ -32,7 +32,7 @@ def _memory_layer(settings):
 
 @pytest.fixture
 def own_uids(shells, settings):
-    use_uids(settings, UID_BASE)
+    use_uids(settings, UID_BASE, slots=5)
     return shells
 
 

@@ -6,10 +6,8 @@ The shell is the real workspace (hosted_shell.py), under uids 64105.. that no ot
 
 import pytest
 
-from conftest import free_port
-from sessions_app import consumers
 from sessions_app.actions import do_start_session
-from sessions_app.tests.browser.test_terminal_page import asgi_application
+from sessions_app.tests.browser.test_terminal_page import daphne_serving
 from sessions_app.tests.hosted_shell import use_uids
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -18,20 +16,9 @@ UID_BASE = 64105
 
 @pytest.fixture
 def asgi_server(settings, shells, monkeypatch):
-    """daphne serving takehome.asgi in a forked process (the workspace settings go with it)."""
-    from daphne.testing import DaphneProcess
-
-    use_uids(settings, UID_BASE)
-    settings.WORKSPACE_SLOTS = 5
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    monkeypatch.setattr(consumers, "RECHECK_S", 1.0)
-    server = DaphneProcess("127.0.0.1", asgi_application, port=free_port(range(8720, 8740)))
-    server.daemon = True
-    server.start()
-    assert server.ready.wait(timeout=20), "daphne did not start"
-    yield f"http://127.0.0.1:{server.port.value}"
-    server.terminate()
-    server.join(timeout=10)
+    use_uids(settings, UID_BASE, slots=5)
+    with daphne_serving(settings, monkeypatch, range(8720, 8740)) as url:
+        yield url
 
 
 def type_line(page, text: str) -> None:
