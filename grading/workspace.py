@@ -865,6 +865,33 @@ class Client:
                 self.proc.wait()
 
 
+HISTORY_LINES = 2000  # lines of the pane's history a new client is sent before tmux draws the screen
+HISTORY_WAIT_S = 5
+
+
+def pane_history(ws: Workspace, lines: int = HISTORY_LINES) -> str:
+    """The shell's pane history (the lines above its screen, with their colours), for a client's scrollback.
+
+    why: a client that attaches gets tmux's redraw of the screen only; the browser's terminal
+    keeps what scrolls off in its own scrollback, so after a reload the history is sent first.
+    Runs tmux capture-pane in a sandbox of the same kind, under the workspace's uid. "" when there
+    is no shell or no history: a scrollback is a help, never a reason to refuse the terminal.
+    """
+    if not shell_running(ws):
+        return ""
+    cgroups = _cgroups(ws, create=True)
+    argv = _argv(ws, cgroups, [TMUX, "-N", "-S", TMUX_SOCKET, "capture-pane", "-p", "-e", "-J",
+                               "-S", f"-{max(1, int(lines))}", "-E", "-1", "-t", SESSION], new_session=True)
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=HISTORY_WAIT_S,
+                              start_new_session=True, close_fds=True)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    if done.returncode != 0:
+        return ""
+    return done.stdout.decode("utf-8", "replace").rstrip("\n")
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for name in os.listdir("/proc"):
@@ -906,6 +933,6 @@ def spawn_client(ws: Workspace, cols: int, rows: int) -> Client:
 
 __all__ = [
     "GATE_SOCKET", "Client", "Workspace", "WorkspaceLimits", "WorkspaceTooBig", "WorkspaceUnavailable",
-    "freeze", "open_workspace", "release", "save", "shell_running", "snapshot_files", "spawn_client",
+    "freeze", "open_workspace", "pane_history", "release", "save", "shell_running", "snapshot_files", "spawn_client",
     "start_shell", "stop_shell"
 ]

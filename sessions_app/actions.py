@@ -641,7 +641,10 @@ def hosted_status_words(invitation: Invitation) -> str:
     if not receipts:
         lines.append("No step witnessed yet: `gate red` captures your red run.")
     for r in receipts:
-        who = "captured by the server" if r.captured_by == GateReceipt.CapturedBy.SERVER else "sent by gate.py"
+        if r.captured_by != GateReceipt.CapturedBy.SERVER:
+            who = "sent by gate.py"
+        else:
+            who = "captured by the server" if r.accepted else "asked of the server"
         verdict = "accepted" if r.accepted else f"refused: {hosted_words(r.refusal)}"
         lines.append(f"  {r.received_at:%H:%M:%S} UTC  {r.step:<5}  {verdict} ({who})")
     count = Submission.objects.filter(invitation=invitation).count()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import json
+import logging
 import os
 from types import SimpleNamespace
 from urllib.parse import parse_qs
@@ -37,6 +38,8 @@ from django.utils import timezone
 
 from grading.asciicast import Recorder
 from takehome.models import PacketVersion
+
+log = logging.getLogger(__name__)
 
 MAX_FRAME_BYTES = 64 * 1024
 CHUNK_BYTES = 16 * 1024
@@ -55,6 +58,7 @@ REASON_NOT_HOSTED = "This packet is not worked in a hosted session: download it 
 REASON_TIME_UP = "Time is up: the workspace is closed."
 REASON_ENDED = "The shell ended. Reconnect to start a new one."
 REASON_UNAVAILABLE = "The workspace could not be opened: {}"
+SERVER_ERROR = 1011
 
 
 def group_name(invitation_id: int) -> str:
@@ -84,6 +88,32 @@ def open_client(invitation, cols: int, rows: int):
     if Workspace.objects.filter(invitation_id=invitation.pk).exclude(frozen_at=None, closed=False).exists():
         raise WorkspaceClosed("time is up: your workspace is closed and read-only")
     return spawn_client(ensure_open(invitation), cols, rows)
+
+
+def history_for(invitation) -> str:
+    """The shell's history above its screen (grading.workspace.pane_history); "" when there is none."""
+    from grading.workspace import pane_history
+
+    from .workspaces import workspace_for
+
+    try:
+        return pane_history(workspace_for(invitation))
+    except Exception:  # a scrollback is a help, never a reason to refuse the terminal
+        log.exception("could not read the pane history of invitation %s", invitation.pk)
+        return ""
+
+
+def history_frames(history: str, rows: int) -> list[str]:
+    """The history as output that lands in the browser terminal's scrollback, before tmux draws the screen.
+
+    why the blank lines after it: tmux's redraw clears the screen, and a clear does not keep
+    what it erases; scrolled past the screen first, the history stays reachable by the wheel.
+    """
+    if not history:
+        return []
+    text = history.replace("\n", "\x1b[0m\r\n") + "\x1b[0m" + "\r\n" * rows
+    return [part for start in range(0, len(text), CHUNK_BYTES)
+            for part in output_frames(text[start:start + CHUNK_BYTES])]
 
 
 class WorkspaceClosed(Exception):
@@ -178,6 +208,36 @@ class TerminalConsumer(AsyncWebsocketConsumer):
     recorder = None
     group = None
     drawn = None  # set once the client printed something: tmux is attached and has drawn the screen
+    tasks = ()
+
+    async def __call__(self, scope, receive, send):
+        # why: an error in the channel layer (a Redis timeout) or in a handler ends the consumer
+        # without disconnect(); the client (pty and sandboxed tmux client) would stay, keep
+        # recording, and count against the workspace's processes until the cap refuses new ones.
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.end_client()
+
+    async def websocket_disconnect(self, message):
+        try:
+            await super().websocket_disconnect(message)
+        finally:
+            await self.end_client()
+
+    async def guarded(self, work) -> None:
+        """Run ``work`` (pump or watch); if it fails, end the client and close the socket instead of leaving them."""
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("the terminal's %s failed; closing its client", work.__name__)
+            await self.end_client()
+            try:
+                await self.close(SERVER_ERROR)
+            except Exception:  # the socket may be what failed
+                pass
 
     async def connect(self):
         token = self.scope["url_route"]["kwargs"]["token"]
@@ -194,17 +254,21 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         try:
             self.client = await database_sync_to_async(open_client)(invitation, cols, rows)
             path = await database_sync_to_async(recording_path)(invitation)
+            history = await database_sync_to_async(history_for)(invitation)
         except Exception as exc:  # the workspace's own exceptions carry the words for the candidate
             await self.refuse(NOT_ALLOWED, REASON_UNAVAILABLE.format(exc)[:120])
             return
         await self.accept()
+        # why not recorded: the recording holds this output already, from when it was new
+        for part in history_frames(history, rows):
+            await self.send(text_data=part)
         self.recorder = Recorder(path, cols, rows, settings.RECORDING_MAX_BYTES)
         # why: marks where this connection begins; a redraw after it is no new output (grading/replay.py)
         self.recorder.resize(cols, rows)
         self.drawn = asyncio.Event()
         loop = asyncio.get_running_loop()
-        self.tasks = [loop.create_task(self.pump()),
-                      loop.create_task(self.watch(invitation.pk))]
+        self.tasks = [loop.create_task(self.guarded(self.pump())),
+                      loop.create_task(self.guarded(self.watch(invitation.pk)))]
 
     async def refuse(self, code: int, reason: str) -> None:
         # why accept first: a close before the handshake reaches the browser as a bare
@@ -319,7 +383,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
 
     async def end_client(self) -> None:
         current = asyncio.current_task()
-        for task in getattr(self, "tasks", []):
+        for task in self.tasks:
             if task is not current:
                 task.cancel()
         client, self.client = self.client, None

@@ -196,6 +196,14 @@ def landing(request: HttpRequest, invitation: Invitation, token: str) -> HttpRes
     return render(request, template, session_context(invitation, token))
 
 
+# what the page below the banner offers once the clock runs, per the packet version's work_mode
+NEXT_STEP = {
+    PacketVersion.WorkMode.ZIP: "Download the project below.",
+    PacketVersion.WorkMode.HOSTED: "Open your workspace below.",
+    PacketVersion.WorkMode.BOTH: "Choose below: open a workspace in your browser, or download the project.",
+}
+
+
 @require_http_methods(["GET", "POST"])
 @never_cache
 @with_invitation
@@ -216,7 +224,7 @@ def start(request: HttpRequest, invitation: Invitation, token: str) -> HttpRespo
         messages.success(
             request,
             f"Your clock is running: {invitation.packet_version.time_limit_minutes} minutes, until "
-            f"{invitation.deadline:%H:%M} UTC. Download the project below.",
+            f"{invitation.deadline:%H:%M} UTC. {NEXT_STEP[invitation.packet_version.work_mode]}",
         )
     else:
         messages.info(

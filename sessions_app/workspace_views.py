@@ -38,6 +38,7 @@ def gate_panel_context(invitation: Invitation, token: str) -> dict:
     latest = {}
     for receipt in invitation.receipts.filter(step__in=actions.CAPTURE_STEPS).order_by("received_at", "pk"):
         latest[receipt.step] = receipt
+        receipt.refusal_words = actions.hosted_words(receipt.refusal)  # gate.py's words, said for this page
     return {
         # why here: the panel is swapped after each button, and the list must follow it
         "captures": [latest[step] for step in actions.CAPTURE_STEPS if step in latest],  # the last of each, accepted or not

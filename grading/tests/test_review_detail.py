@@ -148,6 +148,16 @@ def test_graded_without_the_servers_record_says_so(rob, sample_packet):
     assert "Nothing runs backwards." in stamp
 
 
+def test_a_hosted_submission_is_not_asked_for_the_gates_log(rob, sample_packet):
+    evidence = witnessed_evidence()
+    evidence["timeline"].update(gate_log=[])
+    submission = make_submission(sample_packet, evidence=evidence)
+    Submission.objects.filter(pk=submission.pk).update(via="hosted")
+    _, stamp = stamp_and_red_sections(rob.get(f"/review/{submission.pk}/").content.decode())
+    assert "in the zip" not in stamp
+    assert "the server witnessed each step itself" in stamp
+
+
 def test_the_diff_is_folded_until_the_three_cells_above_are_scored(rob, submission):
     html = rob.get(f"/review/{submission.pk}/").content.decode()
     diff = html.split('data-section="diff"')[1]

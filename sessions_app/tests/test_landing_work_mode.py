@@ -84,3 +84,15 @@ def test_the_sample_packets_page_offers_both(client, sample_packet):
     do_start_session(invitation)
     html = client.get(url("landing", invitation)).content.decode()
     assert 'id="way-hosted"' in html and 'id="way-zip"' in html
+
+
+@pytest.mark.parametrize("mode, words, not_said", [
+    ("zip", "Download the project below.", "workspace"),
+    ("hosted", "Open your workspace below.", "Download"),
+    ("both", "Choose below: open a workspace in your browser, or download the project.", "Download the project below"),
+])
+def test_the_banner_after_start_names_the_ways_the_packet_offers(client, mode, words, not_said):
+    invitation = InvitationFactory(packet_version=make_packet(work_mode=mode).latest_version())
+    response = client.post(url("start", invitation), {"confirm": "yes"}, follow=True)
+    banner = response.content.decode().split("Your clock is running")[1].split("<")[0]
+    assert words in banner and not_said not in banner

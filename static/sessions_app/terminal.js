@@ -30,6 +30,7 @@
   let socket = null;
   let retries = 0;
   let closedForGood = false;
+  let everConnected = false;
 
   const say = (words, state) => {
     status.textContent = words;
@@ -47,6 +48,10 @@
     const url = scheme + "//" + location.host + box.dataset.url + "?cols=" + term.cols + "&rows=" + term.rows;
     socket = new WebSocket(url);
     socket.onopen = () => {
+      // why reset: the server sends the shell's history first, then tmux draws the screen;
+      // after a drop, what this page held would otherwise show twice
+      if (everConnected) term.reset();
+      everConnected = true;
       retries = 0;
       say("connected", "connected");
       sendSize();
@@ -104,6 +109,15 @@
       fit.fit();
       if (!closedForGood) sendSize();
     }, 100);
+  });
+
+  // Editor keys such as Ctrl+W close the tab in a real browser: while the terminal is connected,
+  // leaving the page asks first (the shell goes on running on the server either way).
+  window.addEventListener("beforeunload", (event) => {
+    if (socket && socket.readyState === WebSocket.OPEN) {
+      event.preventDefault();
+      event.returnValue = "";
+    }
   });
 
   connect();

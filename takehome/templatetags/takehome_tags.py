@@ -1,9 +1,11 @@
+import re
 from datetime import UTC
 
 from django import template
 from django.template.defaultfilters import date as date_filter
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeData, mark_safe
 
 from shared import access
 from takehome.markup import render_markdown
@@ -14,6 +16,23 @@ register = template.Library()
 @register.filter(name="markdown")
 def markdown_filter(text: str):
     return render_markdown(text)
+
+
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+@register.filter
+def code_spans(text):
+    """Plain-text words (a message, a refusal) as HTML: escaped, each `backticked` part in <code>.
+
+    why: the same words go to the terminal (the `gate` command), where backticks read as code.
+    Text already marked safe is left as it is.
+    """
+    if isinstance(text, SafeData):
+        return text
+    parts = _CODE_SPAN.split(str(text))
+    return mark_safe("".join(f"<code>{escape(part)}</code>" if i % 2 else escape(part)
+                             for i, part in enumerate(parts)))
 
 
 @register.filter

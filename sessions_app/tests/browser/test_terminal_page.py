@@ -4,6 +4,7 @@ The shell is the real workspace (hosted_shell.py: tmux in bubblewrap).
 """
 
 import re
+from contextlib import contextmanager
 
 import pytest
 
@@ -22,20 +23,28 @@ def asgi_application():
     return ASGIStaticFilesHandler(application)
 
 
-@pytest.fixture
-def asgi_server(settings, shells, monkeypatch):
-    """daphne serving takehome.asgi in a forked process (the workspace settings go with it)."""
+@contextmanager
+def daphne_serving(settings, monkeypatch, ports: range):
+    """daphne serving takehome.asgi in a forked process (the workspace settings go with it); yields its URL."""
     from daphne.testing import DaphneProcess
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     monkeypatch.setattr(consumers, "RECHECK_S", 1.0)
-    server = DaphneProcess("127.0.0.1", asgi_application, port=free_port(range(8520, 8540)))
+    server = DaphneProcess("127.0.0.1", asgi_application, port=free_port(ports))
     server.daemon = True
     server.start()
-    assert server.ready.wait(timeout=20), "daphne did not start"
-    yield f"http://127.0.0.1:{server.port.value}"
-    server.terminate()
-    server.join(timeout=10)
+    try:
+        assert server.ready.wait(timeout=20), "daphne did not start"
+        yield f"http://127.0.0.1:{server.port.value}"
+    finally:
+        server.terminate()
+        server.join(timeout=10)
+
+
+@pytest.fixture
+def asgi_server(settings, shells, monkeypatch):
+    with daphne_serving(settings, monkeypatch, range(8520, 8540)) as url:
+        yield url
 
 
 def test_typing_in_the_terminal_echoes_and_the_status_says_connected(asgi_server, page, invitation):

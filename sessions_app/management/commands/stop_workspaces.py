@@ -1,0 +1,47 @@
+import os
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from sessions_app import workspaces
+from sessions_app.models import Workspace
+
+
+class Command(BaseCommand):
+    help = (
+        "Stop every hosted workspace of this server (TAKEHOME_WORKSPACE_HOST): end its shell, save its "
+        "files to saved.tar and unmount them. The next visit restores them. Idempotent; `make run` runs "
+        "it once everything else has stopped (Ctrl-C)."
+    )
+
+    def handle(self, *args, **options):
+        rows = (Workspace.objects.filter(host=settings.WORKSPACE_HOST)
+                .select_related("invitation__packet_version__packet").order_by("closed", "pk"))
+        sandbox = workspaces.backend()
+        failed = stopped = 0
+        for row in rows:
+            invitation = row.invitation
+            folder = workspaces.folder_for(invitation)
+            mounted = os.path.ismount(folder / "home")
+            if row.closed and not mounted:
+                continue  # frozen and saved; its uid may be another workspace's now
+            try:
+                ws = workspaces.workspace_for(invitation, row)
+                running = sandbox.shell_running(ws)
+                if not (mounted or running):
+                    continue
+                sandbox.release(ws)
+            except Exception as exc:  # one workspace that cannot be stopped must not keep the others running
+                failed += 1
+                self.stderr.write(f"Could not stop the workspace of invitation {invitation.pk} ({folder}): {exc}")
+                continue
+            Workspace.objects.filter(pk=row.pk, shell_stopped_at=None).update(shell_stopped_at=timezone.now())
+            stopped += 1
+            done = "stopped its shell, " if running else ""
+            self.stdout.write(f"Workspace of invitation {invitation.pk} (uid {row.uid}): {done}saved its files "
+                              f"to {folder / 'saved.tar'} and unmounted them.")
+        if failed:
+            raise CommandError(f"{failed} workspace(s) could not be stopped; see above.")
+        if not stopped:
+            self.stdout.write("No hosted workspace was running on this server.")

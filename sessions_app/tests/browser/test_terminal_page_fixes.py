@@ -1,0 +1,67 @@
+"""In Chromium: the terminal page after a reload keeps the shell's history in its scrollback,
+and leaving the page while the terminal is connected asks first.
+
+The shell is the real workspace (hosted_shell.py), under uids 64105.. that no other test uses.
+"""
+
+import pytest
+
+from sessions_app.actions import do_start_session
+from sessions_app.tests.browser.test_terminal_page import daphne_serving
+from sessions_app.tests.hosted_shell import use_uids
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+UID_BASE = 64105
+
+
+@pytest.fixture
+def asgi_server(settings, shells, monkeypatch):
+    use_uids(settings, UID_BASE, slots=5)
+    with daphne_serving(settings, monkeypatch, range(8720, 8740)) as url:
+        yield url
+
+
+def type_line(page, text: str) -> None:
+    page.locator("#terminal .xterm-helper-textarea").focus()
+    page.keyboard.type(text)
+    page.keyboard.press("Enter")
+
+
+def test_after_a_reload_the_wheel_reaches_the_history_above_the_screen(asgi_server, page, invitation):
+    do_start_session(invitation)
+    page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+    page.locator("#terminal-status[data-state='connected']").wait_for()
+    type_line(page, "for i in $(seq 1 150); do echo early-$i; done")
+    rows = page.locator("#terminal .xterm-rows")
+    rows.get_by_text("early-150", exact=True).wait_for()
+    page.reload()
+    page.locator("#terminal-status[data-state='connected']").wait_for()
+    rows.get_by_text("early-150", exact=True).wait_for()  # tmux drew the screen
+    assert rows.get_by_text("early-3", exact=True).count() == 0  # far above the screen
+    page.locator("#terminal .xterm-screen").hover()
+    for _ in range(100):  # xterm.js scrolls smoothly: a few turns of the wheel
+        page.mouse.wheel(0, -3000)
+        if rows.get_by_text("early-3", exact=True).count():
+            break
+        page.wait_for_timeout(100)
+    rows.get_by_text("early-3", exact=True).wait_for(timeout=2000)
+
+
+def test_leaving_the_page_while_connected_asks_first(asgi_server, page, invitation):
+    do_start_session(invitation)
+    page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+    page.locator("#terminal-status[data-state='connected']").wait_for()
+    type_line(page, "echo typed")  # a page the person used: Chromium asks only then
+    page.locator("#terminal .xterm-rows").get_by_text("typed", exact=True).wait_for()
+    asked = []
+
+    def answer(dialog):
+        asked.append(dialog.type)
+        dialog.dismiss()  # stay on the page
+
+    page.on("dialog", answer)
+    page.close(run_before_unload=True)
+    page.wait_for_timeout(1000)
+    assert asked == ["beforeunload"]
+    assert not page.is_closed()
+    assert page.locator("#terminal-status").inner_text() == "connected"
