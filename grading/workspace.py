@@ -710,6 +710,23 @@ def start_shell(ws: Workspace) -> None:
         threading.Thread(target=proc.wait, name=f"workspace-{ws.uid}", daemon=True).start()
         _write_atomic(_pid_file(ws), f"{proc.pid} {_start_time(proc.pid)}\n".encode(), 0o644)
         _wait_for_socket(ws, proc)
+        _run_config(ws, cgroups)
+
+
+def _run_config(ws: Workspace, cgroups: list[Path]) -> None:
+    """Have the new server run its config (our options, then the session and its shell) before any client.
+
+    why: a server started with -D runs its config when its first client arrives; two
+    clients arriving together (the page's history and its terminal) both ran it, and
+    one got a session of tmux's defaults (a status bar, a login shell without our
+    prompt) and "Duplicate session". One client of ours, here, under the lock, runs it once.
+    """
+    argv = _argv(ws, cgroups, [TMUX, "-N", "-S", TMUX_SOCKET, "has-session", "-t", SESSION], new_session=True)
+    try:
+        subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=HISTORY_WAIT_S,
+                       start_new_session=True, close_fds=True)
+    except (OSError, subprocess.TimeoutExpired):
+        pass  # the client that attaches next runs the config instead
 
 
 def _wait_for_socket(ws: Workspace, proc: subprocess.Popen | None, wait_s: float = 5) -> None:
