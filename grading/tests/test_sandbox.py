@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require
 from grading import sandbox as sandbox_module
 from grading.runner import ensure_runner, runner_python
 from grading.sandbox import (
@@ -157,8 +158,7 @@ def test_a_tree_too_big_for_the_sandboxs_tmpfs_is_reported_as_such(runner_dir, s
 
 def test_a_tree_with_more_files_than_the_tmpfs_inode_cap_is_reported_as_such(runner_dir, scratch_dir):
     sb = Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, limits=replace(LIMITS, tmpfs_inodes=300))
-    if sb.caps_in_force().tmpfs != "mount":
-        pytest.skip("no per-run tmpfs mounts here: the inode cap is not in force")
+    require(sb.caps_in_force().tmpfs == "mount", "no per-run tmpfs mounts here: the inode cap is not in force")
     files = {f"f{i}.txt": b"" for i in range(400)}
     files["test_never.py"] = b"def test_never():\n    pass\n"
     r = sb.run(files, PYTEST)
