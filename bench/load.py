@@ -10,8 +10,9 @@ Celery worker and beat, and the sandbox's runner as `make setup` built it.
 It invites N candidates to the sample packet and makes M reviewer accounts,
 then runs locust headless (bench/load_users.py: every request is a real
 HTTP request, forms with their CSRF tokens, uploads as multipart) until
-every candidate has seen its upload graded, and waits for the worker to
-drain what is left.
+every candidate has seen its upload graded and every reviewer has finished
+the review in hand, and waits for the worker to drain what is left. The
+figures are locust's as it quits, once every user has stopped.
 
 It prints the requests and failures per endpoint with p50 and p95, the
 uploads stored (Submission rows) and graded, the lost uploads (answered as
@@ -19,7 +20,9 @@ stored but not stored, or stored but never graded) and the time to drain
 (from the last upload answered to the last one graded). A 503 with
 Retry-After is waited out and sent again, as a real client does, and counted
 as a retry; any other answer that is not the expected one (a 500 included)
-is a failure. Exit status 1 on any failure or lost upload.
+is a failure. Exit status 1 on any failure or lost upload, or when --timeout
+stopped the run before every user was done (a user then still finishes its
+task in hand, up to 60 s).
 
     .venv/bin/python bench/load.py [--candidates 40] [--reviewers 5] [--spawn-rate 10]
         [--database-url postgres://postgres@127.0.0.1:5432/load] [--timeout 600] [--port 8320]
@@ -54,6 +57,7 @@ from grading.runner import RunnerUnavailable, ensure_runner, sandbox_home  # noq
 
 VIEW_THREADS = 16  # as the Dockerfile and `make run` serve it: one daphne process, ASGI_THREADS
 WORKER_CONCURRENCY = 2  # as `make run` grades
+STOP_TIMEOUT = 60  # seconds a user has to finish its task in hand when --timeout stops the run
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -182,6 +186,7 @@ def make_plan(folder: Path, args: argparse.Namespace, deadline: float) -> dict:
         "finished_statuses": list(Submission.FINISHED),
         "deadline": deadline,
         "outcome": str(folder / "outcome.json"),
+        "figures": str(folder / "locust"),  # locust_stats.csv and the others, written as locust quits
     }
 
 
@@ -306,8 +311,10 @@ def start_servers(servers: Servers, port: int) -> None:
 def run_locust(folder: Path, env: dict, args: argparse.Namespace, plan_path: Path) -> None:
     argv = [sys.executable, "-m", "locust", "-f", str(HERE / "load_users.py"), "--headless",
             "--users", str(args.candidates + args.reviewers), "--spawn-rate", str(args.spawn_rate),
-            "--run-time", f"{args.timeout}s", "--host", f"http://127.0.0.1:{args.port}",
-            "--csv", str(folder / "locust"), "--only-summary", "--loglevel", "WARNING"]
+            # why --stop-timeout: should --timeout stop the run, a reviewer still finishes the review in
+            # hand and a candidate its request, rather than being cut off between two of them.
+            "--run-time", f"{args.timeout}s", "--stop-timeout", str(STOP_TIMEOUT),
+            "--host", f"http://127.0.0.1:{args.port}", "--only-summary", "--loglevel", "WARNING"]
     log = folder / "locust.log"
     with log.open("wb") as out:
         done = subprocess.run(argv, cwd=ROOT, env={**env, "TAKEHOME_LOAD_PLAN": str(plan_path)},
@@ -383,9 +390,12 @@ def report(folder: Path, plan: dict, states: dict[int, str], drain_s: float | No
     if not_graded:
         print("  not graded: " + ", ".join(f"{s} {n}" for s, n in sorted(Counter(not_graded.values()).items())))
     print(f"lost uploads: {len(not_stored) + len(not_graded)}")
+    unfinished = outcome.get("users_left", 0)
+    if unfinished:
+        print(f"cut short: {unfinished} users still at work when --timeout stopped the run")
     print(f"time to drain: {drain_s:.1f} s (from the last upload answered to the last one graded)"
           if drain_s is not None else "time to drain: not drained before --timeout")
-    return 1 if failed or crashes or not_stored or not_graded or drain_s is None else 0
+    return 1 if failed or crashes or not_stored or not_graded or drain_s is None or unfinished else 0
 
 
 def machine() -> str:

@@ -12,11 +12,15 @@ receipts as gate.py does, uploads its zip (half as gate.py does, half as the
 page's htmx form does) and polls until the upload is graded. A reviewer:
 logs in, browses the queue, and scores graded uploads cell by cell through
 the htmx endpoints, then submits the review. The run ends when every
-candidate is done and every reviewer has finished the review in hand.
+candidate is done and every reviewer has finished the review in hand; the
+figures are written then, once every user has stopped (locust's quitting
+event), with the number of users still at work (0 unless --timeout cut the
+run short).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import random
@@ -28,6 +32,7 @@ from pathlib import Path
 
 import gevent
 from locust import HttpUser, between, constant, events, task
+from locust.stats import PERCENTILES_TO_REPORT, StatsCSV
 
 PLAN = json.loads(Path(os.environ["TAKEHOME_LOAD_PLAN"]).read_text())
 CANDIDATES = list(PLAN["candidates"])
@@ -90,7 +95,19 @@ def user_finished(environment) -> None:
 
 @events.quitting.add_listener
 def write_outcome(environment, **_kwargs) -> None:
+    """The clients' outcome and locust's figures, as they stand once every user has stopped.
+
+    why not locust's --csv: its writer rewrites the files once a second and
+    never at exit, so the last second of the run (a reviewer's last marks and
+    submit) could be missing from the figures.
+    """
+    OUTCOME["users_left"] = LEFT["users"]
     Path(PLAN["outcome"]).write_text(json.dumps(OUTCOME))
+    figures = StatsCSV(environment, PERCENTILES_TO_REPORT)
+    for suffix, write in (("stats", figures.requests_csv), ("failures", figures.failures_csv),
+                          ("exceptions", figures.exceptions_csv)):
+        with open(f"{PLAN['figures']}_{suffix}.csv", "w", newline="") as out:
+            write(csv.writer(out))
 
 
 class Visitor(HttpUser):

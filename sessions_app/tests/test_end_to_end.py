@@ -229,6 +229,7 @@ def test_an_upload_while_the_broker_is_down_is_graded_once_it_is_back(ready, cli
         # Uploaded without ever running the gate: the evidence says so.
         assert_graded_with_receipts(submission, steps=("upload",), problems=(
             "server receipts: the server witnessed no gate step (no red, model or green receipt)",))
+        assert list(submission.runs.values_list("outcome", flat=True)) == ["graded"], "graded once"
     finally:
         worker.stop()
 

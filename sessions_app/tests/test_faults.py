@@ -26,7 +26,7 @@ import pytest
 import requests
 from django.db import connection, connections
 
-from conftest import Worker, _wait_for
+from conftest import Worker, _wait_for, require
 from grading.models import Evidence, GradingRun
 from grading.tasks import sweep_submissions
 from sessions_app.actions import do_open_invitation, do_start_session, stored_name
@@ -245,8 +245,7 @@ def test_gate_py_waits_out_a_busy_server_and_then_stores_the_upload(live_server,
 @pytest.fixture
 def small_disk(media_root):
     """MEDIA_ROOT on a 256 KB tmpfs: uploads are received and stored there."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs for a full disk needs root")
+    require(os.geteuid() == 0, "mounting a small tmpfs for a full disk needs root")
     media_root.mkdir(parents=True, exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(media_root)], check=True)
     try:

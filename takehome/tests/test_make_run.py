@@ -92,12 +92,27 @@ class MakeRun:
         return info["pid"] if info["statename"] == "RUNNING" else None
 
     def wait_up(self, name: str, other_than: int | None = None) -> int:
-        """The pid of `name` once supervisord says it is up (and it is not `other_than`)."""
+        """The pid of `name` once supervisord says it is up (and it is not `other_than`); web, once it answers.
+
+        why web answering too: supervisord calls a program up once it has lived
+        startsecs (10 s for web), and on a loaded machine daphne can still be
+        starting Django then, so a request sent at once met a refused connection.
+        """
         try:
-            return _wait_for(lambda: (pid := self.running_pid(name)) and pid != other_than and pid,
-                             UP_WAIT_S, f"{name} to be up", interval=0.25)
+            pid = _wait_for(lambda: (pid := self.running_pid(name)) and pid != other_than and pid,
+                            UP_WAIT_S, f"{name} to be up", interval=0.25)
+            if name == "web":
+                _wait_for(self.answers, UP_WAIT_S, "the web server to answer", interval=0.25)
+            return pid
         except AssertionError:
             raise AssertionError(f"{name} is not up; make run said:\n{self.tail()}")
+
+    def answers(self) -> bool:
+        try:
+            with HTTP.open(self.base_url + reverse("login"), timeout=10) as response:
+                return response.status == 200
+        except OSError:
+            return False
 
     def kill_group(self, name: str) -> int:
         """SIGKILL a program and everything in its process group, as `kill -9 -PGID` would."""
