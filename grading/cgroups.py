@@ -442,12 +442,24 @@ def work_dir_for(scratch: Path, room: int = 0, make: bool = True) -> Path:
     return folder
 
 
+_IN_MEMORY: dict[tuple[str, str], Path | None] = {}
+
+
 def _in_memory(scratch: Path, kind: str) -> Path | None:
-    """/dev/shm/takehome-<kind>-<hash of scratch> when /dev/shm is a tmpfs, else None."""
-    if any(point == "/dev/shm" and fstype == "tmpfs" for point, fstype, _ in _mounts()):
-        digest = hashlib.sha256(str(Path(scratch).resolve()).encode()).hexdigest()[:12]
-        return Path("/dev/shm") / f"takehome-{kind}-{digest}"
-    return None
+    """/dev/shm/takehome-<kind>-<hash of scratch> when /dev/shm is a tmpfs, else None.
+
+    why remembered: every run asks (mount_dir_for), and reading the mount
+    table took 1 to 5 ms with a few hundred mounts (other runs' tmpfs) on the
+    machine; what /dev/shm is does not change while a process runs.
+    """
+    key = (str(scratch), kind)
+    if key not in _IN_MEMORY:
+        folder = None
+        if any(point == "/dev/shm" and fstype == "tmpfs" for point, fstype, _ in _mounts()):
+            digest = hashlib.sha256(str(Path(scratch).resolve()).encode()).hexdigest()[:12]
+            folder = Path("/dev/shm") / f"takehome-{kind}-{digest}"
+        _IN_MEMORY[key] = folder
+    return _IN_MEMORY[key]
 
 
 def _own_folder(path: Path) -> None:
@@ -551,6 +563,9 @@ class RunCaps:
         self.cgroups: list[Path] = []  # v1: memory first, then pids; v2: one
         self._mount_root: Path | None = None
         self._mounts: list[tuple[str, Path]] = []  # (mount point in the sandbox, host folder)
+        # True once close() removed every cgroup of the run: the kernel removes
+        # only an empty one, so no process of the run is left anywhere.
+        self.emptied = False
 
     def __enter__(self) -> RunCaps:
         try:
@@ -596,6 +611,21 @@ class RunCaps:
             return list(argv)
         return [SH, "-c", ENTER_CGROUP, "enter-cgroup", *(str(c / "cgroup.procs") for c in self.cgroups),
                 "--", *argv]
+
+    def join(self, pids: Sequence[int]) -> None:
+        """Move the processes ``pids`` into this run's cgroup (by the caller, root); nothing in rlimit mode.
+
+        What they fork afterwards is born in it. Raises ProcessLookupError for
+        a process that is gone, CapsUnavailable when the cgroup refuses it.
+        """
+        for cgroup in self.cgroups:
+            for pid in pids:
+                try:
+                    _write(cgroup / "cgroup.procs", str(pid))
+                except OSError as exc:
+                    if exc.errno == errno.ESRCH:
+                        raise ProcessLookupError(pid) from None
+                    raise CapsUnavailable(f"cannot move a process into the run's cgroup {cgroup}: {exc}") from None
 
     def rlimits(self) -> tuple[int, int]:
         """RLIMIT_AS and RLIMIT_NPROC for the processes of this run (give them to prlimit).
@@ -680,12 +710,15 @@ class RunCaps:
             except OSError as exc:
                 log.warning("could not remove %s: %s", self._mount_root, exc)
             self._mount_root = None
+        removed = bool(self.cgroups)
         for cgroup in self.cgroups:
             try:
                 _remove_cgroup(cgroup)
             except OSError as exc:
+                removed = False
                 log.warning("could not remove the cgroup %s: %s", cgroup, exc)
         self.cgroups.clear()
+        self.emptied = self.emptied or removed
 
 
 # -- after a worker died --------------------------------------------------------
