@@ -403,6 +403,26 @@ def _uid_processes(uid: int) -> list[int]:
     return pids
 
 
+def _ended(child_pid: int | None) -> bool:
+    """Whether the sandbox whose pid 1 had ``child_pid`` is wholly gone (False when unknown).
+
+    why: its pid 1 ends only once the kernel has ended every other process of
+    its pid namespace, so a pid 1 that is gone (or a zombie) leaves nothing of
+    the run behind, and the sweep of all /proc (_kill_uid, 1 ms and more on a
+    busy machine) is needed only while it is still there (killed, and still
+    exiting) or unknown.
+    """
+    if child_pid is None:
+        return False
+    try:
+        with open(f"/proc/{child_pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except FileNotFoundError:
+        return True
+    except (OSError, IndexError):
+        return False
+
+
 def _kill_uid(uid: int) -> None:
     """SIGKILL every live process whose real uid is ``uid``."""
     # why: the slot's uid is ours alone while we hold its lock, so anything still
@@ -598,6 +618,7 @@ class _Launch:
     command: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     pass_fds: list[int] = field(default_factory=list)
+    child_pid: int | None = None  # once started: the host pid of the sandbox's pid 1
 
     def release(self) -> None:
         # why once: a closed number is soon reused by another thread's pipe.
@@ -655,6 +676,7 @@ class _Watched:
     status: bytearray = field(default_factory=bytearray)
     junit_too_big: bool = False
     stopped: bool = False  # killed by us once the primary was done (a companion)
+    detached: bool = False  # its run's tmpfs mounts are out of the host's mount table
 
     def take(self, kind: str, data: bytes) -> None:
         if kind == "log":
@@ -724,6 +746,7 @@ class _Warm:
     stdin_w: int
     ready_r: int  # the starter writes one byte here once pytest is imported
     started: float
+    child: int | None = None  # the host pid of its pid 1 (see _ended)
     ended: bool = False
     released: bool = False  # everything it held is given back
     imported: bool = False
@@ -738,6 +761,8 @@ class _Warm:
                 self.imported = bool(os.read(self.ready_r, 1))
             except BlockingIOError:
                 pass
+            if self.imported:
+                self.caps.detach_mounts()  # bwrap bound them long before (see RunCaps.detach_mounts)
         return self.imported
 
     def end(self) -> None:
@@ -754,7 +779,8 @@ class _Warm:
         self.proc.wait()
         self.fds.close_all()
         self.proc.stdout.close()
-        _kill_uid(self.uid)
+        if not _ended(self.child):
+            _kill_uid(self.uid)
         self.caps.close()
         self.lock.close()  # the uid goes back to the pool last, once nothing of its runs is left
         self.released = True
@@ -772,6 +798,7 @@ class _WarmPool:
         self.hold_until = 0.0
         self.wanted_seen = _wanted_mark()
         self.closed = False
+        self.starting = threading.Lock()  # held while a warm sandbox is being started
         self.failures = 0
         threading.Thread(target=self._loop, name="takehome-warm-sandboxes", daemon=True).start()
 
@@ -824,6 +851,7 @@ class _WarmPool:
             keep = []
             for warm in self.ready:
                 (keep if warm.alive() and now - warm.started < self.sandbox.warm_idle_s else ending).append(warm)
+                warm.warmed()  # why: detaches its mounts once it is ready
             self.ready = keep
             mark = _wanted_mark()
             if mark != self.wanted_seen:
@@ -837,19 +865,22 @@ class _WarmPool:
         for warm in ending:
             warm.end()
         if refill:
-            warm = self.sandbox._start_warm()
-            if warm is None:
-                self.hold_until = time.monotonic() + WARM_HOLD_S  # every uid busy: try again later
-                return
-            self.failures = 0
-            with self.lock:
+            with self.starting:
                 if self.closed:
-                    ending = [warm]
-                else:
-                    self.ready.append(warm)
-                    ending = []
-            for extra in ending:
-                extra.end()
+                    return
+                warm = self.sandbox._start_warm()
+                if warm is None:
+                    self.hold_until = time.monotonic() + WARM_HOLD_S  # every uid busy: try again later
+                    return
+                self.failures = 0
+                with self.lock:
+                    if self.closed:
+                        ending = [warm]
+                    else:
+                        self.ready.append(warm)
+                        ending = []
+                for extra in ending:
+                    extra.end()
 
     def close(self) -> None:
         with self.lock:
@@ -857,6 +888,8 @@ class _WarmPool:
             ending, self.ready = self.ready, []
         for warm in ending:
             warm.end()
+        with self.starting:
+            pass  # why: one being started as we closed is ended by its starter; wait for that
 
 
 _POOLS: dict[tuple[int, Sandbox], _WarmPool] = {}
@@ -1067,9 +1100,10 @@ class Sandbox:
     def run_caps(self) -> RunCaps:
         """The caps of one run, as a context manager: its own cgroup and tmpfs mounts.
 
-        Every process the run launches takes ``caps.rlimits()`` for prlimit and
-        ``caps.tmpfs(...)`` for its writable mounts, and goes through
-        ``caps.wrap(argv)``; read ``caps.report()`` after the processes end,
+        Every process the run launches takes ``caps.rlimits()`` for its limits
+        and ``caps.tmpfs(...)`` for its writable mounts, and joins the cgroup
+        before anything of the run's starts (``caps.join``, see _launch, or
+        ``caps.wrap(argv)``); read ``caps.report()`` after the processes end,
         before the block does (see grading/cgroups.py).
         """
         return RunCaps(self.caps_in_force(), self.budget())
@@ -1235,19 +1269,23 @@ class Sandbox:
         ]
 
     def _launch(self, argv_for, uid: int, caps: RunCaps, fds: _Fds, stdin: int,
-                pass_fds: Sequence[int]) -> subprocess.Popen:
+                pass_fds: Sequence[int]) -> tuple[subprocess.Popen, int | None]:
         """Start one sandbox (``argv_for(gate_fd)``), put it into the run's cgroup, then open its gate.
+
+        Returns the process and the host pid of the sandbox's pid 1 (None where
+        the worker did not need it: no cgroup).
 
         why not env, prlimit and an sh that joins the cgroup before bwrap, as
         before: each was a process started in every run (about 1 ms each). The
         environment is emptied by the spawn itself, the wrapper sets the limits
-        (see _argv), and the worker writes the pids into the run's cgroup while
-        bwrap sets up the namespaces; the wrapper waits at its gate until then.
-        Only bwrap's own processes run before: bwrap (outside, it only waits)
-        and the sandbox's pid 1, our wrapper; what they fork afterwards is born
-        in the cgroup. ``--die-with-parent`` ends the sandbox if the worker dies
-        first, and the gate then closes unopened: the wrapper exits, having run
-        nothing.
+        (see _argv), and the worker writes the sandbox's first process into the
+        run's cgroup while bwrap sets up the namespaces; the wrapper waits at
+        its gate until then. Before that only bwrap's own code runs: bwrap
+        outside (it only waits, and stays out of the cgroup) and the sandbox's
+        pid 1, our wrapper; all the run's processes are forked by the wrapper
+        afterwards, in the cgroup. ``--die-with-parent`` ends the sandbox if the
+        worker dies first, and the gate then closes unopened: the wrapper exits,
+        having run nothing.
         """
         gate_r, gate_w = os.pipe()
         try:
@@ -1264,11 +1302,11 @@ class Sandbox:
             finally:
                 _close(gate_r)
                 fds.close_child_ends()  # why now: the status pipe must end if bwrap does
+            child = None
             if caps.cgroups:
                 try:
-                    child = _child_pid(fds, proc.pid)
-                    if child is not None:
-                        caps.join((proc.pid, child))
+                    if (child := _child_pid(fds, proc.pid)) is not None:
+                        caps.join((child,))
                         os.write(gate_w, b"go\n")
                 except (ProcessLookupError, BrokenPipeError):
                     pass  # the sandbox ended during bwrap's set-up: _watch reports it as our failure
@@ -1277,7 +1315,7 @@ class Sandbox:
                     proc.wait()
                     proc.stdout.close()
                     raise
-            return proc
+            return proc, child
         finally:
             _close(gate_w)
 
@@ -1312,7 +1350,7 @@ class Sandbox:
             stdin_r, stdin_w = os.pipe()
             ready_r, ready_w = os.pipe()
             os.set_blocking(ready_r, False)
-            proc = self._launch(
+            proc, child = self._launch(
                 lambda gate: self._argv(uid, runner, sandboxed, WARM_STARTER, fds, {"TAKEHOME_READY_FD": str(ready_w)},
                                         caps, gate, warm=True),
                 uid, caps, fds, stdin_r, (ready_w,))
@@ -1329,7 +1367,7 @@ class Sandbox:
         _close(stdin_r)
         _close(ready_w)
         fds.close_child_ends()
-        return _Warm(uid, lock, caps, fds, proc, stdin_w, ready_r, time.monotonic())
+        return _Warm(uid, lock, caps, fds, proc, stdin_w, ready_r, time.monotonic(), child)
 
     def _run_warm(self, warm: _Warm, tree: Path | Mapping[str, bytes], command: tuple[str, ...]) -> RunResult:
         """Hand ``tree`` and pytest's arguments to a warm sandbox, watch its one run as a cold one is watched."""
@@ -1407,10 +1445,8 @@ class Sandbox:
             finally:
                 for fd in tree_fds:
                     _close(fd)
-                for i, uid in enumerate(uids):
-                    # why only without an emptied cgroup: every process of the run was in it, so
-                    # none is left; the sweep reads all of /proc (about 1 ms on a busy machine).
-                    if not (i < len(caps) and caps[i].emptied):
+                for uid, launch in zip(uids, launches):
+                    if not _ended(launch.child_pid):
                         _kill_uid(uid)
 
     def _execute(self, uids: list[int], runner: Path, sandboxed: Path, tree_fds: list[int], launches: list[_Launch],
@@ -1422,7 +1458,7 @@ class Sandbox:
             for uid, launch in zip(uids, launches):
                 watched.append(_Watched(launch, _Fds.open(uid), log=_CappedBuffer(lim.output_bytes)))
             for w, uid, tree_fd, run_caps in zip(watched, uids, tree_fds, caps):
-                w.proc = self._launch(
+                w.proc, w.launch.child_pid = self._launch(
                     lambda gate, w=w, uid=uid, run_caps=run_caps: self._argv(
                         uid, runner, sandboxed, w.launch.command, w.fds, w.launch.env, run_caps, gate),
                     uid, run_caps, w.fds, tree_fd, w.launch.pass_fds)
@@ -1475,6 +1511,10 @@ class Sandbox:
                         open_streams[i] -= 1
                     else:
                         watched[i].take(kind, data)
+                        if kind == "log" and not watched[i].detached and STARTED_MARKER.encode() in watched[i].log.head:
+                            # the wrapper runs, so bwrap has made all its binds (see RunCaps.detach_mounts)
+                            watched[i].detached = True
+                            caps[i].detach_mounts()
             sel.close()
             for w in watched:
                 if not timed_out:
