@@ -1171,7 +1171,7 @@ class Sandbox:
         """The command line of one sandbox: setpriv, then bwrap, then our sh wrapper (pid 1 inside).
 
         It is started by :meth:`_launch`, with an empty environment, and held
-        at the wrapper's gate until its limits and cgroup are in place.
+        at the wrapper's gate until it is in the run's cgroup.
         """
         lim = self.limits
         status_fd, junit_fd = fds.status_w, fds.junit_w
@@ -1294,7 +1294,9 @@ class Sandbox:
                 os.write(gate_w, b"go\n")  # rlimit mode: no cgroup to join
             try:
                 proc = subprocess.Popen(
-                    argv_for(gate_r), env={},  # why: see _argv; /proc/1/environ inside shows only --setenv
+                    # why an empty environment, not bwrap --clearenv: bwrap's own pid 1 would
+                    # otherwise keep the worker's (SECRET_KEY...) in /proc/1/environ.
+                    argv_for(gate_r), env={},
                     stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     pass_fds=(*fds.child_ends(), *pass_fds, gate_r),
                     start_new_session=True,  # why: one group to kill, whatever the code spawns
