@@ -27,14 +27,18 @@ and, for the tmpfs mounts a sandbox writes to:
     inode count is not capped (in a cgroup mode the kernel memory of each
     inode still counts against the run's memory cap).
 
-Every process a run launches goes through ``RunCaps.wrap``; a typical run::
+Every process a run launches joins its cgroup before anything of the run's
+starts: through ``RunCaps.wrap`` (an sh that joins, then execs), or, as the
+sandbox does it, by the worker with ``RunCaps.join`` while the process waits
+(grading/sandbox.py, ``Sandbox._launch``). A typical run::
 
     caps = detect()                                 # once per process, cached
     with RunCaps(caps, RunBudget(memory_bytes=1 << 30, processes=64)) as run:
-        as_bytes, nproc = run.rlimits()             # for prlimit
+        as_bytes, nproc = run.rlimits()             # for ulimit or prlimit
         tmp = run.tmpfs("/tmp", 256 << 20, uid)     # bwrap arguments
-        argv = run.wrap([env, "-i", prlimit, ..., bwrap, *tmp, ...])
-        proc = subprocess.Popen(argv, ...)          # one more process: wrap it too
+        argv = run.wrap([prlimit, ..., bwrap, *tmp, ...])
+        proc = subprocess.Popen(argv, env={}, ...)  # one more process: wrap it too
+        run.detach_mounts()                         # optional, once bwrap has bound them
         ...
         report = run.report()                       # read before the block ends
     # leaving the block kills what is left in the cgroup, unmounts, removes it
@@ -442,12 +446,24 @@ def work_dir_for(scratch: Path, room: int = 0, make: bool = True) -> Path:
     return folder
 
 
+_IN_MEMORY: dict[tuple[str, str], Path | None] = {}
+
+
 def _in_memory(scratch: Path, kind: str) -> Path | None:
-    """/dev/shm/takehome-<kind>-<hash of scratch> when /dev/shm is a tmpfs, else None."""
-    if any(point == "/dev/shm" and fstype == "tmpfs" for point, fstype, _ in _mounts()):
-        digest = hashlib.sha256(str(Path(scratch).resolve()).encode()).hexdigest()[:12]
-        return Path("/dev/shm") / f"takehome-{kind}-{digest}"
-    return None
+    """/dev/shm/takehome-<kind>-<hash of scratch> when /dev/shm is a tmpfs, else None.
+
+    why remembered: every run asks (mount_dir_for), and reading the mount
+    table took 1 to 5 ms with a few hundred mounts (other runs' tmpfs) on the
+    machine; what /dev/shm is does not change while a process runs.
+    """
+    key = (str(scratch), kind)
+    if key not in _IN_MEMORY:
+        folder = None
+        if any(point == "/dev/shm" and fstype == "tmpfs" for point, fstype, _ in _mounts()):
+            digest = hashlib.sha256(str(Path(scratch).resolve()).encode()).hexdigest()[:12]
+            folder = Path("/dev/shm") / f"takehome-{kind}-{digest}"
+        _IN_MEMORY[key] = folder
+    return _IN_MEMORY[key]
 
 
 def _own_folder(path: Path) -> None:
@@ -551,6 +567,8 @@ class RunCaps:
         self.cgroups: list[Path] = []  # v1: memory first, then pids; v2: one
         self._mount_root: Path | None = None
         self._mounts: list[tuple[str, Path]] = []  # (mount point in the sandbox, host folder)
+        self._roots: dict[Path, int] = {}  # host folder -> an open fd of its tmpfs (for report, once detached)
+        self._detached: set[Path] = set()
 
     def __enter__(self) -> RunCaps:
         try:
@@ -597,6 +615,21 @@ class RunCaps:
         return [SH, "-c", ENTER_CGROUP, "enter-cgroup", *(str(c / "cgroup.procs") for c in self.cgroups),
                 "--", *argv]
 
+    def join(self, pids: Sequence[int]) -> None:
+        """Move the processes ``pids`` into this run's cgroup (by the caller, root); nothing in rlimit mode.
+
+        What they fork afterwards is born in it. Raises ProcessLookupError for
+        a process that is gone, CapsUnavailable when the cgroup refuses it.
+        """
+        for cgroup in self.cgroups:
+            for pid in pids:
+                try:
+                    _write(cgroup / "cgroup.procs", str(pid))
+                except OSError as exc:
+                    if exc.errno == errno.ESRCH:
+                        raise ProcessLookupError(pid) from None
+                    raise CapsUnavailable(f"cannot move a process into the run's cgroup {cgroup}: {exc}") from None
+
     def rlimits(self) -> tuple[int, int]:
         """RLIMIT_AS and RLIMIT_NPROC for the processes of this run (give them to prlimit).
 
@@ -633,10 +666,35 @@ class RunCaps:
             except OSError:
                 host.rmdir()
                 raise
+            self._mounts.append((where, host))
+            self._roots[host] = os.open(host, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise CapsUnavailable(f"cannot mount the run's tmpfs for {where}: {exc}") from None
-        self._mounts.append((where, host))
         return ["--bind", str(host), where]
+
+    @property
+    def mounted(self) -> bool:
+        """Whether the run has tmpfs mounts of its own (mount mode, after ``tmpfs``)."""
+        return bool(self._mounts)
+
+    def detach_mounts(self) -> None:
+        """Take the run's tmpfs mounts out of the host's mount table, once the sandbox has bound them.
+
+        The sandbox keeps them (its binds hold them) until it ends, and so does
+        the worker's open fd, for ``report``; close() then only removes folders.
+        why: every sandbox copies the host's mount table and bubblewrap reads it
+        again for each bind it makes (about fifteen a start); each live run's
+        three mounts, warm ones included, made every other start slower (a few
+        hundred mounts on a busy machine cost 10 ms and more a start), and
+        unmounting them at the end waited for the sandbox's own teardown.
+        """
+        for _, host in self._mounts:
+            if host not in self._detached:
+                if _libc.umount2(str(host).encode(), MNT_DETACH) != 0:
+                    # the mount stays, and close() unmounts it as before
+                    log.warning("could not detach the run's tmpfs %s: %s", host, os.strerror(ctypes.get_errno()))
+                    continue
+                self._detached.add(host)
 
     def report(self) -> CapReport:
         """Which caps the run ran into so far; call it after the processes end, inside the block."""
@@ -653,7 +711,7 @@ class RunCaps:
         full = []
         for where, host in self._mounts:
             try:
-                st = os.statvfs(host)
+                st = os.fstatvfs(self._roots[host]) if host in self._roots else os.statvfs(host)
             except OSError:
                 continue
             if st.f_files and st.f_ffree == 0:
@@ -667,13 +725,18 @@ class RunCaps:
         """Kill what is left in the cgroup, unmount the tmpfs mounts, remove both. Safe to call twice."""
         for cgroup in self.cgroups:
             _kill_members(cgroup)
+        for fd in self._roots.values():
+            os.close(fd)
+        self._roots.clear()
         for _, host in reversed(self._mounts):
             try:
-                _umount(host)
+                if host not in self._detached:
+                    _umount(host)
                 host.rmdir()
             except OSError as exc:
                 log.warning("could not unmount %s: %s", host, exc)
         self._mounts.clear()
+        self._detached.clear()
         if self._mount_root is not None:
             try:
                 self._mount_root.rmdir()

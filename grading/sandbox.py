@@ -309,6 +309,14 @@ def _exec_mark(path: Path) -> bytes:
     return b"x" if path.stat().st_mode & 0o100 else b""
 
 
+_SANDBOXED_COPIES: dict[tuple[str, str], tuple[tuple, Path]] = {}
+
+
+def _stat_mark(path: Path) -> tuple[int, int, int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode
+
+
 def _sandboxed_copy(scratch: Path) -> Path:
     """A copy of SANDBOXED_DIR under ``scratch`` that the sandbox uid can reach; made once per content.
 
@@ -321,7 +329,20 @@ def _sandboxed_copy(scratch: Path) -> Path:
     name is no owner's).
     """
     source = Path(SANDBOXED_DIR)
+    # why remembered: listing and hashing the files took 1 to 2 ms a run. What
+    # was copied is checked by its folders' and files' sizes and mtimes: a file
+    # written, added or removed changes one of them, and so makes a new copy.
+    key = (str(source), str(scratch))
+    if (known := _SANDBOXED_COPIES.get(key)) is not None:
+        marks, final = known
+        try:
+            if all(_stat_mark(path) == mark for path, mark in marks) and os.path.isdir(final):
+                return final
+        except OSError:
+            pass
     files = _sandboxed_files(source)
+    folders = sorted({source, *(p.parent for p in files)}) + [p for p in source.rglob("*") if p.is_dir()]
+    marks = tuple((path, _stat_mark(path)) for path in (*dict.fromkeys(folders), *files))
     digest = hashlib.sha256()
     for path in files:
         name = path.relative_to(source).as_posix().encode()
@@ -329,6 +350,7 @@ def _sandboxed_copy(scratch: Path) -> Path:
         digest.update(b"%d:%s%d:" % (len(name), name, len(data)) + data + _exec_mark(path))
     final = scratch / f"sandboxed-{digest.hexdigest()[:16]}"
     if final.is_dir():
+        _SANDBOXED_COPIES[key] = (marks, final)
         return final
     # why an owner's name: a worker killed mid-copy leaves it to clean_stale_scratch
     tmp = scratch / owned_name("sandbox")
@@ -348,6 +370,7 @@ def _sandboxed_copy(scratch: Path) -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    _SANDBOXED_COPIES[key] = (marks, final)
     return final
 
 
@@ -378,6 +401,26 @@ def _uid_processes(uid: int) -> list[int]:
         except (OSError, StopIteration):
             continue
     return pids
+
+
+def _ended(child_pid: int | None) -> bool:
+    """Whether the sandbox whose pid 1 had ``child_pid`` is wholly gone (False when unknown).
+
+    why: its pid 1 ends only once the kernel has ended every other process of
+    its pid namespace, so a pid 1 that is gone (or a zombie) leaves nothing of
+    the run behind, and the sweep of all /proc (_kill_uid, 1 ms and more on a
+    busy machine) is needed only while it is still there (killed, and still
+    exiting) or unknown.
+    """
+    if child_pid is None:
+        return False
+    try:
+        with open(f"/proc/{child_pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except FileNotFoundError:
+        return True
+    except (OSError, IndexError):
+        return False
 
 
 def _kill_uid(uid: int) -> None:
@@ -528,6 +571,40 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+LAUNCH_WAIT_S = 10.0
+_CHILD_PID_RE = re.compile(rb'"child-pid": (\d+)\D')
+
+
+def _child_pid(fds: _Fds, bwrap_pid: int) -> int | None:
+    """The host pid of the sandbox's first process, as bwrap reports it on its status pipe; None if it ended.
+
+    bwrap writes it right after making the namespaces, before it sets them up.
+    What it writes later on that pipe (the exit code) is left for the watcher.
+    """
+    seen = b""
+    deadline = time.monotonic() + LAUNCH_WAIT_S
+    with selectors.DefaultSelector() as sel:
+        sel.register(fds.status_r, selectors.EVENT_READ)
+        while not (found := _CHILD_PID_RE.search(seen)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SandboxUnavailable(f"bwrap did not start its sandbox within {LAUNCH_WAIT_S:g} s")
+            if not sel.select(left):
+                continue
+            data = os.read(fds.status_r, 4096)
+            if not data:
+                return None
+            seen += data
+    child = int(found.group(1))
+    # why: only bwrap's own child may be capped and let go, never a process that reused its pid.
+    try:
+        with open(f"/proc/{child}/stat", "rb") as fh:
+            ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return child if ppid == bwrap_pid else None
+
+
 @dataclass
 class _Launch:
     """One sandboxed process of a run: its tree, its command, extra environment and inherited fds.
@@ -541,6 +618,7 @@ class _Launch:
     command: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     pass_fds: list[int] = field(default_factory=list)
+    child_pid: int | None = None  # once started: the host pid of the sandbox's pid 1
 
     def release(self) -> None:
         # why once: a closed number is soon reused by another thread's pipe.
@@ -598,6 +676,7 @@ class _Watched:
     status: bytearray = field(default_factory=bytearray)
     junit_too_big: bool = False
     stopped: bool = False  # killed by us once the primary was done (a companion)
+    detached: bool = False  # its run's tmpfs mounts are out of the host's mount table
 
     def take(self, kind: str, data: bytes) -> None:
         if kind == "log":
@@ -667,6 +746,7 @@ class _Warm:
     stdin_w: int
     ready_r: int  # the starter writes one byte here once pytest is imported
     started: float
+    child: int | None = None  # the host pid of its pid 1 (see _ended)
     ended: bool = False
     released: bool = False  # everything it held is given back
     imported: bool = False
@@ -681,6 +761,8 @@ class _Warm:
                 self.imported = bool(os.read(self.ready_r, 1))
             except BlockingIOError:
                 pass
+            if self.imported:
+                self.caps.detach_mounts()  # bwrap bound them long before (see RunCaps.detach_mounts)
         return self.imported
 
     def end(self) -> None:
@@ -697,7 +779,8 @@ class _Warm:
         self.proc.wait()
         self.fds.close_all()
         self.proc.stdout.close()
-        _kill_uid(self.uid)
+        if not _ended(self.child):
+            _kill_uid(self.uid)
         self.caps.close()
         self.lock.close()  # the uid goes back to the pool last, once nothing of its runs is left
         self.released = True
@@ -715,6 +798,7 @@ class _WarmPool:
         self.hold_until = 0.0
         self.wanted_seen = _wanted_mark()
         self.closed = False
+        self.starting = threading.Lock()  # held while a warm sandbox is being started
         self.failures = 0
         threading.Thread(target=self._loop, name="takehome-warm-sandboxes", daemon=True).start()
 
@@ -767,6 +851,7 @@ class _WarmPool:
             keep = []
             for warm in self.ready:
                 (keep if warm.alive() and now - warm.started < self.sandbox.warm_idle_s else ending).append(warm)
+                warm.warmed()  # why: detaches its mounts once it is ready
             self.ready = keep
             mark = _wanted_mark()
             if mark != self.wanted_seen:
@@ -780,19 +865,22 @@ class _WarmPool:
         for warm in ending:
             warm.end()
         if refill:
-            warm = self.sandbox._start_warm()
-            if warm is None:
-                self.hold_until = time.monotonic() + WARM_HOLD_S  # every uid busy: try again later
-                return
-            self.failures = 0
-            with self.lock:
+            with self.starting:
                 if self.closed:
-                    ending = [warm]
-                else:
-                    self.ready.append(warm)
-                    ending = []
-            for extra in ending:
-                extra.end()
+                    return
+                warm = self.sandbox._start_warm()
+                if warm is None:
+                    self.hold_until = time.monotonic() + WARM_HOLD_S  # every uid busy: try again later
+                    return
+                self.failures = 0
+                with self.lock:
+                    if self.closed:
+                        ending = [warm]
+                    else:
+                        self.ready.append(warm)
+                        ending = []
+                for extra in ending:
+                    extra.end()
 
     def close(self) -> None:
         with self.lock:
@@ -800,6 +888,8 @@ class _WarmPool:
             ending, self.ready = self.ready, []
         for warm in ending:
             warm.end()
+        with self.starting:
+            pass  # why: one being started as we closed is ended by its starter; wait for that
 
 
 _POOLS: dict[tuple[int, Sandbox], _WarmPool] = {}
@@ -881,10 +971,23 @@ def interpreter_binds(runner: Path) -> list[str]:
     needs that installation's prefix at the same path, or its python cannot
     start. Never the root or a top-level folder: only a prefix two levels deep.
     """
+    cfg = Path(runner) / "pyvenv.cfg"
     try:
-        config = (Path(runner) / "pyvenv.cfg").read_text()
+        mark = _stat_mark(cfg)
+        if (known := _INTERPRETER_BINDS.get(str(cfg))) is not None and known[0] == mark:
+            return list(known[1])  # why remembered: reading and resolving it was about 0.2 ms a run
+        config = cfg.read_text()
     except OSError:
         return []
+    binds = _interpreter_binds(config)
+    _INTERPRETER_BINDS[str(cfg)] = (mark, tuple(binds))
+    return binds
+
+
+_INTERPRETER_BINDS: dict[str, tuple[tuple, tuple[str, ...]]] = {}
+
+
+def _interpreter_binds(config: str) -> list[str]:
     home = next((value.strip() for key, _, value in (line.partition("=") for line in config.splitlines())
                  if key.strip() == "home"), "")
     if not home:
@@ -893,6 +996,9 @@ def interpreter_binds(runner: Path) -> list[str]:
     if prefix == Path("/usr") or Path("/usr") in prefix.parents or len(prefix.parts) < 3:
         return []
     return ["--ro-bind", str(prefix), str(prefix)]
+
+
+_PREPARED: set[tuple[Path, Path]] = set()  # (runner, scratch) folders made and found reachable
 
 
 @dataclass(frozen=True)
@@ -941,12 +1047,15 @@ class Sandbox:
             raise SandboxUnavailable(missing[0])
         runner = Path(self.runner_dir).resolve()
         scratch = Path(self.scratch_dir).resolve()
-        for folder in (scratch, scratch / "runs"):
-            folder.mkdir(parents=True, exist_ok=True)
-            os.chmod(folder, 0o711)  # why: the sandbox uid may pass through, not list
-        for path in (runner, scratch):
-            if problem := self._unreachable(path):
-                raise SandboxUnavailable(problem)
+        # why remembered (while the folder is there): about 0.5 ms a run of mkdir, chmod and stat calls.
+        if (runner, scratch) not in _PREPARED or not os.path.isdir(scratch / "runs"):
+            for folder in (scratch, scratch / "runs"):
+                folder.mkdir(parents=True, exist_ok=True)
+                os.chmod(folder, 0o711)  # why: the sandbox uid may pass through, not list
+            for path in (runner, scratch):
+                if problem := self._unreachable(path):
+                    raise SandboxUnavailable(problem)
+            _PREPARED.add((runner, scratch))
         try:
             sandboxed = _sandboxed_copy(scratch)
         except OSError as exc:
@@ -991,9 +1100,10 @@ class Sandbox:
     def run_caps(self) -> RunCaps:
         """The caps of one run, as a context manager: its own cgroup and tmpfs mounts.
 
-        Every process the run launches takes ``caps.rlimits()`` for prlimit and
-        ``caps.tmpfs(...)`` for its writable mounts, and goes through
-        ``caps.wrap(argv)``; read ``caps.report()`` after the processes end,
+        Every process the run launches takes ``caps.rlimits()`` for its limits
+        and ``caps.tmpfs(...)`` for its writable mounts, and joins the cgroup
+        before anything of the run's starts (``caps.join``, see _launch, or
+        ``caps.wrap(argv)``); read ``caps.report()`` after the processes end,
         before the block does (see grading/cgroups.py).
         """
         return RunCaps(self.caps_in_force(), self.budget())
@@ -1057,21 +1167,18 @@ class Sandbox:
         return None
 
     def _argv(self, uid: int, runner: Path, sandboxed: Path, command: Sequence[str], fds: _Fds,
-              env: Mapping[str, str], caps: RunCaps, warm: bool = False) -> list[str]:
+              env: Mapping[str, str], caps: RunCaps, gate_fd: int, warm: bool = False) -> list[str]:
+        """The command line of one sandbox: setpriv, then bwrap, then our sh wrapper (pid 1 inside).
+
+        It is started by :meth:`_launch`, with an empty environment, and held
+        at the wrapper's gate until it is in the run's cgroup.
+        """
         lim = self.limits
         status_fd, junit_fd = fds.status_w, fds.junit_w
         extra_env = [arg for name, value in {"TAKEHOME_WITNESS_FD": str(fds.witness_w), **env}.items()
                      for arg in ("--setenv", name, value)]
         address_space, nproc = caps.rlimits()
-        # why caps.wrap: the process joins the run's cgroup (memory and process
-        # caps for the run as a whole) before anything of the candidate's runs.
-        return caps.wrap([
-            # why: env -i, not bwrap --clearenv: bwrap's own pid 1 would otherwise
-            # keep the worker's environment (SECRET_KEY...) in /proc/1/environ.
-            ENV, "-i",
-            # why: rlimits are set before dropping root; core=0 so a crash dumps nothing.
-            PRLIMIT, f"--as={address_space}", f"--cpu={lim.cpu_s}", f"--nproc={nproc}",
-            f"--fsize={lim.file_size_bytes}", f"--nofile={lim.nofile}", "--core=0",
+        return [
             # why: launched by root, bwrap ignores RLIMIT_NPROC entirely (400/400 forks);
             # an unprivileged uid with no caps and no_new_privs makes it hold.
             SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
@@ -1108,6 +1215,13 @@ class Sandbox:
             # inode-capped where the worker may mount (300,000 files went in).
             *caps.tmpfs("/tmp", lim.tmpfs_bytes, uid),
             *caps.tmpfs("/tree", lim.tmpfs_bytes, uid),
+            # The JUnit report leaves through an inherited pipe rather than a
+            # writable host folder, which would be a disk with no cap: the path
+            # pytest is given is a link to that pipe, so pytest writes into it.
+            # why not a file copied out after the run: that was one more process
+            # (cat) in every run, about 1 ms.
+            "--dir", str(Path(JUNIT_IN_SANDBOX).parent),
+            "--symlink", f"/proc/self/fd/{junit_fd}", JUNIT_IN_SANDBOX,
             # why: without this the root tmpfs stays writable.
             "--remount-ro", "/",
             "--chdir", "/tree",
@@ -1128,18 +1242,84 @@ class Sandbox:
             "--json-status-fd", str(status_fd),
             "/bin/sh", "-c",
             # The start line first, before anything of the run's (see _execute).
+            f"printf '%s\\n' '{STARTED_MARKER}' >&2; "
+            # The run's limits, set by the wrapper on itself (the shell's own
+            # ulimit, -v in KiB, -f and -c in 512-byte blocks), so everything it
+            # starts inherits them; core 0 so a crash dumps nothing.
+            # why here, not prlimit before bwrap: that was one more process per
+            # run, and the worker may not set them from outside (prlimit(2) on
+            # another uid's process needs CAP_SYS_RESOURCE, which a container's
+            # root may lack).
+            f"ulimit -v {address_space // 1024} && ulimit -t {lim.cpu_s} && ulimit -p {nproc} && "
+            f"ulimit -f {lim.file_size_bytes // 512} && ulimit -n {lim.nofile} && ulimit -c 0 || exit 126; "
+            # The gate: nothing of the run's starts before the worker has put this
+            # process into the run's cgroup (see _launch); a closed gate (the
+            # worker died, or gave up) ends the sandbox here.
+            # (dash redirects only fds 0 to 9, hence /proc/self/fd, as for the report.)
+            f'IFS= read -r go </proc/self/fd/{gate_fd} && [ "$go" = go ] || exit 126; '
             # The tree arrives as a tar on stdin (see tree_stream) and is unpacked
             # into the capped tmpfs (a tree too big for it exits 125); the run's
             # own stdin is then /dev/null, as it always was.
-            # The JUnit report leaves through an inherited pipe rather than a
-            # writable host folder, which would be a disk with no cap.
-            f"printf '%s\\n' '{STARTED_MARKER}' >&2; "
             # A warm sandbox's starter unpacks the tree itself once it arrives (see WARM_STARTER).
             + ("" if warm else "tar -x -p -f - -C /tree --no-same-owner || exit 125; exec </dev/null; ")
-            + '"$@"; rc=$?; '
-            f'cat {JUNIT_IN_SANDBOX} >/proc/self/fd/{junit_fd} 2>/dev/null; exit $rc',
+            # why not exec: the wrapper stays pid 1 (see --as-pid-1), so the run's
+            # own processes never get pid 1's signal rules.
+            + '"$@"; exit $?',
             "sh", *command,
-        ])
+        ]
+
+    def _launch(self, argv_for, uid: int, caps: RunCaps, fds: _Fds, stdin: int,
+                pass_fds: Sequence[int]) -> tuple[subprocess.Popen, int | None]:
+        """Start one sandbox (``argv_for(gate_fd)``), put it into the run's cgroup, then open its gate.
+
+        Returns the process and the host pid of the sandbox's pid 1 (None where
+        the worker did not need it: no cgroup).
+
+        why not env, prlimit and an sh that joins the cgroup before bwrap, as
+        before: each was a process started in every run (about 1 ms each). The
+        environment is emptied by the spawn itself, the wrapper sets the limits
+        (see _argv), and the worker writes the sandbox's first process into the
+        run's cgroup while bwrap sets up the namespaces; the wrapper waits at
+        its gate until then. Before that only bwrap's own code runs: bwrap
+        outside (it only waits, and stays out of the cgroup) and the sandbox's
+        pid 1, our wrapper; all the run's processes are forked by the wrapper
+        afterwards, in the cgroup. ``--die-with-parent`` ends the sandbox if the
+        worker dies first, and the gate then closes unopened: the wrapper exits,
+        having run nothing.
+        """
+        gate_r, gate_w = os.pipe()
+        try:
+            os.fchown(gate_r, uid, uid)  # so the wrapper can open it as /proc/self/fd/N
+            if not caps.cgroups:
+                os.write(gate_w, b"go\n")  # rlimit mode: no cgroup to join
+            try:
+                proc = subprocess.Popen(
+                    # why an empty environment, not bwrap --clearenv: bwrap's own pid 1 would
+                    # otherwise keep the worker's (SECRET_KEY...) in /proc/1/environ.
+                    argv_for(gate_r), env={},
+                    stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    pass_fds=(*fds.child_ends(), *pass_fds, gate_r),
+                    start_new_session=True,  # why: one group to kill, whatever the code spawns
+                )
+            finally:
+                _close(gate_r)
+                fds.close_child_ends()  # why now: the status pipe must end if bwrap does
+            child = None
+            if caps.cgroups:
+                try:
+                    if (child := _child_pid(fds, proc.pid)) is not None:
+                        caps.join((child,))
+                        os.write(gate_w, b"go\n")
+                except (ProcessLookupError, BrokenPipeError):
+                    pass  # the sandbox ended during bwrap's set-up: _watch reports it as our failure
+                except BaseException:
+                    _kill_group(proc)
+                    proc.wait()
+                    proc.stdout.close()
+                    raise
+            return proc, child
+        finally:
+            _close(gate_w)
 
     # -- the run -----------------------------------------------------------
 
@@ -1172,12 +1352,10 @@ class Sandbox:
             stdin_r, stdin_w = os.pipe()
             ready_r, ready_w = os.pipe()
             os.set_blocking(ready_r, False)
-            proc = subprocess.Popen(
-                self._argv(uid, runner, sandboxed, WARM_STARTER, fds, {"TAKEHOME_READY_FD": str(ready_w)}, caps,
-                           warm=True),
-                stdin=stdin_r, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(*fds.child_ends(), ready_w), start_new_session=True,
-            )
+            proc, child = self._launch(
+                lambda gate: self._argv(uid, runner, sandboxed, WARM_STARTER, fds, {"TAKEHOME_READY_FD": str(ready_w)},
+                                        caps, gate, warm=True),
+                uid, caps, fds, stdin_r, (ready_w,))
         except BaseException:
             for fd in (stdin_r, stdin_w, ready_r, ready_w):
                 if fd >= 0:
@@ -1191,7 +1369,7 @@ class Sandbox:
         _close(stdin_r)
         _close(ready_w)
         fds.close_child_ends()
-        return _Warm(uid, lock, caps, fds, proc, stdin_w, ready_r, time.monotonic())
+        return _Warm(uid, lock, caps, fds, proc, stdin_w, ready_r, time.monotonic(), child)
 
     def _run_warm(self, warm: _Warm, tree: Path | Mapping[str, bytes], command: tuple[str, ...]) -> RunResult:
         """Hand ``tree`` and pytest's arguments to a warm sandbox, watch its one run as a cold one is watched."""
@@ -1252,13 +1430,15 @@ class Sandbox:
         runner, _scratch, sandboxed = self._prepare()
         with self._slots(len(launches)) as uids:
             tree_fds: list[int] = []
+            caps: list[RunCaps] = []
             try:
                 for launch in launches:
                     tree_fds.append(tree_stream(launch.tree))
                 # why caps per sandbox: each gets the whole budget under its own uid, so the
                 # candidate's side of the boundary cannot starve the hidden tests' side.
                 with ExitStack() as stack:
-                    caps = [stack.enter_context(self.run_caps()) for _ in launches]
+                    for _ in launches:
+                        caps.append(stack.enter_context(self.run_caps()))
                     return self._execute(uids, runner, sandboxed, tree_fds, launches, caps)
             except CapsUnavailable as exc:
                 raise SandboxUnavailable(str(exc)) from None
@@ -1267,8 +1447,9 @@ class Sandbox:
             finally:
                 for fd in tree_fds:
                     _close(fd)
-                for uid in uids:
-                    _kill_uid(uid)
+                for uid, launch in zip(uids, launches):
+                    if not _ended(launch.child_pid):
+                        _kill_uid(uid)
 
     def _execute(self, uids: list[int], runner: Path, sandboxed: Path, tree_fds: list[int], launches: list[_Launch],
                  caps: list[RunCaps]) -> list[RunResult]:
@@ -1279,13 +1460,10 @@ class Sandbox:
             for uid, launch in zip(uids, launches):
                 watched.append(_Watched(launch, _Fds.open(uid), log=_CappedBuffer(lim.output_bytes)))
             for w, uid, tree_fd, run_caps in zip(watched, uids, tree_fds, caps):
-                w.proc = subprocess.Popen(
-                    self._argv(uid, runner, sandboxed, w.launch.command, w.fds, w.launch.env, run_caps),
-                    stdin=tree_fd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                    pass_fds=(*w.fds.child_ends(), *w.launch.pass_fds),
-                    start_new_session=True,  # why: one group to kill, whatever the code spawns
-                )
-                w.fds.close_child_ends()
+                w.proc, w.launch.child_pid = self._launch(
+                    lambda gate, w=w, uid=uid, run_caps=run_caps: self._argv(
+                        uid, runner, sandboxed, w.launch.command, w.fds, w.launch.env, run_caps, gate),
+                    uid, run_caps, w.fds, tree_fd, w.launch.pass_fds)
             for launch in launches:
                 launch.release()  # why: the other end sees EOF only when every copy is closed
         except BaseException:
@@ -1335,6 +1513,10 @@ class Sandbox:
                         open_streams[i] -= 1
                     else:
                         watched[i].take(kind, data)
+                        if kind == "log" and not watched[i].detached and STARTED_MARKER.encode() in watched[i].log.head:
+                            # the wrapper runs, so bwrap has made all its binds (see RunCaps.detach_mounts)
+                            watched[i].detached = True
+                            caps[i].detach_mounts()
             sel.close()
             for w in watched:
                 if not timed_out:

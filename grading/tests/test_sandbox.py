@@ -14,6 +14,7 @@ import secrets
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
@@ -664,3 +665,85 @@ def test_two_runs_at_once_cannot_see_each_others_trees(sandbox, tmp_path):
     for t in threads:
         t.join()
     assert [r.outcome for r in results] == ["passed", "passed"], [r.log for r in results]
+
+
+PRIVILEGES_PROBE = {"probe.py": b"""
+import os
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+print("STATUS", {k: status[k].strip() for k in ("NoNewPrivs", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")})
+limits = {}
+for line in open("/proc/self/limits").read().splitlines()[1:]:
+    name, soft, hard = line[:26].strip(), line[26:47].strip(), line[47:68].strip()
+    limits[name] = (soft, hard)
+print("LIMITS", {k: limits[k] for k in ("Max cpu time", "Max file size", "Max processes", "Max open files",
+                                        "Max address space", "Max core file size")})
+print("ENV1", sorted(v.split("=")[0] for v in open("/proc/1/environ").read().split("\\0") if v))
+"""}
+
+
+def test_a_run_has_no_privileges_its_limits_and_a_cleared_environment(sandbox, tmp_path, monkeypatch):
+    # The limits are set by the sandbox's own wrapper and the environment is
+    # emptied by the spawn (no env, prlimit or setpriv-made environment): all three
+    # hold for the run's processes, and bwrap's no_new_privs and dropped caps too.
+    monkeypatch.setenv("TAKEHOME_TEST_SECRET", "x")
+    r = sandbox.run(PRIVILEGES_PROBE, ("python", "probe.py"))
+    assert r.exit_code == 0, r.log
+    status = ast.literal_eval(r.log.split("STATUS ")[1].splitlines()[0])
+    assert status == {"NoNewPrivs": "1", **{k: "0" * 16 for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}}
+    limits = ast.literal_eval(r.log.split("LIMITS ")[1].splitlines()[0])
+    address_space, nproc = sandbox.run_caps().rlimits()
+    expected = {"Max cpu time": LIMITS.cpu_s, "Max file size": LIMITS.file_size_bytes, "Max processes": nproc,
+                "Max open files": LIMITS.nofile, "Max address space": address_space, "Max core file size": 0}
+    assert limits == {k: (str(v), str(v)) for k, v in expected.items()}, limits
+    env1 = ast.literal_eval(r.log.split("ENV1 ")[1].splitlines()[0])
+    assert "TAKEHOME_TEST_SECRET" not in env1 and "PATH" in env1, env1
+
+
+def test_a_sandbox_whose_gate_stays_shut_runs_nothing(sandbox, tmp_path):
+    # The wrapper waits until the worker has put it into the run's cgroup; a worker
+    # that dies (or gives up) first closes the gate unopened, and nothing of the run starts.
+    runner, _, sandboxed = sandbox._prepare()
+    uid = UID_BASE + 7
+    gate_r, gate_w = os.pipe()
+    os.fchown(gate_r, uid, uid)
+    os.close(gate_w)
+    fds = sandbox_module._Fds.open(uid)
+    with sandbox.run_caps() as caps:
+        argv = sandbox._argv(uid, runner, sandboxed, ("sh", "-c", "echo RAN"), fds, {}, caps, gate_r)
+        tree = sandbox_module.tree_stream({})
+        try:
+            done = subprocess.run(argv, env={}, stdin=tree, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  pass_fds=(*fds.child_ends(), gate_r), timeout=30)
+        finally:
+            for fd in (tree, gate_r):
+                os.close(fd)
+            fds.close_all()
+    assert done.returncode == 126 and STARTED_MARKER in done.stdout.decode(), done
+    assert b"RAN" not in done.stdout
+
+
+def test_a_runs_tmpfs_mounts_leave_the_hosts_mount_table_once_the_sandbox_holds_them(sandbox, tmp_path):
+    # why: every sandbox start copies the host's mount table, and bubblewrap reads it
+    # for each bind it makes; live runs' mounts there made every other start slower.
+    from grading.cgroups import _mounts, mount_dir_for
+
+    require(sandbox.caps_in_force().tmpfs == "mount", "the worker may not mount a tmpfs here (run as root)")
+    mounts = str(mount_dir_for(sandbox.scratch_dir)) + "/"
+    seen: list[list[str]] = []
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            seen.append([m for m, _, _ in _mounts() if m.startswith(mounts) and f"-{os.getpid()}-" in m])
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        r = sandbox.run({"fill.sh": b"i=0; while [ $i -lt 40 ]; do : > /tmp/f$i; i=$((i+1)); done; sleep 1.5\n"},
+                        ("sh", "fill.sh"))
+    finally:
+        done.set()
+        watcher.join()
+    assert r.exit_code == 0, r.log
+    assert len(seen) > 10 and not any(seen[len(seen) // 4:]), seen
