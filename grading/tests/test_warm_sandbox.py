@@ -220,7 +220,9 @@ def test_a_warm_sandbox_that_waited_too_long_is_ended_and_its_uid_freed(runner_d
     assert first.proc.returncode is not None
     assert not first.caps.cgroups or not any(c.exists() for c in first.caps.cgroups)
     # its uid is free again: a claim of every uid of the pool but the ones now held succeeds
-    held = sb._try_slots(SLOTS - len(pool.ready))
+    # (holding the pool's start lock, so no refill holds a uid that is not yet in pool.ready)
+    with pool.starting:
+        held = sb._try_slots(SLOTS - len(pool.ready))
     assert held is not None
     for _, fh in held:
         fh.close()
