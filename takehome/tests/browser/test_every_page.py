@@ -85,8 +85,8 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
 def model_window_pages(started_at):
     """A packet whose model the server provides: a candidate past red with an exchange on record,
     and a graded upload whose evidence carries that exchange (the review page's model window)."""
+    from grading.models import Evidence, Submission
     from grading.tests.reviewing import ideal_evidence
-    from grading.models import Submission
     from sessions_app.actions import do_start_session
     from sessions_app.models import GateReceipt, ModelExchange
     from takehome.tests.factories import InvitationFactory, make_packet
@@ -110,8 +110,6 @@ def model_window_pages(started_at):
                                                    "-Line 2 subtracts; it should add.\n+Line 2 is wrong.\n"}}
     submission = Submission.objects.create(invitation=invitation, archive="uploads/chat.zip", sha256="c" * 64,
                                            size=100, status=Submission.Status.GRADED)
-    from grading.models import Evidence
-
     Evidence.objects.create(submission=submission, data=evidence, grader_version="1")
     return invitation, submission
 
