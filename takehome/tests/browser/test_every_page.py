@@ -249,3 +249,27 @@ WIDEST_ELEMENT = """
   return out.slice(0, 5).join("; ");
 }
 """
+
+
+@pytest.mark.axes
+def test_the_locked_out_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recruiter, settings):
+    """The page of a login past the failure limit, reached only by a POST, so not in the walk above."""
+    settings.AXES_FAILURE_LIMIT = 2
+    context = browser.new_context(viewport={"width": PHONE_WIDTH, "height": 900})
+    context.add_init_script(RECORD_CSP)
+    page = context.new_page()
+    try:
+        page.goto(live_server.url + "/accounts/login/")
+        for _ in range(2):
+            page.fill("#id_username", "rita")
+            page.fill("#id_password", "wrong")
+            page.click("button[type=submit]")
+            page.wait_for_load_state("load")
+        page.get_by_role("heading", name="Too many failed logins").wait_for()
+        assert page.evaluate("window.__csp") == []
+        serious = [f"{rule['impact']} {rule['id']}: {rule['help']}" for rule in Axe().run(page).response["violations"]
+                   if rule["impact"] in ("serious", "critical")]
+        assert serious == []
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE_WIDTH
+    finally:
+        context.close()
