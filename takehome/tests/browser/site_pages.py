@@ -41,6 +41,10 @@ class Site:
     recruiter_id: int  # the recruiter's account
     packages_slug: str  # a packet with requirements, a src/ layout and tests/ (business-days)
     packages_token: str  # a candidate of it whose clock runs
+    chat_token: str  # a candidate of a packet whose model the server provides, past red, one exchange on record
+    chat_review_id: int  # that candidate's graded upload, its evidence carrying the exchange
+    draft_slug: str  # a packet whose self-check failed (a draft, with the checks' logs)
+    set_password_path: str  # a set-password link that still works (the team's invitation)
 
 
 @dataclass(frozen=True)
@@ -72,10 +76,12 @@ PAGES = [
     SitePage("packet detail, with requirements", "recruiter", lambda s: f"/packets/{s.packages_slug}/"),
     SitePage("packet invite", "recruiter", lambda s: f"/packets/{s.slug}/invite/"),
     SitePage("invitation board", "recruiter", lambda s: f"/packets/{s.slug}/invitations/"),
+    SitePage("packet detail, a draft whose self-check failed", "recruiter", lambda s: f"/packets/{s.draft_slug}/"),
     SitePage("packet import", "recruiter", lambda s: "/packets/import/"),
     SitePage("queue, read by a recruiter", "recruiter", lambda s: "/review/?show=all"),
     SitePage("review page, read by a recruiter", "recruiter", lambda s: f"/review/{s.scored_id}/"),
     SitePage("debrief, read by a recruiter", "recruiter", lambda s: f"/review/debrief/{s.slug}/"),
+    SitePage("debrief index, read by a recruiter", "recruiter", lambda s: "/review/debrief/"),
     # Reviewer
     SitePage("review queue", "reviewer", lambda s: "/review/"),
     SitePage("review queue all", "reviewer", lambda s: "/review/?show=all"),
@@ -83,12 +89,14 @@ PAGES = [
     SitePage("review page submitted", "reviewer", lambda s: f"/review/{s.scored_id}/"),
     SitePage("debrief", "reviewer", lambda s: f"/review/debrief/{s.slug}/"),
     SitePage("debrief index", "reviewer", lambda s: "/review/debrief/"),
+    SitePage("review page with the model window's exchanges", "reviewer", lambda s: f"/review/{s.chat_review_id}/"),
     # Candidate
     SitePage("candidate landing", None, lambda s: f"/t/{s.fresh_token}/"),
     SitePage("candidate start confirmation", None, lambda s: f"/t/{s.fresh_token}/start"),
     SitePage("candidate session", None, lambda s: f"/t/{s.started_token}/"),
     SitePage("candidate session, with requirements", None, lambda s: f"/t/{s.packages_token}/"),
     SitePage("candidate workspace (hosted terminal)", None, lambda s: f"/t/{s.started_token}/workspace"),
+    SitePage("candidate session, the model window open", None, lambda s: f"/t/{s.chat_token}/"),
     SitePage("candidate grace period", None, lambda s: f"/t/{s.grace_token}/"),
     SitePage("candidate time over", None, lambda s: f"/t/{s.closed_token}/"),
     SitePage("candidate too many look-ups", None, lambda s: "/t/not-a-real-token/", 429,
@@ -99,6 +107,8 @@ PAGES = [
     # Staff: the team, and a set-password link (one that no longer works: the page says so)
     SitePage("team", "staff", lambda s: "/team/"),
     SitePage("set password, used link", None, lambda s: "/accounts/set-password/MQ/used-token/"),
+    SitePage("set password, a working link", None, lambda s: s.set_password_path),
+    SitePage("set password, done", None, lambda s: "/accounts/set-password/done/"),
     # Staff: Django's admin
     SitePage("admin index", "staff", lambda s: "/admin/", axe=False),
     SitePage("admin users", "staff", lambda s: "/admin/auth/user/", axe=False),

@@ -33,3 +33,23 @@ def test_revoke_asks_first_and_a_no_changes_nothing(live_server, page, recruiter
     with page.expect_navigation():
         page.get_by_role("button", name="Revoke").click()
     assert Invitation.objects.get(pk=invitation.pk).status == "revoked"
+
+
+def test_on_a_phone_the_way_back_from_start_is_a_finger_away_from_the_start_button(live_server, browser, sample_packet):
+    """Start cannot be undone: its confirmation's "Not yet" link must not sit against the button, where a thumb
+    aiming at one hits the other (WCAG 2.5.8 asks 24 px targets or that much space)."""
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True)
+    page = context.new_page()
+    try:
+        page.goto(f"{live_server.url}/t/{invitation.raw_token}/start")
+        button = page.locator("#confirm-start").bounding_box()
+        back = page.locator("#not-yet").bounding_box()
+        gap = back["y"] - (button["y"] + button["height"])
+        assert gap >= 12, f"'Not yet' is {gap:.0f} px below the start button"
+        assert back["height"] >= 24, f"'Not yet' is {back['height']:.0f} px tall"
+        page.locator("#not-yet").tap()
+        page.wait_for_url(f"**/t/{invitation.raw_token}/")
+        assert Invitation.objects.get(pk=invitation.pk).started_at is None
+    finally:
+        context.close()

@@ -66,15 +66,84 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
           notes={"model_waited": "the stamp came after the fix"})
     # Ada's review is under way: two cells scored, two to go.
     score(ada, rob, dict(red_log=True, model_waited=False), submit=False)
+    chat, chat_review = model_window_pages(started_at=timezone.now())
+    draft = draft_packet()
+    set_password_link = set_password_path(make_reviewer("nell"))
     site = Site(
         slug=packet.slug, fresh_token=fresh.raw_token, started_token=started.raw_token,
         grace_token=in_grace.raw_token, closed_token=closed.raw_token,
         submitted_token=ada.invitation.link_token(), submission_id=ada.pk, scored_id=grace.pk,
         recruiter_id=recruiter.pk, packages_slug=packages.slug, packages_token=on_packages.raw_token,
+        chat_token=chat.raw_token, chat_review_id=chat_review.pk, draft_slug=draft.slug,
+        set_password_path=set_password_link,
     )
     people = {"recruiter": recruiter, "reviewer": rob, "norole": User.objects.create_user("nora", password="x"),
               "staff": User.objects.create_superuser("sam", password="x")}
     return site, people
+
+
+def model_window_pages(started_at):
+    """A packet whose model the server provides: a candidate past red with an exchange on record,
+    and a graded upload whose evidence carries that exchange (the review page's model window)."""
+    from grading.models import Evidence, Submission
+    from grading.tests.reviewing import ideal_evidence
+    from sessions_app.actions import do_start_session
+    from sessions_app.models import GateReceipt, ModelExchange
+    from takehome.tests.factories import InvitationFactory, make_packet
+
+    chat = make_packet(slug="chat", title="Chat packet", model_policy="provided")
+    invitation = InvitationFactory(packet_version=chat.latest_version())
+    do_start_session(invitation)
+    GateReceipt.objects.create(invitation=invitation, step="red", accepted=True, captured_by="server")
+    prompt = "add(2, 2) returns 0: which line is wrong?"
+    ModelExchange.objects.create(invitation=invitation, messages=[{"role": "user", "content": prompt}],
+                                 reply="Line 2 subtracts; it should add.", model="small-model",
+                                 tokens_in=12, tokens_out=9, latency_s=1.4)
+    evidence = ideal_evidence()
+    exchange = {"at": started_at.isoformat(), "messages": [{"role": "user", "content": prompt}],
+                "reply": "Line 2 subtracts; it should add.", "model": "small-model", "tokens_in": 12,
+                "tokens_out": 9, "latency_s": 1.4, "error": ""}
+    evidence["model"] = {"policy": "provided", "configured": True, "exchanges": [exchange],
+                         "prompt_matches": {"result": "matches", "exchange": 1, "diff": ""},
+                         "reply_matches": {"result": "differs", "exchange": 1,
+                                           "diff": "--- exchange 1 (server)\n+++ artifacts/model.md\n@@ -1 +1 @@\n"
+                                                   "-Line 2 subtracts; it should add.\n+Line 2 is wrong.\n"}}
+    submission = Submission.objects.create(invitation=invitation, archive="uploads/chat.zip", sha256="c" * 64,
+                                           size=100, status=Submission.Status.GRADED)
+    Evidence.objects.create(submission=submission, data=evidence, grader_version="1")
+    return invitation, submission
+
+
+def draft_packet():
+    """A packet whose self-check failed: a draft, its page showing each check with the failing one's log."""
+    from takehome.models import PacketCheck
+    from takehome.tests.factories import make_packet
+
+    draft = make_packet(slug="draft", title="Draft packet", checked=False)
+    version = draft.latest_version()
+    version.checks.all().delete()
+    ok = {"passed": True, "log": "1 failed in 0.02s\n"}
+    PacketCheck.objects.create(version=version, status=PacketCheck.Status.FAILED, finished_at=timezone.now(), results=[
+        {"check_id": "fixture_red", "title": "The fixture's own tests fail", "passed": False,
+         "summary": "The fixture's own tests pass (1 passed): they must fail, or there is no bug to find.",
+         "log": ".                                                              [100%]\n1 passed in 0.02s\n"},
+        {"check_id": "hidden_red_on_fixture", "title": "The hidden tests fail on the fixture",
+         "summary": "The hidden tests over the fixture fail as they must (1 failed).", **ok},
+        {"check_id": "hidden_green_on_solution", "title": "The hidden tests pass on the reference solution",
+         "summary": "The hidden tests pass on the reference solution (1 passed).", **ok},
+        {"check_id": "decoys", "title": "Every decoy fails the hidden tests", "passed": True,
+         "summary": "The packet has no decoys: nothing to check.", "log": ""},
+    ])
+    return draft
+
+
+def set_password_path(user) -> str:
+    """A working set-password link, as the team's invitation emails it."""
+    from django.contrib.auth.tokens import default_token_generator
+    from django.utils.encoding import force_bytes
+    from django.utils.http import urlsafe_base64_encode
+
+    return f"/accounts/set-password/{urlsafe_base64_encode(force_bytes(user.pk))}/{default_token_generator.make_token(user)}/"
 
 
 def session_cookie(user, live_server) -> list[dict]:
@@ -104,7 +173,9 @@ def visit(context, live_server, site: Site, entry: SitePage):
     return page, console
 
 
-def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recruiter, make_reviewer):
+def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recruiter, make_reviewer, settings):
+    # The model window is open only where an upstream is configured; nothing here calls it.
+    settings.MODEL_URL = "http://127.0.0.1:9/v1"
     site, people = build_site(make_reviewer, recruiter)
     axe = Axe()
     problems: list[str] = []
@@ -178,3 +249,27 @@ WIDEST_ELEMENT = """
   return out.slice(0, 5).join("; ");
 }
 """
+
+
+@pytest.mark.axes
+def test_the_locked_out_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recruiter, settings):
+    """The page of a login past the failure limit, reached only by a POST, so not in the walk above."""
+    settings.AXES_FAILURE_LIMIT = 2
+    context = browser.new_context(viewport={"width": PHONE_WIDTH, "height": 900})
+    context.add_init_script(RECORD_CSP)
+    page = context.new_page()
+    try:
+        page.goto(live_server.url + "/accounts/login/")
+        for _ in range(2):
+            page.fill("#id_username", "rita")
+            page.fill("#id_password", "wrong")
+            page.click("button[type=submit]")
+            page.wait_for_load_state("load")
+        page.get_by_role("heading", name="Too many failed logins").wait_for()
+        assert page.evaluate("window.__csp") == []
+        serious = [f"{rule['impact']} {rule['id']}: {rule['help']}" for rule in Axe().run(page).response["violations"]
+                   if rule["impact"] in ("serious", "critical")]
+        assert serious == []
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE_WIDTH
+    finally:
+        context.close()
