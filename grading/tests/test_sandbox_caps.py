@@ -274,6 +274,48 @@ def test_stale_cgroups_and_mounts_of_a_dead_worker_are_removed(capped, tmp_path)
         assert all((parent / live.name).is_dir() for parent in caps.parents)
 
 
+def test_stale_mounts_of_a_dead_process_under_another_scratch_folder_are_removed_too(capped, tmp_path):
+    """A scratch folder used once (a test run's, a benchmark's) has no worker to sweep it later.
+
+    Its runs' mounts stayed in the host's mount table, and bubblewrap reads
+    that table again for every bind of every start: each start got slower.
+    """
+    caps = capped.caps_in_force()
+    require(caps.mount_dir is not None and str(caps.mount_dir).startswith("/dev/shm/"),
+            "per-run tmpfs mounts in /dev/shm (root, a tmpfs /dev/shm)")
+    other = detect("auto", "auto", Path("/dev/shm") / f"takehome-mounts-test{os.getpid()}x{time.monotonic_ns()}")
+    assert other.mount_dir is not None and other.mount_dir != caps.mount_dir
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a process of another installation that starts a run, then dies without cleaning up
+        try:
+            os.close(r)
+            run = RunCaps(other, capped.budget()).__enter__()
+            run.tmpfs("/tmp", 1 << 20, UID_BASE)
+            os.write(w, run.name.encode())
+            time.sleep(600)
+        finally:
+            os._exit(1)
+    os.close(w)
+    name = os.read(r, 200).decode()
+    os.close(r)
+    try:
+        with RunCaps(other, capped.budget()) as live:  # a live run there is left alone
+            live.tmpfs("/tmp", 1 << 20, UID_BASE)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            stale = other.mount_dir / name
+            assert any(m.startswith(str(stale)) for m, _, _ in _mounts())
+
+            removed = capped.clean_stale()
+
+            assert str(stale) in removed and not stale.exists()
+            assert not any(m.startswith(str(stale)) for m, _, _ in _mounts())
+            assert any(m.startswith(str(other.mount_dir / live.name)) for m, _, _ in _mounts())
+    finally:
+        other.mount_dir.rmdir()  # empty by now: each run removes its own folder
+
+
 def process_state(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/status") as fh:
