@@ -1,12 +1,35 @@
 """Filters for the reviewer's pages."""
 
 from django import template
+from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from grading import display
 from grading.agreement import describe_kappa
 
 register = template.Library()
+
+
+@register.simple_tag
+def mark_badge(name: str, mark) -> str:
+    """One reviewer's mark on one cell, for the review page (after submitting) and the debrief.
+
+    why a tag, not an included template: the debrief draws up to twelve per
+    row and 25 rows a page, and an include costs a template context each.
+    """
+    verdict = "pass" if mark.passed else "fail"
+    if not mark.note:
+        return format_html('<span class="mark-badge {}" data-reviewer="{}"><span class="who">{}</span> {}</span>',
+                           verdict, name, name, verdict)
+    note = display.clean_terminal_text(mark.note)
+    return format_html('<span class="mark-badge {}" data-reviewer="{}" title="{}"><span class="who">{}</span> {}'
+                       '<span class="note">{}</span></span>', verdict, name, note, name, verdict, note)
+
+
+@register.simple_tag
+def candidate_name(label: str) -> str:
+    """The candidate as a reviewer may see them: the name, or a short code when the packet hides names."""
+    return format_html('<span class="candidate">{}</span>', label)
 
 
 @register.filter
