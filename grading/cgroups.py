@@ -653,6 +653,8 @@ class RunCaps:
         """
         if self.caps.tmpfs != "mount":
             return ["--size", str(size_bytes), "--tmpfs", where]
+        if (host := self._host(where)) is not None:
+            return ["--bind", str(host), where]  # mounted already (see tmpfs_root)
         try:
             if self._mount_root is None:
                 _own_folder(Path(self.caps.mount_dir))  # made again if it went missing
@@ -671,6 +673,22 @@ class RunCaps:
         except OSError as exc:
             raise CapsUnavailable(f"cannot mount the run's tmpfs for {where}: {exc}") from None
         return ["--bind", str(host), where]
+
+    def tmpfs_root(self, where: str, size_bytes: int, uid: int) -> int | None:
+        """An open fd of the run's own tmpfs for ``where``, mounted now if it is not yet; None in bwrap mode.
+
+        For the worker to write into before the sandbox starts (a later
+        ``tmpfs(where, ...)`` binds the same mount). The fd stays this
+        object's: it is closed when the block ends. In bwrap mode the tmpfs is
+        bubblewrap's own, made inside the sandbox: there is no host folder.
+        """
+        if self.caps.tmpfs != "mount":
+            return None
+        self.tmpfs(where, size_bytes, uid)
+        return self._roots[self._host(where)]
+
+    def _host(self, where: str) -> Path | None:
+        return next((host for mounted, host in self._mounts if mounted == where), None)
 
     @property
     def mounted(self) -> bool:

@@ -6,10 +6,13 @@ an attack that succeeded without it. A failure of *our* side raises
 :class:`SandboxUnavailable` (retryable); whatever the candidate's code does is
 a :class:`RunResult`, never an exception.
 
-The tree of a run is never copied on the worker's disk: it goes into the
-sandbox as a tar in memory (a memfd on the sandbox's stdin, see
-``tree_stream``) and is unpacked there into the run's own capped tmpfs
-``/tree``. On the host side, under ``scratch_dir`` (mode 0711)::
+The tree of a run is never copied on the worker's disk. Where the worker
+mounts the run's capped tmpfs mounts itself (mount mode, grading/cgroups.py),
+it writes a cold run's tree straight into the one for ``/tree`` before the
+sandbox starts (``write_tree_into``: owned by the run's uid, never through a
+link); otherwise, and for a warm sandbox, the tree goes in as a tar in memory
+(a memfd or a pipe on the sandbox's stdin, see ``tree_stream``) and is
+unpacked there into ``/tree``. On the host side, under ``scratch_dir`` (mode 0711)::
 
     sandboxed-<hash>/         a copy of grading/sandboxed/, bound read-only at
                               /opt/takehome (<hash>: of its content; kept)
@@ -35,6 +38,7 @@ see :mod:`grading.cgroups`.
 from __future__ import annotations
 
 import atexit
+import errno
 import fcntl
 import hashlib
 import io
@@ -249,21 +253,35 @@ def _tar_file(out, name: str, mode: int, data: bytes) -> None:
     out.write(b"\0" * (-len(data) % _TAR_BLOCK))
 
 
-def _tar_dir(out, src: Path, prefix: str) -> None:
+def _dir_entries(src: Path, prefix: str) -> Iterator[tuple[bytes, str, int, bytes | str]]:
     # why: only directories, regular files and symlinks (added as links, never
     # followed on the host, so a link to /etc/shadow carries a link, not the file);
     # FIFOs and devices are skipped (opening a FIFO would hang the worker).
     for entry in sorted(os.scandir(src), key=lambda e: e.name):
         name = prefix + entry.name
         if entry.is_symlink():
-            out.write(_tar_header(name, tarfile.SYMTYPE, 0o777, link=os.readlink(entry.path)))
+            yield tarfile.SYMTYPE, name, 0o777, os.readlink(entry.path)
         elif entry.is_dir(follow_symlinks=False):
-            out.write(_tar_header(name, tarfile.DIRTYPE, 0o755))
-            _tar_dir(out, Path(entry.path), name + "/")
+            yield tarfile.DIRTYPE, name, 0o755, b""
+            yield from _dir_entries(Path(entry.path), name + "/")
         elif entry.is_file(follow_symlinks=False):
             with open(entry.path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as fh:
                 mode = 0o755 if os.fstat(fh.fileno()).st_mode & 0o100 else 0o644
-                _tar_file(out, name, mode, fh.read())
+                data = fh.read()
+            yield tarfile.REGTYPE, name, mode, data
+
+
+def _tree_entries(tree: Path | Mapping[str, bytes]) -> Iterator[tuple[bytes, str, int, bytes | str]]:
+    """(kind, posix name, mode, data or link target) of each entry of ``tree``, parents before children.
+
+    Directories 0755, files 0644 or 0755 (the owner's exec bit), symlinks as
+    links; a mapping's files are 0644 and its folders are implied by the names.
+    """
+    if isinstance(tree, Mapping):
+        for path, data in sorted(tree.items()):
+            yield tarfile.REGTYPE, path, 0o644, data
+    elif Path(tree).is_dir():
+        yield from _dir_entries(Path(tree), "")
 
 
 def _tree_arg(tree: Path | Mapping[str, bytes]) -> Path | Mapping[str, bytes]:
@@ -271,17 +289,116 @@ def _tree_arg(tree: Path | Mapping[str, bytes]) -> Path | Mapping[str, bytes]:
 
 
 def _write_tree(out, tree: Path | Mapping[str, bytes]) -> None:
-    if isinstance(tree, Mapping):
-        for path, data in sorted(tree.items()):
-            _tar_file(out, path, 0o644, data)
-    elif Path(tree).is_dir():
-        _tar_dir(out, Path(tree), "")
+    for kind, name, mode, payload in _tree_entries(tree):
+        if kind == tarfile.REGTYPE:
+            _tar_file(out, name, mode, payload)
+        else:
+            out.write(_tar_header(name, kind, mode, link=payload if kind == tarfile.SYMTYPE else ""))
     out.write(b"\0" * (2 * _TAR_BLOCK))  # the end of the archive
+
+
+class TreeRefused(Exception):
+    """A tree that cannot be written into its run's /tree: too big for the tmpfs, or a name tar refuses too."""
+
+
+# The errors that are the tree's, not ours: out of space or inodes, and shapes
+# tar fails on too (a name twice, a file where a folder is wanted, a link on the way).
+_TREE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.ELOOP,
+                          errno.ENAMETOOLONG, errno.EMLINK})
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_dir(parent: int, name: str, uid: int) -> int:
+    """The folder ``name`` in ``parent`` (made, 0755 and ``uid``'s, if missing); never through a link."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        pass
+    os.mkdir(name, 0o700, dir_fd=parent)
+    fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    try:
+        os.fchown(fd, uid, uid)
+        os.fchmod(fd, 0o755)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_tree_into(root_fd: int, tree: Path | Mapping[str, bytes], uid: int) -> None:
+    """Write ``tree`` (a folder, or {posix path: bytes}) into the folder open as ``root_fd``, owned by ``uid``.
+
+    The same files, modes and links as ``tar -x -p --no-same-owner`` run by
+    ``uid`` makes of ``tree_stream``'s tar: a leading "/" is dropped, a name
+    with ".." is refused. The caller is root, writing into the run's own
+    tmpfs before its sandbox starts: nothing is ever followed through a link.
+    Each folder is opened from its parent's fd with O_NOFOLLOW, each entry is
+    made in it by name (O_EXCL for files), so a link in the tree (``a`` to
+    /etc, then ``a/passwd``) or a hostile name cannot reach outside
+    ``root_fd``. Raises TreeRefused when the tree does not fit (ENOSPC: bytes
+    or inodes) or has a shape tar fails on too; other OSErrors are ours.
+    """
+    _write_entries(root_fd, _tree_entries(tree), uid)
+
+
+def _write_entries(root_fd: int, entries, uid: int) -> None:
+    chain: list[tuple[str, int]] = []  # the folders open below root_fd, outermost first
+    name = ""
+    entries = iter(entries)
+    try:
+        while True:
+            try:
+                kind, name, mode, payload = next(entries)
+            except StopIteration:
+                break
+            except OSError as exc:  # reading the tree (the worker's own folder) failed: ours, not the tree's
+                raise SandboxUnavailable(f"could not read the tree: {exc}") from None
+            parts = [p for p in name.split("/") if p not in ("", ".")]
+            if not parts or ".." in parts:
+                raise TreeRefused(f"{name!r}: a name no tree may hold")
+            *folders, leaf = parts
+            keep = 0
+            while keep < min(len(chain), len(folders)) and chain[keep][0] == folders[keep]:
+                keep += 1
+            while len(chain) > keep:
+                os.close(chain.pop()[1])
+            for folder in folders[keep:]:
+                chain.append((folder, _open_dir(chain[-1][1] if chain else root_fd, folder, uid)))
+            parent = chain[-1][1] if chain else root_fd
+            if kind == tarfile.DIRTYPE:
+                os.mkdir(leaf, 0o700, dir_fd=parent)  # why here: a name already there is refused (EEXIST)
+                chain.append((leaf, _open_dir(parent, leaf, uid)))
+                os.fchown(chain[-1][1], uid, uid)
+                os.fchmod(chain[-1][1], mode)
+            elif kind == tarfile.SYMTYPE:
+                os.symlink(payload, leaf, dir_fd=parent)
+                os.chown(leaf, uid, uid, dir_fd=parent, follow_symlinks=False)
+            else:
+                fd = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=parent)
+                try:
+                    os.fchown(fd, uid, uid)
+                    os.fchmod(fd, mode)
+                    view = memoryview(payload)
+                    while view:
+                        view = view[os.write(fd, view):]
+                finally:
+                    os.close(fd)
+    except OSError as exc:
+        if exc.errno in _TREE_ERRNOS:
+            raise TreeRefused(f"{name}: {exc.strerror}") from None
+        raise
+    except ValueError as exc:  # a NUL in a name
+        raise TreeRefused(f"{name!r}: {exc}") from None
+    finally:
+        for _, fd in chain:
+            os.close(fd)
 
 
 def tree_stream(tree: Path | Mapping[str, bytes]) -> int:
     """A tar of ``tree`` (a folder, or {posix path: bytes}) in memory, as a file descriptor read from its start.
 
+    For a cold run in bwrap mode (see write_tree_into for mount mode).
     why: the sandbox's wrapper unpacks it straight into its own size- and
     inode-capped tmpfs /tree, so each file of a rerun is written once, in
     memory; no copy of the tree is made on the worker's disk. A memfd has no
@@ -1167,11 +1284,14 @@ class Sandbox:
         return None
 
     def _argv(self, uid: int, runner: Path, sandboxed: Path, command: Sequence[str], fds: _Fds,
-              env: Mapping[str, str], caps: RunCaps, gate_fd: int, warm: bool = False) -> list[str]:
+              env: Mapping[str, str], caps: RunCaps, gate_fd: int, warm: bool = False,
+              tree_written: bool = False) -> list[str]:
         """The command line of one sandbox: setpriv, then bwrap, then our sh wrapper (pid 1 inside).
 
         It is started by :meth:`_launch`, with an empty environment, and held
-        at the wrapper's gate until it is in the run's cgroup.
+        at the wrapper's gate until it is in the run's cgroup. ``tree_written``:
+        the worker wrote the tree into the run's /tree tmpfs already (see
+        write_tree_into), so no tar arrives on stdin.
         """
         lim = self.limits
         status_fd, junit_fd = fds.status_w, fds.junit_w
@@ -1257,11 +1377,13 @@ class Sandbox:
             # worker died, or gave up) ends the sandbox here.
             # (dash redirects only fds 0 to 9, hence /proc/self/fd, as for the report.)
             f'IFS= read -r go </proc/self/fd/{gate_fd} && [ "$go" = go ] || exit 126; '
-            # The tree arrives as a tar on stdin (see tree_stream) and is unpacked
-            # into the capped tmpfs (a tree too big for it exits 125); the run's
-            # own stdin is then /dev/null, as it always was.
-            # A warm sandbox's starter unpacks the tree itself once it arrives (see WARM_STARTER).
-            + ("" if warm else "tar -x -p -f - -C /tree --no-same-owner || exit 125; exec </dev/null; ")
+            # Without a host tmpfs of the worker's (bwrap mode) the tree arrives as a
+            # tar on stdin (see tree_stream) and is unpacked into the capped tmpfs
+            # (a tree too big for it exits 125); the run's own stdin is then
+            # /dev/null, as it always was.
+            # A warm sandbox's starter unpacks the tree itself once it arrives (see WARM_STARTER);
+            # a tree the worker wrote into /tree already needs neither (stdin is /dev/null then).
+            + ("" if warm or tree_written else "tar -x -p -f - -C /tree --no-same-owner || exit 125; exec </dev/null; ")
             # why not exec: the wrapper stays pid 1 (see --as-pid-1), so the run's
             # own processes never get pid 1's signal rules.
             + '"$@"; exit $?',
@@ -1429,41 +1551,85 @@ class Sandbox:
     def _run_group_owned(self, launches: list[_Launch]) -> list[RunResult]:
         runner, _scratch, sandboxed = self._prepare()
         with self._slots(len(launches)) as uids:
-            tree_fds: list[int] = []
+            trees: list[int | None] = []  # each launch's tar (a memfd), or None: written into its /tree already
             caps: list[RunCaps] = []
             try:
-                for launch in launches:
-                    tree_fds.append(tree_stream(launch.tree))
                 # why caps per sandbox: each gets the whole budget under its own uid, so the
                 # candidate's side of the boundary cannot starve the hidden tests' side.
                 with ExitStack() as stack:
                     for _ in launches:
                         caps.append(stack.enter_context(self.run_caps()))
-                    return self._execute(uids, runner, sandboxed, tree_fds, launches, caps)
+                    start = time.monotonic()
+                    refused: list[str | None] = []
+                    for uid, launch, run_caps in zip(uids, launches, caps):
+                        refused.append(self._put_tree(uid, launch, run_caps, trees))
+                    if any(refused):
+                        return self._refused(refused, launches, caps, start)
+                    return self._execute(uids, runner, sandboxed, trees, launches, caps)
             except CapsUnavailable as exc:
                 raise SandboxUnavailable(str(exc)) from None
             except OSError as exc:
-                raise SandboxUnavailable(f"could not read the tree into memory: {exc}") from None
+                raise SandboxUnavailable(f"could not read the tree or put it into the sandbox: {exc}") from None
             finally:
-                for fd in tree_fds:
-                    _close(fd)
+                for fd in trees:
+                    if fd is not None:
+                        _close(fd)
                 for uid, launch in zip(uids, launches):
                     if not _ended(launch.child_pid):
                         _kill_uid(uid)
 
-    def _execute(self, uids: list[int], runner: Path, sandboxed: Path, tree_fds: list[int], launches: list[_Launch],
-                 caps: list[RunCaps]) -> list[RunResult]:
+    def _put_tree(self, uid: int, launch: _Launch, caps: RunCaps, trees: list[int | None]) -> str | None:
+        """Make ``launch``'s tree ready for its sandbox (appended to ``trees``); why it does not fit, or None.
+
+        Where the worker mounts the run's tmpfs mounts itself (mount mode), it
+        writes the tree straight into the one for /tree, owned by the run's
+        uid: no tar is built, and the sandbox runs no tar. why: unpacking in
+        the sandbox was one more program started in every cold run (GNU tar,
+        1.3 to 1.5 ms even for an empty tree). Otherwise (bwrap's own tmpfs,
+        made inside the sandbox) the tree goes in as a tar on stdin.
+        """
+        root = caps.tmpfs_root("/tree", self.limits.tmpfs_bytes, uid)
+        if root is None:
+            trees.append(tree_stream(launch.tree))
+            return None
+        trees.append(None)
+        try:
+            write_tree_into(root, launch.tree, uid)
+        except TreeRefused as exc:
+            return str(exc)
+        return None
+
+    def _refused(self, refused: list[str | None], launches: list[_Launch], caps: list[RunCaps],
+                 start: float) -> list[RunResult]:
+        """The results of a run whose tree did not fit its sandbox's /tree: exit 125 as tar's was, nothing run."""
+        duration = time.monotonic() - start
+        results = []
+        for why, launch, run_caps in zip(refused, launches, caps):
+            text = (f"[sandbox: the tree could not be written into /tree: {why}]\n" if why else
+                    "[sandbox: not run: another sandbox of this run could not take its tree]\n")
+            results.append(self._result(125, b"", False, False, duration, text, 0, launch.command, run_caps))
+        return results
+
+    def _execute(self, uids: list[int], runner: Path, sandboxed: Path, trees: list[int | None],
+                 launches: list[_Launch], caps: list[RunCaps]) -> list[RunResult]:
         lim = self.limits
         watched: list[_Watched] = []
         start = time.monotonic()
         try:
             for uid, launch in zip(uids, launches):
                 watched.append(_Watched(launch, _Fds.open(uid), log=_CappedBuffer(lim.output_bytes)))
-            for w, uid, tree_fd, run_caps in zip(watched, uids, tree_fds, caps):
-                w.proc, w.launch.child_pid = self._launch(
-                    lambda gate, w=w, uid=uid, run_caps=run_caps: self._argv(
-                        uid, runner, sandboxed, w.launch.command, w.fds, w.launch.env, run_caps, gate),
-                    uid, run_caps, w.fds, tree_fd, w.launch.pass_fds)
+            for w, uid, tree_fd, run_caps in zip(watched, uids, trees, caps):
+                # a tree written into /tree already: the run's stdin is /dev/null, read-only as the wrapper's was
+                stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) if tree_fd is None else tree_fd
+                try:
+                    w.proc, w.launch.child_pid = self._launch(
+                        lambda gate, w=w, uid=uid, run_caps=run_caps, written=tree_fd is None: self._argv(
+                            uid, runner, sandboxed, w.launch.command, w.fds, w.launch.env, run_caps, gate,
+                            tree_written=written),
+                        uid, run_caps, w.fds, stdin, w.launch.pass_fds)
+                finally:
+                    if tree_fd is None:
+                        _close(stdin)
             for launch in launches:
                 launch.release()  # why: the other end sees EOF only when every copy is closed
         except BaseException:

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from conftest import require
 from grading.core import STAND_IN, write_tree
 from grading.sandbox import PROXY_SERVER, SANDBOXED_DIR, STARTED_MARKER, Sandbox, SandboxUnavailable
 
@@ -232,8 +233,8 @@ class BrokenSide(Sandbox):
 
     broken: str = "server"
 
-    def _argv(self, uid, runner, sandboxed, command, *rest):
-        argv = super()._argv(uid, runner, sandboxed, command, *rest)
+    def _argv(self, uid, runner, sandboxed, command, *rest, **options):
+        argv = super()._argv(uid, runner, sandboxed, command, *rest, **options)
         if (tuple(command) == PROXY_SERVER) == (self.broken == "server"):
             at = argv.index("--json-status-fd")
             argv[at:at] = ["--ro-bind", "/nonexistent/takehome-gone", "/opt/gone"]
@@ -250,6 +251,23 @@ def test_a_side_bwrap_cannot_set_up_is_our_failure_not_a_failed_run(grading_sand
                          broken=broken)
     with pytest.raises(SandboxUnavailable, match="bwrap could not set up the sandbox .*takehome-gone"):
         sandbox.run_across_boundary(trusted, ("python", "-m", "pytest", "-q"), server)
+
+
+@pytest.mark.parametrize("too_big", ["server", "trusted"])
+def test_a_side_whose_tree_does_not_fit_is_exit_125_and_neither_side_runs(grading_sandbox, tmp_path, too_big):
+    sandbox = dataclasses.replace(grading_sandbox, limits=dataclasses.replace(grading_sandbox.limits,
+                                                                              tmpfs_bytes=4 << 20))
+    require(sandbox.caps_in_force().tmpfs == "mount", "the worker may not mount a tmpfs here (run as root)")
+    trusted, server = tmp_path / "trusted", tmp_path / "server"
+    write_tree({"calc.py": STAND_IN, "test_hidden.py": b"import calc\n\ndef test_a():\n    assert calc.f() == 1\n"},
+               trusted)
+    write_tree({"calc.py": b"def f():\n    return 1\n"}, server)
+    (tmp_path / too_big / "big.bin").write_bytes(b"x" * (6 << 20))
+    result = sandbox.run_across_boundary(trusted, ("python", "-m", "pytest", "-q"), server)
+    assert (result.outcome, result.exit_code, result.passed) == ("failed", 125, 0), result.log
+    assert any("unpacking the tree" in n for n in result.notes), result.notes
+    assert "big.bin: No space left on device" in (result.server_log if too_big == "server" else result.log)
+    assert "not run" in (result.log if too_big == "server" else result.server_log)
 
 
 # --- the wire, pure ------------------------------------------------------------------------------

@@ -134,9 +134,11 @@ def test_a_tree_given_as_files_runs_without_any_copy_on_the_workers_disk(sandbox
 
     def audit(event, args):
         # every file opened for writing and every folder made, anywhere on the host, by this process
+        # why absolute paths only: a cold run's tree is written through folder descriptors
+        # (relative names) into the run's own tmpfs, which is mounted by its absolute path.
         if watching[0] and (event == "open" and isinstance(args[2], int) and args[2] & (os.O_WRONLY | os.O_RDWR)
                             or event == "os.mkdir" and not os.path.exists(args[0])) \
-                and isinstance(args[0], (str, bytes, os.PathLike)):
+                and isinstance(args[0], (str, bytes, os.PathLike)) and os.path.isabs(os.fsdecode(args[0])):
             written.append(os.fsdecode(args[0]))
 
     sys.addaudithook(audit)
@@ -148,13 +150,40 @@ def test_a_tree_given_as_files_runs_without_any_copy_on_the_workers_disk(sandbox
     assert [w for w in written if not w.startswith(("/sys/fs/cgroup", "/run/lock", "/dev/shm"))] == [], written
 
 
+class Spawns:
+    """The programs this thread starts while watching (an audit hook: it sees every subprocess.Popen)."""
+
+    def __init__(self) -> None:
+        self.argvs: list[list[str]] = []
+        self.watching = False
+        self.thread = threading.get_ident()
+        sys.addaudithook(self._audit)
+
+    def _audit(self, event, args):
+        if self.watching and event == "subprocess.Popen" and threading.get_ident() == self.thread:
+            self.argvs.append([os.fsdecode(a) for a in args[1]])
+
+    def __enter__(self) -> Spawns:
+        self.watching = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.watching = False
+
+
 def test_a_tree_too_big_for_the_sandboxs_tmpfs_is_reported_as_such(runner_dir, scratch_dir):
     sb = Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, limits=replace(LIMITS, tmpfs_bytes=4 << 20))
     files = {f"blob{i}.bin": os.urandom(1 << 20) for i in range(6)}
     files["test_never.py"] = b"def test_never():\n    pass\n"
-    r = sb.run(files, PYTEST)
+    with Spawns() as spawns:
+        r = sb.run(files, PYTEST)
     assert r.exit_code == 125 and r.passed == 0, r.log
     assert any("too large for its tmpfs" in n for n in r.notes), r.notes
+    assert any(n.startswith("/tree is full") for n in r.notes), r.notes
+    if sb.caps_in_force().tmpfs == "mount":
+        # the worker wrote the tree into the run's tmpfs itself, and stopped there: no sandbox was started
+        assert spawns.argvs == [], spawns.argvs
+        assert "No space left on device" in r.log, r.log
 
 
 def test_a_tree_with_more_files_than_the_tmpfs_inode_cap_is_reported_as_such(runner_dir, scratch_dir):
@@ -162,8 +191,102 @@ def test_a_tree_with_more_files_than_the_tmpfs_inode_cap_is_reported_as_such(run
     require(sb.caps_in_force().tmpfs == "mount", "no per-run tmpfs mounts here: the inode cap is not in force")
     files = {f"f{i}.txt": b"" for i in range(400)}
     files["test_never.py"] = b"def test_never():\n    pass\n"
-    r = sb.run(files, PYTEST)
+    with Spawns() as spawns:
+        r = sb.run(files, PYTEST)
     assert r.exit_code == 125 and r.passed == 0, r.log
+    assert any("too large for its tmpfs" in n for n in r.notes), r.notes
+    assert any(n.startswith("/tree ran out of inodes") for n in r.notes), r.notes
+    assert spawns.argvs == [], spawns.argvs
+
+
+LISTING = "find /tree -mindepth 1 | sort | while read -r p; do stat -c '%u:%g %a %F %n' \"$p\"; done; id -u"
+
+
+def _listing(sb: Sandbox, tree) -> list[str]:
+    r = sb.run(tree, ("sh", "-c", LISTING))
+    assert r.exit_code == 0, r.log
+    # (tar's own warnings, such as the leading "/" it strips, are no part of the tree)
+    *lines, uid = [line for line in r.log.strip().splitlines() if not line.startswith("tar: ")]
+    return [line.replace(f"{uid}:{uid} ", "UID ") for line in lines]
+
+
+def test_a_cold_run_gets_the_same_tree_whether_the_worker_writes_it_or_tar_unpacks_it(runner_dir, scratch_dir,
+                                                                                      tmp_path):
+    mounting = Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, limits=LIMITS)
+    require(mounting.caps_in_force().tmpfs == "mount", "the worker may not mount a tmpfs here (run as root)")
+    unpacking = Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, limits=LIMITS, tmpfs="bwrap")
+    folder = make_tree(tmp_path / "t", {"calc.py": "x = 1\n", "pkg/deep/data.txt": "d", "pkg/__init__.py": ""})
+    (folder / "run.sh").write_text("echo hi\n")
+    (folder / "run.sh").chmod(0o750)
+    (folder / "empty").mkdir()
+    (folder / "shadow").symlink_to("/etc/shadow")
+    (folder / "pkg" / "up").symlink_to("..")
+    os.mkfifo(folder / "fifo")
+    files = {"a/b/c.txt": b"c", "/lead.txt": b"l", "top.py": b""}
+    for tree in (folder, files):
+        with Spawns() as spawns:
+            written = _listing(mounting, tree)
+        # in mount mode the sandbox runs no tar and reads nothing on its stdin
+        script = next(a for argv in spawns.argvs for a in argv if "ulimit -v" in a)
+        assert "tar " not in script, script
+        assert written == _listing(unpacking, tree), written
+    assert written == ["UID 755 directory /tree/a", "UID 755 directory /tree/a/b", "UID 644 regular file /tree/a/b/c.txt",
+                       "UID 644 regular file /tree/lead.txt", "UID 644 regular empty file /tree/top.py"]
+    assert "UID 750 regular file /tree/run.sh" not in _listing(mounting, folder)
+    assert "UID 755 regular file /tree/run.sh" in _listing(mounting, folder)
+    assert "UID 777 symbolic link /tree/shadow" in _listing(mounting, folder)
+
+
+def test_the_workers_tree_writer_never_writes_outside_its_folder(tmp_path):
+    require(os.geteuid() == 0, "the worker writes the tree as root (chown)")
+    from tarfile import DIRTYPE, REGTYPE, SYMTYPE
+
+    from grading.sandbox import TreeRefused, _write_entries, write_tree_into
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    uid = UID_BASE + 9
+    hostile = {
+        "a link, then a file through it": [(SYMTYPE, "a", 0o777, str(outside)), (REGTYPE, "a/passwd", 0o644, b"x")],
+        "a link, then a folder through it": [(SYMTYPE, "a", 0o777, str(outside)), (DIRTYPE, "a/d", 0o755, b"")],
+        "a link, then a file two folders below it": [(SYMTYPE, "a", 0o777, str(outside)),
+                                                     (REGTYPE, "a/b/passwd", 0o644, b"x")],
+        "a link, then a file over it": [(SYMTYPE, "passwd", 0o777, str(outside / "passwd")),
+                                        (REGTYPE, "passwd", 0o644, b"x")],
+        "a link, then a link over it": [(SYMTYPE, "a", 0o777, str(outside)), (SYMTYPE, "a", 0o777, "/")],
+        "dot dot": [(REGTYPE, "../outside/passwd", 0o644, b"x")],
+        "dot dot further down": [(REGTYPE, "x/../../outside/passwd", 0o644, b"x")],
+        "a name with NUL": [(REGTYPE, "pass\0wd", 0o644, b"x")],
+    }
+    for shape, entries in hostile.items():
+        root = tmp_path / shape.replace(" ", "-")
+        root.mkdir(mode=0o700)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with pytest.raises(TreeRefused):
+                _write_entries(fd, entries, uid)
+        finally:
+            os.close(fd)
+        assert list(outside.iterdir()) == [], shape
+    # an absolute name stays inside, as tar strips its leading "/"; a mapping's names go the same way
+    root = tmp_path / "absolute"
+    root.mkdir(mode=0o700)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        write_tree_into(fd, {f"{outside}/passwd": b"x", "/etc/passwd": b"y"}, uid)
+        with pytest.raises(TreeRefused):
+            write_tree_into(fd, {"../passwd": b"z"}, uid)
+    finally:
+        os.close(fd)
+    assert list(outside.iterdir()) == [] and not (tmp_path / "passwd").exists()
+    made = root / outside.relative_to("/") / "passwd"
+    assert made.read_bytes() == b"x" and (root / "etc" / "passwd").read_bytes() == b"y"
+    for path in (made, *made.parents):
+        if path == root:
+            break
+        st = path.lstat()
+        assert (st.st_uid, st.st_gid) == (uid, uid), path
+        assert oct(st.st_mode & 0o7777) == (oct(0o644) if path == made else oct(0o755)), path
 
 
 def test_collection_error(sandbox, tmp_path):

@@ -3,8 +3,9 @@
 The grading of a real upload runs in the real sandbox while an audit hook
 records every file this process opens for writing and every folder it makes:
 the unpacked upload goes to a tmpfs of ours (/dev/shm), and the reruns' trees
-go into each sandbox as a tar in memory, unpacked there in the sandbox's own
-tmpfs. On the worker's disk (the scratch folder, the system's temporary
+go into each sandbox's own tmpfs: written there by the worker for a cold run
+where it mounts that tmpfs itself, else sent as a tar in memory and unpacked
+inside. On the worker's disk (the scratch folder, the system's temporary
 folder) nothing is written.
 """
 
