@@ -62,6 +62,16 @@ def test_a_refused_upload_says_which_upload_reviewers_see_instead(client, starte
     assert "This is your latest accepted upload: it is the one reviewed." in html
 
 
+def test_a_refused_upload_says_so_in_its_heading_not_only_in_its_status(client, started, submission):
+    html = client.get(url("submission-detail", started, pk=submission.pk)).content.decode()
+    assert "<h1>Upload received</h1>" in html and "refused" not in html.split("<h1>")[1].split("</p>")[0]
+    Submission.objects.filter(pk=submission.pk).update(status="rejected", reject_reason="symbolic link")
+    html = client.get(url("submission-detail", started, pk=submission.pk)).content.decode()
+    head = html.split("<h1>")[1].split("</p>")[0]
+    assert "Upload received, not accepted" in head and "This upload was refused" in head
+    assert "<title>Upload not accepted" in html
+
+
 def test_a_superseded_upload_says_it_was_not_graded(client, started, submission):
     Submission.objects.filter(pk=submission.pk).update(status="superseded", is_latest=False)
     html = client.get(url("submission-detail", started, pk=submission.pk)).content.decode()
