@@ -29,6 +29,7 @@ shells, the workspaces' mounts and cgroups, daphne, redis and the folder.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import random
@@ -451,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     servers = Servers(folder)
     workspaces: list = []
     signal.signal(signal.SIGTERM, _interrupted)
+    # why: a run that does not stop on Ctrl-C can be asked where each thread is (kill -USR1 <pid>)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         broker = start_redis(servers, folder)
         servers.env = env = configure(folder, args, broker)
