@@ -226,9 +226,15 @@ class Session:
             self.error = self.error or f"{type(exc).__name__}: {exc}"
 
     def close(self) -> None:
-        if self.ws is not None:
+        # why not ws.close(): it reads the server's close frame under the frame lock that the reader
+        # thread holds while it waits in recv with no timeout, so a server slow to answer (a loaded
+        # machine) held the clean-up there, Ctrl-C included. The close frame is sent, then the socket
+        # is shut down, which wakes the reader.
+        if self.ws is None:
+            return
+        for step in (self.ws.send_close, self.ws.abort, self.ws.shutdown):
             try:
-                self.ws.close(timeout=2)
+                step()
             except Exception:  # noqa: BLE001 - closing on the way out, whatever state it is in
                 pass
 

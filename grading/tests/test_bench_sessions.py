@@ -178,3 +178,47 @@ def test_the_channel_layers_redis_reads_outlast_its_blocking_wait():
     for host in layer["CONFIG"]["hosts"]:
         timeout = host.get("socket_timeout") if isinstance(host, dict) else 5
         assert timeout is None or timeout > RedisChannelLayer.brpop_timeout, host
+
+
+def test_closing_a_session_does_not_wait_for_a_server_that_never_answers():
+    """The clean-up after Ctrl-C closed each terminal with websocket-client's close(), which waits
+    under the reader thread's frame lock for the server's close frame: a server slow to answer held
+    it until the connection's 30 s timeout. A server that completes the handshake, then never
+    writes again, stands in for it."""
+    import base64
+    import hashlib
+    import socket
+    import threading
+
+    module = load_module()
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    held = []
+
+    def serve():
+        conn, _ = listener.accept()
+        held.append(conn)
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += conn.recv(4096)
+        key = next(line.split(b":", 1)[1].strip() for line in request.split(b"\r\n")
+                   if line.lower().startswith(b"sec-websocket-key:"))
+        accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+        conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+        while conn.recv(4096):  # reads what comes, answers nothing
+            pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    session = module.Session(0, f"ws://127.0.0.1:{port}/t/x/terminal", "http://127.0.0.1")
+    try:
+        session.open()
+        time.sleep(0.5)  # the reader is waiting in recv
+        closer = threading.Thread(target=session.close, daemon=True)
+        closer.start()
+        closer.join(10)  # the connection's own timeout is 30 s
+        assert not closer.is_alive(), "closing waited for the server's answer"
+    finally:
+        for conn in held:
+            conn.close()
+        listener.close()
