@@ -116,7 +116,10 @@ def test_ctrl_c_ends_the_shells_the_mounts_and_the_servers(runner_dir):
     bench = subprocess.Popen(
         [sys.executable, str(BENCH), "--sessions", "1", "--duration", "120", "--port", str(free_port(PORTS)),
          "--uid-base", str(uid_base)],
-        cwd=ROOT, env=bench_env(runner_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT, env=bench_env(runner_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # why: started as a non-interactive shell starts a job in the background (`... &`), with SIGINT
+        # ignored, which Python keeps; Ctrl-C must still end it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         line = bench.stdout.readline()  # printed once daphne answers, just before the terminals open
         assert line.startswith("sessions: 1 terminals"), line + bench.stderr.read()
