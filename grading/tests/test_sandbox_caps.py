@@ -236,18 +236,20 @@ def test_a_forced_mode_this_machine_lacks_is_refused_with_the_reason(runner_dir,
         sandbox(runner_dir, scratch_dir, caps=lacking).run(tmp_path, ("true",))
 
 
-def test_stale_cgroups_and_mounts_of_a_dead_worker_are_removed(capped, tmp_path):
-    caps = capped.caps_in_force()
+def _owner_of_a_run(caps, budget, with_process: bool = False) -> tuple[int, str]:
+    """A forked process that starts a run (a tmpfs mount, and a process in its cgroup if asked), then
+    waits to be killed, leaving it all behind; its pid and the run's name."""
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # a "worker" that starts a run, then dies without cleaning up
+    if pid == 0:
         try:
             os.close(r)
-            run = RunCaps(caps, capped.budget()).__enter__()
+            run = RunCaps(caps, budget).__enter__()
             run.tmpfs("/tmp", 1 << 20, UID_BASE)
-            sleeper = subprocess.Popen(run.wrap(["sleep", "600"]), start_new_session=True)
-            while str(sleeper.pid) not in (run.cgroups[0] / "cgroup.procs").read_text().split():
-                time.sleep(0.01)  # the prefix has not written its pid yet
+            if with_process:
+                sleeper = subprocess.Popen(run.wrap(["sleep", "600"]), start_new_session=True)
+                while str(sleeper.pid) not in (run.cgroups[0] / "cgroup.procs").read_text().split():
+                    time.sleep(0.01)  # the prefix has not written its pid yet
             os.write(w, run.name.encode())
             time.sleep(600)
         finally:
@@ -255,6 +257,12 @@ def test_stale_cgroups_and_mounts_of_a_dead_worker_are_removed(capped, tmp_path)
     os.close(w)
     name = os.read(r, 200).decode()
     os.close(r)
+    return pid, name
+
+
+def test_stale_cgroups_and_mounts_of_a_dead_worker_are_removed(capped, tmp_path):
+    caps = capped.caps_in_force()
+    pid, name = _owner_of_a_run(caps, capped.budget(), with_process=True)  # a "worker"
     with RunCaps(caps, capped.budget()) as live:  # a run of a live process, left alone
         live.tmpfs("/tmp", 1 << 20, UID_BASE)
         os.kill(pid, signal.SIGKILL)
@@ -285,20 +293,7 @@ def test_stale_mounts_of_a_dead_process_under_another_scratch_folder_are_removed
             "per-run tmpfs mounts in /dev/shm (root, a tmpfs /dev/shm)")
     other = detect("auto", "auto", Path("/dev/shm") / f"takehome-mounts-test{os.getpid()}x{time.monotonic_ns()}")
     assert other.mount_dir is not None and other.mount_dir != caps.mount_dir
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # a process of another installation that starts a run, then dies without cleaning up
-        try:
-            os.close(r)
-            run = RunCaps(other, capped.budget()).__enter__()
-            run.tmpfs("/tmp", 1 << 20, UID_BASE)
-            os.write(w, run.name.encode())
-            time.sleep(600)
-        finally:
-            os._exit(1)
-    os.close(w)
-    name = os.read(r, 200).decode()
-    os.close(r)
+    pid, name = _owner_of_a_run(other, capped.budget())  # a process of another installation
     try:
         with RunCaps(other, capped.budget()) as live:  # a live run there is left alone
             live.tmpfs("/tmp", 1 << 20, UID_BASE)
