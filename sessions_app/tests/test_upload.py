@@ -270,8 +270,9 @@ def test_limits_are_checked_again_under_the_lock(started, media_root, settings, 
 
     def incoming(name: str) -> IncomingArchive:
         path = tmp_path / name
-        path.write_bytes(honest_zip())
-        return IncomingArchive(path=path, sha256=sha(honest_zip()), size=path.stat().st_size, original_name=name)
+        data = honest_zip()
+        path.write_bytes(data)
+        return IncomingArchive(path=path, sha256=sha(data), size=len(data), original_name=name)
 
     actions.do_accept_upload(started, incoming("a.zip"))
     second = incoming("b.zip")
