@@ -1,0 +1,108 @@
+"""Django's admin makes no intervention itself: it shows invitations, decisions, roles and activation, and
+points to the page of the app whose action checks each change and records it in the audit trail.
+
+Every test goes through the real admin: a logged-in superuser posting to the admin's URLs. The admin's
+"Grade again" (a regrade, through grading.lifecycle) is recorded: test_audit.py proves it.
+"""
+
+import pytest
+from django.contrib.auth.models import User
+
+from sessions_app.actions import do_start_session
+from takehome.actions import do_decide
+from takehome.models import AuditEvent, Decision, Invitation
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ops(groups):
+    return User.objects.create_superuser("ops", email="ops@example.com", password="pw-ops")
+
+
+@pytest.fixture
+def ops_client(client, ops):
+    client.force_login(ops)
+    return client
+
+
+def bulk_delete(client, model: str, *pks):
+    """The changelist's "Delete selected", confirmed."""
+    return client.post(f"/admin/{model}/", {"action": "delete_selected", "_selected_action": list(pks), "post": "yes"})
+
+
+# -- invitations: invite, resend, revoke and extend are the board's --------------------------
+
+
+def test_an_invitation_cannot_be_added_in_the_admin(ops_client, invitation, sample_packet):
+    form = {"candidate": invitation.candidate.pk, "packet_version": sample_packet.latest_version().pk,
+            "created_at_0": "2026-01-05", "created_at_1": "10:00:00"}
+    assert ops_client.get("/admin/takehome/invitation/add/").status_code == 403
+    assert ops_client.post("/admin/takehome/invitation/add/", form).status_code == 403
+    assert Invitation.objects.count() == 1 and not AuditEvent.objects.exists()
+
+
+def test_an_invitation_cannot_be_extended_or_revoked_in_the_admin(ops_client, invitation):
+    do_start_session(invitation)
+    deadline = Invitation.objects.get(pk=invitation.pk).deadline
+    url = f"/admin/takehome/invitation/{invitation.pk}/change/"
+    later = {"deadline_0": "2099-01-01", "deadline_1": "10:00:00",
+             "revoked_at_0": "2026-01-05", "revoked_at_1": "10:00:00"}
+    assert ops_client.post(url, later).status_code == 403
+    after = Invitation.objects.get(pk=invitation.pk)
+    assert (after.deadline, after.revoked_at) == (deadline, None)
+    assert not AuditEvent.objects.exists()
+    page = ops_client.get(url).content.decode()
+    assert 'name="_save"' not in page
+    assert f'href="/packets/{invitation.packet.slug}/invitations/#invitation-{invitation.pk}"' in page
+
+
+def test_an_invitation_cannot_be_deleted_in_the_admin(ops_client, invitation):
+    assert ops_client.post(f"/admin/takehome/invitation/{invitation.pk}/delete/", {"post": "yes"}).status_code == 403
+    bulk_delete(ops_client, "takehome/invitation", invitation.pk)
+    assert Invitation.objects.filter(pk=invitation.pk).exists()
+
+
+def test_the_invitation_list_links_each_row_to_the_board(ops_client, invitation):
+    page = ops_client.get("/admin/takehome/invitation/").content.decode()
+    assert f'href="/packets/{invitation.packet.slug}/invitations/#invitation-{invitation.pk}"' in page
+    assert 'id="changed-in-the-app"' in page and 'href="/packets/"' in page
+    board = ops_client.get(f"/packets/{invitation.packet.slug}/invitations/").content.decode()
+    assert f'id="invitation-{invitation.pk}"' in board  # where the link lands
+
+
+# -- decisions: made on the board or the debrief -----------------------------------------------
+
+
+def test_a_decision_cannot_be_changed_or_deleted_in_the_admin(ops_client, ops, invitation):
+    decision = do_decide(invitation, "advance", "strong test", ops)
+    url = f"/admin/takehome/decision/{decision.pk}/"
+    changed = {"invitation": invitation.pk, "choice": "decline", "note": "", "decided_at_0": "2026-01-05",
+               "decided_at_1": "10:00:00"}
+    assert ops_client.post(url + "change/", changed).status_code == 403
+    assert ops_client.post(url + "delete/", {"post": "yes"}).status_code == 403
+    bulk_delete(ops_client, "takehome/decision", decision.pk)
+    assert Decision.objects.get(pk=decision.pk).choice == "advance"
+    assert AuditEvent.objects.filter(action="decision").count() == 1  # the board's decision alone
+    page = ops_client.get(url + "change/").content.decode()
+    assert f"/packets/{invitation.packet.slug}/invitations/#invitation-{invitation.pk}" in page
+
+
+# -- packet versions: written by the packet's Edit and Import, checked before anyone is invited -------
+
+
+def test_a_version_or_its_files_cannot_be_added_or_deleted_in_the_admin(ops_client, sample_packet):
+    version = sample_packet.latest_version()
+    files = version.files.count()
+    new = {"packet": sample_packet.pk, "number": version.number + 1, "prompt": "Empty.",
+           "test_command": "python -m pytest -q", "time_limit_minutes": 90, "work_mode": "zip",
+           "created_at_0": "2026-01-05", "created_at_1": "10:00:00"}
+    assert ops_client.post("/admin/takehome/packetversion/add/", new).status_code == 403
+    assert ops_client.post(f"/admin/takehome/packetversion/{version.pk}/delete/", {"post": "yes"}).status_code == 403
+    a_file = version.files.first()
+    assert ops_client.post("/admin/takehome/packetfile/add/",
+                           {"version": version.pk, "kind": "fixture", "path": "extra.py"}).status_code == 403
+    assert ops_client.post(f"/admin/takehome/packetfile/{a_file.pk}/delete/", {"post": "yes"}).status_code == 403
+    bulk_delete(ops_client, "takehome/packetfile", a_file.pk)
+    assert sample_packet.invitable_version() == version and version.files.count() == files
+    assert 'href="/packets/"' in ops_client.get(f"/admin/takehome/packetversion/{version.pk}/change/").content.decode()
