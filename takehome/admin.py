@@ -5,6 +5,7 @@ from django.utils.html import format_html
 from shared.admin import ChangedInTheApp
 
 from .models import AuditEvent, Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
+from .team import admin as team_admin  # noqa: F401  (the accounts' and groups' pages)
 
 
 class PacketFileInline(admin.TabularInline):

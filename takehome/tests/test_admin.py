@@ -6,7 +6,7 @@ Every test goes through the real admin: a logged-in superuser posting to the adm
 """
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 
 from sessions_app.actions import do_start_session
 from takehome.actions import do_decide
@@ -86,6 +86,97 @@ def test_a_decision_cannot_be_changed_or_deleted_in_the_admin(ops_client, ops, i
     assert AuditEvent.objects.filter(action="decision").count() == 1  # the board's decision alone
     page = ops_client.get(url + "change/").content.decode()
     assert f"/packets/{invitation.packet.slug}/invitations/#invitation-{invitation.pk}" in page
+
+
+# -- accounts: roles and deactivation are the Team page's; the rest stays here -------------------
+
+
+def account_form(user, **changes):
+    """The admin's account form as the page posts it, unchanged but for ``changes``."""
+    data = {"username": user.username, "first_name": user.first_name, "last_name": user.last_name,
+            "email": user.email, "date_joined_0": f"{user.date_joined:%Y-%m-%d}",
+            "date_joined_1": f"{user.date_joined:%H:%M:%S}", "last_login_0": "", "last_login_1": "",
+            "is_active": "on", "groups": [], "user_permissions": []}
+    data.update({flag: "on" for flag in ("is_staff", "is_superuser") if getattr(user, flag)})
+    data.update(changes)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def names_of_groups(user) -> set[str]:
+    return set(user.groups.values_list("name", flat=True))
+
+
+def test_a_role_cannot_be_given_in_the_admin(ops_client, recruiter, groups):
+    url = f"/admin/auth/user/{recruiter.pk}/change/"
+    response = ops_client.post(url, account_form(recruiter, groups=[groups["reviewer"].pk]))
+    assert response.status_code == 200  # the form again, with the reason
+    assert "roles (recruiter, reviewer) are changed on the Team page" in response.content.decode()
+    assert names_of_groups(recruiter) == {"recruiter"}
+    assert not AuditEvent.objects.exists()
+
+
+def test_saving_an_account_in_the_admin_keeps_its_roles_and_sets_other_groups(ops_client, recruiter):
+    readers = Group.objects.create(name="log readers")
+    response = ops_client.post(f"/admin/auth/user/{recruiter.pk}/change/",
+                               account_form(recruiter, email="rita@example.org", groups=[readers.pk]))
+    assert response.status_code == 302
+    recruiter.refresh_from_db()
+    assert recruiter.email == "rita@example.org"
+    assert names_of_groups(recruiter) == {"recruiter", "log readers"}
+    assert not AuditEvent.objects.exists()  # no role changed
+
+
+def test_an_account_cannot_be_deactivated_in_the_admin(ops_client, recruiter):
+    url = f"/admin/auth/user/{recruiter.pk}/change/"
+    page = ops_client.get(url).content.decode()
+    assert 'name="is_active"' not in page and f'href="/team/#member-{recruiter.pk}"' in page
+    assert ops_client.post(url, account_form(recruiter, is_active=None)).status_code == 302  # the box unticked
+    assert User.objects.get(pk=recruiter.pk).is_active
+    assert not AuditEvent.objects.exists()
+
+
+def test_an_account_cannot_be_deleted_in_the_admin(ops_client, recruiter):
+    assert ops_client.post(f"/admin/auth/user/{recruiter.pk}/delete/", {"post": "yes"}).status_code == 403
+    bulk_delete(ops_client, "auth/user", recruiter.pk)
+    assert User.objects.filter(pk=recruiter.pk).exists()
+
+
+def test_the_staff_and_superuser_flags_set_in_the_admin_are_recorded(ops_client, ops, recruiter):
+    url = f"/admin/auth/user/{recruiter.pk}/change/"
+    ops_client.post(url, account_form(recruiter, is_staff="on", is_superuser="on"))
+    recruiter.refresh_from_db()
+    ops_client.post(url, account_form(recruiter, is_superuser=None))
+    ops_client.post(url, account_form(recruiter, is_superuser=None, first_name="Rita"))  # no flag changed
+    made, unmade = AuditEvent.objects.filter(action="role_change").order_by("pk")
+    assert made.actor == unmade.actor == ops and made.target_id == str(recruiter.pk)
+    assert made.detail == ("changed in the admin the staff or superuser rights of: "
+                           "roles recruiter -> recruiter, staff, superuser")
+    assert unmade.detail.endswith("roles recruiter, staff, superuser -> recruiter, staff")
+    recruiter.refresh_from_db()
+    assert (recruiter.is_staff, recruiter.is_superuser, recruiter.first_name) == (True, False, "Rita")
+
+
+# -- groups: the two role groups are the app's -----------------------------------------------
+
+
+def test_a_role_group_cannot_be_renamed_or_deleted_in_the_admin(ops_client, recruiter, groups):
+    role = groups["recruiter"]
+    url = f"/admin/auth/group/{role.pk}/"
+    assert ops_client.post(url + "change/", {"name": "hiring", "permissions": []}).status_code == 403
+    assert ops_client.post(url + "delete/", {"post": "yes"}).status_code == 403
+    other = Group.objects.create(name="log readers")
+    assert bulk_delete(ops_client, "auth/group", role.pk, other.pk).status_code == 403  # asks each row's page
+    assert set(Group.objects.values_list("name", flat=True)) == {"recruiter", "reviewer", "log readers"}
+    assert names_of_groups(recruiter) == {"recruiter"}
+    assert "who has it is changed on" in ops_client.get(url + "change/").content.decode()
+
+
+def test_other_groups_are_still_changed_in_the_admin(ops_client):
+    other = Group.objects.create(name="log readers")
+    ops_client.post(f"/admin/auth/group/{other.pk}/change/", {"name": "log keepers", "permissions": []})
+    assert Group.objects.filter(name="log keepers").exists()
+    bulk_delete(ops_client, "auth/group", other.pk)
+    assert not Group.objects.filter(pk=other.pk).exists()
 
 
 # -- packet versions: written by the packet's Edit and Import, checked before anyone is invited -------
