@@ -6,7 +6,9 @@ Every test goes through the real admin: a logged-in superuser posting to the adm
 """
 
 import pytest
+from django.contrib import admin
 from django.contrib.auth.models import Group, User
+from django.test import RequestFactory
 
 from sessions_app.actions import do_start_session
 from takehome.actions import do_decide
@@ -177,6 +179,31 @@ def test_other_groups_are_still_changed_in_the_admin(ops_client):
     assert Group.objects.filter(name="log keepers").exists()
     bulk_delete(ops_client, "auth/group", other.pk)
     assert not Group.objects.filter(pk=other.pk).exists()
+
+
+# -- the whole admin ---------------------------------------------------------------------------
+
+# What a superuser may still add, change or delete in the admin, and why that is no intervention.
+WRITABLE = {
+    "auth.user": "passwords, names, staff and superuser flags (recorded); not roles, activation or deletion",
+    "auth.group": "groups other than the two roles, and their permissions",
+    "axes.accessattempt": "clearing a login lockout",
+    "axes.accesslog": "django-axes' own log of logins",
+    "axes.accessfailurelog": "django-axes' own log of failures",
+    "shared.workerheartbeat": "a worker's last sign of life, written again within seconds",
+    "takehome.packet": "a packet's title and the hiding of names; its content is in versions",
+    "takehome.candidate": "a candidate's name and address (deleting one with invitations is refused)",
+}
+
+
+def test_the_admin_writes_nothing_the_audit_trail_covers(ops):
+    """A model newly registered in the admin with a form must be added here on purpose, or made read-only."""
+    request = RequestFactory().get("/admin/")
+    request.user = ops
+    writable = {model._meta.label_lower for model, page in admin.site._registry.items()
+                if page.has_add_permission(request) or page.has_change_permission(request)
+                or page.has_delete_permission(request)}
+    assert writable == set(WRITABLE)
 
 
 # -- packet versions: written by the packet's Edit and Import, checked before anyone is invited -------
