@@ -324,6 +324,26 @@ def test_stopping_make_run_leaves_no_process_behind_and_no_error(make_run, stop)
     assert f"Log in at {make_run.base_url}/ with:" in output
 
 
+def make_status(run: MakeRun) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", "status"], cwd=ROOT, env=run.env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_make_status_shows_each_program_running_and_once_stopped_says_nothing_runs(make_run):
+    make_run.start()
+    pids = {name: make_run.wait_up(name) for name in PROGRAMS}
+    status = make_status(make_run)
+    assert status.returncode == 0, status.stdout + status.stderr
+    for name, pid in pids.items():
+        assert re.search(rf"^{name} +RUNNING +pid {pid}, uptime \d+:\d\d:\d\d$", status.stdout, re.M), status.stdout
+    ctrl_c(make_run)
+    make_run.wait_ended()
+    status = make_status(make_run)
+    assert status.returncode == 0 and not status.stderr, status.stdout + status.stderr
+    assert status.stdout == (f"make run is not running here: no supervisord answers on "
+                             f"{make_run.var}/supervisor/supervisor.sock.\nStart it with: make run\n")
+
+
 def test_a_port_in_use_stops_make_run_with_the_reason(make_run):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", int(make_run.env["TAKEHOME_PORT"])))
