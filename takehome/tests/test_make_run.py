@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -322,6 +323,61 @@ def test_stopping_make_run_leaves_no_process_behind_and_no_error(make_run, stop)
     assert output.rstrip().endswith("Everything stopped."), output[-4000:]
     # The log-in line names the port the web server listened on.
     assert f"Log in at {make_run.base_url}/ with:" in output
+
+
+def make_status(run: MakeRun) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", "status"], cwd=ROOT, env=run.env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_make_status_shows_each_program_running_and_once_stopped_says_nothing_runs(make_run):
+    make_run.start()
+    pids = {name: make_run.wait_up(name) for name in PROGRAMS}
+    status = make_status(make_run)
+    assert status.returncode == 0, status.stdout + status.stderr
+    for name, pid in pids.items():
+        assert re.search(rf"^{name} +RUNNING +pid {pid}, uptime \d+:\d\d:\d\d$", status.stdout, re.M), status.stdout
+    ctrl_c(make_run)
+    make_run.wait_ended()
+    status = make_status(make_run)
+    assert status.returncode == 0 and not status.stderr, status.stdout + status.stderr
+    assert status.stdout == (f"make run is not running here: no supervisord answers on "
+                             f"{make_run.var}/supervisor/supervisor.sock.\nStart it with: make run\n")
+
+
+def post_json(run: MakeRun, path: str, body: str) -> tuple[int, dict]:
+    request = urllib.request.Request(run.base_url + path, data=body.encode(), method="POST",
+                                     headers={"Content-Type": "application/json", "X-Takehome-Client": "gate"})
+    try:
+        with HTTP.open(request, timeout=60) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+def test_make_run_gives_candidates_the_model_its_environment_names(make_run, sample_packet):
+    """The README's `TAKEHOME_MODEL_URL=... TAKEHOME_MODEL_NAME=... make run`, a fake upstream standing in for Ollama."""
+    from sessions_app.tests.conftest import serve_on
+    from sessions_app.tests.helpers import RED_LOG, receipt
+
+    upstream = serve_on(range(8650, 8655))
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    try:
+        invitation = InvitationFactory(packet_version=sample_packet.latest_version())  # its policy: the default
+        do_start_session(invitation)
+        make_run.env.update(TAKEHOME_MODEL_URL=upstream.base_url, TAKEHOME_MODEL_NAME="qwen2.5-coder:7b")
+        make_run.start()
+        make_run.wait_up("web")
+        token = invitation.raw_token
+        red = reverse("sessions_app:gate-step", kwargs={"token": token, "step": "red"})
+        assert post_json(make_run, red, receipt(RED_LOG))[0] == 201
+        chat = reverse("sessions_app:model-chat", kwargs={"token": token})
+        status, reply = post_json(make_run, chat, json.dumps({"messages": [{"role": "user", "content": "Why?"}]}))
+    finally:
+        upstream.shutdown()
+        upstream.server_close()
+    assert status == 200, f"{reply}\n{make_run.tail()}"
+    assert [got["body"]["model"] for got in upstream.got] == ["qwen2.5-coder:7b"]
 
 
 def test_a_port_in_use_stops_make_run_with_the_reason(make_run):
