@@ -6,8 +6,8 @@ on; ``GradingRun`` rows are the attempts (worker, pid, heartbeat, outcome,
 error). Nothing else writes either; the transitions are documented on
 Submission and GradingRun. Who calls what:
 
-- the candidate's side: ``supersede_waiting`` inside an upload's transaction,
-  ``submission_received`` once it commits;
+- the candidate's side: ``request_grading`` inside an upload's transaction, and
+  nothing else (it sends the message once the upload commits);
 - the task's sender: ``message_sent``, or ``message_not_taken``; the worker:
   ``start_run``, ``keep_alive``, ``finish_graded``, ``finish_rejected``,
   ``finish_error``, ``retry_later``;
@@ -106,14 +106,46 @@ def send_after_commit(submission: Submission | None) -> None:
 # -- the candidate's side -------------------------------------------------------------
 
 
-def supersede_waiting(invitation: Invitation) -> list[Submission]:
+@dataclass
+class GradingRequest:
+    """What ``request_grading`` did: ``sent`` is None until the upload commits, then whether the broker took the
+    message (False: the sweep sends it later)."""
+
+    submission: Submission
+    sent: bool | None = None
+
+
+def request_grading(submission: Submission) -> GradingRequest:
+    """An upload was stored: the one call the candidate's side makes, inside the upload's transaction,
+    under the invitation's row lock, once the new Submission row exists.
+
+    Older uploads of the invitation whose grading has not started are
+    superseded (``supersede_waiting``), and the grading message is sent once
+    the transaction commits, so the worker never looks for a row that is not
+    committed yet; a rollback sends nothing.
+    """
+    supersede_waiting(submission.invitation, newer=submission)
+    request = GradingRequest(submission)
+
+    def send() -> None:
+        request.sent = submission_received(submission.pk)
+
+    transaction.on_commit(send)
+    return request
+
+
+def supersede_waiting(invitation: Invitation, newer: Submission | None = None) -> list[Submission]:
     """Inside an upload's transaction: older uploads whose grading has not started are not graded.
 
     An upload a worker claimed a moment ago is graded to the end, and one
     waiting to be graded again (it has evidence already) keeps its place.
+    ``newer``, the upload that supersedes them, is left as it is.
     """
     superseded = []
-    for older in Submission.objects.filter(invitation=invitation, status__in=WAITING, evidence__isnull=True):
+    waiting = Submission.objects.filter(invitation=invitation, status__in=WAITING, evidence__isnull=True)
+    if newer is not None:
+        waiting = waiting.exclude(pk=newer.pk)
+    for older in waiting:
         try:
             _move(older, S.SUPERSEDED, WAITING, grading_sent_at=None)
         except InvalidTransition:
@@ -125,8 +157,7 @@ def supersede_waiting(invitation: Invitation) -> list[Submission]:
 def submission_received(submission_id: int) -> bool:
     """An upload committed: send it for grading. False when that failed (the sweep sends it later).
 
-    Call it from transaction.on_commit, so the worker never looks for a row
-    that is not committed yet.
+    ``request_grading`` calls it from transaction.on_commit.
     """
     from .tasks import enqueue_grading
 

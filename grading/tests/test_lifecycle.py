@@ -154,6 +154,21 @@ def test_only_grading_lifecycle_writes_the_submissions_status_and_runs():
                              f"grading/lifecycle.py: {offenders}")
 
 
+def test_the_candidate_side_calls_one_grading_action():
+    """sessions_app asks grading for one thing, request_grading, which supersedes and sends after the commit."""
+    named = set()
+    for path in sorted((ROOT / "sessions_app").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if "/tests/" in relative or "/migrations/" in relative:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and getattr(node.value, "id", "") == "lifecycle":
+                named.add(node.attr)
+            if isinstance(node, ast.ImportFrom) and node.module == "grading.lifecycle":
+                named |= {alias.name for alias in node.names}
+    assert named == {"request_grading", "GradingRequest"}
+
+
 # --- scratch folders of dead runs -------------------------------------------------------------------
 
 MAKE_FOLDER = textwrap.dedent("""
