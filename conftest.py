@@ -391,6 +391,15 @@ def page(browser):
     context.close()
 
 
+def log_in(page, base: str, username: str) -> None:
+    """Log in through the form, as a person would, with the password the fixtures give (pw-NAME)."""
+    page.goto(base + "/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", f"pw-{username}")
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
+
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from conftest import screenshot
+from conftest import log_in, screenshot
 from grading.tests.casts import cast_for
 from grading.tests.reviewing import make_submission
 
@@ -35,11 +35,7 @@ def test_the_reviewer_replays_the_session_and_jumps_to_red(live_server, page, ma
     page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
     page.on("pageerror", lambda e: blocked.append(str(e)))
 
-    page.goto(live_server.url + "/")
-    page.fill("#id_username", "rob")
-    page.fill("#id_password", "pw-rob")
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/review/")
+    log_in(page, live_server.url, "rob")
     page.goto(f"{live_server.url}/review/{submission.pk}/")
 
     player = page.locator("#section-stamp #replay-player .ap-player")

@@ -56,11 +56,11 @@ def test_a_reviewer_scores_every_cell_and_submits_with_the_keyboard_alone(live_s
         # The cell was swapped in place; the focus stayed on the button, not back at the page's top.
         assert focused(page) == f"{choice}-{cell}"
 
-    # A note, typed and left with Tab (it is saved when the box loses the focus).
+    # A note, typed (it is saved at the pause in typing), then left with Tab.
     tab_to(page, "note-refusal_specific")
     page.keyboard.type("names the harm precisely")
+    page.locator("#cell-status-refusal_specific", has_text="with the note").wait_for()
     page.keyboard.press("Tab")
-    page.locator("#cell-refusal_specific .saved").wait_for()
 
     # The diff unfolded once the three cells above were scored; its cell is next.
     tab_to(page, "fail-test_names_bug")
