@@ -391,6 +391,25 @@ def page(browser):
     context.close()
 
 
+def log_in(page, base: str, username: str) -> None:
+    """Log in through the form, as a person would, with the password the fixtures give (pw-NAME)."""
+    page.goto(base + "/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", f"pw-{username}")
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
+
+def wait_until(page, expression: str, timeout: float = 10.0):
+    """Poll an expression from the test's side (a page whose policy allows no eval of strings, like the
+    review page's, refuses playwright's wait_for_function)."""
+    deadline = time.monotonic() + timeout
+    while not (value := page.evaluate(expression)):
+        assert time.monotonic() < deadline, f"never true: {expression}"
+        page.wait_for_timeout(50)
+    return value
+
+
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 

@@ -123,8 +123,12 @@ def session_cast(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _cell_response(request, submission, cell: str, error: str = "", note: str | None = None,
-                   notice: str = "") -> HttpResponse:
-    """The cell again, plus the submit bar and (when it unfolds) the diff, swapped out of band."""
+                   notice: str = "", chose: bool = True) -> HttpResponse:
+    """The cell again, plus the submit bar and (when it unfolds) the diff, swapped out of band.
+
+    ``chose``: pass or fail was chosen. A note alone unfolds nothing, so the diff is not sent again:
+    swapping it would replace a note box there that the reviewer is still typing in.
+    """
     if not request.htmx:
         if error or notice:
             context = pages.review_page(submission, request.user)
@@ -138,7 +142,7 @@ def _cell_response(request, submission, cell: str, error: str = "", note: str | 
     context = {"submission": submission, **state, "c": c, "note_draft": note}
     html = render_to_string("grading/review_detail.html#rubric-cell", context, request)
     html += render_to_string("grading/review_detail.html#review-submit", {**context, "oob": True}, request)
-    if cell in CELLS_BEFORE_DIFF and state["unfolded"] and not error:
+    if chose and cell in CELLS_BEFORE_DIFF and state["unfolded"] and not error:
         full = pages.review_page(submission, request.user)
         html += render_to_string("grading/review_detail.html#diff-section", {**full, "oob": True}, request)
     return HttpResponse(html)
@@ -164,7 +168,7 @@ def mark_update(request: HttpRequest, pk: int, cell: str) -> HttpResponse:
                 actions.do_save_note_draft(submission, request.user, cell, note)
             except actions.ReviewError as exc:
                 return _cell_response(request, submission, cell, str(exc), note)
-            return _cell_response(request, submission, cell,
+            return _cell_response(request, submission, cell, chose=False,
                                   notice="Note kept. Choose pass or fail to score the cell.")
         passed = current.passed
     try:
@@ -172,7 +176,7 @@ def mark_update(request: HttpRequest, pk: int, cell: str) -> HttpResponse:
         actions.do_save_mark(submission, request.user, cell, passed, note)
     except actions.ReviewError as exc:
         return _cell_response(request, submission, cell, str(exc), note)
-    return _cell_response(request, submission, cell)
+    return _cell_response(request, submission, cell, chose=form.cleaned_data["passed"] is not None)
 
 
 @require_POST

@@ -19,6 +19,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.html import format_html
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -26,6 +27,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from shared.http import from_gate, htmx_redirect, wants_json
 from takehome.models import Invitation, PacketVersion, effective_policy
+from takehome.templatetags.takehome_tags import utc_time
 from takehome.unavailable import NO_SPACE, Unavailable
 
 from . import actions, model_window
@@ -221,17 +223,14 @@ def start(request: HttpRequest, invitation: Invitation, token: str) -> HttpRespo
             "deadline_if_now": now + version.time_limit, "grace": actions.grace_words(),
         })
     if request.method == "POST" and actions.do_start_session(invitation):
-        messages.success(
-            request,
-            f"Your clock is running: {invitation.packet_version.time_limit_minutes} minutes, until "
-            f"{invitation.deadline:%H:%M} UTC. {NEXT_STEP[invitation.packet_version.work_mode]}",
-        )
+        # why <time> elements: the page adds the candidate's local time beside the server's UTC.
+        messages.success(request, format_html(
+            "Your clock is running: {} minutes, until {}. {}", invitation.packet_version.time_limit_minutes,
+            utc_time(invitation.deadline, "H:i T"), NEXT_STEP[invitation.packet_version.work_mode]))
     else:
-        messages.info(
-            request,
-            f"Your clock was already started at {invitation.started_at:%H:%M} UTC; nothing changed. "
-            f"The deadline is still {invitation.deadline:%H:%M} UTC.",
-        )
+        messages.info(request, format_html(
+            "Your clock was already started at {}; nothing changed. The deadline is still {}.",
+            utc_time(invitation.started_at, "H:i T"), utc_time(invitation.deadline, "H:i T")))
     return htmx_redirect(request, "sessions_app:landing", token=token)
 
 

@@ -2,6 +2,7 @@
 and the stamp section's player, markers and timeline marks."""
 
 import json
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -150,8 +151,11 @@ def test_a_recording_puts_the_player_and_its_markers_in_the_stamp_section(client
     stamp, response = review(client, reviewer, submission)
     assert 'id="replay-player"' in stamp and f'data-src="{cast_url(submission)}"' in stamp
     buttons = stamp.split('id="replay-markers"')[1].split("</ul>")[0]
-    assert buttons.index("Jump to red") < buttons.index("test run: 1 failed") < buttons.index("red captured") \
-        < buttons.index("test run: 1 passed") < buttons.index("green captured")
+    assert re.findall(r'data-moment="([^"]+)">', buttons) == [
+        "red captured, at 0:04", "test run: 1 failed, at 0:02", "red captured, at 0:04",
+        "test run: 1 passed, at 0:08", "green captured, at 0:09"]
+    assert buttons.index(">Jump to red") < buttons.index(">test run: 1 failed") < buttons.index(">red captured") \
+        < buttons.index(">test run: 1 passed") < buttons.index(">green captured")
     assert 'id="jump-to-red" data-seek="4.500"' in buttons
     # the timeline marks each gate step of the recording
     for mark in ("red captured", "green captured", "test run: 1 failed", "test run: 1 passed"):

@@ -178,6 +178,16 @@ def test_the_diff_is_folded_until_the_three_cells_above_are_scored(rob, submissi
     assert 'class="gi"' in diff  # Pygments highlighting
 
 
+def test_a_note_saved_while_typing_does_not_send_the_diff_again(rob, submission):
+    """The diff holds a note box of its own: swapping it out while a note is typed above would replace it."""
+    for cell in ("red_log", "model_waited", "refusal_specific"):
+        mark(rob, submission, cell, True)
+    html = mark(rob, submission, "red_log", None, note="typed, then a pause").content.decode()
+    assert Mark.objects.get(cell="red_log").note == "typed, then a pause"
+    assert 'id="cell-status-red_log"' in html and "Saved: pass, with the note" in html
+    assert 'id="diff-section"' not in html
+
+
 def test_a_click_saves_the_mark_and_returns_only_the_cell(rob, reviewer, submission):
     response = mark(rob, submission, "red_log", True, note="  real FAILURES section  ")
     assert response.status_code == 200

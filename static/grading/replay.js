@@ -23,12 +23,26 @@
     // The review page's keys (p, f, n) are not the player's: keys typed in the player stay in it.
     box.addEventListener("keydown", function (event) { event.stopPropagation(); });
 
+    // The player's terminal takes the focus (its keys: space, arrows) but has no name: give it one
+    // once the player has drawn it.
+    var naming = new MutationObserver(function () {
+      var term = box.querySelector("pre.ap-term-text");
+      if (!term) return;
+      term.setAttribute("role", "region");
+      term.setAttribute("aria-label", "The recorded terminal");
+      naming.disconnect();
+    });
+    naming.observe(box, { childList: true, subtree: true });
+
+    // Seeking moves no focus: the focus stays on the marker, and the status line says where the player is.
+    var at = document.getElementById("replay-at");
     document.querySelectorAll("#replay-markers button[data-seek]").forEach(function (button) {
       button.addEventListener("click", function () {
         var t = parseFloat(button.dataset.seek);
         if (!isFinite(t)) return;
         player.seek(t).then(function () {
           box.dataset.seekedTo = String(t);
+          if (at) at.textContent = "Shown: " + button.dataset.moment + ".";
         });
       });
     });

@@ -59,6 +59,75 @@
     }
   });
 
+  // Notes. htmx saves a note at each pause in typing (the box's hx-trigger). What has not reached
+  // the server yet is kept in this tab's sessionStorage as {base, text}: base is the note the server
+  // held when the typing began. When the page goes away a beacon sends it; when the page (or a cell
+  // htmx swapped in) shows base again, the save was lost or came too late, so the typed note is put
+  // back and saved. A page showing yet another note was changed elsewhere: that one stands.
+  const NOTE = "textarea[name=note][hx-post]";
+  const keyOf = (box) => "takehome:note:" + box.getAttribute("hx-post");
+  const same = (a, b) => a.trim() === b.trim();
+
+  function pending(box) {
+    try { return JSON.parse(sessionStorage.getItem(keyOf(box))); } catch (e) { return null; }
+  }
+
+  function keep(box, entry) {
+    try {
+      if (entry) sessionStorage.setItem(keyOf(box), JSON.stringify(entry));
+      else sessionStorage.removeItem(keyOf(box));
+    } catch (e) { /* storage full or off: the saves as you type still run */ }
+  }
+
+  function reconcile(box) {
+    box.dataset.saved = box.value;
+    const entry = pending(box);
+    if (!entry) return;
+    if (same(box.value, entry.text) || !same(box.value, entry.base)) { keep(box, null); return; }
+    box.value = entry.text;
+    const status = document.getElementById("cell-status-" + box.closest("[data-cell]").dataset.cell);
+    if (status) status.textContent = "The note typed before the page was left is back; saving it.";
+    box.dispatchEvent(new Event("input", { bubbles: true }));
+  }
+
+  function reconcileAll(root) {
+    if (root && root.querySelectorAll) root.querySelectorAll(NOTE).forEach(reconcile);
+  }
+
+  document.addEventListener("input", (event) => {
+    const box = event.target;
+    if (!box.matches || !box.matches(NOTE)) return;
+    keep(box, same(box.value, box.dataset.saved || "") ? null : { base: box.dataset.saved || "", text: box.value });
+  });
+
+  document.addEventListener("htmx:beforeRequest", (event) => {
+    const box = event.detail.elt;
+    if (box.matches && box.matches(NOTE)) box.dataset.sending = box.value;
+  });
+
+  document.addEventListener("htmx:afterRequest", (event) => {
+    const box = event.detail.elt;
+    if (!box.matches || !box.matches(NOTE) || !event.detail.successful || box.dataset.sending === undefined) return;
+    box.dataset.saved = box.dataset.sending;
+    delete box.dataset.sending;
+    keep(box, same(box.value, box.dataset.saved) ? null : { base: box.dataset.saved, text: box.value });
+  });
+
+  // why a beacon: it is sent even as the page unloads; before the reload's request where the
+  // browser fires beforeunload, else on pagehide, and when the tab is hidden (phones kill those).
+  function sendUnsaved() {
+    document.querySelectorAll(NOTE).forEach((box) => {
+      const entry = pending(box);
+      if (!entry || !same(box.value, entry.text) || box.dataset.beaconed === box.value || !navigator.sendBeacon) return;
+      box.dataset.beaconed = box.value;
+      navigator.sendBeacon(box.getAttribute("hx-post"), new FormData(box.form));
+    });
+  }
+  window.addEventListener("beforeunload", sendUnsaved);
+  window.addEventListener("pagehide", sendUnsaved);
+  document.addEventListener("visibilitychange", () => { if (document.visibilityState === "hidden") sendUnsaved(); });
+  document.addEventListener("htmx:load", (event) => reconcileAll(event.target));
+
   // htmx swaps cells and the diff section in place: keep the highlight.
   document.addEventListener("htmx:afterSettle", show);
   document.addEventListener("DOMContentLoaded", show);

@@ -13,8 +13,9 @@
       const box = document.getElementById("clock");
       box.classList.remove("clock-running");
       box.classList.add("clock-grace");
-      box.textContent = "The deadline has passed. Upload your zip now: uploads are still accepted until " +
-        box.dataset.closesAt + ".";
+      // The words are the page's (with the closing time as a <time>): localtime.js adds the local time.
+      box.replaceChildren(document.getElementById("deadline-passed").content.cloneNode(true));
+      box.dispatchEvent(new Event("takehome:times", { bubbles: true }));
     };
     tick();
   }

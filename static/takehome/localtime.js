@@ -1,6 +1,7 @@
 // Beside every <time datetime="..." data-format="..."> the server wrote in UTC, the same moment
 // in the viewer's own time zone. The UTC text stays as it is: it is what a page without
-// JavaScript shows, and what everyone agrees on. Runs on load and on every htmx swap.
+// JavaScript shows, and what everyone agrees on. Runs on load, on every htmx swap, and on a
+// "takehome:times" event a script sends from the element where it wrote times of its own.
 (function () {
   "use strict";
   const pad = (n) => String(n).padStart(2, "0");
@@ -41,4 +42,5 @@
 
   document.addEventListener("DOMContentLoaded", () => fill(document));
   document.addEventListener("htmx:load", (e) => fill(e.target));
+  document.addEventListener("takehome:times", (e) => fill(e.target));
 })();

@@ -1,5 +1,5 @@
 import re
-from datetime import UTC
+from datetime import UTC, datetime
 
 from django import template
 from django.template.defaultfilters import date as date_filter
@@ -26,8 +26,10 @@ def code_spans(text):
     """Plain-text words (a message, a refusal) as HTML: escaped, each `backticked` part in <code>.
 
     why: the same words go to the terminal (the `gate` command), where backticks read as code.
-    Text already marked safe is left as it is.
+    Text already marked safe (a message's too) is left as it is.
     """
+    if not isinstance(text, str):
+        text = str(text)  # a message: its words, marked safe where they were written as HTML
     if isinstance(text, SafeData):
         return text
     parts = _CODE_SPAN.split(str(text))
@@ -52,3 +54,20 @@ def utc_time(value, fmt: str = "Y-m-d H:i T"):
     return format_html('<time datetime="{}" data-format="{}">{}</time>',
                        value.astimezone(UTC).isoformat(timespec="seconds"), fmt,
                        date_filter(timezone.localtime(value), fmt))
+
+
+@register.filter
+def server_time(text):
+    """A time the evidence keeps as ISO text, shown as written; one with a zone (a server's clock)
+    also in a <time> element, so localtime.js adds the viewer's local time beside it.
+
+    A zip's DOS time has no zone: it cannot be moved into anyone's time and stays as written.
+    """
+    try:
+        value = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return text
+    if value.tzinfo is None:
+        return text
+    return format_html('<time datetime="{}" data-format="Y-m-d H:i:s">{}</time>',
+                       value.astimezone(UTC).isoformat(timespec="seconds"), text)

@@ -57,7 +57,7 @@ def test_the_reviewers_and_recruiters_pages_wrap_their_times(client, sample_pack
     times_on(client.get(f"/packets/{sample_packet.slug}/invitations/").content.decode())
 
 
-def test_the_server_times_of_the_receipts_on_the_review_page_are_wrapped(client, sample_packet, reviewer):
+def test_the_server_times_on_the_review_page_are_wrapped(client, sample_packet, reviewer):
     from grading.tests.test_review_detail import witnessed_evidence
 
     submission = make_submission(sample_packet, "Ada", evidence=witnessed_evidence())
@@ -66,3 +66,50 @@ def test_the_server_times_of_the_receipts_on_the_review_page_are_wrapped(client,
     receipts = html.split('class="list compact receipt-list"')[1].split("</table>")[0]
     assert ('<td class="mono"><time datetime="2026-11-30T14:07:00+00:00" data-format="Y-m-d H:i:s">'
             "2026-11-30 14:07:00</time></td>") in receipts
+    red = html.split('<ul class="receipts">')[1].split("</ul>")[0]
+    assert ('<li data-receipt="11"><time datetime="2026-11-30T14:01:00+00:00" data-format="Y-m-d H:i:s T">'
+            "2026-11-30 14:01:00 UTC</time>: red accepted") in red
+    events = html.split('<details class="events">')[1].split("</details>")[0]
+    # A server's time (with its zone) is wrapped as written; a zip's DOS time has no zone and stays as it is.
+    assert ('<td><time datetime="2026-11-30T14:01:00+00:00" data-format="Y-m-d H:i:s">2026-11-30T14:01:00+00:00'
+            "</time></td><td>server receipt</td>") in events
+    assert "<td>2026-11-30T14:08:48</td><td>zip DOS time (zone unknown)</td>" in events
+
+
+def test_a_model_exchanges_time_says_its_zone_inside_the_time_element(client, sample_packet, reviewer):
+    """The local time is added right after <time>: a zone written after it would read as the local time's."""
+    from grading.tests.test_review_model import ask, evidence_with
+
+    submission = make_submission(sample_packet, "Ada", evidence=evidence_with(ask(9, "Why?", "Because.")))
+    client.force_login(reviewer)
+    summary = client.get(f"/review/{submission.pk}/").content.decode().split('data-exchange="1" open>')[1]
+    assert summary.split("</summary>")[0].startswith(
+        '\n  <summary>Exchange 1: <time datetime="2026-11-30T14:09:00+00:00" data-format="Y-m-d H:i:s T">'
+        "2026-11-30 14:09:00 UTC</time> · qwen2.5-coder")
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("2026-11-30T14:08:49.897405+00:00",
+     '<time datetime="2026-11-30T14:08:49+00:00" data-format="Y-m-d H:i:s">2026-11-30T14:08:49.897405+00:00</time>'),
+    ("2026-11-30T15:08:49+01:00",
+     '<time datetime="2026-11-30T14:08:49+00:00" data-format="Y-m-d H:i:s">2026-11-30T15:08:49+01:00</time>'),
+    ("2026-11-30T14:08:48", "2026-11-30T14:08:48"),  # no zone: nobody's local time
+    ("<b>not a time</b>", "&lt;b&gt;not a time&lt;/b&gt;"),
+    ("—", "—"),
+])
+def test_a_time_kept_as_text_is_wrapped_only_when_it_has_a_zone(text, shown):
+    html = Template("{% load takehome_tags %}{{ t|server_time }}").render(Context({"t": text}))
+    assert html == shown
+
+
+def test_the_banner_after_start_wraps_the_deadline(client, sample_packet):
+    from takehome.tests.factories import InvitationFactory
+
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    token = invitation.raw_token
+    for said in ("Your clock is running", "Your clock was already started"):
+        html = client.post(f"/t/{token}/start", {"confirm": "yes"}, follow=True).content.decode()
+        banner = html.split('<ul class="messages">')[1].split("</ul>")[0]
+        assert said in banner
+        assert [fmt for _, fmt, _ in TIME.findall(banner)] == ["H:i T"] * (1 if said.endswith("running") else 2)
+        assert "UTC" not in TIME.sub("", banner)  # every time says its zone inside its <time>

@@ -1,5 +1,7 @@
 """Failed logins are limited (django-axes): a locked-out person gets a page saying when to try again."""
 
+import re
+
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
@@ -26,6 +28,9 @@ def test_after_too_many_failures_even_the_right_password_is_refused_with_a_page(
     body = locked.content.decode()
     assert "Too many failed logins" in body and "Try again after" in body and "15 minutes" in body
     assert "Traceback" not in body
+    # when, in UTC inside a <time> that localtime.js gives the viewer's own time beside
+    assert re.search(r'Try again after <strong><time datetime="[^"]+\+00:00" data-format="Y-m-d H:i T">'
+                     r"\d{4}-\d\d-\d\d \d\d:\d\d UTC</time></strong>\.", body)
     right = login(client, "pw-rita")
     assert right.status_code == 429
     assert "_auth_user_id" not in client.session

@@ -1,25 +1,15 @@
 """A reviewer in headless Chromium replays a hosted session and jumps to the moment red was captured."""
 
-import time
 from datetime import UTC, datetime
 
 import pytest
 
-from conftest import screenshot
+from conftest import log_in, screenshot, wait_until
 from grading.tests.casts import cast_for
 from grading.tests.reviewing import make_submission
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 CURRENT = "document.getElementById('replay-player').takehomePlayer.getCurrentTime()"
-
-
-def wait_until(page, expression: str, timeout: float = 10.0):
-    """Poll an expression from the test's side (the page's policy forbids the string eval of wait_for_function)."""
-    deadline = time.monotonic() + timeout
-    while not (value := page.evaluate(expression)):
-        assert time.monotonic() < deadline, f"never true: {expression}"
-        page.wait_for_timeout(50)
-    return value
 
 
 def test_the_reviewer_replays_the_session_and_jumps_to_red(live_server, page, make_reviewer, settings, tmp_path):
@@ -35,11 +25,7 @@ def test_the_reviewer_replays_the_session_and_jumps_to_red(live_server, page, ma
     page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
     page.on("pageerror", lambda e: blocked.append(str(e)))
 
-    page.goto(live_server.url + "/")
-    page.fill("#id_username", "rob")
-    page.fill("#id_password", "pw-rob")
-    page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/review/")
+    log_in(page, live_server.url, "rob")
     page.goto(f"{live_server.url}/review/{submission.pk}/")
 
     player = page.locator("#section-stamp #replay-player .ap-player")

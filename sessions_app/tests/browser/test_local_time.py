@@ -70,3 +70,26 @@ def test_in_utc_or_without_javascript_the_utc_text_stands_alone(browser, landing
             assert page.locator(".local-time").count() == 0
         finally:
             context.close()
+
+
+def test_when_the_deadline_passes_with_the_page_open_the_closing_time_is_local_too(browser, live_server, sample_packet,
+                                                                                     settings):
+    from django.utils import timezone
+
+    from takehome.models import Invitation
+
+    settings.UPLOAD_GRACE_S = 600
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    do_start_session(invitation)
+    Invitation.objects.filter(pk=invitation.pk).update(deadline=timezone.now() + timedelta(seconds=2))
+    invitation.refresh_from_db()
+    context, page = open_page(browser, f"{live_server.url}/t/{invitation.raw_token}/", "Asia/Kolkata")
+    try:
+        clock = page.locator("#clock.clock-grace")
+        clock.wait_for()
+        closes = invitation.deadline + timedelta(seconds=600)
+        local = closes + timedelta(hours=5, minutes=30)
+        assert clock.inner_text() == ("The deadline has passed. Upload your zip now: uploads are still accepted "
+                                      f"until {closes:%H:%M} UTC ({local:%H:%M} your time).")
+    finally:
+        context.close()

@@ -43,6 +43,7 @@ class Site:
     packages_token: str  # a candidate of it whose clock runs
     chat_token: str  # a candidate of a packet whose model the server provides, past red, one exchange on record
     chat_review_id: int  # that candidate's graded upload, its evidence carrying the exchange
+    replay_review_id: int  # an upload from a hosted session whose recording the review page plays
     draft_slug: str  # a packet whose self-check failed (a draft, with the checks' logs)
     set_password_path: str  # a set-password link that still works (the team's invitation)
 
@@ -59,6 +60,8 @@ class SitePage:
     # axe-core's findings count; off only for Django's own admin, whose markup is Django's
     # (its date widgets lack labels, for one). The policy and the phone width still hold there.
     axe: bool = True
+    # What a script draws after the page has loaded, to wait for before checking (a CSS selector).
+    ready: str | None = None
 
 
 PAGES = [
@@ -90,6 +93,8 @@ PAGES = [
     SitePage("debrief", "reviewer", lambda s: f"/review/debrief/{s.slug}/"),
     SitePage("debrief index", "reviewer", lambda s: "/review/debrief/"),
     SitePage("review page with the model window's exchanges", "reviewer", lambda s: f"/review/{s.chat_review_id}/"),
+    SitePage("review page with a hosted session's recording", "reviewer", lambda s: f"/review/{s.replay_review_id}/",
+             ready="#replay-player .ap-player .ap-term"),
     # Candidate
     SitePage("candidate landing", None, lambda s: f"/t/{s.fresh_token}/"),
     SitePage("candidate start confirmation", None, lambda s: f"/t/{s.fresh_token}/start"),
