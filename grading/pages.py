@@ -20,13 +20,13 @@ from django.utils import timezone
 
 from sessions_app.actions import session_phase, upload_closes_at
 from sessions_app.models import GateReceipt, Submission
+from shared.paging import beyond
 from takehome.models import Candidate, Decision, Invitation, Packet
 
 from . import display, replay, rubric
 from .actions import TALLY_COUNTS, diff_unfolded
 from .agreement import PairAgreement, Table
 from .models import AgreementTally, Evidence, Mark, Review
-from .paging import beyond
 
 
 def candidate_label(invitation: Invitation, packet: Packet, reader: bool = False) -> str:
@@ -44,7 +44,7 @@ def queue(reviewer, packet_slug: str = "", todo: bool = True) -> QuerySet:
     """Ids of the latest submission of each invitation, newest first; `todo`: not yet submitted by the viewer.
 
     Only ids, from the submission table alone: a page is then an index walk
-    down ``uploaded_at`` (see grading.paging), each row's packet and review
+    down ``uploaded_at`` (see shared.paging), each row's packet and review
     looked up by key, and the page's 50 rows are loaded whole by
     ``load_queue_page``.
     """

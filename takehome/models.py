@@ -278,7 +278,7 @@ class Candidate(models.Model):
 
     class Meta:
         ordering = ["name"]
-        # why: the debrief pages through candidates by name (grading.paging), at any depth.
+        # why: the debrief pages through candidates by name (shared.paging), at any depth.
         indexes = [models.Index(fields=["name", "id"], name="candidate_name")]
 
     def __str__(self) -> str:

@@ -32,15 +32,21 @@ class BoardRow:
     events: list = field(default_factory=list)  # AuditEvents, newest first
 
 
-def board_rows(packet: Packet) -> list[BoardRow]:
-    """The board's rows, newest invitation first, with grading status, reviews, disagreement, decision, history.
+def board_invitations(packet: Packet):
+    """Every invitation to any version of the packet: the board's list, paged by keyset on its creation time."""
+    return Invitation.objects.filter(packet_version__packet=packet)
 
-    Five queries in all: the invitations (with their decision), their uploads
-    under review, the submitted reviews counted per upload, the uploads whose
-    reviewers disagree, and the audit events.
+
+def board_rows(ids: list[int]) -> list[BoardRow]:
+    """One page of the board (invitation ids in the page's order), with grading, reviews, disagreement, decision, history.
+
+    Five queries in all, whatever the packet holds: the invitations (with
+    their decision), their uploads under review, the submitted reviews counted
+    per upload, the uploads whose reviewers disagree, and the audit events.
     """
-    invitations = list(Invitation.objects.for_board().filter(packet_version__packet=packet).select_related(
-        "decision__decided_by"))
+    found = {inv.pk: inv for inv in Invitation.objects.for_board().filter(pk__in=ids).select_related(
+        "decision__decided_by")}
+    invitations = [found[pk] for pk in ids if pk in found]
     rows = {inv.pk: BoardRow(inv) for inv in invitations}
     for inv in invitations:
         try:

@@ -9,11 +9,13 @@ from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.templatetags.static import static
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from grading.requirements import requirement_names
+from shared import paging
 from shared.access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, recruiter_required
 from shared.http import htmx_redirect
 from shared.models import WorkerHeartbeat
@@ -22,6 +24,8 @@ from . import actions, pages
 from .forms import DecisionForm, ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
 from .models import Decision, Invitation, Packet, PacketFile, PacketVersion, effective_policy
 from .packet_zip import export_zip
+
+BOARD_PAGE_SIZE = 50  # candidates a page of the invitations board
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -258,11 +262,27 @@ def packet_invite(request: HttpRequest, slug: str) -> HttpResponse:
 @recruiter_required
 def invitation_board(request: HttpRequest, slug: str) -> HttpResponse:
     packet = get_object_or_404(Packet, slug=slug)
+    page = paging.keyset_page(pages.board_invitations(packet), "created_at", True, BOARD_PAGE_SIZE, request.GET)
     template = "takehome/invitation_board.html"
     if request.htmx:
         template += "#invitation-rows"
-    return render(request, template, {"packet": packet, "rows": pages.board_rows(packet),
-                                      "decision_choices": Decision.Choice.choices})
+    return render(request, template, {
+        "packet": packet, "page": page, "rows": pages.board_rows(page.ids),
+        "decision_choices": Decision.Choice.choices,
+        # The first page polls its bare address, so a new invitation comes in; a later page keeps its place.
+        "poll_query": "" if not page.has_previous else request.GET.urlencode(),
+    })
+
+
+def _back_to_board(request: HttpRequest, invitation: Invitation) -> HttpResponse:
+    """Back to the board's page that shows the row acted on: the first page when it is there, else one starting at it."""
+    url = reverse("takehome:invitation-board", kwargs={"slug": invitation.packet.slug})
+    newer = paging.beyond(pages.board_invitations(invitation.packet), "created_at", invitation.created_at,
+                          invitation.pk, lower=False)
+    if newer.order_by()[:BOARD_PAGE_SIZE].count() == BOARD_PAGE_SIZE:
+        just_newer = newer.order_by("created_at", "pk").values_list("pk", flat=True).first()
+        url += f"?after={just_newer}"
+    return htmx_redirect(request, f"{url}#inv-{invitation.pk}")
 
 
 def _invitation(pk: int) -> Invitation:
@@ -278,7 +298,7 @@ def invitation_resend(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         actions.do_resend_invitation(invitation, request.user)
         messages.success(request, f"Sent the link to {invitation.candidate.email} again.")
-    return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
+    return _back_to_board(request, invitation)
 
 
 @require_POST
@@ -287,7 +307,7 @@ def invitation_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     invitation = _invitation(pk)
     actions.do_revoke_invitation(invitation, request.user)
     messages.success(request, f"The link for {invitation.candidate.name} no longer works.")
-    return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
+    return _back_to_board(request, invitation)
 
 
 @require_POST
@@ -308,7 +328,7 @@ def invitation_extend(request: HttpRequest, pk: int) -> HttpResponse:
                 request,
                 f"{invitation.candidate.name} now has until {invitation.deadline:%Y-%m-%d %H:%M} UTC.",
             )
-    return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
+    return _back_to_board(request, invitation)
 
 
 @require_POST
@@ -330,4 +350,4 @@ def invitation_decide(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, f"Decision for {invitation.candidate.name}: {decision.get_choice_display()}.")
     if request.POST.get("back") == "debrief":
         return htmx_redirect(request, "grading:debrief-detail", slug=invitation.packet.slug)
-    return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
+    return _back_to_board(request, invitation)
