@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db.models import Count, F, Max, Min, Q, Sum
+from django.urls import reverse
 
 from grading.models import Mark, Review
 from sessions_app.models import GateReceipt, ModelExchange, Submission
+from shared.paging import beyond
 
 from . import charts
 from .models import AuditEvent, Decision, Invitation, Packet
@@ -32,9 +34,27 @@ class BoardRow:
     events: list = field(default_factory=list)  # AuditEvents, newest first
 
 
+BOARD_PAGE_SIZE = 50  # candidates a page of the invitations board
+
+
 def board_invitations(packet: Packet):
     """Every invitation to any version of the packet: the board's list, paged by keyset on its creation time."""
     return Invitation.objects.filter(packet_version__packet=packet)
+
+
+def board_url_for(invitation: Invitation) -> str:
+    """The address of the board's page that shows this invitation's row, at the row.
+
+    The first page when the row is there; otherwise the page that starts at
+    it (after the invitation just newer), so an action taken on page 40, or a
+    link from elsewhere, lands on the row itself.
+    """
+    url = reverse("takehome:invitation-board", kwargs={"slug": invitation.packet.slug})
+    newer = beyond(board_invitations(invitation.packet), "created_at", invitation.created_at, invitation.pk,
+                   lower=False)
+    if newer.order_by()[:BOARD_PAGE_SIZE].count() == BOARD_PAGE_SIZE:
+        url += f"?after={newer.order_by('created_at', 'pk').values_list('pk', flat=True).first()}"
+    return f"{url}#invitation-{invitation.pk}"
 
 
 def board_rows(ids: list[int]) -> list[BoardRow]:

@@ -9,7 +9,6 @@ from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.templatetags.static import static
-from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -25,7 +24,7 @@ from .forms import DecisionForm, ExtendDeadlineForm, ImportPacketForm, InviteFor
 from .models import Decision, Invitation, Packet, PacketFile, PacketVersion, effective_policy
 from .packet_zip import export_zip
 
-BOARD_PAGE_SIZE = 50  # candidates a page of the invitations board
+BOARD_PAGE_SIZE = pages.BOARD_PAGE_SIZE
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -275,14 +274,7 @@ def invitation_board(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _back_to_board(request: HttpRequest, invitation: Invitation) -> HttpResponse:
-    """Back to the board's page that shows the row acted on: the first page when it is there, else one starting at it."""
-    url = reverse("takehome:invitation-board", kwargs={"slug": invitation.packet.slug})
-    newer = paging.beyond(pages.board_invitations(invitation.packet), "created_at", invitation.created_at,
-                          invitation.pk, lower=False)
-    if newer.order_by()[:BOARD_PAGE_SIZE].count() == BOARD_PAGE_SIZE:
-        just_newer = newer.order_by("created_at", "pk").values_list("pk", flat=True).first()
-        url += f"?after={just_newer}"
-    return htmx_redirect(request, f"{url}#inv-{invitation.pk}")
+    return htmx_redirect(request, pages.board_url_for(invitation))
 
 
 def _invitation(pk: int) -> Invitation:

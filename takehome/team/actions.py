@@ -49,7 +49,8 @@ def roles_of(user) -> list[str]:
 def _audit_role_change(actor, member, before: list[str], after: list[str], what: str) -> None:
     """The one place team changes are recorded: in the audit trail (takehome.audit), and the log.
 
-    Every team change (invite, roles, deactivate, reactivate) comes here:
+    Every team change (invite, roles, deactivate, reactivate, and the admin's staff and
+    superuser flags) comes here:
     `actor` did `what` to `member`, roles `before` -> `after`.
     """
     from takehome.audit import record
@@ -197,3 +198,19 @@ def do_reactivate_member(member, actor) -> None:
     member.save(update_fields=["is_active"])
     roles = roles_of(member)
     _audit_role_change(actor, member, roles, roles, "reactivated")
+
+
+def do_record_privilege_change(member, was_staff: bool, was_superuser: bool, actor) -> None:
+    """Record a change of `member`'s staff or superuser flag, just saved in Django's admin (where they are set).
+
+    why a role change: staff manage the team and a superuser passes every
+    role's check, so either flag changes what the person may do as a role
+    does. The flags are listed after the roles: "recruiter -> recruiter, superuser".
+    """
+    def rights(staff: bool, superuser: bool) -> list[str]:
+        return [*roles, *(["staff"] if staff else []), *(["superuser"] if superuser else [])]
+
+    roles = roles_of(member)
+    before, after = rights(was_staff, was_superuser), rights(member.is_staff, member.is_superuser)
+    if before != after:
+        _audit_role_change(actor, member, before, after, "changed in the admin the staff or superuser rights of")

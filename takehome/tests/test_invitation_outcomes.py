@@ -131,7 +131,7 @@ def test_acting_on_a_row_of_a_later_page_comes_back_to_that_row(recruiter_client
     board = f"/packets/{sample_packet.slug}/invitations/"
     oldest, newest = invitations[0], invitations[-1]
     response = recruiter_client.post(f"/packets/invitations/{oldest.pk}/decide", {"outcome": "advance", "note": ""})
-    assert response.status_code == 302 and response["Location"] == f"{board}?after={invitations[1].pk}#inv-{oldest.pk}"
+    assert response.status_code == 302 and response["Location"] == f"{board}?after={invitations[1].pk}#invitation-{oldest.pk}"
     assert f'data-invitation="{oldest.pk}"' in recruiter_client.get(response["Location"]).content.decode()
     response = recruiter_client.post(f"/packets/invitations/{newest.pk}/decide", {"outcome": "advance", "note": ""})
-    assert response["Location"] == f"{board}#inv-{newest.pk}"  # on the first page: the first page
+    assert response["Location"] == f"{board}#invitation-{newest.pk}"  # on the first page: the first page
