@@ -111,7 +111,6 @@ def packet_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "versions": packet.versions.order_by("-number"),
             "groups": groups,
             "shown": shown,
-            "invitation_count": Invitation.objects.filter(packet_version__packet=packet).count(),
             "check": check,
             "funnel": pages.funnel(packet),
             "requirement_count": len(requirement_names(version.requirements)),
