@@ -26,11 +26,9 @@ run: setup
 	@$(PY) manage.py seed_demo
 	@scripts/run-supervised
 
-# While make run runs: each program's state, pid and uptime, from supervisord.
-# Its socket is under TAKEHOME_VAR_DIR, from the environment or else from .env, as run-supervised reads it.
+# While make run runs: each program's state, pid and uptime, from supervisord (scripts/status).
 status:
-	@TAKEHOME_VAR_DIR="$${TAKEHOME_VAR_DIR:-$$(sed -n 's/^TAKEHOME_VAR_DIR=//p' .env 2>/dev/null)}"; \
-	TAKEHOME_VAR_DIR="$${TAKEHOME_VAR_DIR:-$(CURDIR)/var}" $(VENV)/bin/supervisorctl -c scripts/supervisord.conf status
+	@scripts/status
 
 # The tests never read .env: they get what they need here and from their own fixtures.
 test: SYSTEM_FLAGS = --browser

@@ -1,16 +1,18 @@
 """The grading lifecycle: the one module that changes a submission's grading state.
 
-``Submission.status`` (with ``status_changed_at`` and ``grading_sent_at``) is
-the summary the pages filter on; ``GradingRun`` rows are the attempts (worker,
-pid, heartbeat, outcome, error). Nothing else writes either; the transitions
-are documented on Submission and GradingRun. Who calls what:
+``Submission.status`` (with ``status_changed_at``, and ``grading_sent_at`` and
+``grading_task_id`` for the pending message) is the summary the pages filter
+on; ``GradingRun`` rows are the attempts (worker, pid, heartbeat, outcome,
+error). Nothing else writes either; the transitions are documented on
+Submission and GradingRun. Who calls what:
 
-- the candidate's side: ``supersede_waiting`` inside an upload's transaction,
-  ``submission_received`` once it commits;
-- the task's sender: ``message_sent``; the worker: ``start_run``, ``keep_alive``,
-  ``finish_graded``, ``finish_rejected``, ``finish_error``, ``retry_later``;
+- the candidate's side: ``request_grading`` inside an upload's transaction, and
+  nothing else (it sends the message once the upload commits);
+- the task's sender: ``message_sent``, or ``message_not_taken``; the worker:
+  ``start_run``, ``keep_alive``, ``finish_graded``, ``finish_rejected``,
+  ``finish_error``, ``retry_later``;
 - the sweep and a worker that starts: ``recover_lost`` over ``lost_runs`` or
-  ``runs_of_worker``, then ``due_for_sending``;
+  ``runs_of_worker``, then ``not_in_broker`` over ``due_for_sending``;
 - operators (``manage.py regrade``, the admin): ``regrade``.
 
 Changes that can move the review flag (``is_latest``) take the invitation's
@@ -89,7 +91,7 @@ def _hand_over_latest(submission: Submission) -> Submission | None:
     # why: accepted work must never sit ungraded under review; grading it is
     # the rule that keeps the candidate's last good upload reachable.
     reinstated = Submission.objects.get(pk=chosen.pk)
-    _move(reinstated, S.RECEIVED, (S.SUPERSEDED,), grading_sent_at=None)
+    _move(reinstated, S.RECEIVED, (S.SUPERSEDED,), grading_sent_at=None, grading_task_id="")
     return reinstated
 
 
@@ -106,14 +108,46 @@ def send_after_commit(submission: Submission | None) -> None:
 # -- the candidate's side -------------------------------------------------------------
 
 
-def supersede_waiting(invitation: Invitation) -> list[Submission]:
+@dataclass
+class GradingRequest:
+    """What ``request_grading`` did: ``sent`` is None until the upload commits, then whether the broker took the
+    message (False: the sweep sends it later)."""
+
+    submission: Submission
+    sent: bool | None = None
+
+
+def request_grading(submission: Submission) -> GradingRequest:
+    """An upload was stored: the one call the candidate's side makes, inside the upload's transaction,
+    under the invitation's row lock, once the new Submission row exists.
+
+    Older uploads of the invitation whose grading has not started are
+    superseded (``supersede_waiting``), and the grading message is sent once
+    the transaction commits, so the worker never looks for a row that is not
+    committed yet; a rollback sends nothing.
+    """
+    supersede_waiting(submission.invitation, newer=submission)
+    request = GradingRequest(submission)
+
+    def send() -> None:
+        request.sent = submission_received(submission.pk)
+
+    transaction.on_commit(send)
+    return request
+
+
+def supersede_waiting(invitation: Invitation, newer: Submission | None = None) -> list[Submission]:
     """Inside an upload's transaction: older uploads whose grading has not started are not graded.
 
     An upload a worker claimed a moment ago is graded to the end, and one
     waiting to be graded again (it has evidence already) keeps its place.
+    ``newer``, the upload that supersedes them, is left as it is.
     """
     superseded = []
-    for older in Submission.objects.filter(invitation=invitation, status__in=WAITING, evidence__isnull=True):
+    waiting = Submission.objects.filter(invitation=invitation, status__in=WAITING, evidence__isnull=True)
+    if newer is not None:
+        waiting = waiting.exclude(pk=newer.pk)
+    for older in waiting:
         try:
             _move(older, S.SUPERSEDED, WAITING, grading_sent_at=None)
         except InvalidTransition:
@@ -125,8 +159,7 @@ def supersede_waiting(invitation: Invitation) -> list[Submission]:
 def submission_received(submission_id: int) -> bool:
     """An upload committed: send it for grading. False when that failed (the sweep sends it later).
 
-    Call it from transaction.on_commit, so the worker never looks for a row
-    that is not committed yet.
+    ``request_grading`` calls it from transaction.on_commit.
     """
     from .tasks import enqueue_grading
 
@@ -142,29 +175,53 @@ def submission_received(submission_id: int) -> bool:
 # -- messages and the sweep -------------------------------------------------------------
 
 
-def message_sent(submission_id: int) -> None:
-    """A grading message for this submission is in the broker: note when, so the sweep waits for it."""
+def message_sent(submission_id: int, task_id: str = "") -> None:
+    """A grading message for this submission is in the broker: note which and when, so the sweep waits for it."""
     now = timezone.now()
     Submission.objects.filter(pk=submission_id, status=S.RECEIVED).update(
-        status=S.QUEUED, status_changed_at=now, grading_sent_at=now)
+        status=S.QUEUED, status_changed_at=now, grading_sent_at=now, grading_task_id=task_id)
     # why a second UPDATE: a re-sent message restarts the clock without being a change of status.
-    Submission.objects.filter(pk=submission_id, status=S.QUEUED).update(grading_sent_at=now)
+    Submission.objects.filter(pk=submission_id, status=S.QUEUED).update(grading_sent_at=now,
+                                                                        grading_task_id=task_id)
+
+
+def message_not_taken(submission_id: int, task_id: str) -> None:
+    """The broker did not take the message in time: note its id all the same, as not sent.
+
+    why: a stalled Redis may still run the send once it resumes; the sweep then
+    finds this message in the queue and sends no second one.
+    """
+    Submission.objects.filter(pk=submission_id, status__in=WAITING).update(grading_task_id=task_id)
 
 
 def due_for_sending(now: datetime | None = None) -> QuerySet:
-    """Waiting submissions with no grading message pending: never sent, or sent so long ago it is presumed lost.
+    """Waiting submissions whose grading message may be missing: never sent, or sent long ago.
 
     Never sent (the broker was down, or the send after a status change failed):
     after TAKEHOME_STALE_RECEIVED_S. Sent: after TAKEHOME_STALE_QUEUED_S from
-    the last send, so a message still in the queue is never doubled.
+    the last send. The sweep sends again only those ``not_in_broker``: a
+    message still in the queue, however long the queue, is never doubled.
     """
     now = now or timezone.now()
     never_sent = Submission.objects.filter(
         status__in=WAITING, grading_sent_at__isnull=True,
         status_changed_at__lt=now - timedelta(seconds=settings.GRADING_STALE_RECEIVED_S))
-    presumed_lost = Submission.objects.filter(
+    sent_long_ago = Submission.objects.filter(
         status__in=WAITING, grading_sent_at__lt=now - timedelta(seconds=settings.GRADING_STALE_QUEUED_S))
-    return (never_sent | presumed_lost).order_by("uploaded_at")
+    return (never_sent | sent_long_ago).order_by("uploaded_at")
+
+
+def not_in_broker(due: QuerySet, pending: set[str] | None) -> list[int]:
+    """The ids of the submissions in ``due`` whose last message is not among ``pending`` (the ids the broker
+    holds), or that have none; all of them when the broker could not be asked (None): their age says they are lost.
+
+    Read the broker before calling this: the rows are read now, so one whose
+    message was taken and graded in the meantime is no longer due.
+    """
+    rows = due.values_list("pk", "grading_task_id")
+    if pending is None:
+        return [pk for pk, _ in rows]
+    return [pk for pk, task_id in rows if not task_id or task_id not in pending]
 
 
 def lost_runs(now: datetime | None = None) -> QuerySet:
@@ -240,7 +297,7 @@ def start_run(submission_id: int, *, task_id: str = "", worker: str = "", pid: i
         given_up = _give_up_words(submission) if _attempts_in_a_row(submission) >= MAX_ATTEMPTS else None
         run = GradingRun.objects.create(submission=submission, attempt=submission.runs.count() + 1,
                                         task_id=task_id[:64], worker=worker[:200], pid=pid)
-        _move(submission, S.GRADING, (S.RECEIVED, S.QUEUED, S.GRADING), grading_sent_at=None)
+        _move(submission, S.GRADING, (S.RECEIVED, S.QUEUED, S.GRADING), grading_sent_at=None, grading_task_id="")
         run.submission = submission
         if given_up:
             finish_error(run, f"not started: {given_up}")
@@ -318,15 +375,16 @@ def retry_later(run: GradingRun, error: str) -> bool:
     with transaction.atomic():
         submission = _lock(run.submission_id)
         run.submission = submission
-        return _end_or_give_up(run, submission, Outcome.RETRIED, error, sent_at=timezone.now())
+        # why the run's task id: Celery's retry sends a message with the same id.
+        return _end_or_give_up(run, submission, Outcome.RETRIED, error, sent_at=timezone.now(), task_id=run.task_id)
 
 
 def _end_or_give_up(run: GradingRun, submission: Submission, outcome: str, error: str,
-                    sent_at: datetime | None = None) -> bool:
+                    sent_at: datetime | None = None, task_id: str = "") -> bool:
     """End a run without a result: back to queued (True), or an error once MAX_ATTEMPTS ran in a row."""
     if _attempts_in_a_row(submission) < MAX_ATTEMPTS:
         run.end(outcome, error)
-        _move(submission, S.QUEUED, (S.GRADING,), grading_sent_at=sent_at)
+        _move(submission, S.QUEUED, (S.GRADING,), grading_sent_at=sent_at, grading_task_id=task_id)
         return True
     run.end(Outcome.ERROR, f"{error}\n{_give_up_words(submission, last=outcome)}")
     _move(submission, S.ERROR, (S.GRADING,))
@@ -396,7 +454,7 @@ def regrade(submission_id: int, dry_run: bool = False, actor=None, via: str = "m
                            f"{said} superseded by a newer upload and never graded, nothing sent (grade the newer one)")
         if dry_run:
             return Regrade(submission_id, "sent", f"{said} {before}, would be sent for grading again")
-        _move(submission, S.QUEUED, (S.GRADED, S.REJECTED, S.ERROR), grading_sent_at=None)
+        _move(submission, S.QUEUED, (S.GRADED, S.REJECTED, S.ERROR), grading_sent_at=None, grading_task_id="")
         # why: a refused upload that is queued again counts as accepted work until it is graded.
         Submission.objects.settle_latest(submission.invitation_id)
         funnel.touch(submission.invitation_id)

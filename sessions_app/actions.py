@@ -358,7 +358,12 @@ def _remove_unless_used(path: Path, sha256: str) -> None:
 class UploadResult:
     submission: Submission
     receipt: GateReceipt
-    queued: bool | None = None  # None until the commit; False: the broker was down
+    grading: lifecycle.GradingRequest
+
+    @property
+    def queued(self) -> bool | None:
+        """None until the commit; False: the broker was down (the sweep sends it later)."""
+        return self.grading.sent
 
 
 def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str = "browser") -> UploadResult:
@@ -383,7 +388,6 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             # why again, under the lock: two uploads racing past the view's check must
             # not both fit into the last place of the limit.
             check_upload_allowed(locked, now)
-            lifecycle.supersede_waiting(locked)  # older uploads not yet being graded are not graded
             Submission.objects.filter(invitation=locked, is_latest=True).update(is_latest=False)
             submission = Submission.objects.create(
                 invitation=locked, archive=stored_name(incoming.sha256), sha256=incoming.sha256,
@@ -396,12 +400,8 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             locked.save(update_fields=["submitted_at"])
             invitation.submitted_at = now
             funnel.touch(locked.pk)
-            result = UploadResult(submission, receipt)
-
-            def send() -> None:
-                result.queued = lifecycle.submission_received(submission.pk)
-
-            transaction.on_commit(send)
+            # Older uploads not yet being graded are not graded; this one is sent once the upload commits.
+            result = UploadResult(submission, receipt, lifecycle.request_grading(submission))
             # why last: moving the file is the one step a rollback cannot undo, so it
             # comes after every write that could be refused (a busy or read-only database).
             _lock_content(incoming.sha256)

@@ -97,9 +97,10 @@ class Submission(models.Model):
     on; the attempts themselves are grading.models.GradingRun rows (worker,
     heartbeat, outcome, error). Both are written only by grading.lifecycle
     (every status change sets ``status_changed_at``, with a conditional UPDATE
-    so two workers cannot both win), and ``grading_sent_at`` says when the
-    pending grading message was sent, so the sweep never sends a second one
-    while it is still pending.
+    so two workers cannot both win). ``grading_sent_at`` says when the pending
+    grading message was sent and ``grading_task_id`` which one it is (also set
+    when the send failed: a stalled broker may still take it later), so the
+    sweep asks the broker whether it is still there before sending another.
 
     ``is_latest`` marks the upload under review: the invitation's newest upload
     that is not rejected or error (the newest of all when every one was), kept
@@ -134,6 +135,8 @@ class Submission(models.Model):
     status_changed_at = models.DateTimeField(default=timezone.now, db_index=True)
     grading_sent_at = models.DateTimeField(null=True, blank=True,
                                            help_text="When the pending grading message was sent.")
+    grading_task_id = models.CharField(max_length=64, blank=True,
+                                       help_text="The id of the last grading message sent (or tried) while it waits.")
     reject_reason = models.TextField(blank=True)
 
     objects = SubmissionQuerySet.as_manager()

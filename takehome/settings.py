@@ -438,8 +438,9 @@ if _ws_uids.start < _grading_uids.stop and _grading_uids.start < _ws_uids.stop:
     raise ImproperlyConfigured("TAKEHOME_WORKSPACE_UID_BASE and SLOTS overlap the grading sandbox's uids "
                                "(TAKEHOME_SANDBOX_UID_BASE): give workspaces a range of their own.")
 # The sweep sends grading again for an upload whose message was never sent
-# (the broker was down) after STALE_RECEIVED_S, and for one whose message has
-# been pending for STALE_QUEUED_S (presumed lost; each send restarts the clock).
+# (the broker was down) after STALE_RECEIVED_S, and for one whose message was
+# sent STALE_QUEUED_S ago (each send restarts the clock) and is no longer in
+# Redis; when Redis cannot be asked, a message that old is presumed lost.
 GRADING_STALE_RECEIVED_S = env.int("TAKEHOME_STALE_RECEIVED_S", default=30)
 GRADING_STALE_QUEUED_S = env.int("TAKEHOME_STALE_QUEUED_S", default=600)
 # While grading, the worker's process notes it is alive every HEARTBEAT_S; a run

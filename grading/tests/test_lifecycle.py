@@ -4,6 +4,7 @@ scratch folders of dead runs go, `manage.py regrade` and the admin for operators
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import subprocess
@@ -28,7 +29,7 @@ from sessions_app.tests.helpers import honest_zip
 
 # --- only grading/lifecycle.py writes the lifecycle's columns ----------------------------------------
 
-SUBMISSION_FIELDS = {"status", "status_changed_at", "grading_sent_at"}
+SUBMISSION_FIELDS = {"status", "status_changed_at", "grading_sent_at", "grading_task_id"}
 RUN_FIELDS = {"outcome", "attempt", "worker", "pid", "heartbeat_at", "finished_at"}
 WRITES = {"update", "create", "get_or_create", "update_or_create", "bulk_create", "bulk_update"}
 ALLOWED = {"grading/lifecycle.py": SUBMISSION_FIELDS | RUN_FIELDS, "grading/models.py": RUN_FIELDS}
@@ -153,6 +154,21 @@ def test_only_grading_lifecycle_writes_the_submissions_status_and_runs():
                              f"grading/lifecycle.py: {offenders}")
 
 
+def test_the_candidate_side_calls_one_grading_action():
+    """sessions_app asks grading for one thing, request_grading, which supersedes and sends after the commit."""
+    named = set()
+    for path in sorted((ROOT / "sessions_app").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if "/tests/" in relative or "/migrations/" in relative:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and getattr(node.value, "id", "") == "lifecycle":
+                named.add(node.attr)
+            if isinstance(node, ast.ImportFrom) and node.module == "grading.lifecycle":
+                named |= {alias.name for alias in node.names}
+    assert named == {"request_grading", "GradingRequest"}
+
+
 # --- scratch folders of dead runs -------------------------------------------------------------------
 
 MAKE_FOLDER = textwrap.dedent("""
@@ -235,8 +251,8 @@ def queue(broker_url):
         client.lpop("celery")  # why the left end: kombu pushes there and workers take from the right
 
 
-def test_the_sweep_sends_nothing_while_a_message_is_pending_and_again_once_presumed_lost(
-        client, started, media_root, queue, settings, django_capture_on_commit_callbacks):
+def test_the_sweep_sends_nothing_while_a_message_is_pending(
+        client, started, media_root, queue, django_capture_on_commit_callbacks):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -245,14 +261,122 @@ def test_the_sweep_sends_nothing_while_a_message_is_pending_and_again_once_presu
     assert r.status_code == 201 and queue() == 1
     submission = Submission.objects.get()
     assert submission.status == "queued" and submission.grading_sent_at is not None
+    assert submission.grading_task_id in queued_ids()  # the message the sweep asks the broker about
 
     assert sweep_submissions() == 0 and queue() == 1  # pending: nothing more piles up, minute after minute
     assert sweep_submissions() == 0 and queue() == 1
 
+
+def queued_ids() -> set[str]:
+    from grading import publish
+    from grading.tasks import grade_submission
+
+    return publish.pending_task_ids(grade_submission)
+
+
+@pytest.fixture
+def broker(broker_url):
+    """The test's Redis, as kombu's own channel sees it (its key names, its way of delivering)."""
+    from kombu import Connection
+
+    require(broker_url is not None, "redis-server is not installed (apt-get install redis-server)")
+    with Connection(broker_url) as connection:
+        yield connection.default_channel
+
+
+def message_of(broker, submission: Submission) -> bytes:
+    """The raw grading message of this submission, as it waits in the queue."""
+    submission.refresh_from_db()
+    return next(raw for raw in broker.client.lrange("celery", 0, -1)
+                if json.loads(raw)["headers"]["id"] == submission.grading_task_id)
+
+
+@pytest.fixture
+def backlog(sample_packet, queue, settings):
+    """Three uploads of three candidates, each sent for grading once, with no worker to take them."""
+    from grading.tasks import enqueue_grading
+
     settings.GRADING_STALE_QUEUED_S = 600
-    Submission.objects.filter(pk=submission.pk).update(grading_sent_at=timezone.now() - timedelta(minutes=11))
-    assert sweep_submissions() == 1 and queue() == 2  # presumed lost: sent again, which restarts the clock
-    assert sweep_submissions() == 0 and queue() == 2
+    rows = [make_submission(sample_packet, name=f"Cand {i}", status="received") for i in range(3)]
+    assert all(enqueue_grading(row.pk) for row in rows) and queue() == 3
+    return rows
+
+
+def sent_long_ago(rows) -> None:
+    """Their last message was sent longer ago than TAKEHOME_STALE_QUEUED_S (600 s)."""
+    Submission.objects.filter(pk__in=[r.pk for r in rows]).update(
+        status_changed_at=timezone.now() - timedelta(hours=1), grading_sent_at=timezone.now() - timedelta(minutes=11))
+
+
+def test_a_backlog_older_than_the_stale_limit_is_not_sent_again_while_its_messages_wait(backlog, queue):
+    sent_long_ago(backlog)  # one worker behind a thousand uploads: the messages wait their turn
+    assert sweep_submissions() == 0 and queue() == 3
+    assert sweep_submissions() == 0 and queue() == 3
+
+
+def test_a_message_delivered_and_not_yet_acknowledged_is_not_sent_again(backlog, queue, broker):
+    raw = message_of(broker, backlog[0])
+    # Delivered as kombu delivers it: out of the queue, into the transport's hash of unacknowledged messages.
+    assert broker.client.lrem("celery", 1, raw) == 1
+    delivered = broker.Message(json.loads(raw), channel=broker)
+    broker.qos.append(delivered, delivered.delivery_tag)
+    try:
+        assert queue() == 2
+        sent_long_ago(backlog)
+        assert sweep_submissions() == 0 and queue() == 2
+    finally:
+        broker.qos.ack(delivered.delivery_tag)
+
+
+def test_a_message_lost_from_the_broker_is_sent_again_once(backlog, queue, broker):
+    lost = backlog[0]
+    assert broker.client.lrem("celery", 1, message_of(broker, lost)) == 1  # Redis lost it (a restart without its file)
+    old_id = lost.grading_task_id
+    sent_long_ago(backlog)
+    assert sweep_submissions() == 1 and queue() == 3  # only the lost one
+    lost.refresh_from_db()
+    assert lost.grading_task_id != old_id and lost.grading_task_id in queued_ids()
+    sent_long_ago(backlog)
+    assert sweep_submissions() == 0 and queue() == 3  # its new message is pending in turn
+
+
+def test_a_send_the_broker_took_late_is_not_doubled(sample_packet, queue):
+    from grading import lifecycle, publish
+    from grading.tasks import grade_submission
+
+    # A stalled Redis ran the send after it had timed out: the upload still reads received, its message waits.
+    submission = make_submission(sample_packet, status="received")
+    assert publish.send(grade_submission, (submission.pk,), task_id="sent-late")
+    lifecycle.message_not_taken(submission.pk, "sent-late")
+    Submission.objects.filter(pk=submission.pk).update(status_changed_at=timezone.now() - timedelta(hours=1))
+    assert sweep_submissions() == 0 and queue() == 1
+
+
+def test_a_broker_that_cannot_be_asked_leaves_the_age_rule_and_says_so(backlog, queue, settings, caplog):
+    from takehome.celery import app
+
+    sent_long_ago(backlog)
+    redis_url = app.conf.broker_url
+    app.conf.broker_url = "memory://"  # a transport with no queue to read
+    try:
+        with caplog.at_level("WARNING", logger="grading.tasks"):
+            assert sweep_submissions() == 3  # presumed lost by their age, as before
+    finally:
+        app.conf.broker_url = redis_url
+    assert ("the sweep could not ask the broker which grading messages are pending: it sends again those sent "
+            "more than TAKEHOME_STALE_QUEUED_S (600 s) ago, presumed lost") in caplog.text
+
+
+def test_a_broker_that_is_down_costs_the_sweep_one_failed_send_not_one_per_upload(backlog, stoppable_broker,
+                                                                                  settings, caplog):
+    settings.BROKER_SEND_TIMEOUT_S = 0.5
+    Submission.objects.filter(pk__in=[r.pk for r in backlog]).update(
+        status="received", status_changed_at=timezone.now() - timedelta(hours=1), grading_sent_at=None)
+    stoppable_broker.stop()
+    with caplog.at_level("WARNING"):
+        assert sweep_submissions() == 0
+    assert "could not ask the broker which grading messages are pending" in caplog.text
+    assert caplog.text.count("the broker did not take grading.tasks.grade_submission") == 1
 
 
 @pytest.fixture

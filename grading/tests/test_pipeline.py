@@ -200,6 +200,8 @@ def test_infrastructure_failures_are_retried_then_recorded(invitation, media_roo
     submission.refresh_from_db()
     assert submission.status == "queued" and submission.grading_sent_at is not None  # the retry is pending
     assert list(submission.runs.values_list("outcome", flat=True)) == ["retried"]
+    # Celery's retry keeps the task's id: the sweep asks the broker for that message.
+    assert submission.grading_task_id == submission.runs.get().task_id != ""
 
     # Retries exhausted: the error is kept for operators.
     result = tasks.grade_submission.apply(args=(submission.pk,), retries=3)

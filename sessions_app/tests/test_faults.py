@@ -1,16 +1,19 @@
 """Uploads under faults, through a live server and real multipart requests.
 
 A database that is busy past its timeout or refuses writes, and a disk that
-is full, answer 503 with Retry-After in the form the client reads, and leave
-nothing half-stored: no submission, no receipt, no file. A broker that stalls
+is full (under the uploads, or under the SQLite database itself), answer 503
+with Retry-After in the form the client reads, and leave nothing half-stored:
+no submission, no receipt, no file. A broker that stalls
 never holds the answer. Forty candidates uploading at once while a real worker
 grades are all stored, the busy answers retried as a client would.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import sqlite3
 import subprocess
 import threading
 import time
@@ -242,6 +245,15 @@ def test_gate_py_waits_out_a_busy_server_and_then_stores_the_upload(live_server,
 # --- a full disk ----------------------------------------------------------------------------
 
 
+def assert_no_space(answer: Answer, retry_after: int) -> None:
+    """The answer to an upload the full disk kept from being stored: 503, when to send it again, and why."""
+    assert answer.status == 503, answer.text
+    assert answer.headers["Retry-After"] == str(retry_after)
+    assert answer.json()["code"] == "no_space"
+    assert answer.json()["message"].startswith("The server has no room left to store files, so your upload was "
+                                               f"not stored. Try again in {retry_after} seconds;")
+
+
 @pytest.fixture
 def small_disk(media_root):
     """MEDIA_ROOT on a 256 KB tmpfs: uploads are received and stored there."""
@@ -266,16 +278,73 @@ def test_a_full_disk_answers_503_removes_the_part_file_and_keeps_what_was_stored
 
     answer = post_upload(live_server.url, invitation, too_big)
 
-    assert answer.status == 503, answer.text
-    assert answer.headers["Retry-After"] == "120"
-    assert answer.json()["code"] == "no_space"
-    assert answer.json()["message"].startswith("The server has no room left to store files, so your upload was "
-                                               "not stored. Try again in 120 seconds;")
+    assert_no_space(answer, retry_after=120)
     # Nothing half-stored, nothing earlier lost.
     assert list(Submission.objects.values_list("pk", flat=True)) == [earlier.pk]
     assert GateReceipt.objects.filter(step=GateReceipt.Step.UPLOAD).count() == 1
     assert [p.name for p in small_disk.rglob("*") if p.is_file()] == [Path(stored_name(earlier.sha256)).name]
     assert sha((small_disk / earlier.archive.name).read_bytes()) == earlier.sha256
+
+
+def fill(disk: Path) -> Path:
+    """Write a file on ``disk`` until no block is left; returns it (remove it to free the space)."""
+    filler = disk / "filler"
+    with filler.open("wb", buffering=0) as f:  # why unbuffered: a buffer left to flush would fail the close
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+    return filler
+
+
+@pytest.fixture
+def database_on_small_disk(live_server, tmp_path):
+    """The test database copied onto a tmpfs of its own with a little room to spare; the live server's
+    connections (one per request) and the test's own open that copy until the test ends."""
+    require(os.geteuid() == 0, "mounting a small tmpfs for a full disk needs root")
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite only: a database server's disk is not this test's to fill")
+    disk = tmp_path / "db-disk"
+    disk.mkdir()
+    size_kb = (Path(connection.settings_dict["NAME"]).stat().st_size
+               + Path(connection.settings_dict["NAME"] + "-wal").stat().st_size) // 1024 + 1024
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(disk)], check=True)
+    original = connection.settings_dict["NAME"]
+    try:
+        copy = disk / "db.sqlite3"
+        connection.ensure_connection()
+        with sqlite3.connect(copy) as target:
+            connection.connection.backup(target)  # why the backup API: the live database is in WAL mode
+        connection.close()
+        connection.settings_dict["NAME"] = str(copy)  # shared by every connection opened from now on
+        connection.ensure_connection()  # why now: the WAL's shared-memory file is made while there is room
+        yield disk
+    finally:
+        connection.close()
+        connection.settings_dict["NAME"] = original
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def test_a_database_on_a_full_disk_answers_503_and_leaves_nothing_half_stored(live_server, sample_packet,
+                                                                               media_root, settings,
+                                                                               database_on_small_disk):
+    settings.RETRY_AFTER_FAULT_S = 120
+    invitation = started_invitation(sample_packet)
+    filler = fill(database_on_small_disk)
+    work = honest_zip()
+
+    answer = post_upload(live_server.url, invitation, work)
+
+    # The upload was received and moved into place (MEDIA_ROOT has room); the database's commit failed.
+    assert_no_space(answer, retry_after=120)
+    assert_nothing_stored(media_root)
+
+    filler.unlink()  # an operator makes room
+    again = post_upload(live_server.url, invitation, work)
+    assert again.status == 201, again.text
+    assert Submission.objects.get().sha256 == sha(work)
+    assert (media_root / Submission.objects.get().archive.name).read_bytes() == work
 
 
 # --- a broker that stalls --------------------------------------------------------------------

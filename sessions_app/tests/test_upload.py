@@ -165,6 +165,32 @@ def test_a_wrong_token_is_not_valid(client, started, media_root):
     assert_nothing_stored(started, media_root)
 
 
+def test_the_upload_calls_one_grading_action_and_grading_is_sent_only_once_it_commits(
+        client, started, media_root, django_capture_on_commit_callbacks):
+    from grading import lifecycle
+
+    with patch("grading.lifecycle.request_grading", wraps=lifecycle.request_grading) as request, \
+            patch("grading.tasks.enqueue_grading", return_value=True) as enqueue:
+        with django_capture_on_commit_callbacks(execute=False) as on_commit:
+            r = client.post(url("upload", started), {"archive": archive(honest_zip())}, headers=GATE)
+        submission = Submission.objects.get()
+        request.assert_called_once_with(submission)
+        assert r.status_code == 201 and r.json()["status"] == "received"
+        assert enqueue.call_count == 0  # not committed yet: nothing is sent
+        for callback in on_commit:  # the commit
+            callback()
+        enqueue.assert_called_once_with(submission.pk)
+
+
+def test_an_upload_rolled_back_sends_nothing(client, started, media_root, django_capture_on_commit_callbacks):
+    with patch("sessions_app.actions._store", side_effect=OSError(28, "No space left on device")), \
+            patch("grading.tasks.enqueue_grading", return_value=True) as enqueue, \
+            django_capture_on_commit_callbacks(execute=True) as on_commit:
+        r = client.post(url("upload", started), {"archive": archive(honest_zip())}, headers=GATE)
+    assert r.status_code == 503 and on_commit == [] and enqueue.call_count == 0
+    assert not Submission.objects.exists()
+
+
 def test_with_the_broker_down_the_upload_still_succeeds(
         client, started, media_root, django_capture_on_commit_callbacks):
     with patch("grading.tasks.grade_submission.apply_async", side_effect=OperationalError("down")), \

@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from django.utils import timezone
 
 from conftest import ROOT, _wait_for, database_url, require
 from conftest import free_port as conftest_free_port
-from grading.models import Evidence
+from grading.models import GradingRun
 from sessions_app.actions import do_start_session
 from sessions_app.gate.gate import multipart
 from sessions_app.models import Submission
@@ -324,6 +325,61 @@ def test_stopping_make_run_leaves_no_process_behind_and_no_error(make_run, stop)
     assert f"Log in at {make_run.base_url}/ with:" in output
 
 
+def make_status(run: MakeRun) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", "status"], cwd=ROOT, env=run.env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_make_status_shows_each_program_running_and_once_stopped_says_nothing_runs(make_run):
+    make_run.start()
+    pids = {name: make_run.wait_up(name) for name in PROGRAMS}
+    status = make_status(make_run)
+    assert status.returncode == 0, status.stdout + status.stderr
+    for name, pid in pids.items():
+        assert re.search(rf"^{name} +RUNNING +pid {pid}, uptime \d+:\d\d:\d\d$", status.stdout, re.M), status.stdout
+    ctrl_c(make_run)
+    make_run.wait_ended()
+    status = make_status(make_run)
+    assert status.returncode == 0 and not status.stderr, status.stdout + status.stderr
+    assert status.stdout == (f"make run is not running here: no supervisord answers on "
+                             f"{make_run.var}/supervisor/supervisor.sock.\nStart it with: make run\n")
+
+
+def post_json(run: MakeRun, path: str, body: str) -> tuple[int, dict]:
+    request = urllib.request.Request(run.base_url + path, data=body.encode(), method="POST",
+                                     headers={"Content-Type": "application/json", "X-Takehome-Client": "gate"})
+    try:
+        with HTTP.open(request, timeout=60) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+def test_make_run_gives_candidates_the_model_its_environment_names(make_run, sample_packet):
+    """The README's `TAKEHOME_MODEL_URL=... TAKEHOME_MODEL_NAME=... make run`, a fake upstream standing in for Ollama."""
+    from sessions_app.tests.conftest import serve_on
+    from sessions_app.tests.helpers import RED_LOG, receipt
+
+    upstream = serve_on(range(8650, 8655))
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    try:
+        invitation = InvitationFactory(packet_version=sample_packet.latest_version())  # its policy: the default
+        do_start_session(invitation)
+        make_run.env.update(TAKEHOME_MODEL_URL=upstream.base_url, TAKEHOME_MODEL_NAME="qwen2.5-coder:7b")
+        make_run.start()
+        make_run.wait_up("web")
+        token = invitation.raw_token
+        red = reverse("sessions_app:gate-step", kwargs={"token": token, "step": "red"})
+        assert post_json(make_run, red, receipt(RED_LOG))[0] == 201
+        chat = reverse("sessions_app:model-chat", kwargs={"token": token})
+        status, reply = post_json(make_run, chat, json.dumps({"messages": [{"role": "user", "content": "Why?"}]}))
+    finally:
+        upstream.shutdown()
+        upstream.server_close()
+    assert status == 200, f"{reply}\n{make_run.tail()}"
+    assert [got["body"]["model"] for got in upstream.got] == ["qwen2.5-coder:7b"]
+
+
 def test_a_port_in_use_stops_make_run_with_the_reason(make_run):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", int(make_run.env["TAKEHOME_PORT"])))
@@ -361,6 +417,12 @@ def submission_status(submission_id: int) -> str:
     return Submission.objects.get(pk=submission_id).status
 
 
+def outcomes(submission_id: int) -> list[str]:
+    """How each of the submission's grading runs ended, in order: what says it was graded once."""
+    return list(GradingRun.objects.filter(submission_id=submission_id).order_by("attempt")
+                .values_list("outcome", flat=True))
+
+
 def upload_over_http(run: MakeRun, invitation, data: bytes) -> int:
     """POST a zip to the upload endpoint as gate.py does; returns the submission's id."""
     body, content_type = multipart("archive", "work.zip", data)
@@ -393,7 +455,7 @@ def test_ctrl_c_while_grading_lets_the_grading_finish_first(make_run, grading_un
     make_run.wait_ended()
     # Celery's warm shutdown: the worker's processes finish the grading before they stop.
     assert submission_status(submission_id) == "graded", make_run.tail()
-    assert Evidence.objects.filter(submission_id=submission_id).count() == 1
+    assert outcomes(submission_id) == ["graded"], make_run.tail()  # the one run, finished
     assert session_pids(make_run.proc.pid) == set()
 
 
@@ -414,4 +476,5 @@ def test_a_worker_killed_mid_grading_under_make_run_is_graded_once_within_two_mi
         web.wait_answers(3)
     assert not web.failures, "\n".join(web.failures)
     assert submission_status(submission_id) == "graded"
-    assert Evidence.objects.filter(submission_id=submission_id).count() == 1
+    # Graded once: the killed run is lost, one more run graded it, and no duplicate message graded it again.
+    assert outcomes(submission_id) == ["lost", "graded"], make_run.tail()

@@ -1,48 +1,385 @@
-"""Every `.venv/bin/python manage.py ...` line in the README's code blocks runs as printed.
+"""Every command README.md shows runs as printed, or this file says which tests run it, or why it cannot here.
 
-In a copy of the checkout whose .env was written by make itself (`make dotenv`),
-set up by make's own `db` target, from an environment with no takehome
-variable at all: what a newcomer has after `make run`'s first set-up.
-`make run` and `make test` themselves are covered by test_make_run and CI.
+`readme_commands` reads every command the README shows: each line of a shell block (a fenced
+block with no language, or sh, shell, bash, console; a block marked text, ini or yaml is output
+or a file's content), each form in the Commands table's first column, and each code span of the
+text that starts with a command (after any NAME=value: make, python, manage.py, .venv/bin/...,
+docker and the other PROGRAMS, or an executable of the checkout such as scripts/run-supervised).
+`manage.py` stands for `.venv/bin/python manage.py`, as the README says. Each command must be in
+one of four tables:
+
+  RUN        run here as printed, in a copy of the checkout that make itself set up (below);
+  FILL       a form of the Commands table, filled in and run: its placeholders (SLUG, FILE.zip,
+             ID...) from PLACEHOLDERS, every optional part kept, each `a | b` form on its own;
+  COVERED    too long or heavy to run here (make run, make bench, the benchmarks at full size):
+             the tests that run it, which must exist, so a rename fails here;
+  ELSEWHERE  cannot run on this machine (Docker, a model server), or is not for the reader to
+             type (what the code runs, named to explain it): the reason.
+
+A command of the text or a block that repeats the start of a Commands-table form (`make run`,
+`manage.py invite`) is that form, accounted for there. A command in no table fails
+test_every_readme_command_is_accounted_for with what to do, and so does a table entry the
+README no longer shows.
+
+The copy: a copy of the checkout whose .env was written by make itself (`make dotenv`), set up
+by make's own `db` target, run from an environment with no takehome variable at all: what a
+newcomer has after `make run`'s first set-up.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from conftest import require
+from conftest import free_port, require
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMAND = re.compile(r"^\.venv/bin/python manage\.py \S.*$")
+README = ROOT / "README.md"
+SHELL_BLOCKS = {"", "sh", "shell", "bash", "console"}
+# The first word of a command in the text (after any NAME=value), besides .venv/bin/... and the checkout's executables.
+PROGRAMS = {"make", "python", "python3", "manage.py", "pip", "docker", "curl", "cp", "sudo", "apt-get", "npm", "git",
+            "ollama", "llama-server", "bash", "sh", "env", "nice", "tmux", "gate"}
+ASSIGNMENT = re.compile(r"[A-Z_][A-Z0-9_]*=\S*")
+PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*(?:\.[a-z]+)?(?:\.\.\.)?")
+VENV_PYTHON = ".venv/bin/python "
 # A fresh shell's variables: nothing of takehome, no database or broker named.
 KEEP = {"PATH", "HOME", "LANG", "LC_ALL", "USER", "LOGNAME", "TMPDIR", "TERM"}
+RUNSERVER_PORTS = range(8340, 8350)
+SLOW = pytest.mark.slow  # on every test here that starts subprocesses (Django, make, npm) in the copy
 
 
-def readme_commands(text: str) -> list[str]:
-    """The manage.py lines inside the README's fenced code blocks, in order."""
-    commands, fenced = [], False
-    for line in text.splitlines():
+# --- what the README shows ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Shown:
+    command: str
+    line: int
+    where: str  # "block", "table" (the Commands table) or "text"
+
+
+def shell_line(line: str) -> str:
+    """A shell block's line as a command: "" for a blank line or a comment; a trailing comment dropped."""
+    line = line.strip()
+    if not line or line.startswith("#"):
+        return ""
+    return re.sub(r"\s+#\s.*$", "", line)
+
+
+def is_command(span: str) -> bool:
+    """A code span of the text that reads as a command: a known program or an executable of the checkout, with arguments."""
+    words = span.split()
+    while words and ASSIGNMENT.fullmatch(words[0]):
+        words = words[1:]
+    if not words:
+        return False
+    first = ROOT / words[0]
+    if "/" in words[0] and not words[0].startswith("/") and first.is_file() and os.access(first, os.X_OK):
+        return True
+    return len(words) > 1 and (words[0] in PROGRAMS or words[0].startswith(".venv/bin/"))
+
+
+def readme_commands(text: str) -> list[Shown]:
+    """Every command the README shows, in order: shell blocks' lines, the Commands table, the text's code spans."""
+    shown, prose, fence, section = [], [], None, ""
+    for number, line in enumerate(text.splitlines(), 1):
         if line.startswith("```"):
-            fenced = not fenced
-        elif fenced and COMMAND.match(line.strip()):
-            commands.append(line.strip())
-    return commands
+            fence = line[3:].strip() if fence is None else None
+            prose.append("")
+        elif fence is not None:
+            prose.append("")
+            if fence in SHELL_BLOCKS and (command := shell_line(line)):
+                shown.append(Shown(command, number, "block"))
+        else:
+            if line.startswith("#"):
+                section = line.lstrip("#").strip()
+            if section == "Commands" and line.startswith("| `"):
+                first, rest = re.split(r"(?<!\\)\|", line[1:], maxsplit=1)
+                shown += [Shown(span.replace("\\|", "|"), number, "table") for span in re.findall(r"`([^`]+)`", first)]
+                line = rest
+            prose.append(line)
+    text = "\n".join(prose)
+    for span in re.finditer(r"`([^`]+)`", text):
+        command = " ".join(span.group(1).split())
+        if is_command(command):
+            shown.append(Shown(command, text.count("\n", 0, span.start()) + 1, "text"))
+    return sorted(shown, key=lambda s: s.line)
 
+
+def bench_options(text: str) -> dict[str, set[str]]:
+    """The options the README gives each benchmark: in a paragraph that names bench/X.py, or in an
+    "Options:" paragraph after it in the same section."""
+    found: dict[str, set[str]] = {}
+    bench = None
+    for paragraph in re.split(r"\n\s*\n", text):
+        if paragraph.startswith("#"):
+            bench = None
+        named = re.findall(r"`[^`]*\b(bench/\w+\.py)\b[^`]*`", paragraph)
+        if named:
+            bench = named[-1]
+        elif not paragraph.startswith("Options:"):
+            continue
+        if bench:
+            found.setdefault(bench, set()).update(
+                word for span in re.findall(r"`([^`]+)`", paragraph) for word in span.split() if word.startswith("--"))
+    return found
+
+
+def as_typed(command: str) -> str:
+    """`manage.py ...` is `.venv/bin/python manage.py ...`, run from the checkout."""
+    return VENV_PYTHON + command if command.startswith("manage.py ") else command
+
+
+def filled_forms(synopsis: str, values: dict[str, str]) -> list[str]:
+    """A Commands-table form as the commands that run it: one per `a | b` alternative, every optional
+    part kept, the first of `x|y`, each placeholder replaced by its value."""
+    alternatives = synopsis.replace("[", "").replace("]", "").split(" | ")
+    words = alternatives[0].split()
+    head = words[:next((i for i, w in enumerate(words) if w.startswith("-") or PLACEHOLDER.fullmatch(w)), len(words))]
+    forms = []
+    for n, alternative in enumerate(alternatives):
+        filled = [shlex.quote(values[w]) if PLACEHOLDER.fullmatch(w) else w.split("|")[0]
+                  for w in (alternative.split() if n == 0 else head + alternative.split())]
+        forms.append(as_typed(" ".join(filled)))
+    return forms
+
+
+def names_a_table_form(command: str, table: list[str]) -> bool:
+    """`manage.py invite` and `make run` name the Commands table's `manage.py invite --packet SLUG ...`, `make run [PORT=N]`."""
+    words = command.removeprefix(VENV_PYTHON).split()
+    return any(form.replace("[", "").replace("]", "").split()[:len(words)] == words for form in table)
+
+
+# --- what the test does with each ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Run:
+    says: str = ""  # a regular expression its standard output must match (re.M)
+    stdin: str = ""
+    values: dict = field(default_factory=dict)  # FILL: placeholders of this form's own
+
+
+# Run as printed, in this order, before FILL. The README's shell blocks first.
+RUN = {
+    '.venv/bin/python manage.py invite --packet refund-sum --name "Ada Lovelace" --email ada@example.com':
+        Run(r"^http://127\.0\.0\.1:8000/t/\w+/\Z"),  # the link is the last line, for the port in .env
+    ".venv/bin/python manage.py createuser --role reviewer reviewer2@example.com":
+        Run(r"^http://127\.0\.0\.1:8000/accounts/set-password/\S+\Z"),  # the link last
+    ".venv/bin/python manage.py grade_zip submission.zip --packet refund-sum --indent 2": Run('"reference_vs_submitted"'),
+    "cp .env takehome.env": Run(),  # the backup's third line; the other two need the compose deployment
+    # nothing runs in the copy: make status says so
+    "make status": Run(r"^make run is not running here: no supervisord answers on .*/var/supervisor/supervisor\.sock"),
+    "make lint": Run(),
+    "manage.py seed_demo": Run(r"^  recruiter  \S+$"),
+    "manage.py build_runner": Run(r"^Runner ready: "),
+    "manage.py build_runners": Run(r"^ready  business-days v1: "),
+    "manage.py prune_runners": Run(r"unused environments? removed"),
+    "manage.py stop_workspaces": Run(r"^No hosted workspace was running on this server\.$"),
+    "manage.py rebuild_agreement": Run(r"^Rebuilt the agreement tally"),
+    "manage.py check": Run(),  # what it finds depends on the machine; its messages go to standard error
+}
+PLACEHOLDERS = {
+    "SLUG": "refund-sum", "N": "1", "FILE.zip": "refund-sum.zip", "PATH": "submission.zip", "NAME": "Grace Hopper",
+    "EMAIL": "grace@example.com", "S": "5", "ID...": "{submission}",
+}
+# The Commands table's forms with placeholders or options, filled from PLACEHOLDERS and run after RUN, in this order.
+FILL = {
+    "manage.py load_sample_packet [--all] [--no-check]": Run(r"^Already up to date: sample packet business-days"),
+    "manage.py check_packet SLUG [--version N] [--logs]": Run(r"passes every check; it is published"),
+    "manage.py export_packet SLUG -o FILE.zip [--version N] [--history]": Run(r"^Wrote refund-sum v1 to refund-sum.zip"),
+    "manage.py import_packet FILE.zip [--no-check]": Run(r"refund-sum v2"),
+    "manage.py createuser --role recruiter|reviewer EMAIL [--password-stdin]":
+        Run(r"recruiter2@example\.com", stdin="a long password for the test\n", values={"EMAIL": "recruiter2@example.com"}),
+    "manage.py invite --packet SLUG --name NAME --email EMAIL [--no-email]": Run(r"^http://127\.0\.0\.1:8000/t/\w+/\Z"),
+    "manage.py grade_zip PATH --packet SLUG [--packet-version N] [--indent N]": Run('"reference_vs_submitted"'),
+    "manage.py regrade ID... | --packet SLUG [--packet-version N] | --errored [--dry-run]": Run(r"for grading again|nothing sent"),
+    ".venv/bin/python -m grading.runner PATH": Run(r"^runner ready: ", values={"PATH": "{runner}"}),
+    "manage.py serve_workspaces [--sweep-every S] [--once]": Run(),
+}
+MAKE_RUN = ("takehome/tests/test_make_run.py::test_stopping_make_run_leaves_no_process_behind_and_no_error",
+            "takehome/tests/test_make_run.py::test_a_killed_worker_is_restarted_while_the_web_server_keeps_answering")
+ON_ANOTHER_PORT = "takehome/tests/test_readme_commands.py::test_make_run_on_another_port_takes_the_links_with_it"
+GATE_WALK = ("sessions_app/tests/test_readme_txt_commands.py::test_every_command_of_the_downloads_readme_runs_as_printed",)
+HOSTED_GATE = ("sessions_app/tests/test_workspace_gate.py::"
+               "test_the_whole_gate_typed_into_the_shell_ends_in_a_hosted_submission_with_the_servers_logs",
+               "sessions_app/tests/browser/test_hosted_session.py::"
+               "test_a_candidate_works_a_hosted_session_and_the_reviewer_replays_it")
+# Too long or heavy to run here, or run where they are meant to be (a candidate's download): the tests that run them.
+COVERED = {
+    "make run": MAKE_RUN,
+    "make run [PORT=N]": MAKE_RUN + (ON_ANOTHER_PORT,),
+    "make run PORT=8123": (ON_ANOTHER_PORT,),
+    "TAKEHOME_PORT=8123 make run": (ON_ANOTHER_PORT,),
+    "TAKEHOME_PORT=8001 make run": ("takehome/tests/test_make_run.py::test_a_port_in_use_stops_make_run_with_the_reason",
+                                    ON_ANOTHER_PORT),
+    "TAKEHOME_MODEL_URL=http://127.0.0.1:11434/v1 TAKEHOME_MODEL_NAME=qwen2.5-coder:7b make run":
+        ("takehome/tests/test_make_run.py::test_make_run_gives_candidates_the_model_its_environment_names",),
+    "scripts/run-supervised": MAKE_RUN,
+    "manage.py runserver": ("takehome/tests/test_readme_commands.py::test_runserver_serves_the_asgi_app_and_its_websockets",),
+    "make vendor": ("takehome/tests/test_readme_commands.py::test_make_vendor_copies_exactly_what_is_committed",),
+    "make bench": ("grading/tests/test_bench_scripts.py::test_grading_bench_runs_and_ends_with_the_ratio",
+                   "grading/tests/test_bench_scripts.py::test_the_packets_bench_compares_business_days_with_refund_sum",
+                   "grading/tests/test_bench_pages.py::test_pages_bench_runs_and_prints_every_page",
+                   "grading/tests/test_bench_load.py::test_load_bench_grades_every_upload_and_loses_none",
+                   "grading/tests/test_bench_sessions.py::test_sessions_bench_types_in_two_terminals_and_cleans_up"),
+    ".venv/bin/python bench/grading.py":
+        ("grading/tests/test_bench_scripts.py::test_grading_bench_runs_and_ends_with_the_ratio",),
+    ".venv/bin/python bench/grading.py --packets":
+        ("grading/tests/test_bench_scripts.py::test_the_packets_bench_compares_business_days_with_refund_sum",),
+    ".venv/bin/python bench/pages.py --submissions N": ("grading/tests/test_bench_pages.py::test_pages_bench_runs_and_prints_every_page",),
+    ".venv/bin/python bench/load.py": ("grading/tests/test_bench_load.py::test_load_bench_grades_every_upload_and_loses_none",),
+    ".venv/bin/python bench/sessions.py":
+        ("grading/tests/test_bench_sessions.py::test_sessions_bench_types_in_two_terminals_and_cleans_up",
+         "grading/tests/test_bench_sessions.py::test_ctrl_c_ends_the_shells_the_mounts_and_the_servers"),
+    "python -m venv .venv": GATE_WALK,
+    "python -m pip install pytest -r requirements.txt": GATE_WALK,
+    "python -m pytest -q": GATE_WALK,
+    "python gate.py red": GATE_WALK,
+    "python gate.py model": GATE_WALK,
+    "python gate.py ask": GATE_WALK,
+    "python gate.py green": GATE_WALK,
+    "python gate.py submit": GATE_WALK,
+    "python gate.py status": GATE_WALK,
+    "python gate.py help": ("sessions_app/tests/test_limits_stated.py::test_the_readme_and_the_gates_help_state_them",),
+    "gate red": HOSTED_GATE,
+    "gate model": HOSTED_GATE,
+    "gate green": HOSTED_GATE,
+    "gate submit": HOSTED_GATE,
+    "gate status": HOSTED_GATE,
+}
+NO_DOCKER = "needs a Docker engine and the compose deployment, which this machine does not run"
+NOT_TYPED = "named to say what the code runs, not a command for the reader"
+# Not run here: why.
+ELSEWHERE = {
+    "make test": "the whole suite, which this test is part of; .ci/run runs it (its set-up: make dotenv and make db "
+                 "run in the copy below, and make lint runs as printed)",
+    ".ci/run": "CI itself: make test twice, the second time on PostgreSQL and the machine's Redis",
+    "sudo apt-get install": "part of the line make prints when it is not root; a test installs no system packages",
+    "apt-get install python3.12 python3.12-venv": "installs system packages, and only on a Debian release that has 3.12",
+    "ollama pull qwen2.5-coder:7b": "downloads a model's weights with Ollama, which this machine does not have; the model "
+                                    "window's tests use a fake upstream (sessions_app/tests/conftest.py)",
+    "docker compose up -d --build": NO_DOCKER,
+    "docker compose exec web python manage.py createsuperuser": NO_DOCKER,
+    "docker compose cp caddy:/data/caddy/pki/authorities/local/root.crt caddy-root.crt": NO_DOCKER,
+    "curl --cacert caddy-root.crt https://localhost/": NO_DOCKER,
+    "docker compose up -d postgres redis web worker": NO_DOCKER,
+    "docker compose exec -T postgres pg_dump -U takehome -Fc takehome > takehome-db.dump": NO_DOCKER,
+    "docker compose exec -T web tar -czf - -C /data media > takehome-media.tar.gz": NO_DOCKER,
+    "docker compose up -d postgres redis": NO_DOCKER,
+    "docker compose stop web worker": NO_DOCKER,
+    "docker compose exec -T postgres pg_restore -U takehome -d takehome --clean --if-exists < takehome-db.dump": NO_DOCKER,
+    "docker compose run --rm -T --no-deps web tar -xzf - -C /data < takehome-media.tar.gz": NO_DOCKER,
+    "docker compose up -d": NO_DOCKER,
+    "python -m pytest -q -p anyio": "an example of a packet's test command, which the sandbox runs",
+    "python -m pytest": NOT_TYPED + " (the test command that goes to a warm sandbox)",
+    "python -P": NOT_TYPED + " (how the sandbox starts its starter)",
+    "env -i": NOT_TYPED + " (what a cold sandbox no longer starts)",
+    "tmux capture-pane": NOT_TYPED + " (how a reconnecting tab gets the pane's history)",
+    "nice -n 10": NOT_TYPED + " (how the benchmark was run on a busy machine)",
+    "npm pack": NOT_TYPED + " (what make vendor runs)",
+}
+TABLES = {"RUN": RUN, "FILL": FILL, "COVERED": COVERED, "ELSEWHERE": ELSEWHERE}
+
+
+def unaccounted(shown: list[Shown]) -> list[str]:
+    """What the tables miss, or list that the README no longer shows."""
+    table = [s.command for s in shown if s.where == "table"]
+    problems = []
+    for item in shown:
+        if any(item.command in entries for entries in TABLES.values()):
+            continue
+        if item.where != "table" and names_a_table_form(item.command, table):
+            continue
+        problems.append(
+            f"README.md line {item.line} shows `{item.command}`, which {Path(__file__).relative_to(ROOT)} does not "
+            "account for. Add it to one of its tables: RUN if it runs as printed in a few seconds, FILL for a form of "
+            "the Commands table with placeholders, COVERED with the tests that run it if it runs long, ELSEWHERE with "
+            "the reason if it cannot run here. If it is output or a file's content, mark its block ```text or ```ini.")
+    commands = {s.command for s in shown}
+    for name, entries in TABLES.items():
+        problems += [f"{name} lists `{command}`, which README.md no longer shows: remove it, or fix the README."
+                     for command in entries if command not in commands]
+    problems += [f"FILL lists `{form}`, which is not a form of the Commands table: run it as printed (RUN)."
+                 for form in FILL if form not in table]
+    problems += [f"RUN lists `{command}`, which has placeholders or optional parts: fill them in (FILL)."
+                 for command in RUN if "[" in command or any(PLACEHOLDER.fullmatch(w) for w in command.split())]
+    return problems
+
+
+def missing_tests(names: list[str]) -> list[str]:
+    """The `path::test_name`s that name no test function."""
+    missing = []
+    for name in names:
+        path, _, function = name.partition("::")
+        try:
+            module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+        except ImportError as error:
+            missing.append(f"{name}: {error}")
+            continue
+        if not (function.startswith("test_") and inspect.isfunction(getattr(module, function, None))):
+            missing.append(f"{name}: {path} has no test function {function}")
+    return missing
+
+
+def test_the_parser_reads_shell_blocks_the_commands_table_and_commands_in_the_text():
+    text = ("```\n.venv/bin/python manage.py invite --packet x  # a comment\n\n# a comment line\nmake run\n```\n"
+            "```text\nLog in at http://127.0.0.1:8000/ with:\n```\n"
+            "Run `make\nstatus`, or `TAKEHOME_PORT=8001 make run`; the `manage.py` file, `gate.py red`, `--warm 0`.\n"
+            "## Commands\n\n| command | what it does |\n|---|---|\n"
+            "| `manage.py regrade ID... \\| --errored` | grade again; see `manage.py check` |\n")
+    assert readme_commands(text) == [
+        Shown(".venv/bin/python manage.py invite --packet x", 2, "block"), Shown("make run", 5, "block"),
+        Shown("make status", 10, "text"), Shown("TAKEHOME_PORT=8001 make run", 11, "text"),
+        Shown("manage.py regrade ID... | --errored", 16, "table"), Shown("manage.py check", 16, "text")]
+
+
+def test_a_form_of_the_commands_table_is_run_in_each_of_its_ways():
+    values = {**PLACEHOLDERS, "ID...": "7", "NAME": "Grace Hopper"}
+    assert filled_forms("manage.py regrade ID... | --packet SLUG [--packet-version N] | --errored [--dry-run]",
+                        values) == [".venv/bin/python manage.py regrade 7",
+                                    ".venv/bin/python manage.py regrade --packet refund-sum --packet-version 1",
+                                    ".venv/bin/python manage.py regrade --errored --dry-run"]
+    assert filled_forms("manage.py invite --name NAME --role recruiter|reviewer [--no-email]", values) == [
+        ".venv/bin/python manage.py invite --name 'Grace Hopper' --role recruiter --no-email"]
+
+
+def test_a_command_the_tables_miss_fails_with_what_to_do():
+    shown = [*readme_commands(README.read_text()), Shown("make deploy", 9998, "block"),
+             Shown("make run --now", 9999, "text")]
+    problems = [p for p in unaccounted(shown) if "line 999" in p]
+    assert [p.split(",")[0] for p in problems] == ["README.md line 9998 shows `make deploy`",
+                                                   "README.md line 9999 shows `make run --now`"], problems
+    assert "Add it to one of its tables: RUN if it runs as printed" in problems[0]
+
+
+def test_every_readme_command_is_accounted_for():
+    shown = readme_commands(README.read_text())
+    problems = unaccounted(shown)
+    assert not problems, "\n".join(problems)
+    names = sorted({name for tests in COVERED.values() for name in tests})
+    assert not missing_tests(names), "\n".join(missing_tests(names))
+    for synopsis, run in FILL.items():
+        unknown = {w for w in synopsis.replace("[", " ").replace("]", " ").split() if PLACEHOLDER.fullmatch(w)}
+        unknown -= {*PLACEHOLDERS, *run.values}
+        assert not unknown, f"FILL's `{synopsis}` has {sorted(unknown)}: give each a value in PLACEHOLDERS"
+
+
+# --- the copy of the checkout, and the commands run in it ------------------------------------------------------------
 
 def fresh_shell() -> dict:
     return {k: v for k, v in os.environ.items() if k in KEEP}
-
-
-def test_the_parser_finds_only_fenced_manage_py_lines():
-    text = ("```\n.venv/bin/python manage.py invite --packet x\nmake run\n```\n"
-            "| `manage.py seed_demo` |\n.venv/bin/python manage.py outside\n")
-    assert readme_commands(text) == [".venv/bin/python manage.py invite --packet x"]
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +390,8 @@ def checkout(tmp_path_factory):
     require(shutil.which("bwrap") is not None, "bubblewrap is not installed (apt-get install bubblewrap)")
     runner = Path(settings.GRADING_RUNNER_DIR)
     require((runner / "bin" / "python").exists(), f"{runner} is missing: run `make runner`")
+    venv = Path(sys.prefix)
+    require((venv / ".installed").exists(), f"{venv} was not installed by make (no .installed): run `make venv`")
     copy = tmp_path_factory.mktemp("checkout")
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
@@ -62,7 +401,10 @@ def checkout(tmp_path_factory):
             continue
         (copy / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, copy / name)
-    (copy / ".venv").symlink_to((ROOT / ".venv").resolve())
+    # The venv running these tests, installed by make: as in a checkout, make must find it current, not build it.
+    (copy / ".venv").symlink_to(venv)
+    installed = (venv / ".installed").stat().st_mtime
+    os.utime(copy / "requirements.txt", (installed - 60, installed - 60))
     env = fresh_shell()
     make = subprocess.run(["make", "--no-print-directory", "dotenv"], cwd=copy, env=env,
                           capture_output=True, text=True, timeout=60)
@@ -71,35 +413,116 @@ def checkout(tmp_path_factory):
     # why: building another runner virtualenv takes a minute; the one the tests use is the same.
     with (copy / ".env").open("a") as out:
         out.write(f"TAKEHOME_RUNNER_DIR={runner}\nTAKEHOME_SCRATCH_DIR={settings.GRADING_SCRATCH_DIR}\n")
-    # The venv is the checkout's, already installed: make must not try to build it in the copy.
-    setup = subprocess.run(["make", "--no-print-directory", "-o", ".venv/.installed", "db"], cwd=copy, env=env,
+    setup = subprocess.run(["make", "--no-print-directory", "db"], cwd=copy, env=env,
                            capture_output=True, text=True, timeout=300)
     assert setup.returncode == 0, setup.stdout + setup.stderr
     return copy
 
 
+def run_as_printed(checkout: Path, command: str, run: Run) -> None:
+    result = subprocess.run(command, shell=True, cwd=checkout, env=fresh_shell(), input=run.stdin,
+                            capture_output=True, text=True, timeout=300)
+    said = f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, said
+    assert "Traceback" not in result.stderr, said
+    assert re.search(run.says, result.stdout.strip(), re.M), f"expected {run.says!r} in the output of {said}"
+
+
+# One of an invitation's uploads, stored as the page stores it, for `regrade ID...`: its id is printed.
+UPLOAD = """
+from pathlib import Path
+from sessions_app.actions import _incoming, do_accept_upload, do_start_session
+from takehome.models import Invitation
+
+invitation = Invitation.objects.order_by("pk").first()
+do_start_session(invitation)
+print(do_accept_upload(invitation, _incoming(Path("submission.zip").read_bytes(), "submission.zip")).submission.pk)
+"""
+
+
+@SLOW
 def test_every_readme_command_runs_as_printed(checkout):
+    from django.conf import settings
+
     from grading.tests import corpus
 
-    commands = readme_commands((checkout / "README.md").read_text())
-    assert any(" invite " in c for c in commands) and any(" grade_zip " in c for c in commands), commands
-    corpus.zip_with_times(checkout / "submission.zip", corpus.honest_files())  # what grade_zip's line names
-    for command in commands:
-        result = subprocess.run(command, shell=True, cwd=checkout, env=fresh_shell(),
-                                capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
-        assert "Traceback" not in result.stderr, f"{command}\n{result.stderr[-3000:]}"
-        if " grade_zip " in command:
-            assert '"reference_vs_submitted"' in result.stdout  # the evidence, reruns and all
+    corpus.zip_with_times(checkout / "submission.zip", corpus.honest_files())  # what grade_zip's lines name
+    done = set()
+    for command, run in RUN.items():
+        run_as_printed(checkout, as_typed(command), run)
+        done.add(as_typed(command))
+    upload = subprocess.run([".venv/bin/python", "manage.py", "shell", "-c", UPLOAD], cwd=checkout, env=fresh_shell(),
+                            capture_output=True, text=True, timeout=120)
+    assert upload.returncode == 0, upload.stdout + upload.stderr
+    found = {"submission": upload.stdout.split()[-1], "runner": str(settings.GRADING_RUNNER_DIR)}
+    for synopsis, run in FILL.items():
+        values = {name: value.format(**found) for name, value in {**PLACEHOLDERS, **run.values}.items()}
+        for command in filled_forms(synopsis, values):
+            if command not in done:
+                run_as_printed(checkout, command, run)
+                done.add(command)
 
 
-def test_invite_prints_a_link_for_the_port_in_env(checkout):
-    result = subprocess.run(".venv/bin/python manage.py invite --packet refund-sum --name Grace "
-                            "--email grace@example.com --no-email", shell=True, cwd=checkout,
-                            env=fresh_shell(), capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1].startswith("http://127.0.0.1:8000/t/")
+@SLOW
+def test_the_benchmarks_take_every_option_the_readme_gives_them():
+    options = bench_options(README.read_text())
+    assert set(options) == {"bench/grading.py", "bench/pages.py", "bench/load.py", "bench/sessions.py"}, options
+    for bench, named in options.items():
+        usage = subprocess.run([sys.executable, bench, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert usage.returncode == 0, usage.stderr
+        unknown = {option for option in named if not re.search(rf"(^|[\s\[]){option}\b", usage.stdout, re.M)}
+        assert not unknown, f"README.md gives {bench} {sorted(unknown)}, which its --help does not know:\n{usage.stdout}"
 
+
+# --- the commands COVERED names in this file --------------------------------------------------------------------------
+
+@SLOW
+def test_runserver_serves_the_asgi_app_and_its_websockets(checkout, tmp_path):
+    """`manage.py runserver` as printed, on a free port rather than 8000, which another run may hold on this machine."""
+    from takehome.tests.test_make_run import websocket_frames
+
+    port = free_port(RUNSERVER_PORTS)
+    log = tmp_path / "runserver.log"
+    server = subprocess.Popen([".venv/bin/python", "manage.py", "runserver", f"127.0.0.1:{port}"], cwd=checkout,
+                              env=fresh_shell(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, start_new_session=True)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with opener.open(f"http://127.0.0.1:{port}/accounts/login/", timeout=10) as response:
+                    assert response.status == 200
+                    break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.5)
+        status, frames = websocket_frames(port, "/t/not-a-real-token/terminal", f"http://127.0.0.1:{port}")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # the autoreloader's child is in its group
+        server.wait(30)
+    assert status.startswith("HTTP/1.1 101"), status + log.read_text()
+    assert frames[-1][0] == 8 and int.from_bytes(frames[-1][1][:2], "big") == 4401  # closed: the link is not valid
+
+
+NETWORK_ERRORS = ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED", "ECONNRESET")
+
+
+@SLOW
+def test_make_vendor_copies_exactly_what_is_committed(checkout):
+    require(shutil.which("npm") is not None, "npm is not installed (apt-get install npm)")
+    result = subprocess.run(["make", "vendor"], cwd=checkout, env=fresh_shell(), capture_output=True, text=True,
+                            timeout=300)
+    require(not any(error in result.stderr for error in NETWORK_ERRORS),
+            f"npm's registry cannot be reached: {result.stderr[-500:]}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    made, committed = checkout / "static" / "vendor", ROOT / "static" / "vendor"
+    files = sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file())
+    assert sorted(p.relative_to(made) for p in made.rglob("*") if p.is_file()) == files
+    assert [f for f in files if (made / f).read_bytes() != (committed / f).read_bytes()] == []
+
+
+# --- make run on another port: each stops at its port check, before starting anything ----------------------------------
 
 @pytest.fixture
 def busy_port():
@@ -120,6 +543,7 @@ def make_run(checkout, *args, **env) -> str:
     return result.stdout + result.stderr
 
 
+@SLOW
 @pytest.mark.parametrize("how", ["PORT", "TAKEHOME_PORT"])
 def test_make_run_on_another_port_takes_the_links_with_it(checkout, busy_port, how):
     if how == "PORT":
@@ -133,6 +557,7 @@ def test_make_run_on_another_port_takes_the_links_with_it(checkout, busy_port, h
     assert ".env says http://127.0.0.1:8000" in output
 
 
+@SLOW
 def test_make_run_says_loudly_when_site_url_and_port_disagree(checkout, busy_port):
     output = make_run(checkout, TAKEHOME_PORT=str(busy_port), SITE_URL="http://127.0.0.1:8000")
     assert f"but the web server will listen on port {busy_port}" in output
