@@ -1,11 +1,13 @@
 #!/usr/bin/env python
-"""Measure the reviewer's pages with 10,000 (or up to 100,000) submissions stored.
+"""Measure the reviewer's and the recruiter's pages with 10,000 (or up to 100,000) submissions stored.
 
 Standalone: creates a throwaway database (SQLite in a temporary folder, or the
 scratch database named by BENCH_DATABASE_URL, whose tables it creates and
 fills), fills it with submissions, evidence and reviews, then requests the
-queue, the review page and the debrief through the whole middleware stack
-(django.test.Client, logged in as a reviewer), many times each: warm (one
+queue, the review page, the debrief and the debriefs' index (logged in as a
+reviewer), and the invitations board and the packet page with its funnel
+(as a recruiter), through the whole middleware stack (django.test.Client),
+many times each: warm (one
 request after another) and cold (before each request, one review submitted
 through the review page's views, alternately by the viewing reviewer and by
 another, which changes the viewer's queue and the debrief's agreement).
@@ -52,6 +54,9 @@ def configure(folder: Path) -> None:
 def fill(n: int, seed: int = 7) -> dict:
     """n latest submissions over three packets, evidence for the graded ones, three reviewers' reviews.
 
+    Each candidate also holds what the recruiter's desk reads: the gate's
+    receipts, an invite in the audit trail, and for one in five a decision.
+
     As candidates do, one in ten uploaded once before (an older graded upload,
     reviewed, that keeps its debrief row) and one in twenty-five sent a later
     upload that was refused (history on the review page). Every graded upload
@@ -70,10 +75,11 @@ def fill(n: int, seed: int = 7) -> dict:
     from grading.actions import do_rebuild_agreement
     from grading.models import Cell, Evidence, Mark, Review
     from grading.tests.reviewing import IDEAL
-    from sessions_app.models import Submission
-    from shared.access import REVIEWER_GROUP
+    from sessions_app.models import GateReceipt, Submission
+    from shared.access import RECRUITER_GROUP, REVIEWER_GROUP
+    from takehome import funnel
     from takehome.actions import do_load_sample_packet
-    from takehome.models import Candidate, Invitation, Packet, PacketVersion
+    from takehome.models import AuditEvent, Candidate, Decision, Invitation, Packet, PacketVersion
 
     rng = random.Random(seed)
     group, _ = Group.objects.get_or_create(name=REVIEWER_GROUP)
@@ -82,6 +88,8 @@ def fill(n: int, seed: int = 7) -> dict:
         user = User.objects.create_user(name, password="x")
         user.groups.add(group)
         reviewers.append(user)
+    recruiter = User.objects.create_user("rita", password="x")
+    recruiter.groups.add(Group.objects.get_or_create(name=RECRUITER_GROUP)[0])
     sample, _ = do_load_sample_packet(send_check=False)  # no broker here, and no candidate is graded
     packets = [sample]
     for slug in ("csv-dedupe", "date-parse"):
@@ -101,7 +109,10 @@ def fill(n: int, seed: int = 7) -> dict:
         for i, c in enumerate(candidates):
             started = now - timezone.timedelta(minutes=i, hours=2)
             inv = Invitation(candidate=c, packet_version=rng.choices(versions, weights)[0], sent_at=now,
-                             started_at=started, deadline=started + timezone.timedelta(minutes=90))
+                             created_at=started - timezone.timedelta(hours=1),
+                             opened_at=started - timezone.timedelta(minutes=5), started_at=started,
+                             submitted_at=now - timezone.timedelta(minutes=i),
+                             deadline=started + timezone.timedelta(minutes=90))
             inv.issue_token()
             invitations.append(inv)
         invitations = Invitation.objects.bulk_create(invitations, batch_size=batch)
@@ -126,6 +137,25 @@ def fill(n: int, seed: int = 7) -> dict:
              for i, inv in enumerate(invitations) if i % 25 == 0],
             batch_size=batch,
         )
+        # The gate's receipts (red, model, green; one in ten refused a red first), an invite in the
+        # audit trail each, and a decision for one in five: what the board and the funnel read.
+        receipts, events = [], []
+        for inv in invitations:
+            red_at = inv.started_at + timezone.timedelta(minutes=rng.randint(3, 50))
+            if rng.random() < 0.1:
+                receipts.append(GateReceipt(invitation=inv, step="red", accepted=False, received_at=red_at,
+                                            refusal="the run is green; the gate wants a failure"))
+            for k, step in enumerate(("red", "model", "green")):
+                receipts.append(GateReceipt(invitation=inv, step=step, received_at=red_at + timezone.timedelta(minutes=k),
+                                            log_text="1 failed in 0.03s" if step == "red" else ""))
+            events.append(AuditEvent(at=inv.created_at, actor=recruiter, actor_name=recruiter.username,
+                                     action="invite", target_type="takehome.invitation", target_id=str(inv.pk),
+                                     target_repr=str(inv.candidate.name), invitation=inv))
+        GateReceipt.objects.bulk_create(receipts, batch_size=batch)
+        AuditEvent.objects.bulk_create(events, batch_size=batch)
+        Decision.objects.bulk_create(
+            [Decision(invitation=inv, choice=rng.choice(["advance", "decline"]), decided_by=recruiter, decided_at=now)
+             for inv in invitations[::5]], batch_size=batch)
         graded = [s for s in subs if s.status == "graded"]
         full = {s.pk for s in graded[::20]}
         Evidence.objects.bulk_create(
@@ -153,6 +183,8 @@ def fill(n: int, seed: int = 7) -> dict:
             Mark.objects.bulk_create(chunk, batch_size=batch * 4)
             marks += len(chunk)
     do_rebuild_agreement()
+    for p in packets:  # the funnel's tally, as the actions would have kept it
+        funnel.rebuild(p)
     if connection.vendor == "postgresql":
         # why: a live PostgreSQL has its planner statistics from autovacuum; right after a bulk
         # fill it has none yet, and plans as if the tables were empty.
@@ -163,7 +195,7 @@ def fill(n: int, seed: int = 7) -> dict:
     reviewed_by = {}
     for r in reviews:
         reviewed_by.setdefault(r.submission_id, set()).add(r.reviewer_id)
-    return {"reviewer": reviewers[0], "other": reviewers[2],
+    return {"reviewer": reviewers[0], "other": reviewers[2], "recruiter": recruiter,
             "submissions": sorted(full), "per_packet": per_packet, "reviews": len(reviews), "marks": marks,
             "slug": sample.slug, "earlier": len(earlier), "refused": len(refused),
             "unreviewed": {
@@ -297,13 +329,25 @@ def main() -> None:
             f"debrief {slug} (page 1)": [f"/review/debrief/{slug}/"],
             f"debrief {slug} (page 100)": [deep_url(client, f"/review/debrief/{slug}/", "next", 100)],
         }
+        pages["debrief index (every packet)"] = ["/review/debrief/"]
+        # The recruiter's desk reads the same tables: the board, the packet page's funnel.
+        recruiter = Client()
+        recruiter.force_login(data["recruiter"])
+        board = f"/packets/{slug}/invitations/"
+        recruiter_pages = {
+            "invitations board (first page)": [board],
+            "invitations board (page 40)": [deep_url(recruiter, board, "next", 40)],
+            "invitations board (htmx poll)": [board],
+            f"packet page {slug} (funnel)": [f"/packets/{slug}/"],
+        }
         submit = ReviewSubmitter([data["reviewer"], data["other"]], data["unreviewed"])
         warm = {"baseline: login page": baseline}
         cold = {}
-        for name, urls in pages.items():
+        for name, urls in [*pages.items(), *recruiter_pages.items()]:
+            viewer = recruiter if name in recruiter_pages else client
             headers = {"HTTP_HX_REQUEST": "true"} if "htmx" in name else {}
-            warm[name] = measure(client, urls, args.requests, headers)
-            cold[name] = measure(client, urls, args.requests, headers, before=submit)
+            warm[name] = measure(viewer, urls, args.requests, headers)
+            cold[name] = measure(viewer, urls, args.requests, headers, before=submit)
         base95 = p95(baseline)
         print_table("page (warm)", warm, base95)
         print_table("cold (a review submitted before each)", cold, base95)

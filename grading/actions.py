@@ -12,6 +12,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from sessions_app.models import Submission
+from takehome import funnel
 from takehome.models import Invitation
 
 from .agreement import Table, pair_tables
@@ -113,6 +114,7 @@ def do_submit_review(submission: Submission, reviewer, confirmed: bool = True) -
     review.submitted_at = timezone.now()
     review.save(update_fields=["submitted_at"])
     _tally_review(review)
+    funnel.touch(submission.invitation_id)
     return review
 
 

@@ -20,13 +20,14 @@ from django.utils import timezone
 
 from sessions_app.actions import session_phase, upload_closes_at
 from sessions_app.models import GateReceipt, Submission
+from shared.paging import beyond
+from takehome import funnel
 from takehome.models import Candidate, Decision, Invitation, Packet
 
 from . import display, replay, rubric
 from .actions import TALLY_COUNTS, diff_unfolded
 from .agreement import PairAgreement, Table
 from .models import AgreementTally, Evidence, Mark, Review
-from .paging import beyond
 
 
 def candidate_label(invitation: Invitation, packet: Packet, reader: bool = False) -> str:
@@ -44,7 +45,7 @@ def queue(reviewer, packet_slug: str = "", todo: bool = True) -> QuerySet:
     """Ids of the latest submission of each invitation, newest first; `todo`: not yet submitted by the viewer.
 
     Only ids, from the submission table alone: a page is then an index walk
-    down ``uploaded_at`` (see grading.paging), each row's packet and review
+    down ``uploaded_at`` (see shared.paging), each row's packet and review
     looked up by key, and the page's 50 rows are loaded whole by
     ``load_queue_page``.
     """
@@ -453,12 +454,16 @@ def decisions_for(submissions: list[Submission]) -> dict[int, Decision]:
         invitation_id__in={s.invitation_id for s in submissions}).select_related("decided_by")}
 
 
-def debrief_index() -> QuerySet:
-    """Every packet with its counts of invitations and of candidates who uploaded, for the debriefs' index."""
-    return Packet.objects.annotate(
-        invited=Count("versions__invitations"),
-        uploaded=Count("versions__invitations", filter=Q(versions__invitations__submitted_at__isnull=False)),
-    ).order_by("title")
+def debrief_index() -> list[Packet]:
+    """Every packet with its counts of invitations and of candidates who uploaded, for the debriefs' index.
+
+    Read from each packet's funnel tally (one query a packet), not counted over its invitations.
+    """
+    packets = list(Packet.objects.only("slug", "title").order_by("title"))
+    for packet in packets:
+        counts = funnel.counts(packet)
+        packet.invited, packet.uploaded = counts["invited"], counts["submitted"]
+    return packets
 
 
 def pair_agreements(packet: Packet) -> dict[str, list[PairAgreement]]:

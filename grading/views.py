@@ -21,11 +21,12 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
 
 from sessions_app.models import Submission
+from shared import paging
 from shared.access import desk_required, marker_required, reads_only
 from shared.http import htmx_redirect
 from takehome.models import Decision, Packet
 
-from . import actions, pages, paging
+from . import actions, pages
 from .models import CELLS_BEFORE_DIFF, Cell
 
 QUEUE_PAGE_SIZE = 50

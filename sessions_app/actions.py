@@ -29,6 +29,7 @@ from django.utils import timezone
 from grading import lifecycle
 from grading.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
 from shared.words import counted
+from takehome import funnel
 from takehome.models import Invitation, PacketVersion, effective_policy
 
 from .models import GateReceipt, ModelExchange, Submission, Workspace
@@ -165,7 +166,9 @@ def do_open_invitation(invitation: Invitation) -> None:
     """The candidate opened the link: remember the first time."""
     if invitation.opened_at is None:
         now = timezone.now()
-        Invitation.objects.filter(pk=invitation.pk, opened_at__isnull=True).update(opened_at=now)
+        with transaction.atomic():
+            if Invitation.objects.filter(pk=invitation.pk, opened_at__isnull=True).update(opened_at=now):
+                funnel.touch(invitation.pk)
         invitation.opened_at = now
 
 
@@ -185,6 +188,7 @@ def do_start_session(invitation: Invitation) -> bool:
     locked.deadline = now + invitation.packet_version.time_limit
     locked.opened_at = locked.opened_at or now
     locked.save(update_fields=["started_at", "deadline", "opened_at"])
+    funnel.touch(locked.pk)
     invitation.started_at, invitation.deadline, invitation.opened_at = (
         locked.started_at, locked.deadline, locked.opened_at)
     return True
@@ -279,6 +283,8 @@ def do_record_gate_step(invitation: Invitation, step: str, report: GateReport,
             tree_hashes=dict(report.tree_hashes),
             captured_by=captured_by,
         )
+        if receipt.accepted and step == Step.RED:
+            funnel.touch(invitation.pk)
     if late is not None:
         late.receipt = receipt
         raise late
@@ -302,6 +308,7 @@ def do_record_model_exchange(invitation: Invitation, **fields) -> ModelExchange:
                            if m.get("role") == "user" and isinstance(m.get("content"), str)), "")
             GateReceipt.objects.create(invitation=invitation, step=Step.MODEL, received_at=exchange.at,
                                        log_text=prompt[-LOG_LIMIT:])
+        funnel.touch(invitation.pk)
     return exchange
 
 
@@ -392,6 +399,7 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             locked.submitted_at = now
             locked.save(update_fields=["submitted_at"])
             invitation.submitted_at = now
+            funnel.touch(locked.pk)
             # Older uploads not yet being graded are not graded; this one is sent once the upload commits.
             result = UploadResult(submission, receipt, lifecycle.request_grading(submission))
             # why last: moving the file is the one step a rollback cannot undo, so it

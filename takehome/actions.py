@@ -22,6 +22,7 @@ from grading.archive import Limits, UnsafeArchive, safe_extract
 from grading.spec import DECOY_NAME_RE, SAMPLE_PACKET_DIR, SAMPLE_PACKETS_DIR, join_decoys, load_spec_dir, split_decoys
 from shared.words import counted
 
+from . import funnel
 from .audit import record
 from .invites import InviteRow
 from .models import Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
@@ -456,6 +457,7 @@ def do_invite_candidates(
         invitation.issue_token()
         invitation.save()
         record(user, "invite", invitation, f"to {version}" + (", link emailed" if send else ", link not emailed"))
+        funnel.touch(invitation.pk)
         created.append(NewInvitation(invitation, invitation.link()))
     if send:
         ids = [new.invitation.pk for new in created]
@@ -591,4 +593,5 @@ def do_decide(invitation: Invitation, outcome: str, note: str, actor) -> Decisio
     )
     label = Decision.Choice(outcome).label
     record(actor, "decision", locked, label + (f": {note}" if note else ""))
+    funnel.touch(locked.pk)
     return decision

@@ -5,6 +5,7 @@ from django.utils.html import format_html
 from shared.admin import ChangedInTheApp
 
 from .models import AuditEvent, Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
+from .pages import board_url_for
 from .team import admin as team_admin  # noqa: F401  (the accounts' and groups' pages)
 
 
@@ -81,9 +82,8 @@ class CandidateAdmin(admin.ModelAdmin):
 
 def board_link(invitation: Invitation) -> str:
     """The invitation's row on its packet's invitations board, where it is resent, revoked, extended and decided."""
-    url = reverse("takehome:invitation-board", args=[invitation.packet.slug])
-    return format_html('<a href="{}#invitation-{}">the invitations board of {}</a>',
-                       url, invitation.pk, invitation.packet.title)
+    return format_html('<a href="{}">the invitations board of {}</a>', board_url_for(invitation),
+                       invitation.packet.title)
 
 
 @admin.register(Invitation)

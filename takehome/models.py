@@ -278,7 +278,7 @@ class Candidate(models.Model):
 
     class Meta:
         ordering = ["name"]
-        # why: the debrief pages through candidates by name (grading.paging), at any depth.
+        # why: the debrief pages through candidates by name (shared.paging), at any depth.
         indexes = [models.Index(fields=["name", "id"], name="candidate_name")]
 
     def __str__(self) -> str:
@@ -348,6 +348,8 @@ class Invitation(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # why: the invitations board pages by keyset on (created_at, id), newest first.
+        indexes = [models.Index(fields=["created_at", "id"], name="invitation_created")]
 
     def __str__(self) -> str:
         return f"{self.candidate.name} for {self.packet_version}"
@@ -481,6 +483,32 @@ class AuditEvent(models.Model):
         if self.pk is not None:
             raise ImmutableRowError("Audit events are append-only.")
         super().save(*args, **kwargs)
+
+
+class FunnelTally(models.Model):
+    """One counter of a packet's funnel (invited, opened, red_le_5, ...), kept by takehome.funnel."""
+
+    packet = models.ForeignKey(Packet, on_delete=models.CASCADE, related_name="funnel_tally")
+    counter = models.CharField(max_length=40)
+    n = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["packet", "counter"], name="funnel_tally_counter")]
+
+    def __str__(self) -> str:
+        return f"{self.packet_id} {self.counter}={self.n}"
+
+
+class FunnelEntry(models.Model):
+    """What one invitation adds to its packet's funnel now, so a change adds only the difference."""
+
+    invitation = models.OneToOneField(Invitation, on_delete=models.CASCADE, primary_key=True,
+                                      related_name="funnel_entry")
+    packet = models.ForeignKey(Packet, on_delete=models.CASCADE, related_name="+")
+    counts = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"invitation {self.invitation_id}: {self.counts}"
 
 
 def effective_policy(version: PacketVersion) -> str:

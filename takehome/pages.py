@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import timedelta
 
-from django.db.models import Count, F, Max, Min, Q, Sum
+from django.db.models import Count
+from django.urls import reverse
 
 from grading.models import Mark, Review
-from sessions_app.models import GateReceipt, ModelExchange, Submission
+from sessions_app.models import Submission
+from shared.paging import beyond
 
 from . import charts
+from . import funnel as tally
 from .models import AuditEvent, Decision, Invitation, Packet
 
 
@@ -32,15 +34,39 @@ class BoardRow:
     events: list = field(default_factory=list)  # AuditEvents, newest first
 
 
-def board_rows(packet: Packet) -> list[BoardRow]:
-    """The board's rows, newest invitation first, with grading status, reviews, disagreement, decision, history.
+BOARD_PAGE_SIZE = 50  # candidates a page of the invitations board
 
-    Five queries in all: the invitations (with their decision), their uploads
-    under review, the submitted reviews counted per upload, the uploads whose
-    reviewers disagree, and the audit events.
+
+def board_invitations(packet: Packet):
+    """Every invitation to any version of the packet: the board's list, paged by keyset on its creation time."""
+    return Invitation.objects.filter(packet_version__packet=packet)
+
+
+def board_url_for(invitation: Invitation) -> str:
+    """The address of the board's page that shows this invitation's row, at the row.
+
+    The first page when the row is there; otherwise the page that starts at
+    it (after the invitation just newer), so an action taken on page 40, or a
+    link from elsewhere, lands on the row itself.
     """
-    invitations = list(Invitation.objects.for_board().filter(packet_version__packet=packet).select_related(
-        "decision__decided_by"))
+    url = reverse("takehome:invitation-board", kwargs={"slug": invitation.packet.slug})
+    newer = beyond(board_invitations(invitation.packet), "created_at", invitation.created_at, invitation.pk,
+                   lower=False)
+    if newer.order_by()[:BOARD_PAGE_SIZE].count() == BOARD_PAGE_SIZE:
+        url += f"?after={newer.order_by('created_at', 'pk').values_list('pk', flat=True).first()}"
+    return f"{url}#invitation-{invitation.pk}"
+
+
+def board_rows(ids: list[int]) -> list[BoardRow]:
+    """One page of the board (invitation ids in the page's order), with grading, reviews, disagreement, decision, history.
+
+    Five queries in all, whatever the packet holds: the invitations (with
+    their decision), their uploads under review, the submitted reviews counted
+    per upload, the uploads whose reviewers disagree, and the audit events.
+    """
+    found = {inv.pk: inv for inv in Invitation.objects.for_board().filter(pk__in=ids).select_related(
+        "decision__decided_by")}
+    invitations = [found[pk] for pk in ids if pk in found]
     rows = {inv.pk: BoardRow(inv) for inv in invitations}
     for inv in invitations:
         try:
@@ -81,68 +107,28 @@ FUNNEL_STEPS = (
     ("reviewed", "Reviewed"),
     ("decided", "Decided"),
 )
-# Bucket edges, in minutes, of the two time distributions; the last bucket is open-ended.
-TIME_TO_RED_EDGES = (5, 10, 15, 20, 30, 45, 60)
-TIME_ON_TASK_EDGES = (15, 30, 45, 60, 75, 90, 120)
-
-
 def funnel(packet: Packet) -> dict:
-    """The packet's funnel, time distributions and model window use, counted by the database: seven queries.
+    """The packet's funnel, time distributions and model window use, read from its tally (takehome.funnel).
 
     Every candidate invited to any version of the packet counts, revoked ones
     included (they were invited). "Red run witnessed" is an accepted red
     receipt from the gate; "graded" an upload under review that was graded;
     "reviewed" one with at least one submitted review; "decided" a recorded
     advance or decline. Time to red runs from Start to the first accepted red
-    receipt; time on task from Start to the latest upload. Each distribution is
-    counted as "at most N minutes" per edge, in the same query as its step,
-    and the buckets are the differences. The model window: how many candidates
-    sent at least one request through it, the requests (failed ones too) and
-    the tokens in and out.
+    receipt; time on task from Start to the latest upload. The model window:
+    how many candidates sent at least one request through it, the requests
+    (failed ones too) and the tokens in and out.
     """
-    # why one grouped query per table and no correlated subquery per invitation: a subquery
-    # referenced by each of the edges' filters is run again for each of them (measured: 15 s
-    # for 5,000 candidates on PostgreSQL); these are plain scans of the packet's rows.
-    invitations = Invitation.objects.filter(packet_version__packet=packet)
-    counts = invitations.aggregate(
-        invited=Count("pk"),
-        opened=Count("pk", filter=Q(opened_at__isnull=False)),
-        started=Count("pk", filter=Q(started_at__isnull=False)),
-        submitted=Count("pk", filter=Q(submitted_at__isnull=False)),
-    )
-    # why grouped by invitation: it makes the database compute each time on task once, in a derived
-    # table, instead of once per edge (SQLite does date arithmetic in a Python function: 0.4 s per 5,000).
-    on_task = invitations.values("pk").annotate(task=Max("submitted_at") - Max("started_at"))
-    counts.update(on_task.aggregate(
-        task_timed=Count("pk", filter=Q(task__isnull=False)),
-        **{f"task_le_{edge}": Count("pk", filter=Q(task__lte=timedelta(minutes=edge))) for edge in TIME_ON_TASK_EDGES},
-    ))
-    # One row per invitation with an accepted red receipt: its delay from Start (None when not started).
-    reds = (GateReceipt.objects.filter(step=GateReceipt.Step.RED, accepted=True,
-                                       invitation__packet_version__packet=packet)
-            .values("invitation_id", "invitation__started_at")
-            .annotate(delay=Min("received_at") - F("invitation__started_at")))
-    counts.update(reds.aggregate(
-        red=Count("invitation_id"),
-        red_timed=Count("invitation_id", filter=Q(delay__isnull=False)),
-        **{f"red_le_{edge}": Count("invitation_id", filter=Q(delay__lte=timedelta(minutes=edge)))
-           for edge in TIME_TO_RED_EDGES},
-    ))
-    latest = Submission.objects.latest_per_invitation().filter(invitation__packet_version__packet=packet)
-    counts["graded"] = latest.filter(status=Submission.Status.GRADED).count()
-    counts["reviewed"] = (Review.objects.submitted().filter(submission__in=latest)
-                          .values("submission_id").distinct().count())
-    counts["decided"] = (Decision.objects.filter(invitation__packet_version__packet=packet)
-                         .exclude(choice=Decision.Choice.UNDECIDED).count())
-    model = ModelExchange.objects.filter(invitation__packet_version__packet=packet).aggregate(
-        candidates=Count("invitation_id", distinct=True), requests=Count("pk"),
-        tokens_in=Sum("tokens_in", default=0), tokens_out=Sum("tokens_out", default=0))
+    counts = tally.counts(packet)
+    model = {"candidates": counts["model_candidates"], "requests": counts["model_requests"],
+             "tokens_in": counts["model_tokens_in"], "tokens_out": counts["model_tokens_out"]}
     steps = [(key, label, counts[key]) for key, label in FUNNEL_STEPS]
-    to_red = charts.histogram(
-        charts.buckets(TIME_TO_RED_EDGES, [counts[f"red_le_{e}"] for e in TIME_TO_RED_EDGES], counts["red_timed"]))
-    on_task = charts.histogram(
-        charts.buckets(TIME_ON_TASK_EDGES, [counts[f"task_le_{e}"] for e in TIME_ON_TASK_EDGES], counts["task_timed"]))
+    to_red = charts.histogram(charts.buckets(
+        tally.TIME_TO_RED_EDGES, [counts[f"red_le_{e}"] for e in tally.TIME_TO_RED_EDGES], counts["red_timed"]))
+    on_task = charts.histogram(charts.buckets(
+        tally.TIME_ON_TASK_EDGES, [counts[f"task_le_{e}"] for e in tally.TIME_ON_TASK_EDGES], counts["task_timed"]))
     return {
+        "invited": counts["invited"],
         "steps": steps,
         "funnel_chart": charts.funnel_chart(steps),
         # (id, title, chart, what is measured)

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from grading.requirements import requirement_names
+from shared import paging
 from shared.access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, recruiter_required
 from shared.http import htmx_redirect
 from shared.models import WorkerHeartbeat
@@ -22,6 +23,8 @@ from . import actions, pages
 from .forms import DecisionForm, ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
 from .models import Decision, Invitation, Packet, PacketFile, PacketVersion, effective_policy
 from .packet_zip import export_zip
+
+BOARD_PAGE_SIZE = pages.BOARD_PAGE_SIZE
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -108,7 +111,6 @@ def packet_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "versions": packet.versions.order_by("-number"),
             "groups": groups,
             "shown": shown,
-            "invitation_count": Invitation.objects.filter(packet_version__packet=packet).count(),
             "check": check,
             "funnel": pages.funnel(packet),
             "requirement_count": len(requirement_names(version.requirements)),
@@ -258,11 +260,20 @@ def packet_invite(request: HttpRequest, slug: str) -> HttpResponse:
 @recruiter_required
 def invitation_board(request: HttpRequest, slug: str) -> HttpResponse:
     packet = get_object_or_404(Packet, slug=slug)
+    page = paging.keyset_page(pages.board_invitations(packet), "created_at", True, BOARD_PAGE_SIZE, request.GET)
     template = "takehome/invitation_board.html"
     if request.htmx:
         template += "#invitation-rows"
-    return render(request, template, {"packet": packet, "rows": pages.board_rows(packet),
-                                      "decision_choices": Decision.Choice.choices})
+    return render(request, template, {
+        "packet": packet, "page": page, "rows": pages.board_rows(page.ids),
+        "decision_choices": Decision.Choice.choices,
+        # The first page polls its bare address, so a new invitation comes in; a later page keeps its place.
+        "poll_query": "" if not page.has_previous else request.GET.urlencode(),
+    })
+
+
+def _back_to_board(request: HttpRequest, invitation: Invitation) -> HttpResponse:
+    return htmx_redirect(request, pages.board_url_for(invitation))
 
 
 def _invitation(pk: int) -> Invitation:
@@ -278,7 +289,7 @@ def invitation_resend(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         actions.do_resend_invitation(invitation, request.user)
         messages.success(request, f"Sent the link to {invitation.candidate.email} again.")
-    return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
+    return _back_to_board(request, invitation)
 
 
 @require_POST
@@ -287,7 +298,7 @@ def invitation_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     invitation = _invitation(pk)
     actions.do_revoke_invitation(invitation, request.user)
     messages.success(request, f"The link for {invitation.candidate.name} no longer works.")
-    return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
+    return _back_to_board(request, invitation)
 
 
 @require_POST
@@ -308,7 +319,7 @@ def invitation_extend(request: HttpRequest, pk: int) -> HttpResponse:
                 request,
                 f"{invitation.candidate.name} now has until {invitation.deadline:%Y-%m-%d %H:%M} UTC.",
             )
-    return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
+    return _back_to_board(request, invitation)
 
 
 @require_POST
@@ -330,4 +341,4 @@ def invitation_decide(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(request, f"Decision for {invitation.candidate.name}: {decision.get_choice_display()}.")
     if request.POST.get("back") == "debrief":
         return htmx_redirect(request, "grading:debrief-detail", slug=invitation.packet.slug)
-    return htmx_redirect(request, "takehome:invitation-board", slug=invitation.packet.slug)
+    return _back_to_board(request, invitation)

@@ -11,10 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from grading import paging
 from grading.pages import next_in_queue
 from grading.tests.reviewing import make_submission, score, upload_again
 from sessions_app.models import Submission
+from shared import paging
 from takehome.models import Candidate, Invitation, Packet, PacketVersion
 
 pytestmark = pytest.mark.django_db

@@ -24,7 +24,7 @@ def test_a_recruiter_records_a_decision_on_the_board(recruiter_client, recruiter
     decision = Decision.objects.get(invitation=invitation)
     assert (decision.choice, decision.note, decision.decided_by) == ("advance", "strong test", recruiter)
     html = response.content.decode()
-    assert response.redirect_chain[-1][0].endswith("/invitations/")
+    assert response.redirect_chain[-1][0].endswith(f"/invitations/#invitation-{invitation.pk}")
     assert 'data-decision="advance"' in html and "by rita" in html and "strong test" in html
     event = AuditEvent.objects.get(action="decision")
     assert event.actor == recruiter and event.invitation == invitation and "Advance: strong test" in event.detail

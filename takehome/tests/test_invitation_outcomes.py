@@ -72,3 +72,66 @@ def test_the_clock_column_says_invited_started_and_deadline(recruiter_client, in
     do_start_session(invitation)
     cell = recruiter_client.get(board).content.decode().split('class="when"')[1].split("</td>")[0]
     assert "data-invited" in cell and "data-started" in cell and "data-deadline" in cell
+
+
+def board_pages(client, url: str) -> list[list[int]]:
+    """Every page of the board, newest first, followed by its Older links: the invitation ids of each."""
+    import re
+
+    pages, address = [], url
+    while True:
+        html = client.get(address).content.decode()
+        pages.append([int(pk) for pk in re.findall(r'<tr data-invitation="(\d+)"', html)])
+        older = re.search(r'<a href="([^"]*)" rel="next">', html)
+        if not older:
+            return pages
+        address = url + older.group(1).replace("&amp;", "&")
+
+
+def many_invitations(sample_packet, n: int) -> list:
+    """n invitations, a minute apart, oldest first."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from takehome.tests.factories import InvitationFactory
+
+    start = timezone.now() - timedelta(days=1)
+    return [InvitationFactory(packet_version=sample_packet.latest_version(), created_at=start + timedelta(minutes=i))
+            for i in range(n)]
+
+
+def test_the_board_is_paged_and_every_candidate_is_on_exactly_one_page(recruiter_client, sample_packet):
+    from takehome.views import BOARD_PAGE_SIZE
+
+    invitations = many_invitations(sample_packet, BOARD_PAGE_SIZE + 7)
+    pages = board_pages(recruiter_client, f"/packets/{sample_packet.slug}/invitations/")
+    assert [len(p) for p in pages] == [BOARD_PAGE_SIZE, 7]
+    assert sum(pages, []) == [inv.pk for inv in reversed(invitations)]  # newest first, none twice
+    html = recruiter_client.get(f"/packets/{sample_packet.slug}/invitations/").content.decode()
+    assert f"{BOARD_PAGE_SIZE + 7} candidates" in html
+
+
+def test_a_later_page_polls_itself_and_the_first_polls_for_new_invitations(recruiter_client, sample_packet):
+    from takehome.views import BOARD_PAGE_SIZE
+
+    invitations = many_invitations(sample_packet, BOARD_PAGE_SIZE + 1)
+    board = f"/packets/{sample_packet.slug}/invitations/"
+    first = recruiter_client.get(board).content.decode()
+    assert f'hx-get="{board}"' in first
+    second_page = f"{board}?after={invitations[1].pk}"
+    second = recruiter_client.get(second_page, headers={"HX-Request": "true"}).content.decode()
+    assert f'hx-get="{second_page}"' in second and f'data-invitation="{invitations[0].pk}"' in second
+
+
+def test_acting_on_a_row_of_a_later_page_comes_back_to_that_row(recruiter_client, sample_packet):
+    from takehome.views import BOARD_PAGE_SIZE
+
+    invitations = many_invitations(sample_packet, BOARD_PAGE_SIZE + 5)
+    board = f"/packets/{sample_packet.slug}/invitations/"
+    oldest, newest = invitations[0], invitations[-1]
+    response = recruiter_client.post(f"/packets/invitations/{oldest.pk}/decide", {"outcome": "advance", "note": ""})
+    assert response.status_code == 302 and response["Location"] == f"{board}?after={invitations[1].pk}#invitation-{oldest.pk}"
+    assert f'data-invitation="{oldest.pk}"' in recruiter_client.get(response["Location"]).content.decode()
+    response = recruiter_client.post(f"/packets/invitations/{newest.pk}/decide", {"outcome": "advance", "note": ""})
+    assert response["Location"] == f"{board}#invitation-{newest.pk}"  # on the first page: the first page

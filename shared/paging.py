@@ -1,4 +1,4 @@
-"""Keyset pages for the reviewer's long lists: the queue and the debrief.
+"""Keyset pages for the long lists: the review queue, the debrief and the invitations board.
 
 A page is found from the row it follows (or precedes) in the list's order,
 never by an offset, so page 500 costs what page 1 costs: an index walk from
