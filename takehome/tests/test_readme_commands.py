@@ -192,7 +192,7 @@ RUN = {
 }
 PLACEHOLDERS = {
     "SLUG": "refund-sum", "N": "1", "FILE.zip": "refund-sum.zip", "PATH": "submission.zip", "NAME": "Grace Hopper",
-    "EMAIL": "grace@example.com", "S": "5", "ID...": "{submission}",
+    "EMAIL": "grace@example.com", "S": "5", "ID...": "{submission}", "SLUG...": "refund-sum",
 }
 # The Commands table's forms with placeholders or options, filled from PLACEHOLDERS and run after RUN, in this order.
 FILL = {
@@ -207,6 +207,7 @@ FILL = {
     "manage.py regrade ID... | --packet SLUG [--packet-version N] | --errored [--dry-run]": Run(r"for grading again|nothing sent"),
     ".venv/bin/python -m grading.runner PATH": Run(r"^runner ready: ", values={"PATH": "{runner}"}),
     "manage.py serve_workspaces [--sweep-every S] [--once]": Run(),
+    "manage.py rebuild_funnel [SLUG...]": Run(r"^refund-sum: \d+ invited, counted again\.$"),
 }
 MAKE_RUN = ("takehome/tests/test_make_run.py::test_stopping_make_run_leaves_no_process_behind_and_no_error",
             "takehome/tests/test_make_run.py::test_a_killed_worker_is_restarted_while_the_web_server_keeps_answering")
