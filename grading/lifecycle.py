@@ -69,7 +69,9 @@ def _move(submission: Submission, wanted: str, allowed_from: tuple[str, ...], **
     submission.status, submission.status_changed_at = wanted, now
     for name, value in fields.items():
         setattr(submission, name, value)
-    funnel.touch(submission.invitation_id)  # "graded" counts the upload under review
+    # why here: "graded" counts the upload under review; the funnel is worked out once the transaction
+    # commits, so a change of that upload later in the same transaction (settle_latest) is seen too.
+    funnel.touch(submission.invitation_id)
 
 
 def _lock(submission_id: int) -> Submission:
@@ -85,7 +87,6 @@ def _hand_over_latest(submission: Submission) -> Submission | None:
     """After a refusal: move the flag to the latest accepted upload; returns it when it must be graded."""
     chosen = Submission.objects.settle_latest(submission.invitation_id)
     submission.is_latest = chosen is not None and chosen.pk == submission.pk
-    funnel.touch(submission.invitation_id)  # the upload under review may have changed
     if chosen is None or chosen.status != S.SUPERSEDED:
         return None
     # why: accepted work must never sit ungraded under review; grading it is
@@ -457,7 +458,6 @@ def regrade(submission_id: int, dry_run: bool = False, actor=None, via: str = "m
         _move(submission, S.QUEUED, (S.GRADED, S.REJECTED, S.ERROR), grading_sent_at=None, grading_task_id="")
         # why: a refused upload that is queued again counts as accepted work until it is graded.
         Submission.objects.settle_latest(submission.invitation_id)
-        funnel.touch(submission.invitation_id)
         send_after_commit(submission)
         audit.record(actor, "regrade", submission, f"was {before}; from {via}")
     return Regrade(submission_id, "sent", f"{said} {before}, sent for grading again")

@@ -166,9 +166,8 @@ def do_open_invitation(invitation: Invitation) -> None:
     """The candidate opened the link: remember the first time."""
     if invitation.opened_at is None:
         now = timezone.now()
-        with transaction.atomic():
-            if Invitation.objects.filter(pk=invitation.pk, opened_at__isnull=True).update(opened_at=now):
-                funnel.touch(invitation.pk)
+        if Invitation.objects.filter(pk=invitation.pk, opened_at__isnull=True).update(opened_at=now):
+            funnel.touch(invitation.pk)
         invitation.opened_at = now
 
 

@@ -457,8 +457,8 @@ def do_invite_candidates(
         invitation.issue_token()
         invitation.save()
         record(user, "invite", invitation, f"to {version}" + (", link emailed" if send else ", link not emailed"))
-        funnel.touch(invitation.pk)
         created.append(NewInvitation(invitation, invitation.link()))
+    funnel.touch(*(new.invitation.pk for new in created))
     if send:
         ids = [new.invitation.pk for new in created]
         transaction.on_commit(lambda: [do_send_invitation(Invitation.objects.get(pk=pk)) for pk in ids])

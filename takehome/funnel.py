@@ -5,17 +5,23 @@ opened, started, red run witnessed with its delay, submitted with its time on
 task, graded, reviewed, decided, and its use of the model window). Counting
 them across 70,000 candidates on every view of the packet page took seconds,
 so the counts are kept instead: every action that changes what an invitation
-contributes calls ``touch(invitation_id)`` inside its transaction, which
-works out the invitation's counters afresh from its own rows, compares them
-with what it contributed before (its ``FunnelEntry``) and adds the difference
-to the packet's ``FunnelTally``. Working them out afresh each time makes a
-touch idempotent: touching too often costs a few small queries, never a
-wrong count. A packet whose tally was never built (an install from before
-the tally, or after ``manage.py rebuild_funnel``) is built on first read,
-with grouped queries over its rows.
+contributes calls ``touch(invitation_id)``. Once its transaction has
+committed, the invitation's counters are worked out afresh from its own rows,
+compared with what it contributed before (its ``FunnelEntry``), and the
+difference is added to the packet's ``FunnelTally``. Working them out afresh
+makes an update idempotent: touching too often costs a few small queries,
+never a wrong count. A packet whose tally was never built is built after
+``migrate`` (takehome.apps) or, failing that, on first read; a deletion, which
+no action sees, has every packet counted again.
+
+Locks, since the tally's rows are shared by every candidate of a packet: an
+update runs after the changing transaction, in one of its own that takes the
+invitations' rows (in id order), then, on PostgreSQL, a shared advisory lock
+per packet, then the tally's rows in the counters' order; a build takes that
+advisory lock exclusively. Nothing waits on anything in another order.
 
 The counters an invitation contributes are decided by one pure function,
-``counters()``, for a touch and a rebuild alike.
+``counters()``, for an update and a build alike.
 """
 
 from __future__ import annotations
@@ -24,8 +30,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
-from django.db.models import Count, F, Min, Sum
+from django.db import connection, transaction
+from django.db.models import Count, F, Min, QuerySet, Sum
 
 from .models import Decision, FunnelEntry, FunnelTally, Invitation, Packet
 
@@ -84,24 +90,35 @@ def _timed(prefix: str, delay: timedelta, edges: tuple[int, ...]) -> dict[str, b
 
 
 def forget_all(**_) -> None:
-    """Have every packet's tally counted again on its next read.
+    """Have every packet's tally counted again on its next read, once the current transaction commits.
 
     Connected to the deletion of every row the funnel counts (takehome.apps):
     a deletion (an erasure of a candidate, say) goes through no action, so
-    nothing could say what it took away. Deletions are rare; a rebuild reads
-    a packet's rows once.
+    nothing could say what it took away. Deletions are rare; a build reads a
+    packet's rows once. Many deletions in one transaction forget once.
     """
-    FunnelTally.objects.filter(counter=BUILT).delete()
+    if any(getattr(func, "funnel_forget", False) for func in _after_commit()):
+        return
+
+    def forget() -> None:
+        forget.done = True
+        with transaction.atomic():
+            for pk in Packet.objects.order_by("pk").values_list("pk", flat=True):
+                _lock_packet(pk, shared=False)  # why: a build under way finishes first, then is forgotten
+            FunnelTally.objects.filter(counter=BUILT).delete()
+
+    forget.funnel_forget = True
+    transaction.on_commit(forget, robust=True)
 
 
 # --- reading ----------------------------------------------------------------------------------
 
 
 def counts(packet: Packet) -> dict[str, int]:
-    """The packet's funnel counters (missing ones are 0): one query, after the first build."""
+    """The packet's funnel counters (missing ones are 0): one query, once built."""
     found = dict(FunnelTally.objects.filter(packet=packet).values_list("counter", "n"))
     if BUILT not in found:
-        rebuild(packet)
+        build(packet)
         found = dict(FunnelTally.objects.filter(packet=packet).values_list("counter", "n"))
     found.pop(BUILT, None)
     return defaultdict(int, found)
@@ -110,69 +127,102 @@ def counts(packet: Packet) -> dict[str, int]:
 # --- keeping it ------------------------------------------------------------------------------
 
 
-def touch(invitation_id: int) -> None:
-    """Bring one invitation's part of its packet's funnel up to date; call it inside the changing transaction.
+def touch(*invitation_ids: int) -> None:
+    """Have these invitations' part of their packets' funnels brought up to date once the transaction commits.
 
-    Takes the packet's row lock first, so touches of one packet (and a
-    rebuild) queue instead of racing on its tally rows. Does nothing while the
-    packet's tally was never built: the build will count this invitation.
+    why after the commit, in a transaction of its own: inside the changing
+    transaction the tally's rows would be held while it runs on (an upload
+    storing its file) and taken after locks other writers take in another
+    order. A crash between the commit and the update leaves the invitation's
+    old counters until its next change or ``manage.py rebuild_funnel``.
+    Outside a transaction it runs at once; touched again in the same
+    transaction, an invitation is updated once.
+    """
+    ids = set(invitation_ids)
+    for func in _after_commit():
+        ids -= getattr(func, "funnel_invitations", set())
+    if not ids:
+        return
+
+    def update() -> None:
+        update.done = True
+        refresh(ids)
+
+    update.funnel_invitations, update.done = ids, False
+    transaction.on_commit(update, robust=True)
+
+
+def _after_commit() -> list:
+    """The functions the current transaction will still run once it commits (none outside a transaction)."""
+    conn = transaction.get_connection()
+    if not conn.in_atomic_block:
+        return []
+    return [entry[1] for entry in conn.run_on_commit if not getattr(entry[1], "done", False)]
+
+
+def refresh(invitation_ids) -> None:
+    """Work these invitations' counters out afresh and add what changed to their packets' tallies, now.
+
+    Does nothing for a packet whose tally was never built: its build will count them.
     """
     with transaction.atomic():
-        packet_id = Invitation.objects.values_list("packet_version__packet_id", flat=True).get(pk=invitation_id)
-        # why the packet's row: the one lock that orders every writer of this packet's tally.
-        Packet.objects.select_for_update().filter(pk=packet_id).values_list("pk", flat=True).first()
-        if not FunnelTally.objects.filter(packet_id=packet_id, counter=BUILT).exists():
-            return
-        entry = FunnelEntry.objects.filter(invitation_id=invitation_id).first()
+        locked = list(Invitation.objects.select_for_update(of=("self",)).filter(pk__in=list(invitation_ids))
+                      .order_by("pk").values_list("pk", "packet_version__packet_id"))
+        per_packet: dict[int, list[int]] = defaultdict(list)
+        for pk, packet_id in locked:
+            per_packet[packet_id].append(pk)
+        for packet_id, pks in sorted(per_packet.items()):
+            _lock_packet(packet_id, shared=True)
+            if FunnelTally.objects.filter(packet_id=packet_id, counter=BUILT).exists():
+                _apply(packet_id, pks)
+
+
+def _apply(packet_id: int, pks: list[int]) -> None:
+    facts = all_facts(Invitation.objects.filter(pk__in=pks))
+    entries = {e.invitation_id: e for e in FunnelEntry.objects.filter(invitation_id__in=pks)}
+    delta: dict[str, int] = defaultdict(int)
+    new, changed = [], []
+    for pk in pks:
+        after = counters(facts[pk])
+        entry = entries.get(pk)
         before = entry.counts if entry is not None else {}
-        after = counters(facts_of(invitation_id))
         if after == before:
-            return
-        _add(packet_id, {name: after.get(name, 0) - before.get(name, 0) for name in {*before, *after}})
-        if entry is None:
-            FunnelEntry.objects.create(invitation_id=invitation_id, packet_id=packet_id, counts=after)
-        else:
-            FunnelEntry.objects.filter(pk=entry.pk).update(counts=after)
-
-
-def _add(packet_id: int, delta: dict[str, int]) -> None:
-    # why sorted: two packets' touches never wait on each other, but one packet's rows are
-    # always taken in the same order, so no two writers can hold them crosswise.
-    for name in sorted(delta):
-        if not delta[name]:
             continue
-        if not FunnelTally.objects.filter(packet_id=packet_id, counter=name).update(n=F("n") + delta[name]):
+        for name in {*before, *after}:
+            delta[name] += after.get(name, 0) - before.get(name, 0)
+        if entry is None:
+            new.append(FunnelEntry(invitation_id=pk, packet_id=packet_id, counts=after))
+        else:
+            entry.counts = after
+            changed.append(entry)
+    FunnelEntry.objects.bulk_create(new, batch_size=2000)
+    FunnelEntry.objects.bulk_update(changed, ["counts"], batch_size=2000)
+    # why sorted: every writer takes a packet's tally rows in the same order, so none holds them crosswise.
+    for name in sorted(delta):
+        if delta[name] and not FunnelTally.objects.filter(packet_id=packet_id, counter=name).update(
+                n=F("n") + delta[name]):
             FunnelTally.objects.create(packet_id=packet_id, counter=name, n=delta[name])
 
 
-def facts_of(invitation_id: int) -> Facts:
-    """One invitation's facts, from its own rows (a handful of indexed queries)."""
+ADVISORY_NAMESPACE = 7315  # the first key of the funnel's advisory locks, apart from any other use
+
+
+def _lock_packet(packet_id: int, shared: bool) -> None:
+    """PostgreSQL: the packet's advisory lock until the transaction ends (updates share it, a build does not).
+
+    SQLite needs none: its writers take the whole database, one at a time.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT pg_advisory_xact_lock{'_shared' if shared else ''}(%s, %s)",
+                           [ADVISORY_NAMESPACE, packet_id])
+
+
+def all_facts(invitations: QuerySet) -> dict[int, Facts]:
+    """The facts of these invitations, from six grouped queries over their rows."""
     from grading.models import Review
     from sessions_app.models import GateReceipt, ModelExchange, Submission
 
-    inv = Invitation.objects.values("opened_at", "started_at", "submitted_at").get(pk=invitation_id)
-    first_red = GateReceipt.objects.filter(invitation_id=invitation_id, step=GateReceipt.Step.RED,
-                                           accepted=True).aggregate(at=Min("received_at"))["at"]
-    latest = Submission.objects.latest_per_invitation().filter(invitation_id=invitation_id).values(
-        "pk", "status").first()
-    reviewed = latest is not None and Review.objects.submitted().filter(submission_id=latest["pk"]).exists()
-    decided = Decision.objects.filter(invitation_id=invitation_id).exclude(choice=Decision.Choice.UNDECIDED).exists()
-    model = ModelExchange.objects.filter(invitation_id=invitation_id).aggregate(
-        requests=Count("pk"), tokens_in=Sum("tokens_in", default=0), tokens_out=Sum("tokens_out", default=0))
-    return Facts(
-        opened_at=inv["opened_at"], started_at=inv["started_at"], submitted_at=inv["submitted_at"],
-        first_red_at=first_red, graded=latest is not None and latest["status"] == Submission.Status.GRADED,
-        reviewed=reviewed, decided=decided, model_requests=model["requests"],
-        model_tokens_in=model["tokens_in"], model_tokens_out=model["tokens_out"],
-    )
-
-
-def all_facts(packet: Packet) -> dict[int, Facts]:
-    """Every invitation's facts in the packet, from six grouped queries over its rows (for a rebuild)."""
-    from grading.models import Review
-    from sessions_app.models import GateReceipt, ModelExchange, Submission
-
-    invitations = Invitation.objects.filter(packet_version__packet=packet)
     reds = dict(GateReceipt.objects.filter(invitation__in=invitations, step=GateReceipt.Step.RED, accepted=True)
                 .values("invitation_id").annotate(at=Min("received_at")).values_list("invitation_id", "at"))
     latest = Submission.objects.latest_per_invitation().filter(invitation__in=invitations)
@@ -194,15 +244,29 @@ def all_facts(packet: Packet) -> dict[int, Facts]:
     return facts
 
 
+def build(packet: Packet) -> None:
+    """Count the packet's funnel from its rows unless that was done meanwhile (two readers at once build once)."""
+    with transaction.atomic():
+        _lock_packet(packet.pk, shared=False)
+        if not FunnelTally.objects.filter(packet=packet, counter=BUILT).exists():
+            rebuild(packet)
+
+
+def build_missing(**_) -> None:
+    """Build every packet's tally not built yet: after ``migrate`` (takehome.apps), so no page waits for one."""
+    for packet in Packet.objects.exclude(funnel_tally__counter=BUILT):
+        build(packet)
+
+
 @transaction.atomic
 def rebuild(packet: Packet) -> None:
     """Count the packet's funnel again from its rows and keep it as its tally; its first build, or a repair."""
-    Packet.objects.select_for_update().filter(pk=packet.pk).values_list("pk", flat=True).first()
+    _lock_packet(packet.pk, shared=False)
     FunnelEntry.objects.filter(packet=packet).delete()
     FunnelTally.objects.filter(packet=packet).delete()
     totals: dict[str, int] = defaultdict(int)
     entries = []
-    for pk, facts in all_facts(packet).items():
+    for pk, facts in all_facts(Invitation.objects.filter(packet_version__packet=packet)).items():
         found = counters(facts)
         entries.append(FunnelEntry(invitation_id=pk, packet=packet, counts=found))
         for name, value in found.items():

@@ -135,3 +135,19 @@ def test_acting_on_a_row_of_a_later_page_comes_back_to_that_row(recruiter_client
     assert f'data-invitation="{oldest.pk}"' in recruiter_client.get(response["Location"]).content.decode()
     response = recruiter_client.post(f"/packets/invitations/{newest.pk}/decide", {"outcome": "advance", "note": ""})
     assert response["Location"] == f"{board}#invitation-{newest.pk}"  # on the first page: the first page
+
+
+def test_the_first_pages_poll_brings_its_pager_along_so_no_row_is_skipped(recruiter_client, sample_packet):
+    from takehome.views import BOARD_PAGE_SIZE
+
+    invitations = many_invitations(sample_packet, BOARD_PAGE_SIZE + 3)
+    board = f"/packets/{sample_packet.slug}/invitations/"
+    assert f'after={invitations[3].pk}" rel="next"' in recruiter_client.get(board).content.decode()
+    from django.utils import timezone
+
+    from takehome.models import Invitation
+
+    newer = many_invitations(sample_packet, 2)  # two invitations arrive while the page is open
+    Invitation.objects.filter(pk__in=[i.pk for i in newer]).update(created_at=timezone.now())
+    poll = recruiter_client.get(board, headers={"HX-Request": "true"}).content.decode()
+    assert f'after={invitations[5].pk}" rel="next"' in poll  # the rows pushed off the page come next
