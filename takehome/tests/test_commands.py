@@ -50,8 +50,13 @@ def test_the_sample_packet_in_the_database_is_the_one_on_disk(sample_packet):
     assert set(spec.refusal_hints) == {"dropping rows", "abs", "pandas", "eval", "/etc"}
 
 
-def test_the_sample_prompt_forbids_pasting_a_tree_already_green_elsewhere(sample_packet):
-    prompt = " ".join(sample_packet.latest_version().prompt.split())
+@pytest.mark.parametrize("slug", ["refund-sum", "business-days"])
+def test_every_sample_prompt_forbids_pasting_a_tree_already_green_elsewhere(slug):
+    from grading.spec import SAMPLE_PACKETS_DIR
+    from takehome.actions import do_load_sample_packet
+
+    packet, _ = do_load_sample_packet(send_check=False, folder=SAMPLE_PACKETS_DIR / slug)
+    prompt = " ".join(packet.latest_version().prompt.split())
     assert "You may **not** paste in a finished tree that was already green on your laptop" in prompt
 
 
