@@ -17,7 +17,7 @@ import tempfile
 import zipfile
 from collections.abc import Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -28,10 +28,11 @@ from django.utils import timezone
 
 from grading import lifecycle
 from grading.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
-from shared.words import counted
+from shared.words import counted, listed
 from takehome import funnel
 from takehome.models import Invitation, PacketVersion, effective_policy
 
+from .artifacts import Missing, missing_artifacts
 from .models import GateReceipt, ModelExchange, Submission, Workspace
 from .uploads import IncomingArchive, human_size
 
@@ -358,6 +359,7 @@ class UploadResult:
     submission: Submission
     receipt: GateReceipt
     grading: lifecycle.GradingRequest
+    missing: tuple[Missing, ...] = ()  # a hosted submit anyway: the expected artifacts it went without
 
     @property
     def queued(self) -> bool | None:
@@ -547,13 +549,12 @@ def _latest_server_receipt(invitation: Invitation, step: str) -> GateReceipt | N
             .order_by("-received_at", "-pk").first())
 
 
-def hosted_archive(invitation: Invitation, files: Mapping[str, bytes]) -> bytes:
-    """The workspace's files as an upload zip, with the server's own logs and stamp.
+def hosted_files(invitation: Invitation, files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The workspace's files as they are submitted: with the server's own logs and stamp.
 
     artifacts/red.log and artifacts/green.log are the logs the server captured
     (left out when it captured none: the candidate cannot write them), and
-    artifacts/model_allowed.at the server's time of the model step. Every entry
-    gets one time, so the zip shows no order of its own: the receipts say it.
+    artifacts/model_allowed.at the server's time of the model step.
     """
     files = dict(files)
     for step, path in SERVER_LOGS.items():
@@ -566,6 +567,19 @@ def hosted_archive(invitation: Invitation, files: Mapping[str, bytes]) -> bytes:
              .order_by("received_at", "pk").first())
     if model is not None:
         files[STAMP_FILE] = f"{model.received_at.timestamp():.3f}\n".encode()
+    return files
+
+
+def hosted_archive(invitation: Invitation, files: Mapping[str, bytes]) -> bytes:
+    """The workspace's files as an upload zip, with the server's own logs and stamp (hosted_files)."""
+    return _zipped(invitation, hosted_files(invitation, files))
+
+
+def _zipped(invitation: Invitation, files: Mapping[str, bytes]) -> bytes:
+    """``files`` as a zip under the packet's folder.
+
+    Every entry gets one time, so the zip shows no order of its own: the receipts say it.
+    """
     folder = invitation.packet_version.packet.slug
     when = datetime.now(UTC).timetuple()[:6]
     buffer = io.BytesIO()
@@ -592,19 +606,53 @@ def _incoming(data: bytes, name: str) -> IncomingArchive:
                            original_name=name)
 
 
-def do_submit_workspace(invitation: Invitation) -> UploadResult:
+class WorkspaceIncomplete(SessionRefused):
+    """A hosted submit that stopped before storing anything: artifacts the reviewers look for are missing.
+
+    ``missing``: each one (sessions_app.artifacts.Missing) in the hosted
+    session's words; ``message`` says them as the terminal's `gate submit` does.
+    """
+
+    def __init__(self, missing: list[Missing]):
+        super().__init__(incomplete_words(missing), "incomplete")
+        self.missing = missing
+
+
+def hosted_missing(invitation: Invitation, files: Mapping[str, bytes]) -> list[Missing]:
+    """What of the expected artifacts ``files`` (as submitted) lacks, said for the hosted session."""
+    model_step = effective_policy(invitation.packet_version) != PacketVersion.ModelPolicy.NONE
+    return [replace(m, what=hosted_words(m.what)) for m in missing_artifacts(files, model_step)]
+
+
+def incomplete_words(missing: list[Missing]) -> str:
+    """`gate submit` before an incomplete workspace, in the words of gate.py's own submit."""
+    lines = "".join(f"\n  - {m.line}" for m in missing)
+    return (f"Reviewers look for these, and your workspace does not have them:{lines}\n"
+            "Nothing was submitted. Add what is missing and run `gate submit` again, or run "
+            "`gate submit --anyway` to submit the workspace as it is.")
+
+
+def do_submit_workspace(invitation: Invitation, *, anyway: bool = False) -> UploadResult:
     """Submit a hosted session: its files, with the server's logs, go the way of an upload (via "hosted").
 
-    The candidate may submit again until uploads close, as with uploads; the
-    same limits hold. Raises SessionRefused as do_accept_upload does, and when
-    the workspace is too big or cannot be read.
+    When artifacts the reviewers look for are missing (sessions_app.artifacts,
+    the rule gate.py's submit follows), nothing is stored and
+    WorkspaceIncomplete says which, unless ``anyway``: then the upload goes
+    and ``result.missing`` names them. The candidate may submit again until
+    uploads close, as with uploads; the same limits hold. Raises
+    SessionRefused as do_accept_upload does, and when the workspace is too big
+    or cannot be read.
     """
     from .workspaces import append_marker
 
     _check_hosted(invitation)
     check_upload_allowed(invitation)  # the deadline plus grace, and the upload limits
     with _capture_lock(invitation):
-        data = hosted_archive(invitation, _snapshot(invitation))
+        files = hosted_files(invitation, _snapshot(invitation))
+        missing = hosted_missing(invitation, files)
+        if missing and not anyway:
+            raise WorkspaceIncomplete(missing)
+        data = _zipped(invitation, files)
         if len(data) > settings.UPLOAD_MAX_BYTES:
             raise SessionRefused(f"Your workspace zips to {human_size(len(data))}, more than the limit of "
                                  f"{human_size(settings.UPLOAD_MAX_BYTES)}. Remove large files you do not need, "
@@ -612,6 +660,7 @@ def do_submit_workspace(invitation: Invitation) -> UploadResult:
         result = do_accept_upload(invitation, _incoming(data, f"{invitation.packet_version.packet.slug}.zip"),
                                   via="hosted")
     append_marker(invitation, "submitted")
+    result.missing = tuple(missing)
     return result
 
 
@@ -660,7 +709,11 @@ def hosted_status_words(invitation: Invitation) -> str:
     return "\n".join(lines)
 
 
-def submitted_words(submission: Submission) -> str:
-    return (f"Submitted: your workspace was stored (sha256 {submission.sha256[:12]}…) with the logs the server "
-            "captured, and will be graded shortly. You may keep working and submit again until the deadline; "
-            "the latest accepted submission is reviewed.")
+def submitted_words(result: UploadResult) -> str:
+    """What a hosted submit did; a submit anyway names again what it went without."""
+    submitted = "Submitted"
+    if result.missing:
+        submitted = f"Submitted as it is, without {listed([m.path for m in result.missing])}"
+    return (f"{submitted}: your workspace was stored (sha256 {result.submission.sha256[:12]}…) with the logs the "
+            "server captured, and will be graded shortly. You may keep working and submit again until the "
+            "deadline; the latest accepted submission is reviewed.")

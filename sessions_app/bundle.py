@@ -18,6 +18,7 @@ from grading.environments import usable_versions
 from takehome.models import Invitation, PacketFile, PacketVersion, effective_policy
 
 from .actions import grace_words, unpacked_limits_words, upload_limits_words
+from .artifacts import expected
 from .uploads import human_size
 
 GATE_DIR = Path(__file__).resolve().parent / "gate"
@@ -34,7 +35,7 @@ def limits_text() -> str:
 def personalise_gate(*, server: str, token: str, test_command: str, max_bytes: int, limits: str = "",
                      model_policy: str = PacketVersion.ModelPolicy.PROVIDED) -> str:
     """The gate's source with this candidate's server, token, test command, upload limits and model policy
-    (provided, own or none) filled in.
+    (provided, own or none) filled in, and the artifacts its submit looks for (sessions_app.artifacts).
 
     Values go in as JSON literals, which are valid Python literals for these
     types, so no value can break out of its string.
@@ -48,6 +49,8 @@ def personalise_gate(*, server: str, token: str, test_command: str, max_bytes: i
         "20971520  # __TAKEHOME_MAX_UPLOAD_BYTES__": str(int(max_bytes)),
         '"__TAKEHOME_LIMITS__"': json.dumps(limits),
         '"__TAKEHOME_MODEL_POLICY__"': json.dumps(str(model_policy)),
+        '"__TAKEHOME_EXPECTED__"': json.dumps(
+            [[a.name, a.what] for a in expected(model_policy != PacketVersion.ModelPolicy.NONE)]),
     }
     for placeholder, value in replacements.items():
         if placeholder not in source:

@@ -5,8 +5,11 @@ a root-owned 0755 folder), bound read-only into its sandbox at
 /run/takehome/gate.sock. Which invitation a request is for comes from the
 socket it arrived on, never from what it says: a shell can reach only its
 own socket. A request is one JSON line of at most 4 KiB, ``{"command":
-"red"}`` (red, model, green, submit, status); the answer is one JSON line,
-``{"ok": bool, "message": "..."}``, in words a candidate can act on. The
+"red"}`` (red, model, green, submit, status; submit may add ``"anyway":
+true``); the answer is one JSON line, ``{"ok": bool, "message": "..."}``, in
+words a candidate can act on. A submit of a workspace lacking artifacts the
+reviewers look for stores nothing and answers ``"incomplete": true`` with
+their paths in ``"missing"``, unless it says ``"anyway"``. The
 actions run in a thread, so one long capture never holds up another
 workspace's socket.
 
@@ -24,6 +27,7 @@ import contextlib
 import json
 import logging
 import os
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -48,8 +52,14 @@ def socket_path(invitation_id: int) -> Path:
     return Path(settings.WORKSPACES_DIR) / f"inv-{invitation_id}" / "gate" / SOCKET_NAME
 
 
-def parse_request(line: bytes) -> tuple[str | None, str | None]:
-    """(command, None) for a good request line, (None, why) for a bad one."""
+@dataclass(frozen=True)
+class GateRequest:
+    command: str
+    anyway: bool = False  # submit: store the workspace even though artifacts are missing
+
+
+def parse_request(line: bytes) -> tuple[GateRequest | None, str | None]:
+    """(request, None) for a good request line, (None, why) for a bad one."""
     try:
         request = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -57,10 +67,13 @@ def parse_request(line: bytes) -> tuple[str | None, str | None]:
     command = request.get("command") if isinstance(request, dict) else None
     if command not in COMMANDS:
         return None, f"Unknown command: use one of {', '.join(COMMANDS)}."
-    return command, None
+    anyway = request.get("anyway", False)
+    if not isinstance(anyway, bool) or (anyway and command != "submit"):
+        return None, 'Only submit takes "anyway", and it is true or false.'
+    return GateRequest(command, anyway), None
 
 
-def answer(invitation_id: int, command: str) -> dict:
+def answer(invitation_id: int, command: str, anyway: bool = False) -> dict:
     """Do ``command`` for the invitation behind the socket; the outcome in words. Runs in a thread."""
     close_old_connections()
     try:
@@ -71,11 +84,13 @@ def answer(invitation_id: int, command: str) -> dict:
         if command == "status":
             return {"ok": True, "message": actions.hosted_status_words(invitation)}
         if command == "submit":
-            result = actions.do_submit_workspace(invitation)
-            return {"ok": True, "message": actions.submitted_words(result.submission)}
+            result = actions.do_submit_workspace(invitation, anyway=anyway)
+            return {"ok": True, "message": actions.submitted_words(result)}
         receipt = actions.do_capture(invitation, command)
         return {"ok": receipt.accepted, "step": receipt.step, "receipt": receipt.pk,
                 "message": actions.capture_words(receipt, invitation.packet_version.test_command)}
+    except actions.WorkspaceIncomplete as exc:
+        return {"ok": False, "incomplete": True, "missing": [m.path for m in exc.missing], "message": exc.message}
     except actions.SessionRefused as exc:
         return {"ok": False, "message": exc.message}
     except Exception:
@@ -173,7 +188,7 @@ class GateHost:
             except TimeoutError:
                 reply = {"ok": False, "error": "No request arrived: send one line of JSON."}
             else:
-                command, error = parse_request(line)
+                request, error = parse_request(line)
                 if error:
                     reply = {"ok": False, "error": error}
                 elif invitation_id in self.busy:
@@ -183,7 +198,7 @@ class GateHost:
                 else:
                     self.busy.add(invitation_id)
                     try:
-                        reply = await asyncio.to_thread(answer, invitation_id, command)
+                        reply = await asyncio.to_thread(answer, invitation_id, request.command, request.anyway)
                     finally:
                         self.busy.discard(invitation_id)
             writer.write(json.dumps(reply).encode("utf-8") + b"\n")

@@ -3,11 +3,16 @@
 The terminal and the workspace page are sessions_app.consumers and the
 workspace view; these answer a button. An htmx request gets the gate panel
 back with the outcome in it; a plain form post is redirected to the
-workspace page with the outcome as a message.
+workspace page with the outcome as a message. A submit of a workspace that
+lacks artifacts the reviewers look for stores nothing and answers with the
+panel (the whole workspace page, for a plain form post) saying which, and a
+"Submit anyway" button that posts again with ``anyway``.
 """
 
 from __future__ import annotations
 
+from csp.constants import NONCE
+from csp.decorators import csp_update
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -18,7 +23,7 @@ from takehome.models import Invitation, PacketVersion, effective_policy
 
 from . import actions
 from .models import GateReceipt, Submission
-from .views import with_invitation
+from .views import with_invitation, workspace_context
 
 PANEL = "sessions_app/_workspace_gate.html"
 
@@ -75,12 +80,27 @@ def capture(request: HttpRequest, invitation: Invitation, token: str, step: str)
     return _answer(request, invitation, token, receipt.accepted, message)
 
 
+def _confirm(request: HttpRequest, invitation: Invitation, token: str, missing: list) -> HttpResponse:
+    """Nothing was submitted: the panel names what is missing and offers Submit anyway (200, htmx swaps it)."""
+    if request.htmx:
+        return render(request, PANEL, {**gate_panel_context(invitation, token), "missing": missing})
+    # why the page itself, not a redirect: the list and the second button are this answer's, not a message's
+    return render(request, "sessions_app/workspace.html", {**workspace_context(invitation, token), "missing": missing})
+
+
 @require_POST
+# why the workspace page's nonce: a plain form post may get the whole page back (see _confirm)
+@csp_update({"style-src": [NONCE]})
 @with_invitation
 def submit(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
-    """Send the workspace for review, with the server's captured logs, the way an upload goes."""
+    """Send the workspace for review, with the server's captured logs, the way an upload goes.
+
+    Missing artifacts stop it, unless the form says ``anyway`` (the Submit anyway button).
+    """
     try:
-        result = actions.do_submit_workspace(invitation)
+        result = actions.do_submit_workspace(invitation, anyway=request.POST.get("anyway") == "yes")
+    except actions.WorkspaceIncomplete as exc:
+        return _confirm(request, invitation, token, exc.missing)
     except actions.SessionRefused as exc:
         return _answer(request, invitation, token, False, exc.message)
-    return _answer(request, invitation, token, True, actions.submitted_words(result.submission))
+    return _answer(request, invitation, token, True, actions.submitted_words(result))

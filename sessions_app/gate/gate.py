@@ -57,16 +57,9 @@ SKIP_DIRS = {".venv", "venv", "env", ".git", ".hg", "__pycache__", ".pytest_cach
              ".ruff_cache", ".tox", "node_modules", ".idea", ".vscode"}
 # Ours, not your work: left out of the upload (gate.py also holds your link).
 NOT_SUBMITTED = {"gate.py", "README.txt"}
-# What the steps above ask you to write: submit names any that are missing or empty.
-EXPECTED = (
-    ("red.log", "python gate.py red"),
-    ("prompt.txt", "your exact prompt to the model"),
-    ("model_allowed.at", "python gate.py model"),
-    ("model.md", "the model's raw reply"),
-    ("green.log", "python gate.py green"),
-    ("refuse.md", "one unsafe patch and why you would not apply it"),
-)
-MODEL_ARTIFACTS = {"prompt.txt", "model_allowed.at", "model.md"}  # not asked for when the take-home uses no model
+# What the steps above ask you to write under artifacts/, and what each is for (this take-home's list,
+# filled in with the rest): submit names any that are missing or empty.
+EXPECTED = "__TAKEHOME_EXPECTED__"
 TIMEOUT_S = 30
 # A busy server (HTTP 503 with Retry-After) stored nothing: wait as it asks and send
 # again, this many times, waiting at most LONGEST_WAIT_S each time. A 429 is about
@@ -373,8 +366,6 @@ def missing_artifacts():
     """The artifacts the steps ask for that are not here, or empty, each with what it should hold."""
     missing = []
     for name, what in EXPECTED:
-        if MODEL_POLICY == "none" and name in MODEL_ARTIFACTS:
-            continue
         path = ART / name
         if not path.is_file():
             missing.append("artifacts/%s is missing (%s)" % (name, what))

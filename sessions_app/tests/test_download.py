@@ -69,6 +69,20 @@ def test_a_value_cannot_break_out_of_the_gate_strings():
     assert namespace["MAX_UPLOAD_BYTES"] == 10
 
 
+@pytest.mark.parametrize("policy, model_step", [("provided", True), ("own", True), ("none", False)])
+def test_the_gate_looks_for_the_servers_list_of_artifacts(policy, model_step):
+    from sessions_app import artifacts
+    from sessions_app.bundle import personalise_gate
+
+    source = personalise_gate(server="http://x", token="t", test_command="python -m pytest -q", max_bytes=10,
+                              model_policy=policy)
+    namespace: dict = {"__file__": "/nowhere/gate.py", "__name__": "gate"}
+    exec(compile(source, "gate.py", "exec"), namespace)
+    # one list for both ways of working: the hosted submit checks the same (sessions_app.artifacts)
+    assert namespace["EXPECTED"] == [[a.name, a.what] for a in artifacts.expected(model_step)]
+    assert ("model.md" in {name for name, _ in namespace["EXPECTED"]}) is model_step
+
+
 MODEL_STEPS = {
     "provided": ["python gate.py ask", "any API key and the base URL", "artifacts/model.md"],
     "own": ["python gate.py model", "ask your own model", "artifacts/model.md"],

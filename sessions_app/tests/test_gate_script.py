@@ -279,7 +279,8 @@ def test_submit_names_the_missing_artifacts_and_uploads_nothing_without_a_yes(tr
     assert "Reviewers look for these, and this folder does not have them:" in r.stderr
     assert "artifacts/refuse.md is missing (one unsafe patch and why you would not apply it)" in r.stderr
     assert "artifacts/model.md is empty (the model's raw reply)" in r.stderr
-    assert "artifacts/red.log is missing" in r.stderr and "artifacts/green.log is missing" in r.stderr
+    assert "artifacts/red.log is missing (the tests failing before your fix: run `python gate.py red`)" in r.stderr
+    assert "artifacts/green.log is missing" in r.stderr
     assert "Nothing was uploaded." in r.stderr and "python gate.py submit --anyway" in r.stderr
     assert "Traceback" not in r.stderr
     assert not Submission.objects.exists()

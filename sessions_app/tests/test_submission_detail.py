@@ -1,12 +1,15 @@
 """GET /t/<token>/uploads/<pk>: the receipt page of one upload."""
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
 
 from grading.models import GradingRun
 from sessions_app.models import Submission
+from takehome.models import Invitation
 from takehome.tests.factories import InvitationFactory
 
 from .conftest import url
@@ -98,3 +101,23 @@ def test_the_upload_message_makes_no_promise_the_page_outlives(client, started, 
     r = client.post(url("upload", started), {"archive": SimpleUploadedFile("w.zip", honest_zip())}, follow=True)
     flash = r.content.decode().split('<ul class="messages">')[1].split("</ul>")[0]
     assert "Upload received and stored" in flash and "graded" not in flash
+
+
+@pytest.mark.parametrize("before, words", [(timedelta(seconds=90), "2 minutes after your deadline"),
+                                           (timedelta(seconds=20), "1 minute after your deadline")])
+def test_an_upload_inside_the_grace_period_tells_the_candidate_it_came_late(client, started, media_root, settings,
+                                                                           before, words):
+    settings.UPLOAD_GRACE_S = 300
+    Invitation.objects.filter(pk=started.pk).update(deadline=timezone.now() - before)
+    client.post(url("upload", started), {"archive": SimpleUploadedFile("w.zip", honest_zip())})
+    submission = Submission.objects.get()
+    html = client.get(url("submission-detail", started, pk=submission.pk)).content.decode()
+    note = html.split('id="receipt-late"')[1].split("</p>")[0]
+    assert words in note and "within the grace period" in note and "Reviewers see it marked late" in note
+    started.refresh_from_db()
+    assert started.deadline.strftime("%Y-%m-%d %H:%M:%S UTC") in note
+
+
+def test_an_upload_before_the_deadline_says_nothing_of_lateness(client, started, submission):
+    html = client.get(url("submission-detail", started, pk=submission.pk)).content.decode()
+    assert 'id="receipt-late"' not in html and "grace period" not in html

@@ -182,6 +182,7 @@ def test_red_green_and_submit_are_captured_by_the_server_and_graded_so(hosted, r
     hosted.fix()
     hosted.write("artifacts/red.log", b"my own red log, which the server replaces\n")
     hosted.write("artifacts/refuse.md", b"The model offered to drop the refund rows; that changes revenue.\n")
+    hosted.write("artifacts/model.md", b"Remove abs() from the sum.\n")
     green = actions.do_capture(hosted.invitation, "green")
     assert green.accepted, green.refusal
     assert green.captured_by == "server" and "1 passed" in green.log_text
@@ -494,7 +495,7 @@ def test_one_gate_command_at_a_time_per_workspace(host, started, monkeypatch):
     path = wait_for_socket(started)
     release = threading.Event()
 
-    def slow(invitation_id, command):
+    def slow(invitation_id, command, anyway):
         release.wait(10)
         return {"ok": True, "message": "done"}
 
@@ -690,7 +691,11 @@ def test_the_whole_gate_typed_into_the_shell_ends_in_a_hosted_submission_with_th
         # nor can the shell replace or add to what reaches the server: the socket's folder is read-only
         term.run("rm -f /run/takehome/gate.sock; echo RM=$?; touch /run/takehome/x; echo TOUCH=$?", r"TOUCH=(\d+)")
         assert "RM=0" not in term.seen and "TOUCH=0" not in term.seen, term.seen
-        term.run("gate submit; echo RC=$?", r"RC=(\d+)", timeout=120)
+        term.run("gate submit; echo RC=$?", r"RC=(\d+)", timeout=120)  # no reply, no refusal: not yet
+        assert "artifacts/refuse.md is missing" in term.seen and "RC=1" in term.seen, term.seen
+        assert not Submission.objects.filter(invitation=started).exists()
+        term.run("echo 'Remove abs().' > artifacts/model.md; echo 'Dropping the refund rows hides the bug.' "
+                 "> artifacts/refuse.md; gate submit; echo RC=$?", r"RC=(\d+)", timeout=120)
         assert "Submitted" in term.seen and "RC=0" in term.seen, term.seen
     finally:
         term.close()

@@ -1,9 +1,12 @@
 """The invitations board shows what came back: grading, reviews, disagreement, links to read the work."""
 
+from datetime import timedelta
+
 import pytest
 
 from grading.tests.reviewing import make_submission, score
 from sessions_app.models import Submission
+from takehome.models import Invitation
 
 pytestmark = pytest.mark.django_db
 
@@ -34,6 +37,23 @@ def test_the_board_shows_grading_reviews_and_disagreement(recruiter_client, samp
     assert 'data-grading="grading"' in row and "0 reviews submitted" in row
 
 
+def came_late(*submissions, by=timedelta(minutes=1, seconds=30)):
+    """Move each submission's deadline to before its upload, by ``by`` (inside the default 5-minute grace)."""
+    for submission in submissions:
+        Invitation.objects.filter(pk=submission.invitation_id).update(deadline=submission.uploaded_at - by)
+
+
+def test_an_upload_inside_the_grace_period_is_marked_late_in_the_outcome(recruiter_client, sample_packet, settings):
+    settings.UPLOAD_GRACE_S = 300
+    late, on_time = (make_submission(sample_packet, name) for name in ("Late Lou", "Prompt Pam"))
+    came_late(late)
+    came_late(on_time, by=-timedelta(minutes=10))
+    html = recruiter_client.get(f"/packets/{sample_packet.slug}/invitations/").content.decode()
+    outcome = row_of(html, late.invitation_id).split('class="outcome"')[1].split("</td>")[0]
+    assert 'data-late-minutes="2"' in outcome and "late by 2 min, within grace" in outcome
+    assert "late by" not in row_of(html, on_time.invitation_id)
+
+
 def test_a_candidate_without_an_upload_says_so(recruiter_client, invitation, sample_packet):
     html = recruiter_client.get(f"/packets/{sample_packet.slug}/invitations/").content.decode()
     assert "no upload yet" in row_of(html, invitation.pk)
@@ -53,6 +73,7 @@ def test_the_board_costs_the_same_queries_for_many_candidates(
         recruiter_client.get(url)
     for i in range(12):
         score(make_submission(sample_packet, f"Many {i}"), ann, ALL_PASS)
+    came_late(*Submission.objects.all()[:6])  # whether an upload is late is read without a query of its own
     with django_assert_max_num_queries(len(few)):
         recruiter_client.get(url)
 

@@ -258,6 +258,8 @@ COVERED = {
     "gate model": HOSTED_GATE,
     "gate green": HOSTED_GATE,
     "gate submit": HOSTED_GATE,
+    "gate submit --anyway": ("sessions_app/tests/test_workspace_submit.py::"
+                             "test_gate_submit_names_what_is_missing_and_submits_only_with_anyway",),
     "gate status": HOSTED_GATE,
 }
 NO_DOCKER = "needs a Docker engine and the compose deployment, which this machine does not run"
