@@ -383,6 +383,45 @@ def test_an_upload_while_the_broker_is_paused_is_answered_at_once_and_graded_onc
         worker.stop()
 
 
+@pytest.mark.worker
+def test_gate_py_submit_gets_its_receipt_within_seconds_while_the_broker_is_paused(
+        ready, live_server, worker_env, tmp_path, sample_packet, stoppable_broker, settings):
+    from .helpers import download_tree, run_gate
+    from .test_end_to_end import work_through_the_gate
+
+    settings.SITE_URL = live_server.url  # the download's gate talks to this server
+    invitation = started_invitation(sample_packet)
+    tree = download_tree(live_server.url, invitation.raw_token, tmp_path / "dl")
+    work_through_the_gate(tree)  # red, model and green witnessed while the broker answers
+    stoppable_broker.pause()
+    try:
+        began = time.monotonic()
+        result = run_gate(tree, "submit")
+        took = time.monotonic() - began
+    finally:
+        stoppable_broker.resume()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert took < 5, f"gate.py submit waited {took:.1f} s on a paused broker"
+    submission = Submission.objects.get(invitation=invitation)
+    assert submission.sha256 in result.stdout and "It will be graded shortly" in result.stdout
+
+    worker = Worker({**worker_env, "TAKEHOME_STALE_RECEIVED_S": "1", "TAKEHOME_MIN_RED_TO_GREEN_S": "0"},
+                    tmp_path / "worker.log")
+    worker.start()
+    try:
+        time.sleep(1.2)  # older than TAKEHOME_STALE_RECEIVED_S
+        sweep_submissions.delay()
+        try:
+            _wait_for(lambda: Submission.objects.filter(pk=submission.pk, status=Submission.Status.GRADED).first(),
+                      GRADING_WAIT_S, "the upload to be graded", interval=0.25)
+        except AssertionError:
+            raise AssertionError("worker log:\n" + worker.output()[-6000:])
+        runs = list(GradingRun.objects.filter(submission=submission).values_list("outcome", flat=True))
+        assert runs == [GradingRun.Outcome.GRADED], "graded once, however many messages arrived"
+    finally:
+        worker.stop()
+
+
 # --- many candidates at once -------------------------------------------------------------------
 
 
