@@ -26,10 +26,20 @@ def test_a_missing_runner_venv_is_named_with_the_command_that_builds_it(settings
     assert "takehome.W102" in out and str(tmp_path / "no-runner") in out and "manage.py build_runner" in out
 
 
-def test_a_missing_tool_is_named_with_its_package(settings, monkeypatch):
-    monkeypatch.setattr(sandbox, "BWRAP", "/nonexistent/bwrap")
+@pytest.mark.parametrize("tool, package", [("BWRAP", "bubblewrap"), ("SETPRIV", "util-linux"),
+                                           ("PRLIMIT", "util-linux")])
+def test_a_missing_tool_is_named_with_its_package(settings, monkeypatch, tool, package):
+    monkeypatch.setattr(sandbox, tool, f"/nonexistent/{tool.lower()}")
     out = check_output()
-    assert "takehome.W101" in out and "apt-get install bubblewrap" in out
+    assert "takehome.W101" in out and f"/nonexistent/{tool.lower()}" in out and f"apt-get install {package}" in out
+
+
+def test_a_scratch_folder_that_cannot_be_created_is_named(settings, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")  # why a file: root may write anywhere, but not make a folder inside a file
+    settings.GRADING_SCRATCH_DIR = blocker / "scratch"
+    out = check_output()
+    assert "takehome.W103" in out and "TAKEHOME_SCRATCH_DIR" in out
 
 
 def test_caps_that_cannot_be_had_are_named(settings, monkeypatch):
