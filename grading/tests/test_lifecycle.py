@@ -352,11 +352,14 @@ def test_a_send_the_broker_took_late_is_not_doubled(sample_packet, queue):
     assert sweep_submissions() == 0 and queue() == 1
 
 
-def test_a_broker_that_cannot_be_asked_leaves_the_age_rule_and_says_so(backlog, queue, settings, caplog):
+def test_a_broker_that_cannot_be_asked_leaves_the_age_rule_and_says_so(backlog, queue, settings, caplog,
+                                                                         monkeypatch):
     from takehome.celery import app
 
     sent_long_ago(backlog)
     redis_url = app.conf.broker_url
+    # why the environment too: Celery reads CELERY_BROKER_URL before its own setting (CI sets it).
+    monkeypatch.setenv("CELERY_BROKER_URL", "memory://")
     app.conf.broker_url = "memory://"  # a transport with no queue to read
     try:
         with caplog.at_level("WARNING", logger="grading.tasks"):
