@@ -108,7 +108,8 @@ def fill(n: int, seed: int = 7) -> dict:
         invitations = []
         for i, c in enumerate(candidates):
             started = now - timezone.timedelta(minutes=i, hours=2)
-            inv = Invitation(candidate=c, packet_version=rng.choices(versions, weights)[0], sent_at=now,
+            version = rng.choices(versions, weights)[0]
+            inv = Invitation(candidate=c, packet_version=version, board_packet_id=version.packet_id, sent_at=now,
                              created_at=started - timezone.timedelta(hours=1),
                              opened_at=started - timezone.timedelta(minutes=5), started_at=started,
                              submitted_at=now - timezone.timedelta(minutes=i),

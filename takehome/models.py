@@ -331,6 +331,10 @@ class Invitation(models.Model):
     packet_version = models.ForeignKey(
         PacketVersion, on_delete=models.PROTECT, related_name="invitations"
     )
+    # The packet whose invitations board lists this invitation: its version's, set on creation, never changed.
+    # why a column of its own: the board pages a packet's invitations of every version by one index,
+    # (board_packet, created_at, id); through the version, the database sorted all of them for each page.
+    board_packet = models.ForeignKey(Packet, on_delete=models.PROTECT, related_name="+", editable=False)
     token_nonce = models.CharField(max_length=64, editable=False)
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
@@ -348,11 +352,16 @@ class Invitation(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        # why: the invitations board pages by keyset on (created_at, id), newest first.
-        indexes = [models.Index(fields=["created_at", "id"], name="invitation_created")]
+        # why: the invitations board pages a packet's invitations by keyset on (created_at, id), newest first.
+        indexes = [models.Index(fields=["board_packet", "created_at", "id"], name="invitation_packet_created")]
 
     def __str__(self) -> str:
         return f"{self.candidate.name} for {self.packet_version}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self._state.adding and self.packet_version_id is not None:
+            self.board_packet_id = self.packet_version.packet_id
+        super().save(*args, **kwargs)
 
     @staticmethod
     def _token_for(nonce: str) -> str:

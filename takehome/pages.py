@@ -34,12 +34,12 @@ class BoardRow:
     events: list = field(default_factory=list)  # AuditEvents, newest first
 
 
-BOARD_PAGE_SIZE = 50  # candidates a page of the invitations board
+BOARD_PAGE_SIZE = 25  # candidates a page of the invitations board (each row holds its forms: as the debrief)
 
 
 def board_invitations(packet: Packet):
     """Every invitation to any version of the packet: the board's list, paged by keyset on its creation time."""
-    return Invitation.objects.filter(packet_version__packet=packet)
+    return Invitation.objects.filter(board_packet=packet)
 
 
 def board_url_for(invitation: Invitation) -> str:
