@@ -303,7 +303,12 @@ class InvitationQuerySet(models.QuerySet):
         return self.filter(token_hash=hash_token(token), revoked_at__isnull=True).first()
 
     def for_board(self):
-        return self.select_related("candidate", "packet_version__packet").order_by("-created_at")
+        # why deferred: the board shows a version's number; its prompt, rubric and rules are read and
+        # decoded for every row otherwise.
+        return self.select_related("candidate", "packet_version__packet").defer(
+            *(f"packet_version__{name}" for name in ("prompt", "protected_paths", "forbidden_patterns",
+                                                     "refusal_hints", "requirements", "rubric",
+                                                     "rubric_definitions"))).order_by("-created_at")
 
 
 class Invitation(models.Model):

@@ -32,6 +32,10 @@ class BoardRow:
     disagree: bool = False  # two submitted reviews differ on at least one cell
     decision: Decision | None = None
     events: list = field(default_factory=list)  # AuditEvents, newest first
+    urls: dict = field(default_factory=dict)  # where the row's forms post: resend, revoke, extend, decide
+
+
+ROW_ACTIONS = ("resend", "revoke", "extend", "decide")
 
 
 BOARD_PAGE_SIZE = 25  # candidates a page of the invitations board (each row holds its forms: as the debrief)
@@ -93,8 +97,12 @@ def board_rows(ids: list[int]) -> list[BoardRow]:
     events = defaultdict(list)
     for event in AuditEvent.objects.filter(invitation_id__in=list(rows)).order_by("-at", "-pk"):
         events[event.invitation_id].append(event)
+    # why one reverse per action for the page: a row's four addresses differ only by its id, and
+    # reversing each of them for each row was a tenth of the page's time.
+    pattern = {name: reverse(f"takehome:invitation-{name}", args=[0]).split("/0/") for name in ROW_ACTIONS}
     for pk, row in rows.items():
         row.events = events[pk]
+        row.urls = {name: f"{head}/{pk}/{tail}" for name, (head, tail) in pattern.items()}
     return [rows[inv.pk] for inv in invitations]
 
 

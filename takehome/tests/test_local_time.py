@@ -113,3 +113,18 @@ def test_the_banner_after_start_wraps_the_deadline(client, sample_packet):
         assert said in banner
         assert [fmt for _, fmt, _ in TIME.findall(banner)] == ["H:i T"] * (1 if said.endswith("running") else 2)
         assert "UTC" not in TIME.sub("", banner)  # every time says its zone inside its <time>
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Paris", "America/Sao_Paulo"])
+@pytest.mark.parametrize("fmt", ["Y-m-d H:i", "Y-m-d H:i T", "Y-m-d H:i:s T", "Y-m-d H:i:s", "H:i", "D j M Y"])
+def test_the_server_side_text_is_djangos_own_format_whatever_the_zone(zone, fmt):
+    from datetime import UTC, datetime
+
+    from django.template.defaultfilters import date as date_filter
+    from django.utils import timezone
+
+    from takehome.templatetags.takehome_tags import utc_time
+
+    for when in (datetime(2026, 1, 15, 23, 59, 58, tzinfo=UTC), datetime(2026, 7, 1, 0, 0, 1, tzinfo=UTC)):
+        with timezone.override(zone):
+            assert f">{date_filter(timezone.localtime(when), fmt)}</time>" in utc_time(when, fmt)
