@@ -23,7 +23,10 @@ What is measured, in one process, alternately over several rounds:
   them, and a ThreadPoolExecutor with the same worker count.
 - the sandbox's cost per run: a sandboxed ``true`` (empty tree) against a bare
   ``true``, and a sandboxed pytest against a bare pytest on one tree (the
-  submitted tree), one run at a time.
+  submitted tree), one run at a time, once the warm sandboxes are back (their
+  refilling after a grading is not a run's cost); beside them bubblewrap
+  alone with the same namespaces (``BWRAP_FLOOR``), so the figure shows how
+  much of the cost is bubblewrap's and the kernel's and how much is ours.
 - CPU time: user and system time of this process and its children, per
   grading and per bare round (a warm sandbox's start-up is counted in the
   grading that used it: a child's time is added when it ends).
@@ -89,6 +92,7 @@ from grading.core import (  # noqa: E402
 )
 from grading.runner import RunnerUnavailable, ensure_runner, runner_python, sandbox_home  # noqa: E402
 from grading.sandbox import (  # noqa: E402
+    BWRAP,
     JUNIT_IN_SANDBOX,
     SANDBOXED_DIR,
     Sandbox,
@@ -104,6 +108,11 @@ OVERHEAD_TARGET_MS = 10.0
 LARGEST_TARGET = 1.5  # grading over bare with 1,980 extra files
 MAX_EXTRA = 1980  # with the ideal submission's files, just under the archive's 2,000 entries
 PER_FOLDER = 100
+# bubblewrap's own cost here: the sandbox's namespaces and pid 1, only the binds `true` needs; no
+# setpriv, cgroup, limits, tmpfs mounts or gate. What the sandboxed `true` costs beyond it is ours.
+BWRAP_FLOOR = (BWRAP, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+               "--as-pid-1", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+               "--symlink", "usr/lib64", "/lib64", "/usr/bin/true")
 
 
 def extra_files(count: int) -> dict[str, bytes]:
@@ -316,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"bench: bare pytest exit codes {codes}, expected {expected_codes}")
 
         grading_s, bare_s, ratios, grading_cpu, bare_cpu = [], [], [], [], []
-        sb_true, bare_true, sb_pytest, bare_pytest = [], [], [], []
+        sb_true, bare_true, floor_true, sb_pytest, bare_pytest = [], [], [], [], []
         one = tree_dirs["submitted"]
         for r in range(args.rounds):
             order = ("grade", "bare") if r % 2 == 0 else ("bare", "grade")
@@ -331,10 +340,14 @@ def main(argv: list[str] | None = None) -> int:
             grading_s.append(got["grade"])
             bare_s.append(got["bare"])
             ratios.append(got["grade"] / got["bare"])
+            # why ready() first: right after a grading the pool refills its warm sandboxes
+            # (python importing pytest, on both cores), which is not the sandbox's cost per run.
+            ready()
             for i in range(args.true_runs):
-                pair = [("sb", lambda: sandbox.run(empty, ("true",))), ("bare", lambda: bare.run(empty, ["true"]))]
-                for which, fn in (pair if (r + i) % 2 == 0 else pair[::-1]):
-                    (sb_true if which == "sb" else bare_true).append(timed(fn)[0])
+                trio = [("sb", lambda: sandbox.run(empty, ("true",))), ("bare", lambda: bare.run(empty, ["true"])),
+                        ("floor", lambda: subprocess.run(BWRAP_FLOOR, env={}, check=True))]
+                for which, fn in (trio if (r + i) % 2 == 0 else trio[::-1]):
+                    {"sb": sb_true, "bare": bare_true, "floor": floor_true}[which].append(timed(fn)[0])
             for i in range(args.pytest_runs):
                 pair = [("sb", lambda: sandbox.run(one, spec.test_command)), ("bare", lambda: bare.run(one))]
                 for which, fn in (pair if (r + i) % 2 == 0 else pair[::-1]):
@@ -391,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         print(row(f"bare: same {len(bare_runs)} pytest runs, {workers} threads", bare_s))
         print(row("sandboxed `true` (empty tree)", sb_true))
         print(row("bare `true`", bare_true))
+        print(row("bubblewrap alone: same namespaces, 4 binds", floor_true))
         print(row("sandboxed pytest, one tree (submitted)", sb_pytest))
         print(row("bare pytest, same tree", bare_pytest))
         print()
@@ -403,6 +417,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sandbox overhead per run (minimums, least disturbed by other load): "
               f"{(min(sb_true) - min(bare_true)) * 1000:.1f} ms (`true`), "
               f"{(min(sb_pytest) - min(bare_pytest)) * 1000:.1f} ms (pytest, one tree)")
+        print(f"of which bubblewrap's own floor on this machine (medians): "
+              f"{(med(floor_true) - med(bare_true)) * 1000:.1f} ms (a bare bwrap with the sandbox's namespaces, "
+              f"no cgroup, limits, tmpfs or gate); the rest is ours: "
+              f"{(med(sb_true) - med(floor_true)) * 1000:.1f} ms")
         if len(sweep) > 1:
             print()
             print(f"tree-size sweep: the ideal submission plus N small files in folders of {PER_FOLDER}; "
