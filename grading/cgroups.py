@@ -561,8 +561,10 @@ class RunCaps:
     run, which may launch several processes: wrap each one's argv.
     """
 
-    def __init__(self, caps: Caps, budget: RunBudget) -> None:
+    def __init__(self, caps: Caps, budget: RunBudget, defer_cgroups: bool = False) -> None:
         self.caps, self.budget = caps, budget
+        # why deferrable: the sandbox makes them while setpriv and bwrap start (see ensure_cgroups)
+        self.defer_cgroups = defer_cgroups
         self.name = owned_name("run")
         self.cgroups: list[Path] = []  # v1: memory first, then pids; v2: one
         self._mount_root: Path | None = None
@@ -572,8 +574,8 @@ class RunCaps:
 
     def __enter__(self) -> RunCaps:
         try:
-            if self.caps.mode != "rlimit":
-                self._make_cgroups()
+            if not self.defer_cgroups:
+                self.ensure_cgroups()
         except BaseException:
             self.close()
             raise
@@ -581,6 +583,21 @@ class RunCaps:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+    @property
+    def uses_cgroups(self) -> bool:
+        """Whether the run's processes join a cgroup of its own (not in rlimit mode)."""
+        return self.caps.mode != "rlimit"
+
+    def ensure_cgroups(self) -> None:
+        """Make the run's cgroups unless they are made (or the mode has none); before ``join``.
+
+        Called by ``with`` unless the RunCaps was made with ``defer_cgroups``:
+        then by its user, at any time before a process must join. Those made
+        before a failure are removed by ``close`` all the same.
+        """
+        if self.uses_cgroups and not self.cgroups:
+            self._make_cgroups()
 
     def _make_cgroups(self) -> None:
         v2 = self.caps.mode == "cgroup2"
@@ -610,6 +627,7 @@ class RunCaps:
         cgroupfs), so put it in front of everything, before prlimit and setpriv.
         In rlimit mode ``argv`` is returned unchanged.
         """
+        self.ensure_cgroups()
         if not self.cgroups:
             return list(argv)
         return [SH, "-c", ENTER_CGROUP, "enter-cgroup", *(str(c / "cgroup.procs") for c in self.cgroups),
@@ -621,6 +639,7 @@ class RunCaps:
         What they fork afterwards is born in it. Raises ProcessLookupError for
         a process that is gone, CapsUnavailable when the cgroup refuses it.
         """
+        self.ensure_cgroups()
         for cgroup in self.cgroups:
             for pid in pids:
                 try:
@@ -741,6 +760,18 @@ class RunCaps:
 
     def close(self) -> None:
         """Kill what is left in the cgroup, unmount the tmpfs mounts, remove both. Safe to call twice."""
+        # why removed first: a cgroup with nothing left in it (the usual end: the sandbox's pid 1
+        # ended, and the kernel ended the rest of its pid namespace) goes at once, its members
+        # unread; one that still holds a process refuses (EBUSY) and is emptied below.
+        left = []
+        for cgroup in self.cgroups:
+            try:
+                os.rmdir(cgroup)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(cgroup)
+        self.cgroups = left
         for cgroup in self.cgroups:
             _kill_members(cgroup)
         for fd in self._roots.values():

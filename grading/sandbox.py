@@ -60,6 +60,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import spawn
 from .cgroups import (
     Caps,
     CapsUnavailable,
@@ -299,6 +300,14 @@ def _write_tree(out, tree: Path | Mapping[str, bytes]) -> None:
 
 class TreeRefused(Exception):
     """A tree that cannot be written into its run's /tree: too big for the tmpfs, or a name tar refuses too."""
+
+
+class _TreesRefused(Exception):
+    """A run's trees did not all fit their sandboxes: why, per launch (None for those that fit or were not tried)."""
+
+    def __init__(self, refused: list[str | None]) -> None:
+        super().__init__("a tree did not fit its sandbox")
+        self.refused = refused
 
 
 # The errors that are the tree's, not ours: out of space or inodes, and shapes
@@ -686,6 +695,12 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _setpriv(uid: int) -> list[str]:
+    """setpriv's part of a sandbox's command line: the run's uid and gid, no groups, capabilities or new privileges."""
+    return [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
 
 
 LAUNCH_WAIT_S = 10.0
@@ -1214,7 +1229,7 @@ class Sandbox:
         return RunBudget(memory_bytes=lim.memory_bytes, processes=lim.nproc, tmpfs_inodes=lim.tmpfs_inodes,
                          fallback_processes=lim.fallback_processes, address_space_bytes=lim.address_space_bytes)
 
-    def run_caps(self) -> RunCaps:
+    def run_caps(self, defer_cgroups: bool = False) -> RunCaps:
         """The caps of one run, as a context manager: its own cgroup and tmpfs mounts.
 
         Every process the run launches takes ``caps.rlimits()`` for its limits
@@ -1223,7 +1238,7 @@ class Sandbox:
         ``caps.wrap(argv)``); read ``caps.report()`` after the processes end,
         before the block does (see grading/cgroups.py).
         """
-        return RunCaps(self.caps_in_force(), self.budget())
+        return RunCaps(self.caps_in_force(), self.budget(), defer_cgroups)
 
     def describe_caps(self) -> str:
         """Which caps are in force, in one sentence (the worker's log, the packets page)."""
@@ -1300,9 +1315,9 @@ class Sandbox:
         address_space, nproc = caps.rlimits()
         return [
             # why: launched by root, bwrap ignores RLIMIT_NPROC entirely (400/400 forks);
-            # an unprivileged uid with no caps and no_new_privs makes it hold.
-            SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
+            # an unprivileged uid with no caps and no_new_privs makes it hold. Where the
+            # worker can start bwrap under the uid itself, _launch leaves setpriv out.
+            *_setpriv(uid),
             BWRAP,
             # why: no network, own pid/ipc/uts/cgroup namespaces, no nested user
             # namespaces to regain capabilities, and no controlling terminal to
@@ -1391,7 +1406,7 @@ class Sandbox:
         ]
 
     def _launch(self, argv_for, uid: int, caps: RunCaps, fds: _Fds, stdin: int,
-                pass_fds: Sequence[int]) -> tuple[subprocess.Popen, int | None]:
+                pass_fds: Sequence[int], while_starting=None) -> tuple[subprocess.Popen, int | None]:
         """Start one sandbox (``argv_for(gate_fd)``), put it into the run's cgroup, then open its gate.
 
         Returns the process and the host pid of the sandbox's pid 1 (None where
@@ -1408,37 +1423,52 @@ class Sandbox:
         afterwards, in the cgroup. ``--die-with-parent`` ends the sandbox if the
         worker dies first, and the gate then closes unopened: the wrapper exits,
         having run nothing.
+
+        The run's cgroup (when ``caps`` defers it) is made, and then
+        ``while_starting()`` is called, while setpriv and bwrap start (about
+        3 ms before bwrap names its child): what the run needs before its gate
+        opens but not before bwrap starts, such as its tree written into its
+        /tree tmpfs, costs no time of its own. If either raises, the sandbox
+        is ended, its gate unopened, and the exception goes on.
         """
         gate_r, gate_w = os.pipe()
         try:
             os.fchown(gate_r, uid, uid)  # so the wrapper can open it as /proc/self/fd/N
-            if not caps.cgroups:
-                os.write(gate_w, b"go\n")  # rlimit mode: no cgroup to join
             try:
-                proc = subprocess.Popen(
+                argv = argv_for(gate_r)
+                options = dict(
                     # why an empty environment, not bwrap --clearenv: bwrap's own pid 1 would
                     # otherwise keep the worker's (SECRET_KEY...) in /proc/1/environ.
-                    argv_for(gate_r), env={},
-                    stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    env={}, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     pass_fds=(*fds.child_ends(), *pass_fds, gate_r),
                     start_new_session=True,  # why: one group to kill, whatever the code spawns
                 )
+                prefix = _setpriv(uid)
+                if argv[:len(prefix)] == prefix and spawn.unavailable() is None:
+                    # bwrap started under the uid by the worker: no setpriv run (see grading/spawn.py)
+                    proc = spawn.popen_as(uid, uid, argv[len(prefix):], **options)
+                else:
+                    proc = subprocess.Popen(argv, **options)
             finally:
                 _close(gate_r)
                 fds.close_child_ends()  # why now: the status pipe must end if bwrap does
             child = None
-            if caps.cgroups:
-                try:
-                    if (child := _child_pid(fds, proc.pid)) is not None:
-                        caps.join((child,))
-                        os.write(gate_w, b"go\n")
-                except (ProcessLookupError, BrokenPipeError):
-                    pass  # the sandbox ended during bwrap's set-up: _watch reports it as our failure
-                except BaseException:
-                    _kill_group(proc)
-                    proc.wait()
-                    proc.stdout.close()
-                    raise
+            try:
+                caps.ensure_cgroups()
+                if while_starting is not None:
+                    while_starting()
+                if not caps.uses_cgroups:
+                    os.write(gate_w, b"go\n")  # rlimit mode: no cgroup to join
+                elif (child := _child_pid(fds, proc.pid)) is not None:
+                    caps.join((child,))
+                    os.write(gate_w, b"go\n")
+            except (ProcessLookupError, BrokenPipeError):
+                pass  # the sandbox ended during bwrap's set-up: _watch reports it as our failure
+            except BaseException:
+                _kill_group(proc)
+                proc.wait()
+                proc.stdout.close()
+                raise
             return proc, child
         finally:
             _close(gate_w)
@@ -1551,21 +1581,28 @@ class Sandbox:
     def _run_group_owned(self, launches: list[_Launch]) -> list[RunResult]:
         runner, _scratch, sandboxed = self._prepare()
         with self._slots(len(launches)) as uids:
-            trees: list[int | None] = []  # each launch's tar (a memfd), or None: written into its /tree already
+            trees: list[int | None] = []  # each launch's tar (a memfd), or None: written into its /tree
+            roots: list[int | None] = []  # each launch's /tree tmpfs (mount mode), written while it starts
             caps: list[RunCaps] = []
+            start = time.monotonic()
             try:
                 # why caps per sandbox: each gets the whole budget under its own uid, so the
                 # candidate's side of the boundary cannot starve the hidden tests' side.
                 with ExitStack() as stack:
                     for _ in launches:
-                        caps.append(stack.enter_context(self.run_caps()))
-                    start = time.monotonic()
-                    refused: list[str | None] = []
+                        caps.append(stack.enter_context(self.run_caps(defer_cgroups=True)))
                     for uid, launch, run_caps in zip(uids, launches, caps):
-                        refused.append(self._put_tree(uid, launch, run_caps, trees))
-                    if any(refused):
-                        return self._refused(refused, launches, caps, start)
-                    return self._execute(uids, runner, sandboxed, trees, launches, caps)
+                        roots.append(self._tree_root(uid, launch, run_caps, trees))
+
+                    def write_trees() -> None:
+                        refused = self._write_trees(roots, uids, launches)
+                        if any(refused):
+                            raise _TreesRefused(refused)
+
+                    try:
+                        return self._execute(uids, runner, sandboxed, trees, launches, caps, write_trees)
+                    except _TreesRefused as exc:
+                        return self._refused(exc.refused, launches, caps, start)
             except CapsUnavailable as exc:
                 raise SandboxUnavailable(str(exc)) from None
             except OSError as exc:
@@ -1578,26 +1615,40 @@ class Sandbox:
                     if not _ended(launch.child_pid):
                         _kill_uid(uid)
 
-    def _put_tree(self, uid: int, launch: _Launch, caps: RunCaps, trees: list[int | None]) -> str | None:
-        """Make ``launch``'s tree ready for its sandbox (appended to ``trees``); why it does not fit, or None.
+    def _tree_root(self, uid: int, launch: _Launch, caps: RunCaps, trees: list[int | None]) -> int | None:
+        """Where ``launch``'s tree goes: the fd of its /tree tmpfs to write into, or None (a tar, in ``trees``).
 
         Where the worker mounts the run's tmpfs mounts itself (mount mode), it
         writes the tree straight into the one for /tree, owned by the run's
-        uid: no tar is built, and the sandbox runs no tar. why: unpacking in
-        the sandbox was one more program started in every cold run (GNU tar,
-        1.3 to 1.5 ms even for an empty tree). Otherwise (bwrap's own tmpfs,
-        made inside the sandbox) the tree goes in as a tar on stdin.
+        uid (see _write_trees): no tar is built, and the sandbox runs no tar.
+        why: unpacking in the sandbox was one more program started in every
+        cold run (GNU tar, 1.3 to 1.5 ms even for an empty tree). Otherwise
+        (bwrap's own tmpfs, made inside the sandbox) the tree goes in as a tar
+        on stdin, appended to ``trees``; None is appended in mount mode.
         """
         root = caps.tmpfs_root("/tree", self.limits.tmpfs_bytes, uid)
-        if root is None:
-            trees.append(tree_stream(launch.tree))
-            return None
-        trees.append(None)
-        try:
-            write_tree_into(root, launch.tree, uid)
-        except TreeRefused as exc:
-            return str(exc)
-        return None
+        trees.append(tree_stream(launch.tree) if root is None else None)
+        return root
+
+    @staticmethod
+    def _write_trees(roots: list[int | None], uids: list[int], launches: list[_Launch]) -> list[str | None]:
+        """Write each launch's tree into its /tree tmpfs (mount mode); why each one did not fit, or None.
+
+        Called while the first sandbox starts, before any gate opens: a tree
+        that does not fit leaves the whole run unrun (see _refused).
+        """
+        refused: list[str | None] = []
+        for root, uid, launch in zip(roots, uids, launches):
+            if root is None or any(refused):
+                refused.append(None)
+                continue
+            try:
+                write_tree_into(root, launch.tree, uid)
+            except TreeRefused as exc:
+                refused.append(str(exc))
+            else:
+                refused.append(None)
+        return refused
 
     def _refused(self, refused: list[str | None], launches: list[_Launch], caps: list[RunCaps],
                  start: float) -> list[RunResult]:
@@ -1611,14 +1662,19 @@ class Sandbox:
         return results
 
     def _execute(self, uids: list[int], runner: Path, sandboxed: Path, trees: list[int | None],
-                 launches: list[_Launch], caps: list[RunCaps]) -> list[RunResult]:
+                 launches: list[_Launch], caps: list[RunCaps], write_trees=None) -> list[RunResult]:
+        """Launch every sandbox of the run, then watch them; ``write_trees`` is called as the first one starts.
+
+        why all trees while the first starts: none of the run's gates may open
+        before every tree is in place (a tree refused leaves the whole run unrun).
+        """
         lim = self.limits
         watched: list[_Watched] = []
         start = time.monotonic()
         try:
             for uid, launch in zip(uids, launches):
                 watched.append(_Watched(launch, _Fds.open(uid), log=_CappedBuffer(lim.output_bytes)))
-            for w, uid, tree_fd, run_caps in zip(watched, uids, trees, caps):
+            for i, (w, uid, tree_fd, run_caps) in enumerate(zip(watched, uids, trees, caps)):
                 # a tree written into /tree already: the run's stdin is /dev/null, read-only as the wrapper's was
                 stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) if tree_fd is None else tree_fd
                 try:
@@ -1626,7 +1682,7 @@ class Sandbox:
                         lambda gate, w=w, uid=uid, run_caps=run_caps, written=tree_fd is None: self._argv(
                             uid, runner, sandboxed, w.launch.command, w.fds, w.launch.env, run_caps, gate,
                             tree_written=written),
-                        uid, run_caps, w.fds, stdin, w.launch.pass_fds)
+                        uid, run_caps, w.fds, stdin, w.launch.pass_fds, write_trees if i == 0 else None)
                 finally:
                     if tree_fd is None:
                         _close(stdin)
