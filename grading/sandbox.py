@@ -8,9 +8,9 @@ a :class:`RunResult`, never an exception.
 
 The tree of a run is never copied on the worker's disk. Where the worker
 mounts the run's capped tmpfs mounts itself (mount mode, grading/cgroups.py),
-it writes a cold run's tree straight into the one for ``/tree`` before the
-sandbox starts (``write_tree_into``: owned by the run's uid, never through a
-link); otherwise, and for a warm sandbox, the tree goes in as a tar in memory
+it writes a cold run's tree straight into the one for ``/tree`` while the
+sandbox starts, before its gate opens (``write_tree_into``: owned by the
+run's uid, never through a link); otherwise, and for a warm sandbox, the tree goes in as a tar in memory
 (a memfd or a pipe on the sandbox's stdin, see ``tree_stream``) and is
 unpacked there into ``/tree``. On the host side, under ``scratch_dir`` (mode 0711)::
 
@@ -1303,10 +1303,13 @@ class Sandbox:
               tree_written: bool = False) -> list[str]:
         """The command line of one sandbox: setpriv, then bwrap, then our sh wrapper (pid 1 inside).
 
+        setpriv is left out where the worker starts bwrap under the uid itself
+        (grading/spawn.py, see _launch).
+
         It is started by :meth:`_launch`, with an empty environment, and held
         at the wrapper's gate until it is in the run's cgroup. ``tree_written``:
-        the worker wrote the tree into the run's /tree tmpfs already (see
-        write_tree_into), so no tar arrives on stdin.
+        the worker writes the tree into the run's /tree tmpfs itself, before
+        the gate opens (see write_tree_into), so no tar arrives on stdin.
         """
         lim = self.limits
         status_fd, junit_fd = fds.status_w, fds.junit_w
