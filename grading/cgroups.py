@@ -618,6 +618,13 @@ class RunCaps:
                     _write(memory / "memory.memsw.limit_in_bytes", str(mem))  # why: memory plus swap, same cap
             _write(pids / "pids.max", str(procs))
         except OSError as exc:
+            # why removed at once: a cgroup made but not capped must never count as made (see ensure_cgroups)
+            for path in reversed(self.cgroups):
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    pass
+            self.cgroups.clear()
             raise CapsUnavailable(f"cannot set up the run's cgroup ({self.caps.mode}): {exc}") from None
 
     def wrap(self, argv: Sequence[str]) -> list[str]:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import shutil
+import signal
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -83,9 +87,8 @@ def test_bwrap_started_by_the_worker_runs_as_the_runs_uid_with_no_privileges(run
     assert spawned == [sandbox_module.BWRAP]  # no setpriv in front of it
     assert UID_BASE <= uid < UID_BASE + 4
     # bwrap outside the sandbox: the run's ids (real, effective, saved, fs), no groups, no capabilities,
-    # no_new_privs (bwrap's own); its bounding set is root's, which no_new_privs leaves nothing to use for.
-    assert {k: outside[k] for k in STATUS_KEYS} == unprivileged(uid), outside
-    # the sandbox's pid 1: the same, and an empty bounding set
+    # no_new_privs and an empty bounding set, as setpriv left it; the sandbox's pid 1 the same
+    assert outside == {**unprivileged(uid), "CapBnd": "0" * 16}, outside
     assert inside == {**unprivileged(uid), "CapBnd": "0" * 16}, inside
 
 
@@ -144,18 +147,126 @@ def test_a_forked_process_starts_its_own_spawning_thread():
     assert said == f"uid={UID_BASE + 2} gid={UID_BASE + 2} groups={UID_BASE + 2}"
 
 
-def test_it_is_not_used_where_it_cannot_be_sure(monkeypatch):
-    spawn._unavailable.cache_clear()
-    try:
-        monkeypatch.setattr(spawn.platform, "machine", lambda: "sparc64")
-        assert "system call numbers" in spawn.unavailable()
-        spawn._unavailable.cache_clear()
-        monkeypatch.setattr(spawn.platform, "machine", lambda: "x86_64")
-        monkeypatch.setattr(spawn, "_inheritable_caps", lambda: 1 << 21)
-        assert "inheritable capabilities" in spawn.unavailable()
-        spawn._unavailable.cache_clear()
-        monkeypatch.setattr(spawn.os, "getresuid", lambda: (1000, 1000, 1000))
-        assert spawn.unavailable() == "the worker is not root"
-    finally:
-        spawn._unavailable.cache_clear()
+def test_the_spawning_thread_holds_what_setpriv_dropped_for_good():
+    # no_new_privs, an empty bounding set and no inheritable capabilities, set on itself once it started:
+    # a setuid or file-capability program it starts gains nothing by its exec
+    require(spawn.unavailable() is None, f"the worker cannot start processes under other uids here: "
+                                         f"{spawn.unavailable()}")
+    status = spawn._this_process_spawner().status
+    assert {k: status[k] for k in spawn.HARDENED} == spawn.HARDENED, status
+    assert spawn.thread_status()["NoNewPrivs"] == "0"  # the other threads keep theirs
 
+
+def test_a_setuid_program_gains_nothing():
+    require(spawn.unavailable() is None, f"the worker cannot start processes under other uids here: "
+                                         f"{spawn.unavailable()}")
+    folder = tempfile.mkdtemp(prefix="takehome-setuid-test-", dir="/tmp")  # why: one the uid can reach
+    try:
+        os.chmod(folder, 0o755)
+        program = os.path.join(folder, "cat")
+        shutil.copy("/usr/bin/cat", program)
+        os.chmod(program, 0o4755)  # setuid root
+        proc = spawn.popen_as(UID_BASE + 1, UID_BASE + 1, [program, "/proc/self/status"], env={},
+                              stdout=subprocess.PIPE)
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        shutil.rmtree(folder)
+    status = dict(line.split(":", 1) for line in out.decode().splitlines() if ":" in line)
+    assert " ".join(status["Uid"].split()) == " ".join([str(UID_BASE + 1)] * 4), status["Uid"]
+    assert status["CapEff"].strip() == status["CapPrm"].strip() == "0" * 16
+
+
+def slow_drop(monkeypatch, seconds: float, seen: list | None = None):
+    real = spawn._drop_ids
+
+    def drop(uid, gid):
+        if seen is not None:
+            seen.append((uid, gc.isenabled()))
+        time.sleep(seconds)
+        real(uid, gid)
+
+    monkeypatch.setattr(spawn, "_drop_ids", drop)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def interrupt_after(seconds: float):
+    def handler(signum, frame):
+        raise Interrupted()
+
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    return old
+
+
+def test_a_caller_interrupted_while_its_process_starts_waits_for_it_and_ends_it(monkeypatch):
+    # why: the caller's finally blocks close the pipes the spawn hands on; a spawn that ran after
+    # them would start a sandbox on someone else's descriptors, and nobody would end it
+    require(spawn.unavailable() is None, "the worker cannot start processes under other uids here")
+    slow_drop(monkeypatch, 0.5)
+    uid = UID_BASE + 2
+    old = interrupt_after(0.1)
+    start = time.monotonic()
+    try:
+        with pytest.raises(Interrupted):
+            spawn.popen_as(uid, uid, ["/bin/sleep", "30"], env={}, start_new_session=True)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.monotonic() - start >= 0.5  # it waited for the spawn
+    assert _uid_processes(uid) == []  # and ended what it started
+
+
+def test_a_caller_interrupted_before_its_turn_withdraws_its_request(monkeypatch):
+    require(spawn.unavailable() is None, "the worker cannot start processes under other uids here")
+    seen = []
+    slow_drop(monkeypatch, 0.6, seen)
+    first = threading.Thread(target=lambda: spawn.popen_as(UID_BASE + 1, UID_BASE + 1, ["/usr/bin/true"],
+                                                           env={}).wait())
+    first.start()
+    time.sleep(0.1)  # the thread is busy with the first
+    old = interrupt_after(0.1)
+    try:
+        with pytest.raises(Interrupted):
+            spawn.popen_as(UID_BASE + 2, UID_BASE + 2, ["/bin/sleep", "30"], env={}, start_new_session=True)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    first.join()
+    assert ids_of(UID_BASE + 3).startswith(f"uid={UID_BASE + 3} ")  # the thread went on past the withdrawn one
+    assert [uid for uid, _ in seen if uid != UID_BASE + 3] == [UID_BASE + 1], seen  # never started
+    assert _uid_processes(UID_BASE + 2) == []
+
+
+def test_no_garbage_collection_while_the_thread_holds_the_runs_ids(monkeypatch):
+    require(spawn.unavailable() is None, "the worker cannot start processes under other uids here")
+    seen = []
+    slow_drop(monkeypatch, 0.0, seen)
+    assert gc.isenabled()
+    ids_of(UID_BASE + 1)
+    assert seen == [(UID_BASE + 1, False)]
+    assert gc.isenabled()
+    assert spawn._prctl(spawn.PR_GET_DUMPABLE) == 1  # the change of uid left the worker dumpable as it was
+
+
+def test_it_is_not_used_where_it_cannot_be_sure(monkeypatch):
+    monkeypatch.setattr(spawn.platform, "machine", lambda: "sparc64")
+    assert "system call numbers" in spawn.unavailable()
+    monkeypatch.setattr(spawn.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(spawn.ctypes, "sizeof", lambda _: 4)
+    assert "32-bit" in spawn.unavailable()
+    monkeypatch.undo()
+    require(os.geteuid() == 0, "root only")
+    monkeypatch.setattr(spawn.os, "getresuid", lambda: (1000, 1000, 1000))
+    assert spawn.unavailable() == "the worker is not root"
+    monkeypatch.undo()
+    # a thread that could not harden itself is not used, and says why
+    monkeypatch.setattr(spawn, "_spawner", None)
+
+    def refuse():
+        raise OSError(1, "not permitted (test)")
+
+    monkeypatch.setattr(spawn, "_harden_this_thread", refuse)
+    assert "could not drop what setpriv drops" in spawn.unavailable()
