@@ -593,8 +593,8 @@ class RunCaps:
         """Make the run's cgroups unless they are made (or the mode has none); before ``join``.
 
         Called by ``with`` unless the RunCaps was made with ``defer_cgroups``:
-        then by its user, at any time before a process must join. Those made
-        before a failure are removed by ``close`` all the same.
+        then by its user, at any time before a process must join (``join`` and
+        ``wrap`` call it too). On a failure none is left made.
         """
         if self.uses_cgroups and not self.cgroups:
             self._make_cgroups()

@@ -1678,7 +1678,7 @@ class Sandbox:
             for uid, launch in zip(uids, launches):
                 watched.append(_Watched(launch, _Fds.open(uid), log=_CappedBuffer(lim.output_bytes)))
             for i, (w, uid, tree_fd, run_caps) in enumerate(zip(watched, uids, trees, caps)):
-                # a tree written into /tree already: the run's stdin is /dev/null, read-only as the wrapper's was
+                # a tree the worker writes into /tree: the run's stdin is /dev/null, read-only as the wrapper's was
                 stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC) if tree_fd is None else tree_fd
                 try:
                     w.proc, w.launch.child_pid = self._launch(

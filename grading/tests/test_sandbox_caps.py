@@ -345,3 +345,26 @@ def test_the_worker_builds_its_sandbox_from_the_cap_settings(settings):
                                     fallback_processes=5, address_space_bytes=1 << 30)
     assert (sb.caps, sb.tmpfs) == ("rlimit", "bwrap")
     assert sb.describe_caps().startswith("per-process rlimits only: at most 5 processes x 102 MiB")
+
+
+def test_a_cgroup_that_could_not_be_capped_is_not_left_made(capped, monkeypatch):
+    # why: join and wrap make the run's cgroups when they are missing; one made but left without its
+    # limits (the write of pids.max failed) must not count as made, or a process would join it uncapped
+    from grading import cgroups
+    real_write = cgroups._write
+
+    def failing_write(path, text):
+        if path.name == "pids.max":
+            raise OSError(28, "No space left on device (test)")
+        real_write(path, text)
+
+    run = RunCaps(capped.caps_in_force(), capped.budget(), defer_cgroups=True)
+    monkeypatch.setattr(cgroups, "_write", failing_write)
+    with pytest.raises(cgroups.CapsUnavailable):
+        run.ensure_cgroups()
+    assert run.cgroups == []
+    with pytest.raises(cgroups.CapsUnavailable):
+        run.join((os.getpid(),))  # tries again, and still refuses: never a cgroup without its caps
+    assert run.cgroups == []
+    monkeypatch.undo()
+    run.close()
