@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import json
 import os
 import secrets
@@ -405,9 +406,9 @@ def machine() -> str:
 
 def check_tools() -> Path:
     """locust importable and the sandbox's runner built; returns the runner's folder."""
-    try:
-        import locust  # noqa: F401
-    except ImportError:
+    # why not imported: importing locust patches this process's threads into gevent's green ones,
+    # and this process runs Django and the sandbox (the packet's check) before locust starts.
+    if importlib.util.find_spec("locust") is None:
         raise SystemExit("load: locust is not installed here: .venv/bin/pip install -r requirements.txt")
     try:
         return ensure_runner(runner_dir())

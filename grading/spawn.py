@@ -32,7 +32,9 @@ on a caller's pipes that are already closed.
 
 It is used only where that is sure (``unavailable()`` says why not): the
 worker is root on a 64-bit x86 or Arm whose system call numbers are known
-here, and the thread could harden itself as above. Elsewhere the sandbox
+here, the thread is an OS thread of its own (not a green thread of gevent or
+eventlet, which would share its caller's: locust patches threading so), and
+it could harden itself as above. Elsewhere the sandbox
 starts setpriv as before.
 """
 
@@ -111,6 +113,11 @@ def thread_status() -> dict[str, str]:
     return {k: " ".join(v.split()) for k, v in fields.items()}
 
 
+def _os_thread() -> str:
+    """The calling OS thread, as the kernel names it ("<pid>/task/<tid>"); green threads share one."""
+    return os.readlink("/proc/thread-self")
+
+
 HARDENED = {"NoNewPrivs": "1", "CapBnd": "0" * 16, "CapInh": "0" * 16, "CapAmb": "0" * 16}
 
 
@@ -147,6 +154,7 @@ class _Spawner:
 
     def __init__(self) -> None:
         self.pid = os.getpid()
+        self.creator = _os_thread()
         self.groups = os.getgroups()
         self.broken: str | None = None  # why it may not be used (any more)
         self.status: dict[str, str] = {}  # the thread's own, once hardened
@@ -157,6 +165,8 @@ class _Spawner:
         ready.wait()
 
     def popen(self, uid: int, gid: int, argv: Sequence[str], kwargs: dict) -> subprocess.Popen:
+        if self.broken:
+            raise OSError(self.broken)
         request = _Request(uid, gid, argv, kwargs)
         self.requests.put(request)
         try:
@@ -200,6 +210,13 @@ class _Spawner:
 
     def _loop(self, ready: threading.Event) -> None:
         try:
+            if _os_thread() == self.creator:
+                # why: green threads (gevent's or eventlet's patching) share one OS thread, so hardening
+                # and the uid window would be the whole program's, and others would run inside the window
+                self.broken = ("the spawning thread is not an OS thread of its own (threading is patched "
+                               "to green threads here)")
+                log.warning("sandbox: %s; setpriv starts bwrap instead", self.broken)
+                return
             _harden_this_thread()
             self.status = thread_status()
             if any(self.status.get(k) != v for k, v in HARDENED.items()):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,7 @@ from grading import sandbox as sandbox_module
 from grading import spawn
 from grading.sandbox import Sandbox, SandboxLimits, _uid_processes
 
+ROOT = Path(__file__).resolve().parents[2]
 UID_BASE = 62140  # a pool of its own, apart from the other sandbox tests'
 LIMITS = SandboxLimits(wall_s=15, cpu_s=4, address_space_bytes=512 << 20, nproc=32,
                        file_size_bytes=8 << 20, tmpfs_bytes=32 << 20, output_bytes=64 << 10)
@@ -270,3 +274,37 @@ def test_it_is_not_used_where_it_cannot_be_sure(monkeypatch):
 
     monkeypatch.setattr(spawn, "_harden_this_thread", refuse)
     assert "could not drop what setpriv drops" in spawn.unavailable()
+
+
+GREEN = """\
+from gevent import monkey
+monkey.patch_all()
+import json
+from grading import spawn
+reason = spawn.unavailable()
+status = spawn.thread_status()
+try:
+    spawn.popen_as(62141, 62141, ["/usr/bin/true"], env={})
+except OSError as exc:
+    refused = str(exc)
+else:
+    refused = None
+print(json.dumps({"reason": reason, "refused": refused, "after": spawn.thread_status(),
+                  "before": {k: status[k] for k in ("NoNewPrivs", "CapBnd", "Uid")}}))
+"""
+
+
+def test_green_threads_are_never_used_to_spawn(tmp_path):
+    # Under gevent (locust patches threading so) the spawning "thread" would be a green one on its
+    # caller's OS thread: hardening it would harden the whole program, and the uid window would be
+    # every green thread's. It is refused before it changes anything, and setpriv is used instead.
+    pytest.importorskip("gevent")
+    require(os.geteuid() == 0, "root only")
+    done = subprocess.run([sys.executable, "-c", GREEN], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout.splitlines()[-1])
+    assert "not an OS thread of its own" in said["reason"], said
+    assert said["refused"] == said["reason"]
+    for seen in (said["before"], said["after"]):
+        assert seen["NoNewPrivs"] == "0" and seen["CapBnd"] != "0" * 16 and seen["Uid"].split()[0] == "0", said
