@@ -36,6 +36,12 @@ def test_recruiter_invites_by_pasted_lines_and_copies_a_link(live_server, page, 
     page.click("button:has-text('Invite')")
     page.locator("#invite-result").wait_for()
     assert Invitation.objects.count() == 2
+    # each new link is shown whole, not cut off in its field (at 1280 px), and a phone's page keeps its width
+    for field in page.locator("#invite-result input.link-field").all():
+        assert field.evaluate("f => f.scrollWidth <= f.clientWidth"), field.input_value()
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.set_viewport_size({"width": 1280, "height": 900})
 
     page.get_by_role("link", name="See all invitations").click()
     row = page.locator("tr", has_text="ada@example.com")
