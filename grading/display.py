@@ -86,6 +86,17 @@ def _parse(at: str | None) -> datetime | None:
     return value
 
 
+def stamp_read(events) -> datetime | None:
+    """The time the grader read in model_allowed.at (its "stamp value" event): aware when the text was UTC."""
+    for event in events or ():
+        if isinstance(event, Mapping) and event.get("name") == "stamp value":
+            try:
+                return datetime.fromisoformat(event.get("at"))
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
 REFUSED = " (refused)"
 EXCHANGE = "model exchange"
 RECORDING = "session recording"  # a hosted session's marker (grading/replay.py): a gate step or a test run

@@ -276,6 +276,7 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
         "exchanges": display.exchange_rows(exchanges),
         "model_comparisons": display.comparison_rows(model),
         "texts": texts,
+        "stamp_read": display.stamp_read(timeline.get("events")),
         "diff_files": display.order_files((data.get("diff") or {}).get("files") or []),
         "test_runs": [(name, runs[name]) for name in display.TEST_RUNS if name in runs],
         "fix_runs": [(name, runs[name]) for name in display.FIX_RUNS if name in runs],

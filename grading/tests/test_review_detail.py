@@ -601,3 +601,23 @@ def test_a_draft_note_arriving_after_the_choice_goes_onto_the_mark(reviewer, sub
     do_save_mark(submission, reviewer, "red_log", True, "")
     do_save_note_draft(submission, reviewer, "red_log", "late note")
     assert Mark.objects.get().note == "late note" and Review.objects.get().draft_notes == {}
+
+
+def test_the_stamp_file_is_shown_with_the_time_read_in_it(rob, sample_packet):
+    from grading.tests.reviewing import ideal_evidence
+
+    _, stamp = stamp_and_red_sections(rob.get(f"/review/{make_submission(sample_packet).pk}/").content.decode())
+    assert "1796047729.8974054" in stamp  # the file as written
+    assert re.search(r'Read as <time datetime="2026-11-30T14:08:49\+00:00"[^>]*>2026-11-30 14:08:49 UTC</time>\.',
+                     stamp), stamp
+    evidence = ideal_evidence()
+    evidence["texts"]["model_allowed.at"] = "soon"
+    evidence["timeline"]["events"] = [e for e in evidence["timeline"]["events"] if e["name"] != "stamp value"]
+    _, stamp = stamp_and_red_sections(
+        rob.get(f"/review/{make_submission(sample_packet, evidence=evidence).pk}/").content.decode())
+    assert "Not a time the grader could read." in stamp and "Read as" not in stamp
+    evidence["timeline"]["events"].append({"name": "stamp value", "at": "2026-11-30T15:08:49.5", "source":
+                                           "model_allowed.at (candidate's local time, zone unknown)"})
+    _, stamp = stamp_and_red_sections(
+        rob.get(f"/review/{make_submission(sample_packet, evidence=evidence).pk}/").content.decode())
+    assert "Read as 2026-11-30 15:08:49, the candidate's local time (its zone unknown)." in stamp, stamp
