@@ -182,6 +182,7 @@ def test_the_queue_shows_whether_each_candidates_deadline_has_passed(rob, sample
                                                                       deadline=deadline)
     response = rob.get("/review/")
     assert 'data-phase="running"' in row_of(response, running) and "may upload again until" in row_of(response, running)
+    assert "still to come" in row_of(response, running)  # the deadline, in its column: not yet passed
     assert 'data-phase="grace"' in row_of(response, grace) and "may still upload until" in row_of(response, grace)
     assert 'data-phase="closed"' in row_of(response, closed) and "passed · final" in row_of(response, closed)
     assert "<th>Candidate's deadline</th>" in response.content.decode()
