@@ -32,7 +32,14 @@ from .models import Evidence, GradingRun
 from .pythons import PythonUnavailable
 from .requirements import RequirementsRefused
 from .runner import RunnerUnavailable
-from .sandbox import Sandbox, SandboxLimits, SandboxUnavailable, clean_stale_scratch, start_warm_sandboxes
+from .sandbox import (
+    Sandbox,
+    SandboxLimits,
+    SandboxUnavailable,
+    clean_stale_scratch,
+    close_warm_sandboxes,
+    start_warm_sandboxes,
+)
 from .spec import PacketSpec
 
 log = logging.getLogger(__name__)
@@ -71,21 +78,41 @@ def sandbox_for_spec(spec: PacketSpec) -> Sandbox:
         raise SandboxUnavailable(f"the packet's environment could not be built: {exc}") from exc
 
 
-def clean_stale_runs() -> list[str]:
+def clean_stale_runs(stopping: bool = False) -> list[str]:
     """Remove cgroups, tmpfs mounts and scratch folders of sandbox runs whose worker process died.
 
     A hard time limit, an OOM kill or a SIGKILL ends a worker mid-run, and its
     run's mounts would hold their memory (and its scratch folder its disk)
     until someone removes them. Those of live processes are never touched.
+    ``stopping``: called by a worker whose pool has stopped, for what its own
+    processes left (their warm sandboxes' cgroups, say), which is no fault.
     """
     removed = clean_stale_scratch(Path(settings.GRADING_SCRATCH_DIR))
     try:
         removed += sandbox_from_settings().clean_stale()
     except SandboxUnavailable as exc:
         log.error("the sandbox's caps cannot be set up (grading will be retried): %s", exc)
-    for leftover in removed:
-        log.warning("removed what a sandbox run whose worker died left behind: %s", leftover)
+    if removed:
+        # why one line: a worker killed with its warm sandboxes up leaves three folders for each
+        summary = leftovers_summary(removed)
+        if stopping:
+            log.info("removed what this worker's sandbox runs left: %s", summary)
+        else:
+            log.warning("removed what sandbox runs of worker processes that died left behind: %s", summary)
+        for leftover in removed:
+            log.debug("removed %s", leftover)
     return removed
+
+
+def leftovers_summary(removed: list[str]) -> str:
+    """'12 cgroups, 6 tmpfs mount folders and 1 scratch folder' for the paths clean_stale_runs removed."""
+    kinds = {"cgroup": 0, "tmpfs mount folder": 0, "scratch folder": 0}
+    for path in removed:
+        kind = ("cgroup" if path.startswith("/sys/fs/cgroup") else
+                "tmpfs mount folder" if "takehome-mounts-" in path or "/mounts/" in path else "scratch folder")
+        kinds[kind] += 1
+    parts = [f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in kinds.items() if n]
+    return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
 
 
 def warm_sandboxes() -> bool:
@@ -95,6 +122,11 @@ def warm_sandboxes() -> bool:
     except SandboxUnavailable as exc:
         log.error("warm sandboxes not started: %s", exc)
         return False
+
+
+def stop_warm_sandboxes() -> None:
+    """End this worker process's warm sandboxes (it is leaving)."""
+    close_warm_sandboxes()
 
 
 def sandbox_caps() -> str:

@@ -7,7 +7,7 @@ import uuid
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_process_init, worker_ready
+from celery.signals import worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import DatabaseError, connections
 
@@ -126,6 +126,19 @@ def prepare_worker(sender=None, **kwargs) -> None:
 def warm_worker_process(**kwargs) -> None:
     """Each worker process keeps its own pre-started sandboxes ready (never the parent: they do not survive a fork)."""
     pipeline.warm_sandboxes()
+
+
+@worker_process_shutdown.connect
+def cool_worker_process(**kwargs) -> None:
+    """A worker process that ends gracefully ends its warm sandboxes and removes their cgroups and mounts."""
+    # why here: a pool process leaves through os._exit, which runs no atexit handler
+    pipeline.stop_warm_sandboxes()
+
+
+@worker_shutdown.connect
+def clean_after_worker(**kwargs) -> None:
+    """A worker that stops removes what its pool's processes left (one ended by a signal cleans up nothing)."""
+    pipeline.clean_stale_runs(stopping=True)
 
 
 def resume_own_runs(hostname: str) -> int:

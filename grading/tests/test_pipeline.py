@@ -364,3 +364,13 @@ def test_an_offline_candidate_on_windows_is_graded_without_a_problem(invitation,
     assert timeline["notes"] == ["The server witnessed no gate step; artifacts/receipts.jsonl records steps the gate "
                                  "ran without it (red: --offline; model: --offline; green: --offline). The order "
                                  "rests on the zip's times and the stamp alone."]
+
+
+def test_what_dead_runs_left_is_said_in_one_counted_line():
+    from grading.pipeline import leftovers_summary
+
+    removed = ["/sys/fs/cgroup/memory/takehome/run-1-2-3-aa", "/sys/fs/cgroup/pids/takehome/run-1-2-3-aa",
+               "/dev/shm/takehome-mounts-0123/run-1-2-3-aa", "/work/var/scratch/grade-1-2-3-bb"]
+    assert leftovers_summary(removed) == "2 cgroups, 1 tmpfs mount folder and 1 scratch folder"
+    assert leftovers_summary(removed[:1]) == "1 cgroup"
+    assert leftovers_summary(removed[2:3] * 6) == "6 tmpfs mount folders"

@@ -8,7 +8,11 @@ evidence and keeps the reviews.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -130,3 +134,48 @@ def test_regrade_replaces_the_evidence_and_keeps_the_reviews(client, started, ce
     assert Submission.objects.get(pk=submission_id).status == "graded"
     assert Evidence.objects.get(submission_id=submission_id).created_at > first
     assert Review.objects.get(submission_id=submission_id).is_submitted
+
+
+def sandbox_leftovers(pids: set[int]) -> list[Path]:
+    """The cgroups and tmpfs mount folders named as owned by one of ``pids`` (see grading.cgroups.owned_name)."""
+    found = []
+    for parent in [*Path("/sys/fs/cgroup").glob("*/takehome"), Path("/sys/fs/cgroup/takehome"),
+                   *Path("/dev/shm").glob("takehome-mounts-*")]:
+        try:
+            children = list(parent.iterdir())
+        except OSError:
+            continue
+        found += [p for p in children if p.name.startswith("run-") and int(p.name.split("-")[2]) in pids]
+    return found
+
+
+@pytest.mark.parametrize("how", ["worker", "group", "killed"],
+                         ids=["TERM to the worker", "TERM to its process group", "a pool process killed first"])
+def test_a_worker_that_stops_leaves_no_cgroup_or_mount_of_its_warm_sandboxes(started, worker_env, tmp_path, how):
+    # As `make run` stops it (supervisord's TERM to the worker alone; Ctrl-C's INT, which pool
+    # processes ignore, is the same): its pool processes end their warm sandboxes, as they do on
+    # TERM to the whole group. What a pool process killed outright left (its warm sandboxes'
+    # cgroups and mounts), the worker removes once its pool has stopped. Before, each warm sandbox
+    # left its folders behind until the next start.
+    worker = Worker(worker_env, tmp_path / "worker.log")
+    worker.start()
+    try:
+        pool = _wait_for(lambda: {int(p) for p in subprocess.run(
+            ["ps", "-o", "pid=", "--ppid", str(worker.proc.pid)], capture_output=True, text=True).stdout.split()}
+            & {int(p.name.split("-")[2]) for p in sandbox_leftovers(set(range(1 << 22)))}, WAIT_S,
+            "the pool's warm sandboxes")
+        assert sandbox_leftovers(pool)
+        if how == "killed":
+            for pid in pool:
+                os.kill(pid, signal.SIGKILL)
+            _wait_for(lambda: all(not Path(f"/proc/{pid}").exists() for pid in pool), 30, "the pool process's end")
+            assert sandbox_leftovers(pool)  # the killed process could not remove its own
+        (os.killpg if how == "group" else os.kill)(worker.proc.pid, signal.SIGTERM)
+        assert worker.proc.wait(60) == 0, worker.output()[-4000:]
+    finally:
+        worker.kill()
+    assert sandbox_leftovers(pool) == [], worker.output()[-4000:]
+    if how == "killed":
+        assert "removed what this worker's sandbox runs left: " in worker.output(), worker.output()[-4000:]
+    else:
+        assert "left behind" not in worker.output().split("Warm shutdown", 1)[1]
