@@ -157,7 +157,10 @@ def test_a_worker_that_stops_leaves_no_cgroup_or_mount_of_its_warm_sandboxes(sta
     # TERM to the whole group. What a pool process killed outright left (its warm sandboxes'
     # cgroups and mounts), the worker removes once its pool has stopped. Before, each warm sandbox
     # left its folders behind until the next start.
-    worker = Worker(worker_env, tmp_path / "worker.log")
+    # why uids of its own: in the suite, warm pools of the tests' own process may hold every slot of
+    # the shared range, and a warm sandbox only starts on a free uid (it never asks one back)
+    worker = Worker({**worker_env, "TAKEHOME_SANDBOX_UID_BASE": "62500", "TAKEHOME_SANDBOX_SLOTS": "8"},
+                    tmp_path / "worker.log")
     worker.start()
     try:
         pool = _wait_for(lambda: {int(p) for p in subprocess.run(
