@@ -248,7 +248,19 @@ def owner_gone(name: str) -> bool:
     m = _NAME_RE.match(name)
     if not m or int(m.group(2)) != _pidns():
         return False  # another pid namespace's (another container's): its pids mean nothing here
-    return _start_time(int(m.group(3))) != int(m.group(4))
+    pid = int(m.group(3))
+    if _start_time(pid) != int(m.group(4)):
+        return True
+    return _zombie(pid)  # why: a killed process not yet reaped keeps its entry, and holds nothing
+
+
+def _zombie(pid: int) -> bool:
+    """True when the process has ended and only waits to be reaped (state Z or X)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 
 
 def _mount_tmpfs(path: Path, size: int, inodes: int, uid: int) -> None:

@@ -368,3 +368,20 @@ def test_a_cgroup_that_could_not_be_capped_is_not_left_made(capped, monkeypatch)
     assert run.cgroups == []
     monkeypatch.undo()
     run.close()
+
+
+def test_a_name_whose_owner_ended_but_is_not_yet_reaped_is_gone():
+    import subprocess as sp
+
+    from grading import cgroups
+
+    child = sp.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while not cgroups._zombie(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    name = f"run-{cgroups._pidns()}-{child.pid}-{cgroups._start_time(child.pid)}-00000000"
+    assert cgroups.owner_gone(name)  # a zombie: its entry and start time are still there
+    child.wait()
+    assert cgroups.owner_gone(name)
+    mine = f"run-{cgroups._pidns()}-{os.getpid()}-{cgroups._start_time(os.getpid())}-00000000"
+    assert not cgroups.owner_gone(mine)

@@ -20,7 +20,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from conftest import Worker, _wait_for, screenshot
-from grading.cgroups import work_dir_for
+from grading.cgroups import owner_gone, work_dir_for
 from grading.models import Evidence, GradingRun
 from grading.tasks import sweep_submissions
 from sessions_app.actions import do_start_session
@@ -192,6 +192,9 @@ def test_a_worker_killed_while_grading_is_graded_again_at_its_restart(ready, cli
         left = _wait_for(lambda: [p for f in folders for p in f.glob(f"grade-*-{killed.pid}-*")], 30,
                          "the grading's unpacked upload")
         first.kill()  # SIGKILL to the whole process group, mid-run
+        # why: the killed pool process may still be ending when the restarted worker looks (its folder is then
+        # rightly kept); a restart by a process manager comes later than this test's
+        _wait_for(lambda: owner_gone(left[0].name), 30, "the killed pool process's end")
         assert Submission.objects.get(pk=submission_id).status == "grading"
         again.start()  # finds its own run still marked running: sends it again at once
         submission = wait_graded(submission_id, again)
