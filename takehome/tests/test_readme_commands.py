@@ -1,12 +1,14 @@
-"""Every command README.md shows runs as printed, or this file says which tests run it, or why it cannot here.
+"""Every command README.md and the docs/ pages show runs as printed, or this file says which tests run it, or
+why it cannot here.
 
-`readme_commands` reads every command the README shows: each line of a shell block (a fenced
+`readme_commands` reads every command a page shows (`documented_commands`: README.md and each docs/*.md,
+the pages mkdocs builds): each line of a shell block (a fenced
 block with no language, or sh, shell, bash, console; a block marked text, ini or yaml is output
 or a file's content), each form in the Commands table's first column, and each code span of the
 text that starts with a command (after any NAME=value: make, python, manage.py, .venv/bin/...,
 docker and the other PROGRAMS, or an executable of the checkout such as scripts/run-supervised).
-`manage.py` stands for `.venv/bin/python manage.py`, as the README says. Each command must be in
-one of four tables:
+`manage.py` stands for `.venv/bin/python manage.py`, as the docs say. The Commands table is the one
+under a heading "Commands" (docs/commands.md). Each command must be in one of four tables:
 
   RUN        run here as printed, in a copy of the checkout that make itself set up (below);
   FILL       a form of the Commands table, filled in and run: its placeholders (SLUG, FILE.zip,
@@ -18,8 +20,8 @@ one of four tables:
 
 A command of the text or a block that repeats the start of a Commands-table form (`make run`,
 `manage.py invite`) is that form, accounted for there. A command in no table fails
-test_every_readme_command_is_accounted_for with what to do, and so does a table entry the
-README no longer shows.
+test_every_readme_command_is_accounted_for with what to do, and so does a table entry no page
+shows any more.
 
 The copy: a copy of the checkout whose .env was written by make itself (`make dotenv`), set up
 by make's own `db` target, run from an environment with no takehome variable at all: what a
@@ -48,6 +50,7 @@ from conftest import free_port, require
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 SHELL_BLOCKS = {"", "sh", "shell", "bash", "console"}
 # The first word of a command in the text (after any NAME=value), besides .venv/bin/... and the checkout's executables.
 PROGRAMS = {"make", "python", "python3", "manage.py", "pip", "docker", "curl", "cp", "sudo", "apt-get", "npm", "git",
@@ -57,17 +60,17 @@ PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*(?:\.[a-z]+)?(?:\.\.\.)?")
 VENV_PYTHON = ".venv/bin/python "
 # A fresh shell's variables: nothing of takehome, no database or broker named.
 KEEP = {"PATH", "HOME", "LANG", "LC_ALL", "USER", "LOGNAME", "TMPDIR", "TERM"}
-RUNSERVER_PORTS = range(8340, 8350)
 SLOW = pytest.mark.slow  # on every test here that starts subprocesses (Django, make, npm) in the copy
 
 
-# --- what the README shows ---------------------------------------------------------------------------------------
+# --- what the pages show ----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Shown:
     command: str
     line: int
     where: str  # "block", "table" (the Commands table) or "text"
+    page: str = "README.md"  # relative to the checkout
 
 
 def shell_line(line: str) -> str:
@@ -91,8 +94,17 @@ def is_command(span: str) -> bool:
     return len(words) > 1 and (words[0] in PROGRAMS or words[0].startswith(".venv/bin/"))
 
 
-def readme_commands(text: str) -> list[Shown]:
-    """Every command the README shows, in order: shell blocks' lines, the Commands table, the text's code spans."""
+def doc_pages() -> list[Path]:
+    """README.md and every page of the documentation site (mkdocs.yml's docs_dir)."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def page_name(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def readme_commands(text: str, page: str = "README.md") -> list[Shown]:
+    """Every command a page shows, in order: shell blocks' lines, the Commands table, the text's code spans."""
     shown, prose, fence, section = [], [], None, ""
     for number, line in enumerate(text.splitlines(), 1):
         if line.startswith("```"):
@@ -101,25 +113,31 @@ def readme_commands(text: str) -> list[Shown]:
         elif fence is not None:
             prose.append("")
             if fence in SHELL_BLOCKS and (command := shell_line(line)):
-                shown.append(Shown(command, number, "block"))
+                shown.append(Shown(command, number, "block", page))
         else:
             if line.startswith("#"):
                 section = line.lstrip("#").strip()
             if section == "Commands" and line.startswith("| `"):
                 first, rest = re.split(r"(?<!\\)\|", line[1:], maxsplit=1)
-                shown += [Shown(span.replace("\\|", "|"), number, "table") for span in re.findall(r"`([^`]+)`", first)]
+                shown += [Shown(span.replace("\\|", "|"), number, "table", page)
+                          for span in re.findall(r"`([^`]+)`", first)]
                 line = rest
             prose.append(line)
     text = "\n".join(prose)
     for span in re.finditer(r"`([^`]+)`", text):
         command = " ".join(span.group(1).split())
         if is_command(command):
-            shown.append(Shown(command, text.count("\n", 0, span.start()) + 1, "text"))
+            shown.append(Shown(command, text.count("\n", 0, span.start()) + 1, "text", page))
     return sorted(shown, key=lambda s: s.line)
 
 
+def documented_commands() -> list[Shown]:
+    """Every command README.md and the docs pages show, page by page."""
+    return [shown for path in doc_pages() for shown in readme_commands(path.read_text(), page_name(path))]
+
+
 def bench_options(text: str) -> dict[str, set[str]]:
-    """The options the README gives each benchmark: in a paragraph that names bench/X.py, or in an
+    """The options a page gives each benchmark: in a paragraph that names bench/X.py, or in an
     "Options:" paragraph after it in the same section."""
     found: dict[str, set[str]] = {}
     bench = None
@@ -171,7 +189,7 @@ class Run:
     values: dict = field(default_factory=dict)  # FILL: placeholders of this form's own
 
 
-# Run as printed, in this order, before FILL. The README's shell blocks first.
+# Run as printed, in this order, before FILL. The pages' shell blocks first.
 RUN = {
     '.venv/bin/python manage.py invite --packet refund-sum --name "Ada Lovelace" --email ada@example.com':
         Run(r"^http://127\.0\.0\.1:8000/t/\w+/\Z"),  # the link is the last line, for the port in .env
@@ -182,6 +200,9 @@ RUN = {
     # nothing runs in the copy: make status says so
     "make status": Run(r"^make run is not running here: no supervisord answers on .*/var/supervisor/supervisor\.sock"),
     "make lint": Run(),
+    "make docs": Run(r"mkdocs build --strict"),  # make echoes the build's command line; a warning fails it
+    ".venv/bin/ruff check --fix": Run(),  # the copy is clean: nothing to fix, exit 0
+    "export DEBUG=true TAKEHOME_VAR_DIR=$PWD/var": Run(),
     "manage.py seed_demo": Run(r"^  recruiter  \S+$"),
     "manage.py build_runner": Run(r"^Runner ready: "),
     "manage.py build_runners": Run(r"^ready  business-days v1: "),
@@ -203,7 +224,7 @@ FILL = {
     "manage.py createuser --role recruiter|reviewer EMAIL [--password-stdin]":
         Run(r"recruiter2@example\.com", stdin="a long password for the test\n", values={"EMAIL": "recruiter2@example.com"}),
     "manage.py invite --packet SLUG --name NAME --email EMAIL [--no-email]": Run(r"^http://127\.0\.0\.1:8000/t/\w+/\Z"),
-    "manage.py grade_zip PATH --packet SLUG [--packet-version N] [--indent N]": Run('"reference_vs_submitted"'),
+    "manage.py grade_zip PATH --packet SLUG [--packet-version N] [--indent N] [--seed N]": Run('"reference_vs_submitted"'),
     "manage.py regrade ID... | --packet SLUG [--packet-version N] | --errored [--dry-run]": Run(r"for grading again|nothing sent"),
     ".venv/bin/python -m grading.runner PATH": Run(r"^runner ready: ", values={"PATH": "{runner}"}),
     "manage.py serve_workspaces [--sweep-every S] [--once]": Run(),
@@ -230,17 +251,25 @@ COVERED = {
     "scripts/run-supervised": MAKE_RUN,
     "manage.py runserver": ("takehome/tests/test_readme_commands.py::test_runserver_serves_the_asgi_app_and_its_websockets",),
     "make vendor": ("takehome/tests/test_readme_commands.py::test_make_vendor_copies_exactly_what_is_committed",),
+    "make docs-serve": ("takehome/tests/test_readme_commands.py::test_make_docs_serve_serves_the_site_on_loopback",),
+    "manage.py grade_zip --seed N":
+        ("grading/tests/test_hidden_inputs.py::test_grade_zip_draws_the_inputs_of_a_seed_kept_in_earlier_evidence",),
     "make bench": ("grading/tests/test_bench_scripts.py::test_grading_bench_runs_and_ends_with_the_ratio",
                    "grading/tests/test_bench_scripts.py::test_the_packets_bench_compares_business_days_with_refund_sum",
                    "grading/tests/test_bench_pages.py::test_pages_bench_runs_and_prints_every_page",
                    "grading/tests/test_bench_load.py::test_load_bench_grades_every_upload_and_loses_none",
-                   "grading/tests/test_bench_sessions.py::test_sessions_bench_types_in_two_terminals_and_cleans_up"),
+                   "grading/tests/test_bench_sessions.py::test_sessions_bench_types_in_two_terminals_and_cleans_up",
+                   "grading/tests/test_bench_model_stream.py::test_the_model_stream_bench_runs_and_ends_with_the_first_chunks_p95"),
     ".venv/bin/python bench/grading.py":
         ("grading/tests/test_bench_scripts.py::test_grading_bench_runs_and_ends_with_the_ratio",),
     ".venv/bin/python bench/grading.py --packets":
         ("grading/tests/test_bench_scripts.py::test_the_packets_bench_compares_business_days_with_refund_sum",),
     ".venv/bin/python bench/pages.py --submissions N": ("grading/tests/test_bench_pages.py::test_pages_bench_runs_and_prints_every_page",),
     ".venv/bin/python bench/load.py": ("grading/tests/test_bench_load.py::test_load_bench_grades_every_upload_and_loses_none",),
+    ".venv/bin/python bench/model_stream.py":
+        ("grading/tests/test_bench_model_stream.py::test_the_model_stream_bench_runs_and_ends_with_the_first_chunks_p95",),
+    "bench/model_stream.py":
+        ("grading/tests/test_bench_model_stream.py::test_the_model_stream_bench_runs_and_ends_with_the_first_chunks_p95",),
     ".venv/bin/python bench/sessions.py":
         ("grading/tests/test_bench_sessions.py::test_sessions_bench_types_in_two_terminals_and_cleans_up",
          "grading/tests/test_bench_sessions.py::test_ctrl_c_ends_the_shells_the_mounts_and_the_servers"),
@@ -268,7 +297,17 @@ NOT_TYPED = "named to say what the code runs, not a command for the reader"
 ELSEWHERE = {
     "make test": "the whole suite, which this test is part of; .ci/run runs it (its set-up: make dotenv and make db "
                  "run in the copy below, and make lint runs as printed)",
-    ".ci/run": "CI itself: make test twice, the second time on PostgreSQL and the machine's Redis",
+    "make test [TEST_PROCESSES=N] [PYTEST_ARGS=...]": "make test, with its two variables: the suite runs in "
+                                                      "TEST_PROCESSES processes, and .ci/run's second pass passes "
+                                                      "PYTEST_ARGS",
+    "make screenshots": "the browser tests that take the docs' pictures, a part of make test's, with their "
+                        "pictures written to docs/screenshots/",
+    'make test PYTEST_ARGS="-m services"': ".ci/run's second pass, on PostgreSQL and the machine's Redis",
+    ".ci/run": "CI itself: make test twice, the second time on PostgreSQL and the machine's Redis, the tests that "
+               "use them",
+    '.venv/bin/pytest -m "not slow"': "four fifths of the suite, which this test is part of; make test runs all of it",
+    ".venv/bin/pytest grading/tests/test_sandbox.py": "an example of running one file's tests while working; make test "
+                                                       "runs that file",
     "sudo apt-get install": "part of the line make prints when it is not root; a test installs no system packages",
     "apt-get install python3.12 python3.12-venv": "installs system packages, and only on a Debian release that has 3.12",
     "ollama pull qwen2.5-coder:7b": "downloads a model's weights with Ollama, which this machine does not have; the model "
@@ -288,7 +327,8 @@ ELSEWHERE = {
     "python -m pytest -q -p anyio": "an example of a packet's test command, which the sandbox runs",
     "python -m pytest": NOT_TYPED + " (the test command that goes to a warm sandbox)",
     "python -P": NOT_TYPED + " (how the sandbox starts its starter)",
-    "env -i": NOT_TYPED + " (what a cold sandbox no longer starts)",
+    "python -P -c <boot>": NOT_TYPED + " (how the sandbox runs `python -m pytest`)",
+    "git archive": NOT_TYPED + " (one way a candidate's zip may have been made)",
     "tmux capture-pane": NOT_TYPED + " (how a reconnecting tab gets the pane's history)",
     "nice -n 10": NOT_TYPED + " (how the benchmark was run on a busy machine)",
     "npm pack": NOT_TYPED + " (what make vendor runs)",
@@ -297,7 +337,7 @@ TABLES = {"RUN": RUN, "FILL": FILL, "COVERED": COVERED, "ELSEWHERE": ELSEWHERE}
 
 
 def unaccounted(shown: list[Shown]) -> list[str]:
-    """What the tables miss, or list that the README no longer shows."""
+    """What the tables miss, or list that no page shows any more."""
     table = [s.command for s in shown if s.where == "table"]
     problems = []
     for item in shown:
@@ -306,13 +346,14 @@ def unaccounted(shown: list[Shown]) -> list[str]:
         if item.where != "table" and names_a_table_form(item.command, table):
             continue
         problems.append(
-            f"README.md line {item.line} shows `{item.command}`, which {Path(__file__).relative_to(ROOT)} does not "
+            f"{item.page} line {item.line} shows `{item.command}`, which {Path(__file__).relative_to(ROOT)} does not "
             "account for. Add it to one of its tables: RUN if it runs as printed in a few seconds, FILL for a form of "
             "the Commands table with placeholders, COVERED with the tests that run it if it runs long, ELSEWHERE with "
             "the reason if it cannot run here. If it is output or a file's content, mark its block ```text or ```ini.")
     commands = {s.command for s in shown}
     for name, entries in TABLES.items():
-        problems += [f"{name} lists `{command}`, which README.md no longer shows: remove it, or fix the README."
+        problems += [f"{name} lists `{command}`, which no page shows any more (README.md, docs/*.md): remove it, "
+                     "or fix the page."
                      for command in entries if command not in commands]
     problems += [f"FILL lists `{form}`, which is not a form of the Commands table: run it as printed (RUN)."
                  for form in FILL if form not in table]
@@ -359,16 +400,17 @@ def test_a_form_of_the_commands_table_is_run_in_each_of_its_ways():
 
 
 def test_a_command_the_tables_miss_fails_with_what_to_do():
-    shown = [*readme_commands(README.read_text()), Shown("make deploy", 9998, "block"),
-             Shown("make run --now", 9999, "text")]
+    shown = [*documented_commands(), Shown("make deploy", 9998, "block"),
+             Shown("make run --now", 9999, "text", "docs/install.md")]
     problems = [p for p in unaccounted(shown) if "line 999" in p]
     assert [p.split(",")[0] for p in problems] == ["README.md line 9998 shows `make deploy`",
-                                                   "README.md line 9999 shows `make run --now`"], problems
+                                                   "docs/install.md line 9999 shows `make run --now`"], problems
     assert "Add it to one of its tables: RUN if it runs as printed" in problems[0]
 
 
 def test_every_readme_command_is_accounted_for():
-    shown = readme_commands(README.read_text())
+    shown = documented_commands()
+    assert {s.page for s in shown} >= {"README.md", "docs/commands.md", "docs/install.md"}, "a page went unread"
     problems = unaccounted(shown)
     assert not problems, "\n".join(problems)
     names = sorted({name for tests in COVERED.values() for name in tests})
@@ -394,7 +436,7 @@ def checkout(tmp_path_factory):
     runner = Path(settings.GRADING_RUNNER_DIR)
     require((runner / "bin" / "python").exists(), f"{runner} is missing: run `make runner`")
     venv = Path(sys.prefix)
-    require((venv / ".installed").exists(), f"{venv} was not installed by make (no .installed): run `make venv`")
+    require((venv / ".installed-dev").exists(), f"{venv} was not installed by make (no .installed-dev): run `make dev`")
     copy = tmp_path_factory.mktemp("checkout")
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
@@ -407,7 +449,8 @@ def checkout(tmp_path_factory):
     # The venv running these tests, installed by make: as in a checkout, make must find it current, not build it.
     (copy / ".venv").symlink_to(venv)
     installed = (venv / ".installed").stat().st_mtime
-    os.utime(copy / "requirements.txt", (installed - 60, installed - 60))
+    for requirements in ("requirements.txt", "requirements-dev.txt", "requirements-docs.txt"):
+        os.utime(copy / requirements, (installed - 60, installed - 60))
     env = fresh_shell()
     make = subprocess.run(["make", "--no-print-directory", "dotenv"], cwd=copy, env=env,
                           capture_output=True, text=True, timeout=60)
@@ -467,45 +510,73 @@ def test_every_readme_command_runs_as_printed(checkout):
 
 
 @SLOW
-def test_the_benchmarks_take_every_option_the_readme_gives_them():
-    options = bench_options(README.read_text())
-    assert set(options) == {"bench/grading.py", "bench/pages.py", "bench/load.py", "bench/sessions.py"}, options
+def test_the_benchmarks_take_every_option_the_docs_give_them():
+    options: dict[str, set[str]] = {}
+    for path in doc_pages():
+        for bench, named in bench_options(path.read_text()).items():
+            options.setdefault(bench, set()).update(named)
+    assert set(options) == {"bench/grading.py", "bench/pages.py", "bench/load.py", "bench/sessions.py",
+                            "bench/model_stream.py"}, options
     for bench, named in options.items():
         usage = subprocess.run([sys.executable, bench, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert usage.returncode == 0, usage.stderr
         unknown = {option for option in named if not re.search(rf"(^|[\s\[]){option}\b", usage.stdout, re.M)}
-        assert not unknown, f"README.md gives {bench} {sorted(unknown)}, which its --help does not know:\n{usage.stdout}"
+        assert not unknown, f"The docs give {bench} {sorted(unknown)}, which its --help does not know:\n{usage.stdout}"
 
 
 # --- the commands COVERED names in this file --------------------------------------------------------------------------
+
+def serve_from(checkout: Path, argv: list[str], log: Path) -> subprocess.Popen:
+    """A server command as printed, started in the copy from a fresh shell, in a process group of its own."""
+    return subprocess.Popen(argv, cwd=checkout, env=fresh_shell(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def page_of(server: subprocess.Popen, log: Path, url: str) -> str:
+    """The page at ``url`` once the server answers 200 (it may take a while to start; its log if it dies first)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with opener.open(url, timeout=10) as response:
+                assert response.status == 200
+                return response.read().decode()
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+
 
 @SLOW
 def test_runserver_serves_the_asgi_app_and_its_websockets(checkout, tmp_path):
     """`manage.py runserver` as printed, on a free port rather than 8000, which another run may hold on this machine."""
     from takehome.tests.test_make_run import websocket_frames
 
-    port = free_port(RUNSERVER_PORTS)
+    port = free_port()
     log = tmp_path / "runserver.log"
-    server = subprocess.Popen([".venv/bin/python", "manage.py", "runserver", f"127.0.0.1:{port}"], cwd=checkout,
-                              env=fresh_shell(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, start_new_session=True)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    server = serve_from(checkout, [".venv/bin/python", "manage.py", "runserver", f"127.0.0.1:{port}"], log)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with opener.open(f"http://127.0.0.1:{port}/accounts/login/", timeout=10) as response:
-                    assert response.status == 200
-                    break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.5)
+        page_of(server, log, f"http://127.0.0.1:{port}/accounts/login/")
         status, frames = websocket_frames(port, "/t/not-a-real-token/terminal", f"http://127.0.0.1:{port}")
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # the autoreloader's child is in its group
         server.wait(30)
     assert status.startswith("HTTP/1.1 101"), status + log.read_text()
     assert frames[-1][0] == 8 and int.from_bytes(frames[-1][1][:2], "big") == 4401  # closed: the link is not valid
+
+
+@SLOW
+def test_make_docs_serve_serves_the_site_on_loopback(checkout, tmp_path):
+    """`make docs-serve` as printed, on a free port rather than 8100 (DOCS_PORT), which another run may hold."""
+    port = free_port()
+    log = tmp_path / "docs-serve.log"
+    server = serve_from(checkout, ["make", "--no-print-directory", "docs-serve", f"DOCS_PORT={port}"], log)
+    try:
+        page = page_of(server, log, f"http://127.0.0.1:{port}/when-not-to-use.html")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # make, mkdocs and its file watcher
+        server.wait(30)
+    assert "<h1" in page and "When not to use this" in page, page[:2000]
+    assert f"Serving on http://127.0.0.1:{port}/" in log.read_text()
 
 
 NETWORK_ERRORS = ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED", "ECONNRESET")
