@@ -1,8 +1,12 @@
 """Settings for takehome, read from the environment.
 
-Every variable is listed with its default in `.env.example`. Conventional names
-stay unprefixed (SECRET_KEY, DEBUG, DATABASE_URL, ...); our own knobs start
-with TAKEHOME_. A bad value stops the process with a message, never a guess.
+Every variable is read once, through `env` (shared/settings_env.py), which
+declares its type, default, bounds and one line for the docs: the settings
+table in docs/settings.md is rendered from those declarations, and the tests
+check that nothing here reads the environment around them and that
+`.env.example` names the same variables. Conventional names stay unprefixed
+(SECRET_KEY, DEBUG, DATABASE_URL, ...); our own knobs start with TAKEHOME_. A
+bad value stops the process with a message naming the variable, never a guess.
 """
 
 import os
@@ -11,37 +15,29 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-import environ
 from csp.constants import NONE, SELF
-from django.core.exceptions import ImproperlyConfigured
 
 from grading.cgroups import MODES as SANDBOX_CAP_MODES
 from grading.cgroups import TMPFS_MODES as SANDBOX_TMPFS_MODES
 from grading.runner import sandbox_home
+from shared.settings_env import Env, SettingError
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-env = environ.Env()
+if "pytest" in sys.modules:
+    # Each test process takes uids, ports, folders and a Redis database of its own, before any
+    # variable is read, so parallel test processes and a second suite never meet (shared/pytest_slots.py).
+    from shared import pytest_slots
 
+    pytest_slots.enter(BASE_DIR / "var")
 
-def _read_env_file() -> None:
-    """Fill in the environment from the checkout's .env (make writes one for development).
+env = Env()
 
-    Variables already in the environment win. TAKEHOME_ENV_FILE names another
-    file, or none when empty. why not under pytest: tests must not depend on
-    a developer's .env (its port, its key); they set what they need.
-    """
-    default = "" if "pytest" in sys.modules else str(BASE_DIR / ".env")
-    name = os.environ.get("TAKEHOME_ENV_FILE", default)
-    if not name:
-        return
-    path = Path(name)
-    if path.is_file():
-        environ.Env.read_env(path, overwrite=False)
-    elif "TAKEHOME_ENV_FILE" in os.environ:
-        raise ImproperlyConfigured(f"TAKEHOME_ENV_FILE={name} is not a file.")
-
-
-_read_env_file()
+env.section("Files")
+# why not under pytest: tests must not depend on a developer's .env (its port, its key); they set what they need.
+env.read_env_file(
+    "" if "pytest" in sys.modules else BASE_DIR / ".env", shown="`<checkout>/.env` (none under pytest)",
+    doc="The file of NAME=value lines read first (make writes one for development); the environment wins "
+        "over it. Empty: read none. Set it in the environment, not in the file.")
 
 # The development key is public (it is in this file): it may only ever sign
 # cookies on a developer's machine. Production mode refuses it below.
@@ -49,55 +45,44 @@ DEV_SECRET_KEY = "django-insecure-takehome-development-key-never-use-in-producti
 # The keys make writes into a development .env (scripts/dotenv.py) start with this.
 DEV_KEY_PREFIX = "django-insecure-takehome-dev-"
 
-TRUE_WORDS = {"1", "true", "yes", "on"}
-FALSE_WORDS = {"0", "false", "no", "off", ""}
+env.section("Django")
+DEBUG = env.bool("DEBUG", False, doc="Development mode, on a developer's machine only; production (false) refuses "
+                 "the development SECRET_KEY. The `.env` make writes sets true; docker compose forces false.")
+env.debug = DEBUG  # the defaults that differ in development follow it
 
-
-def env_bool(name: str, default: bool) -> bool:
-    """A boolean variable; anything but true/false/1/0/yes/no/on/off stops the process."""
-    raw = env.str(name, default=str(default)).strip().lower()
-    if raw in TRUE_WORDS:
-        return True
-    if raw in FALSE_WORDS:
-        return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean: use true or false.")
-
-
-DEBUG = env_bool("DEBUG", default=False)
-
-
-def _secret(name: str, default: str | None) -> str | None:
-    """Read NAME, or the file named by NAME_FILE (as Docker secrets are mounted)."""
-    file_name = env.str(f"{name}_FILE", default="")
-    if file_name:
-        try:
-            return Path(file_name).read_text().strip()
-        except OSError as exc:
-            raise ImproperlyConfigured(f"{name}_FILE={file_name} cannot be read: {exc}") from exc
-    return env.str(name, default=default)
-
-
-SECRET_KEY = _secret("SECRET_KEY", default=DEV_SECRET_KEY if DEBUG else None)
+SECRET_KEY = env.secret(
+    "SECRET_KEY", None, debug_default=DEV_SECRET_KEY, shown="none: required",
+    debug_shown="a built-in development key",
+    doc="Django's signing key: a long random string. `SECRET_KEY_FILE` names a file holding it instead "
+        "(as Docker mounts secrets; the file wins).")
 if not SECRET_KEY:
-    raise ImproperlyConfigured(
+    raise SettingError(
         "SECRET_KEY is not set. Set SECRET_KEY (or SECRET_KEY_FILE) to a long random "
         "string, or set DEBUG=true on a development machine."
     )
 if not DEBUG and (SECRET_KEY == DEV_SECRET_KEY or SECRET_KEY.startswith(DEV_KEY_PREFIX)):
-    raise ImproperlyConfigured(
+    raise SettingError(
         "Refusing to start in production mode (DEBUG=false) with a development "
         "SECRET_KEY (the built-in one, or one make wrote into .env). Generate one with: "
         "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
     )
 
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"] if DEBUG else [])
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", [], debug_default=["127.0.0.1", "localhost"],
+                         doc="The host names the app answers to.")
 # Candidate links are absolute: they go out by email and on the command line.
-SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000").rstrip("/")
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[SITE_URL])
+SITE_URL = env.url("SITE_URL", "http://127.0.0.1:8000", schemes=("http", "https"),
+                   example="https://takehome.example.com",
+                   doc="The site's address, used to build every link: candidates', set-password links, "
+                       "the log-in line. `make run` sets it from `TAKEHOME_PORT`.").rstrip("/")
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", [SITE_URL], shown="`SITE_URL`",
+                                doc="Origins allowed to post forms.")
 
+env.section("Files")
 # Everything the app writes lives under one folder: the SQLite file, the
 # private Redis, uploads, the sandbox's runner virtualenv and scratch space.
-VAR_DIR = Path(env.str("TAKEHOME_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
+VAR_DIR = env.path("TAKEHOME_VAR_DIR", BASE_DIR / "var", shown="`<checkout>/var`",
+                   doc="Where the app writes: the SQLite file, the private Redis, uploads, the runner "
+                       "virtualenv and scratch space.").resolve()
 try:
     VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite cannot create its own folder
 except OSError:
@@ -160,15 +145,18 @@ TEMPLATES = [
     },
 ]
 
+env.section("Database, broker and cache")
 DATABASES = {
-    "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+    "default": env.database_url("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
+                                shown="`sqlite:///<TAKEHOME_VAR_DIR>/db.sqlite3`",
+                                doc="The database, e.g. `postgres://user:password@host:5432/takehome`."),
 }
 # How long a write waits for another request's lock before it gives up; the
 # request then answers 503 with Retry-After (takehome/unavailable.py), never a 500.
 # why well under gate.py's 30 s: the candidate must get that answer, not a timeout.
-DB_BUSY_TIMEOUT_S = env.float("TAKEHOME_DB_BUSY_TIMEOUT_S", default=10.0)
-if DB_BUSY_TIMEOUT_S <= 0:
-    raise ImproperlyConfigured(f"TAKEHOME_DB_BUSY_TIMEOUT_S={DB_BUSY_TIMEOUT_S} must be more than 0 seconds.")
+DB_BUSY_TIMEOUT_S = env.duration("TAKEHOME_DB_BUSY_TIMEOUT_S", 10.0, above=0,
+                                 doc="How long a write waits for another's lock (SQLite's busy timeout, "
+                                     "PostgreSQL's `lock_timeout`) before the request answers 503.")
 _db_options = DATABASES["default"].setdefault("OPTIONS", {})
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A worker process in the integration tests must see the test database,
@@ -194,8 +182,11 @@ elif DATABASES["default"]["ENGINE"].endswith("postgresql"):
 # Seconds a client is told to wait (Retry-After) when a write could not be done:
 # BUSY when another write held the lock; FAULT when the disk is full or the
 # database refuses writes or cannot be reached (an operator has to act).
-RETRY_AFTER_BUSY_S = env.int("TAKEHOME_RETRY_AFTER_BUSY_S", default=5)
-RETRY_AFTER_FAULT_S = env.int("TAKEHOME_RETRY_AFTER_FAULT_S", default=60)
+RETRY_AFTER_BUSY_S = env.duration("TAKEHOME_RETRY_AFTER_BUSY_S", 5,
+                                  doc="The `Retry-After` of a 503 because the database was busy.")
+RETRY_AFTER_FAULT_S = env.duration("TAKEHOME_RETRY_AFTER_FAULT_S", 60,
+                                   doc="The `Retry-After` of a 503 because the disk is full, or the database "
+                                       "refuses writes or cannot be reached.")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -212,32 +203,40 @@ AUTHENTICATION_BACKENDS = [
 # username from one address, that pair is refused for LOGIN_LOCKOUT_MINUTES,
 # counted again from each attempt made while locked out. Another address, or
 # another username from the same address, is not affected. A success clears the count.
-AXES_FAILURE_LIMIT = env.int("TAKEHOME_LOGIN_FAILURE_LIMIT", default=5)
-LOGIN_LOCKOUT_MINUTES = env.int("TAKEHOME_LOGIN_LOCKOUT_MINUTES", default=15)
-for _name, _value in (("TAKEHOME_LOGIN_FAILURE_LIMIT", AXES_FAILURE_LIMIT),
-                      ("TAKEHOME_LOGIN_LOCKOUT_MINUTES", LOGIN_LOCKOUT_MINUTES)):
-    if _value < 1:
-        raise ImproperlyConfigured(f"{_name}={_value} must be at least 1.")
+env.section("Accounts")
+AXES_FAILURE_LIMIT = env.int("TAKEHOME_LOGIN_FAILURE_LIMIT", 5, least=1,
+                             doc="Failed logins for one username from one address before that pair is "
+                                 "refused for `TAKEHOME_LOGIN_LOCKOUT_MINUTES`.")
+LOGIN_LOCKOUT_MINUTES = env.duration("TAKEHOME_LOGIN_LOCKOUT_MINUTES", 15, unit="min", least=1,
+                                     doc="How long a locked-out username and address are refused, counted "
+                                         "again from each try made meanwhile.")
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False  # why: otherwise every manage.py command starts with axes' banner
 AXES_LOCKOUT_CALLABLE = "takehome.team.views.locked_out"
 # An invited member's set-password link works this long (and once). Django's default is 3 days.
-PASSWORD_RESET_TIMEOUT = env.int("TAKEHOME_SET_PASSWORD_LINK_DAYS", default=3) * 24 * 3600
+PASSWORD_RESET_TIMEOUT = env.duration(
+    "TAKEHOME_SET_PASSWORD_LINK_DAYS", 3, unit="days",
+    doc="How long a set-password link (a new member's invitation, or one sent from the Team page) works; "
+        "it works once.") * 24 * 3600
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
-TIME_ZONE = env.str("TIME_ZONE", default="UTC")
+env.section("Django")
+TIME_ZONE = env.str("TIME_ZONE", "UTC", doc="The time zone pages show times in, e.g. `Europe/Paris`.")
 USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(env.str("TAKEHOME_STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
-MEDIA_ROOT = Path(env.str("TAKEHOME_MEDIA_ROOT", default=str(VAR_DIR / "media")))
+env.section("Files")
+STATIC_ROOT = env.path("TAKEHOME_STATIC_ROOT", BASE_DIR / "staticfiles", shown="`<checkout>/staticfiles`",
+                       doc="Where `collectstatic` puts the static files.")
+MEDIA_ROOT = env.path("TAKEHOME_MEDIA_ROOT", VAR_DIR / "media", shown="`<TAKEHOME_VAR_DIR>/media`",
+                      doc="Where uploads and recordings are stored.")
 MEDIA_URL = "/media-not-served/"  # uploads are never served directly
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -250,22 +249,29 @@ STORAGES = {
     },
 }
 
-EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
+env.section("Django")
+EMAIL_CONFIG = env.email_url("EMAIL_URL", "consolemail://",
+                             doc="How email goes out; `consolemail://` prints it. For SMTP: "
+                                 "`smtp+tls://user:password@smtp.example.com:587`.")
 globals().update(EMAIL_CONFIG)
-DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="takehome <takehome@localhost>")
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", "takehome <takehome@localhost>",
+                             doc="The sender of the emails the app sends.")
 
 # Production hardening: on whenever DEBUG is off, so `check --deploy` is clean.
 # TLS ends at the proxy in front (Caddy in docker-compose.yml), which tells us the
 # client's scheme in X-Forwarded-Proto. why trusting it is sound: the proxy sets the
-# header itself, replacing the client's (Caddy does; the README says what another
+# header itself, replacing the client's (Caddy does; docs/install.md says what another
 # proxy must do), and daphne is reachable only through the proxy.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=not DEBUG)
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", True, debug_default=False,
+                               doc="Redirect http to https; set false when a proxy in front already does.")
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
-SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
+SECURE_HSTS_SECONDS = env.duration("SECURE_HSTS_SECONDS", 31536000, debug_default=0,
+                                  doc="How long browsers must keep to https (HSTS); 0 sends no header.")
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
-SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", False,
+                               doc="Ask to be on browsers' HSTS preload list.")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
@@ -296,7 +302,11 @@ if not DEBUG and not SECURE_HSTS_PRELOAD:
 # Celery. The broker is Redis everywhere: by default a private redis-server
 # that `make run` starts on a unix socket under VAR_DIR.
 REDIS_SOCKET = VAR_DIR / "redis" / "redis.sock"
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=f"redis+socket://{REDIS_SOCKET}")
+env.section("Database, broker and cache")
+CELERY_BROKER_URL = env.url("CELERY_BROKER_URL", f"redis+socket://{REDIS_SOCKET}",
+                            shown="`redis+socket://<TAKEHOME_VAR_DIR>/redis/redis.sock` (make run starts it)",
+                            example="redis://redis:6379/0",
+                            doc="Celery's broker, a Redis, e.g. `redis://redis:6379/0`.")
 # Channels' layer (the hosted terminal: closing every socket of an invitation) lives on the
 # same Redis as the broker. TAKEHOME_CHANNEL_LAYER=memory keeps it in the process instead:
 # only for tests and a single daphne process.
@@ -306,7 +316,9 @@ def _redis_for_channels(broker: str) -> str:
     return broker
 
 
-if env.str("TAKEHOME_CHANNEL_LAYER", default="redis") == "memory":
+if env.choice("TAKEHOME_CHANNEL_LAYER", "redis", ("redis", "memory"),
+              doc="Where Channels' layer (closing every terminal of an invitation) lives: `redis`, the "
+                  "broker's; `memory`, in the one process (tests only).") == "memory":
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -316,8 +328,6 @@ else:
                                   "CONFIG": {"hosts": [{"address": _redis_for_channels(CELERY_BROKER_URL),
                                                         "socket_timeout": 30}],
                                              "prefix": "takehome-channels"}}}
-# The hosted terminal's recording (asciicast) stops recording past this size, and says so.
-RECORDING_MAX_BYTES = env.int("TAKEHOME_RECORDING_MAX_MB", default=20) * 1024 * 1024
 CELERY_TASK_SERIALIZER = "json"  # ids only, never pickle
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_BACKEND = None
@@ -328,12 +338,17 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Grading's hard time limit; the visibility timeout must stay above it, or a
 # slow task is delivered a second time while the first still runs.
-GRADING_TIME_LIMIT_S = env.int("TAKEHOME_GRADING_TIME_LIMIT_S", default=600)
+env.section("Grading")
+GRADING_TIME_LIMIT_S = env.duration("TAKEHOME_GRADING_TIME_LIMIT_S", 600,
+                                    doc="Hard time limit of one grading task.")
 # Sending a grading message from a request gives up after this many seconds
 # (connect, and each reply), without retrying, when the broker is down or
 # stalls: the upload is already stored, and the sweep sends the message later.
 # The worker's own connection keeps the defaults (grading/publish.py says why).
-BROKER_SEND_TIMEOUT_S = env.float("TAKEHOME_BROKER_SEND_TIMEOUT_S", default=1.0)
+env.section("Database, broker and cache")
+BROKER_SEND_TIMEOUT_S = env.duration("TAKEHOME_BROKER_SEND_TIMEOUT_S", 1.0,
+                                     doc="Sending a grading message from a request gives up after this long "
+                                         "(connect, and each reply), without retrying; the sweep sends it later.")
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": max(3600, 2 * (GRADING_TIME_LIMIT_S + 60)),
 }
@@ -345,12 +360,15 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-packet-checks": {"task": "takehome.tasks.sweep_packet_checks", "schedule": 60.0},
 }
 
+env.section("Django")
+LOG_LEVEL = env.choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+                       doc="The least severe log messages printed.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"client_errors": {"()": "shared.logs.NoTracebackForClientErrors"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["client_errors"]}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # why: in DEBUG, Django's own "django" logger has a console handler too, so a
     # 403 or 404 printed its traceback twice; everything goes through the root's.
     "loggers": {"django": {"handlers": [], "propagate": True}},
@@ -361,105 +379,136 @@ LOGGING = {
 # Under VAR_DIR when every folder above it lets other users through, else
 # under /var/tmp/takehome-<hash> (see grading.runner.sandbox_home).
 SANDBOX_HOME = sandbox_home(VAR_DIR)
-GRADING_RUNNER_DIR = Path(env.str("TAKEHOME_RUNNER_DIR", default=str(SANDBOX_HOME / "runner")))
-GRADING_SCRATCH_DIR = Path(env.str("TAKEHOME_SCRATCH_DIR", default=str(SANDBOX_HOME / "scratch")))
+env.section("Grading")
+_UNDER_SANDBOX_HOME = "`<TAKEHOME_VAR_DIR>/{0}`, or `/var/tmp/takehome-<hash>/{0}` when a folder above it is private"
+GRADING_RUNNER_DIR = env.path("TAKEHOME_RUNNER_DIR", SANDBOX_HOME / "runner",
+                              shown=_UNDER_SANDBOX_HOME.format("runner"),
+                              doc="The sandbox's runner virtualenv (pinned pytest); every folder above it must "
+                                  "let other users through.")
+GRADING_SCRATCH_DIR = env.path("TAKEHOME_SCRATCH_DIR", SANDBOX_HOME / "scratch",
+                               shown=_UNDER_SANDBOX_HOME.format("scratch"),
+                               doc="Scratch space for sandboxed runs; every folder above it must let other "
+                                   "users through.")
 # Packets that need more than pytest (a requirements.txt, another Python) run in
 # a virtualenv of their own, built once per (Python, requirements) under
 # RUNNERS_DIR (grading/runner.py); PYTHONS lists the interpreters a packet may
 # choose from, the first being the default; PIP_INDEX_URL, when set, is the
 # package index those builds use (else pip's own configuration decides).
-GRADING_RUNNERS_DIR = Path(env.str("TAKEHOME_RUNNERS_DIR", default=str(SANDBOX_HOME / "runners")))
-GRADING_PYTHONS = env.list("TAKEHOME_PYTHONS", default=["/usr/bin/python3"])
-GRADING_PIP_INDEX_URL = env.str("TAKEHOME_PIP_INDEX_URL", default="")
-GRADING_UID_BASE = env.int("TAKEHOME_SANDBOX_UID_BASE", default=62000)
+GRADING_RUNNERS_DIR = env.path("TAKEHOME_RUNNERS_DIR", SANDBOX_HOME / "runners",
+                               shown=_UNDER_SANDBOX_HOME.format("runners"),
+                               doc="Virtualenvs of packets that declare a requirements.txt or another Python, "
+                                   "one per (Python, requirements), built once and shared.")
+GRADING_PYTHONS = env.list("TAKEHOME_PYTHONS", ["/usr/bin/python3"],
+                           doc="The interpreters a packet may choose from, the first the default; each must be "
+                               "executable by other users and have the venv module.")
+GRADING_PIP_INDEX_URL = env.str("TAKEHOME_PIP_INDEX_URL", "",
+                                doc="The package index packets' environments are built from (pip's "
+                                    "`--index-url`, e.g. a company mirror); empty: pip's own configuration.")
+env.section("The sandbox")
+GRADING_UID_BASE = env.int("TAKEHOME_SANDBOX_UID_BASE", 62000,
+                           doc="The first uid of the sandbox's pool, one uid per run or warm sandbox.")
 # why 16: each worker process keeps TAKEHOME_WARM_SANDBOXES pre-started sandboxes,
 # each holding a uid while it waits, beside its cold runs (the hidden tests' two).
-GRADING_SANDBOX_SLOTS = env.int("TAKEHOME_SANDBOX_SLOTS", default=16)
-# Pre-started single-use sandboxes per worker process, pytest imported, waiting for
-# one run each (grading/sandbox.py, "warm sandboxes"); 0 turns them off. One that
-# waits longer than TAKEHOME_WARM_IDLE_S seconds is ended and its uid freed.
-GRADING_WARM_SANDBOXES = env.int("TAKEHOME_WARM_SANDBOXES", default=6)
-GRADING_WARM_IDLE_S = env.int("TAKEHOME_WARM_IDLE_S", default=300)
-if GRADING_WARM_SANDBOXES < 0 or GRADING_WARM_IDLE_S < 1:
-    raise ImproperlyConfigured("TAKEHOME_WARM_SANDBOXES must be 0 (off) or more, TAKEHOME_WARM_IDLE_S at least 1.")
-GRADING_RUN_WALL_S = env.int("TAKEHOME_RUN_WALL_S", default=60)
+GRADING_SANDBOX_SLOTS = env.int("TAKEHOME_SANDBOX_SLOTS", 16,
+                                doc="How many sandboxes may exist at once (uids from the base); keep at least "
+                                    "workers x (`TAKEHOME_WARM_SANDBOXES` + 2).")
+# How they work: grading/sandbox.py, "warm sandboxes".
+GRADING_WARM_SANDBOXES = env.int("TAKEHOME_WARM_SANDBOXES", 6,
+                                 doc="Sandboxes kept ready per worker process, pytest imported, each for one "
+                                     "run; 0: every run starts cold.")
+GRADING_WARM_IDLE_S = env.duration("TAKEHOME_WARM_IDLE_S", 300, least=1,
+                                   doc="A warm sandbox that waited this long is ended and its uid freed.")
+GRADING_RUN_WALL_S = env.duration("TAKEHOME_RUN_WALL_S", 60, doc="Wall-clock limit of one sandboxed test run.")
+# Each call of the packet's hidden tests into the candidate's code (docs/evidence.md): an honest call
+# takes milliseconds; one that sleeps to signal what it was given fails its test.
+GRADING_CALL_LIMIT_S = env.duration("TAKEHOME_GRADING_CALL_LIMIT_S", 2.0, above=0,
+                                    doc="Time limit of each call of a packet's hidden tests into the "
+                                        "candidate's code.")
 # Caps on each sandboxed run as a whole (grading/cgroups.py): the memory of all
 # its processes together, its processes, and files per tmpfs (/tree, /tmp,
 # /dev/shm). TAKEHOME_SANDBOX_CAPS picks how: auto (the strongest that works
 # here), cgroup2, cgroup1, or rlimit (per-process limits, at most
 # FALLBACK_PROCESSES processes sharing MEMORY_MB); TAKEHOME_SANDBOX_TMPFS: auto,
 # mount (per-run tmpfs mounts with an inode cap; needs root) or bwrap (no inode cap).
-GRADING_SANDBOX_MEMORY_MB = env.int("TAKEHOME_SANDBOX_MEMORY_MB", default=1024)
-GRADING_SANDBOX_PROCESSES = env.int("TAKEHOME_SANDBOX_PROCESSES", default=64)
-GRADING_SANDBOX_TMPFS_INODES = env.int("TAKEHOME_SANDBOX_TMPFS_INODES", default=16384)
-GRADING_SANDBOX_FALLBACK_PROCESSES = env.int("TAKEHOME_SANDBOX_FALLBACK_PROCESSES", default=8)
-GRADING_SANDBOX_CAPS = env.str("TAKEHOME_SANDBOX_CAPS", default="auto")
-GRADING_SANDBOX_TMPFS = env.str("TAKEHOME_SANDBOX_TMPFS", default="auto")
-for _name, _value, _choices in (("TAKEHOME_SANDBOX_CAPS", GRADING_SANDBOX_CAPS, SANDBOX_CAP_MODES),
-                                ("TAKEHOME_SANDBOX_TMPFS", GRADING_SANDBOX_TMPFS, SANDBOX_TMPFS_MODES)):
-    if _value not in _choices:
-        raise ImproperlyConfigured(f"{_name}={_value!r} is not one of {', '.join(_choices)}.")
-# why at least 3: bubblewrap, its shell and pytest are three processes of the run's uid.
-for _name, _value, _least in (("TAKEHOME_SANDBOX_MEMORY_MB", GRADING_SANDBOX_MEMORY_MB, 64),
-                              ("TAKEHOME_SANDBOX_PROCESSES", GRADING_SANDBOX_PROCESSES, 3),
-                              ("TAKEHOME_SANDBOX_TMPFS_INODES", GRADING_SANDBOX_TMPFS_INODES, 64),
-                              ("TAKEHOME_SANDBOX_FALLBACK_PROCESSES", GRADING_SANDBOX_FALLBACK_PROCESSES, 3)):
-    if _value < _least:
-        raise ImproperlyConfigured(f"{_name}={_value} is too small: at least {_least}.")
+# why at least 3 processes: bubblewrap, its shell and pytest are three processes of the run's uid.
+GRADING_SANDBOX_MEMORY_MB = env.int("TAKEHOME_SANDBOX_MEMORY_MB", 1024, unit="MB", least=64,
+                                    doc="Memory of all of one sandboxed run's processes together.")
+GRADING_SANDBOX_PROCESSES = env.int("TAKEHOME_SANDBOX_PROCESSES", 64, least=3, doc="Processes of one run.")
+GRADING_SANDBOX_TMPFS_INODES = env.int("TAKEHOME_SANDBOX_TMPFS_INODES", 16384, least=64,
+                                       doc="Files and folders in each of a run's tmpfs mounts (`/tree`, `/tmp`, "
+                                           "`/dev/shm`).")
+GRADING_SANDBOX_FALLBACK_PROCESSES = env.int("TAKEHOME_SANDBOX_FALLBACK_PROCESSES", 8, least=3,
+                                             doc="Under `rlimit` caps: processes per run, each with "
+                                                 "`TAKEHOME_SANDBOX_MEMORY_MB` / this much address space.")
+GRADING_SANDBOX_CAPS = env.choice("TAKEHOME_SANDBOX_CAPS", "auto", SANDBOX_CAP_MODES,
+                                  doc="How memory and processes are capped: `auto` (the strongest that works "
+                                      "here), or one forced; a forced mode that does not work stops grading "
+                                      "with the reason.")
+GRADING_SANDBOX_TMPFS = env.choice("TAKEHOME_SANDBOX_TMPFS", "auto", SANDBOX_TMPFS_MODES,
+                                   doc="How the inode cap is set: `mount` (a tmpfs per run, mounted by the "
+                                       "worker as root) or `bwrap` (bubblewrap's own tmpfs: no inode cap).")
 # Hosted sessions (step 10): one sandboxed workspace per invitation under
 # WORKSPACES_DIR, each shell under its own uid from UID_BASE + [0, SLOTS) (kept
 # apart from the grading uids), with its own caps: DISK_MB of files, MEMORY_MB
 # for all its processes, PROCESSES, CPUS cores. A shell idle IDLE_MINUTES is
 # stopped and its files saved (`manage.py serve_workspaces` sweeps); the next
 # visit starts it again.
-WORKSPACES_DIR = Path(env.str("TAKEHOME_WORKSPACES_DIR", default="") or VAR_DIR / "workspaces")
-# Which server holds a workspace: its files and shell live on one host only (see the README's
-# "Hosted sessions" under Speed); each host serves and sweeps its own workspaces.
-WORKSPACE_HOST = env.str("TAKEHOME_WORKSPACE_HOST", default="") or socket.gethostname()
-WORKSPACE_UID_BASE = env.int("TAKEHOME_WORKSPACE_UID_BASE", default=63000)
-WORKSPACE_SLOTS = env.int("TAKEHOME_WORKSPACE_SLOTS", default=500)
-WORKSPACE_DISK_MB = env.int("TAKEHOME_WORKSPACE_DISK_MB", default=64)
-WORKSPACE_MEMORY_MB = env.int("TAKEHOME_WORKSPACE_MEMORY_MB", default=512)
-WORKSPACE_PROCESSES = env.int("TAKEHOME_WORKSPACE_PROCESSES", default=128)
-WORKSPACE_CPUS = env.float("TAKEHOME_WORKSPACE_CPUS", default=1.0)
-WORKSPACE_IDLE_MINUTES = env.int("TAKEHOME_WORKSPACE_IDLE_MINUTES", default=30)
-for _name, _value, _least in (("TAKEHOME_WORKSPACE_SLOTS", WORKSPACE_SLOTS, 1),
-                              ("TAKEHOME_WORKSPACE_DISK_MB", WORKSPACE_DISK_MB, 1),
-                              ("TAKEHOME_WORKSPACE_MEMORY_MB", WORKSPACE_MEMORY_MB, 64),
-                              ("TAKEHOME_WORKSPACE_PROCESSES", WORKSPACE_PROCESSES, 8),
-                              ("TAKEHOME_WORKSPACE_IDLE_MINUTES", WORKSPACE_IDLE_MINUTES, 1)):
-    if _value < _least:
-        raise ImproperlyConfigured(f"{_name}={_value} is too small: at least {_least}.")
-if WORKSPACE_CPUS <= 0:
-    raise ImproperlyConfigured(f"TAKEHOME_WORKSPACE_CPUS={WORKSPACE_CPUS} must be above 0.")
+env.section("Hosted sessions")
+WORKSPACES_DIR = env.path("TAKEHOME_WORKSPACES_DIR", VAR_DIR / "workspaces",
+                          shown="`<TAKEHOME_VAR_DIR>/workspaces`", doc="Where each invitation's workspace lives (`inv-<id>/`).")
+# Which server holds a workspace: its files and shell live on one host only (see docs/operations.md,
+# "More hosts"); each host serves and sweeps its own workspaces.
+WORKSPACE_HOST = env.str("TAKEHOME_WORKSPACE_HOST", socket.gethostname(), shown="this machine's host name",
+                         doc="The name of this server for the workspaces it holds; each host serves and sweeps "
+                             "only its own, so route every `/t/<token>/` request of an invitation to one host.")
+WORKSPACE_UID_BASE = env.int("TAKEHOME_WORKSPACE_UID_BASE", 63000,
+                             doc="The first uid of the workspaces' shells, one per open workspace; the range may "
+                                 "not overlap the grading sandbox's.")
+WORKSPACE_SLOTS = env.int("TAKEHOME_WORKSPACE_SLOTS", 500, least=1, doc="Open workspaces at most.")
+WORKSPACE_DISK_MB = env.int("TAKEHOME_WORKSPACE_DISK_MB", 64, unit="MB", least=1,
+                            doc="The files a workspace may hold.")
+WORKSPACE_MEMORY_MB = env.int("TAKEHOME_WORKSPACE_MEMORY_MB", 512, unit="MB", least=64,
+                              doc="Memory of all of a workspace's processes together.")
+WORKSPACE_PROCESSES = env.int("TAKEHOME_WORKSPACE_PROCESSES", 128, least=8, doc="Processes of one workspace.")
+WORKSPACE_CPUS = env.float("TAKEHOME_WORKSPACE_CPUS", 1.0, above=0, doc="CPU cores of one workspace.")
+RECORDING_MAX_BYTES = env.int("TAKEHOME_RECORDING_MAX_MB", 20, unit="MB",
+                              doc="The hosted terminal's recording stops recording past this size, "
+                                  "and says so.") * 1024 * 1024
+WORKSPACE_IDLE_MINUTES = env.duration("TAKEHOME_WORKSPACE_IDLE_MINUTES", 30, unit="min", least=1,
+                                      doc="A shell unused this long is stopped and its files saved; the next "
+                                          "visit starts it again.")
 _ws_uids, _grading_uids = (range(WORKSPACE_UID_BASE, WORKSPACE_UID_BASE + WORKSPACE_SLOTS),
                            range(GRADING_UID_BASE, GRADING_UID_BASE + GRADING_SANDBOX_SLOTS))
 if _ws_uids.start < _grading_uids.stop and _grading_uids.start < _ws_uids.stop:
-    raise ImproperlyConfigured("TAKEHOME_WORKSPACE_UID_BASE and SLOTS overlap the grading sandbox's uids "
-                               "(TAKEHOME_SANDBOX_UID_BASE): give workspaces a range of their own.")
-# The sweep sends grading again for an upload whose message was never sent
-# (the broker was down) after STALE_RECEIVED_S, and for one whose message was
-# sent STALE_QUEUED_S ago (each send restarts the clock) and is no longer in
-# Redis; when Redis cannot be asked, a message that old is presumed lost.
-GRADING_STALE_RECEIVED_S = env.int("TAKEHOME_STALE_RECEIVED_S", default=30)
-GRADING_STALE_QUEUED_S = env.int("TAKEHOME_STALE_QUEUED_S", default=600)
-# While grading, the worker's process notes it is alive every HEARTBEAT_S; a run
-# whose heartbeat is older than LOST_AFTER_S (default: 3 heartbeats) is lost (its
-# worker died) and the sweep sends the submission again.
-GRADING_HEARTBEAT_S = env.int("TAKEHOME_GRADING_HEARTBEAT_S", default=15)
-GRADING_LOST_AFTER_S = env.int("TAKEHOME_GRADING_LOST_AFTER_S", default=3 * GRADING_HEARTBEAT_S)
+    raise SettingError("TAKEHOME_WORKSPACE_UID_BASE and SLOTS overlap the grading sandbox's uids "
+                       "(TAKEHOME_SANDBOX_UID_BASE): give workspaces a range of their own.")
+env.section("Grading")
+GRADING_STALE_RECEIVED_S = env.duration("TAKEHOME_STALE_RECEIVED_S", 30,
+                                        doc="The sweep sends grading again for an upload whose message was "
+                                            "never sent (the broker was down) after this long.")
+GRADING_STALE_QUEUED_S = env.duration("TAKEHOME_STALE_QUEUED_S", 600,
+                                      doc="The sweep sends grading again for an upload whose message was sent "
+                                          "this long ago (each send restarts the clock) and is no longer in "
+                                          "Redis; when Redis cannot be asked, a message that old is presumed lost.")
+GRADING_HEARTBEAT_S = env.duration("TAKEHOME_GRADING_HEARTBEAT_S", 15,
+                                   doc="While grading, the worker's process notes it is alive this often.")
+GRADING_LOST_AFTER_S = env.duration("TAKEHOME_GRADING_LOST_AFTER_S", 3 * GRADING_HEARTBEAT_S,
+                                    shown="3 heartbeats (`45`)",
+                                    doc="A run whose heartbeat is older than this has lost its worker, and the "
+                                        "sweep sends the upload again.")
 if not 0 < GRADING_HEARTBEAT_S < GRADING_LOST_AFTER_S:
-    raise ImproperlyConfigured(
+    raise SettingError(
         f"TAKEHOME_GRADING_HEARTBEAT_S={GRADING_HEARTBEAT_S} must be at least 1 and below "
         f"TAKEHOME_GRADING_LOST_AFTER_S={GRADING_LOST_AFTER_S} (3 heartbeats is a good margin).")
-# Red to green witnessed faster than this (seconds) is named on the review page:
-# no time to ask a model, read the reply and apply a fix.
-GRADING_MIN_RED_TO_GREEN_S = env.int("TAKEHOME_MIN_RED_TO_GREEN_S", default=20)
+GRADING_MIN_RED_TO_GREEN_S = env.duration("TAKEHOME_MIN_RED_TO_GREEN_S", 20,
+                                          doc="Gate receipts from red to green closer than this are named on "
+                                              "the review page: no time to ask a model and apply a fix.")
 
-# Cache: the per-address limit on link look-ups counts here. The default is
-# per process (fine for one web process); give several processes one count
-# with a shared cache, e.g. CACHE_URL=redis://redis:6379/1.
-CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+env.section("Database, broker and cache")
+CACHES = {"default": env.cache_url("CACHE_URL", "locmemcache://",
+                                   doc="The cache the per-address limit on link look-ups counts in; "
+                                       "`locmemcache://` is per process, so give several web processes one, "
+                                       "e.g. `redis://redis:6379/1`.")}
 
 # The candidate's side.
 # Look-ups of unknown or revoked links per client address per minute; past it,
@@ -467,44 +516,73 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 # Requests on a valid link never count (they have per-invitation limits), so
 # forty candidates behind one office address are never refused.
 # why: tokens are unguessable, but nobody gets to try millions of them either.
-TOKEN_LOOKUPS_PER_MINUTE = env.int("TAKEHOME_TOKEN_LOOKUPS_PER_MINUTE", default=240)
+env.section("Candidates")
+TOKEN_LOOKUPS_PER_MINUTE = env.int("TAKEHOME_TOKEN_LOOKUPS_PER_MINUTE", 240,
+                                   doc="Look-ups of unknown or revoked links per client address per minute; "
+                                       "past it, that address gets 429 on every link until the minute ends. "
+                                       "Requests on valid links never count.")
 # Largest upload accepted, in bytes, checked from Content-Length and again while streaming.
-UPLOAD_MAX_BYTES = env.int("TAKEHOME_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024)
+UPLOAD_MAX_BYTES = env.int("TAKEHOME_UPLOAD_MAX_BYTES", 20 * 1024 * 1024, unit="bytes", least=1,
+                           doc="The largest upload, the zip as sent.")
 # What one upload may unpack to, checked by the grader on inflated bytes (virtualenvs, .git and
 # caches are left out first and do not count): files, bytes per file, bytes in all. Past any,
 # the upload is not accepted and the candidate's page says which limit and by what.
-UPLOAD_MAX_FILES = env.int("TAKEHOME_UPLOAD_MAX_FILES", default=2000)
-UPLOAD_MAX_FILE_BYTES = env.int("TAKEHOME_UPLOAD_MAX_FILE_BYTES", default=10 * 1024 * 1024)
-UPLOAD_MAX_UNPACKED_BYTES = env.int("TAKEHOME_UPLOAD_MAX_UNPACKED_BYTES", default=50 * 1024 * 1024)
-for _name in ("UPLOAD_MAX_BYTES", "UPLOAD_MAX_FILES", "UPLOAD_MAX_FILE_BYTES", "UPLOAD_MAX_UNPACKED_BYTES"):
-    if globals()[_name] < 1:
-        raise ImproperlyConfigured(f"TAKEHOME_{_name}={globals()[_name]} must be at least 1.")
-# Uploads (and gate steps) are still accepted this many seconds after the deadline (a slow network, a last save).
-UPLOAD_GRACE_S = env.int("TAKEHOME_UPLOAD_GRACE_S", default=300)
-# Per invitation: at most one upload every so many seconds, and so many in all;
-# past either, 429 with a message the candidate can act on. 0 turns a limit off.
-UPLOAD_INTERVAL_S = env.int("TAKEHOME_UPLOAD_INTERVAL_S", default=10)
-UPLOAD_MAX_COUNT = env.int("TAKEHOME_UPLOAD_MAX_COUNT", default=30)
+UPLOAD_MAX_FILES = env.int("TAKEHOME_UPLOAD_MAX_FILES", 2000, least=1,
+                           doc="Files one upload may unpack to (virtualenvs, `.git` and caches left out first); "
+                               "past it, or either limit below, the upload is not accepted.")
+UPLOAD_MAX_FILE_BYTES = env.int("TAKEHOME_UPLOAD_MAX_FILE_BYTES", 10 * 1024 * 1024, unit="bytes", least=1,
+                                doc="Bytes one unpacked file may hold.")
+UPLOAD_MAX_UNPACKED_BYTES = env.int("TAKEHOME_UPLOAD_MAX_UNPACKED_BYTES", 50 * 1024 * 1024, unit="bytes",
+                                    least=1, doc="Bytes one upload may unpack to in all.")
+UPLOAD_GRACE_S = env.duration("TAKEHOME_UPLOAD_GRACE_S", 300,
+                              doc="Uploads and gate steps are still accepted this long after the deadline.")
+# why the request's start: shared/request_start.py stamps it before the body arrives.
+UPLOAD_IN_FLIGHT_S = env.duration("TAKEHOME_UPLOAD_IN_FLIGHT_S", 120,
+                                  doc="An upload whose request began before uploads closed is still taken if "
+                                      "its body has arrived this long after they closed (a slow line).")
+# Past either limit, 429 with a message the candidate can act on.
+UPLOAD_INTERVAL_S = env.duration("TAKEHOME_UPLOAD_INTERVAL_S", 10,
+                                 doc="Per invitation, at most one upload this often; 0: no limit.")
+UPLOAD_MAX_COUNT = env.int("TAKEHOME_UPLOAD_MAX_COUNT", 30, doc="Per invitation, at most this many uploads; "
+                           "0: no limit.")
 # The model window (sessions_app/model_window.py): an OpenAI-compatible chat API the
 # candidate reaches through /t/<token>/model/v1 once a red run is witnessed. The
 # base URL ends before /chat/completions, e.g. http://127.0.0.1:11434/v1 for Ollama;
 # empty: no model is provided, and candidates use their own. The key (or the file
 # holding it) is sent to that URL only, never shown or logged.
-MODEL_URL = env.str("TAKEHOME_MODEL_URL", default="").rstrip("/")
-MODEL_NAME = env.str("TAKEHOME_MODEL_NAME", default="")
-MODEL_KEY = _secret("TAKEHOME_MODEL_KEY", default="")
-MODEL_TIMEOUT_S = env.float("TAKEHOME_MODEL_TIMEOUT_S", default=60.0)
+env.section("The model window")
+MODEL_URL = env.url("TAKEHOME_MODEL_URL", "", schemes=("http", "https"), example="http://127.0.0.1:11434/v1",
+                    doc="The base URL of an OpenAI-compatible chat API candidates reach once a red run is "
+                        "witnessed, up to `/chat/completions`; empty: no model is provided.").rstrip("/")
+MODEL_NAME = env.str("TAKEHOME_MODEL_NAME", "", doc="The model asked for; required with `TAKEHOME_MODEL_URL`. "
+                     "A packet's own model name overrides it.")
+MODEL_KEY = env.secret("TAKEHOME_MODEL_KEY", "",
+                       doc="The upstream's API key, sent as a Bearer token to `TAKEHOME_MODEL_URL` only; never "
+                           "shown, stored or logged. Empty: no Authorization header.")
+MODEL_TIMEOUT_S = env.duration("TAKEHOME_MODEL_TIMEOUT_S", 60.0,
+                               doc="How long the upstream may take to answer, or between two streamed chunks.")
 # Caps per invitation (requests, tokens in and out) and per request (body bytes, max_tokens asked for).
-MODEL_MAX_REQUESTS = env.int("TAKEHOME_MODEL_MAX_REQUESTS", default=100)
-MODEL_MAX_TOKENS = env.int("TAKEHOME_MODEL_MAX_TOKENS", default=60_000)
-MODEL_MAX_REQUEST_BYTES = env.int("TAKEHOME_MODEL_MAX_REQUEST_BYTES", default=64 * 1024)
-MODEL_MAX_REPLY_TOKENS = env.int("TAKEHOME_MODEL_MAX_REPLY_TOKENS", default=4096)
-if MODEL_URL and not MODEL_URL.startswith(("http://", "https://")):
-    raise ImproperlyConfigured(f"TAKEHOME_MODEL_URL={MODEL_URL} must start with http:// or https://.")
+MODEL_MAX_REQUESTS = env.int("TAKEHOME_MODEL_MAX_REQUESTS", 100, doc="Requests per invitation.")
+MODEL_MAX_TOKENS = env.int("TAKEHOME_MODEL_MAX_TOKENS", 60_000,
+                           doc="Tokens per invitation, in and out together.")
+MODEL_MAX_REQUEST_BYTES = env.int("TAKEHOME_MODEL_MAX_REQUEST_BYTES", 64 * 1024, unit="bytes",
+                                  doc="The body of one request; past it, 413.")
+MODEL_MAX_REPLY_TOKENS = env.int("TAKEHOME_MODEL_MAX_REPLY_TOKENS", 4096,
+                                 doc="The `max_tokens` passed on with one request.")
 if MODEL_URL and not MODEL_NAME:
-    raise ImproperlyConfigured("TAKEHOME_MODEL_URL is set but TAKEHOME_MODEL_NAME is not: name the model to ask.")
+    raise SettingError("TAKEHOME_MODEL_URL is set but TAKEHOME_MODEL_NAME is not: name the model to ask.")
 # Form fields other than files (and a gate receipt's JSON body) may hold this much.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = 5
 # Uploads on other pages (a recruiter's packet zips) go to disk past 1 MB.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+
+# Read by other programs, declared here so that the docs and .env.example list every knob.
+env.section("Read by other programs")
+env.elsewhere("TAKEHOME_PORT", "int", 8000, read_by="`make run`", shown="`8000`, or the one in `.env`",
+              doc="The port of `make run`'s web server on 127.0.0.1 (`make run PORT=8123` sets it).")
+env.elsewhere("TAKEHOME_WORKER_CONCURRENCY", "int", 2, read_by="`make run`",
+              doc="Processes in `make run`'s worker.")
+env.elsewhere("TAKEHOME_HOST", "str", "localhost", read_by="docker compose (for Caddy)",
+              doc="The site's host name: a real name whose DNS points here gets a public certificate, "
+                  "`localhost` one from Caddy's internal CA. Set `ALLOWED_HOSTS` and `SITE_URL` to match.")

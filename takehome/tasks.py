@@ -2,6 +2,8 @@
 
 from celery import shared_task
 
+from shared.tasks import retry_countdown
+
 
 @shared_task(bind=True, acks_late=True, max_retries=3, soft_time_limit=300, time_limit=360)
 def check_packet_version(self, check_id: int) -> str:
@@ -13,7 +15,7 @@ def check_packet_version(self, check_id: int) -> str:
     try:
         check = do_run_packet_check(check_id, final=self.request.retries >= self.max_retries)
     except SandboxUnavailable as exc:
-        raise self.retry(exc=exc, countdown=10 * 2**self.request.retries)
+        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries))
     return check.status if check else "skipped"
 
 

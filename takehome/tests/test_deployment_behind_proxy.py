@@ -28,20 +28,15 @@ import pytest
 import requests
 import yaml
 
-from conftest import ROOT, Worker, _wait_for, require
-from conftest import free_port as conftest_free_port
+from conftest import ROOT, Worker, _wait_for, free_port, require
 from grading.models import Review
 from sessions_app.models import Submission
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-PORTS = range(8460, 8470)
 UP_WAIT_S = 60
 GRADING_WAIT_S = 120
 PASSWORD = "a-long-enough-password-7"
 
-
-def free_port() -> int:
-    return conftest_free_port(PORTS)
 
 
 def compose_web_args(port: int) -> list[str]:

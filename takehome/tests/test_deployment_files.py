@@ -1,6 +1,8 @@
-"""docker-compose.yml, .env.example and the settings agree on names."""
+"""docker-compose.yml, the Caddyfile, make run's supervisord.conf and the settings agree on names.
 
-import re
+(.env.example and the settings: test_settings_registry.py.)
+"""
+
 import shlex
 from pathlib import Path
 
@@ -8,41 +10,27 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-SETTINGS = (ROOT / "takehome" / "settings.py").read_text()
 
 
-def names_read_by_settings() -> set[str]:
-    found = set(re.findall(r'env(?:\.\w+|_bool)?\(\s*"([A-Z][A-Z0-9_]*)"', SETTINGS))
-    found |= set(re.findall(r'os\.environ\.get\(\s*"([A-Z][A-Z0-9_]*)"', SETTINGS))
-    found |= {f"{n}_FILE" for n in re.findall(r'_secret\(\s*"([A-Z_]+)"', SETTINGS)}
-    found |= set(re.findall(r'_secret\(\s*"([A-Z_]+)"', SETTINGS))
-    return found
+def declared() -> dict:
+    """Every variable takehome/settings.py declares (shared/settings_env.py), by name."""
+    from takehome import settings
+
+    return {name: setting for setting in settings.env.registry for name in setting.names}
 
 
-def names_in_env_example() -> set[str]:
-    text = (ROOT / ".env.example").read_text()
-    return set(re.findall(r"^([A-Z][A-Z0-9_]*)=", text, re.M))
+def read_by(program: str) -> set[str]:
+    return {name for name, setting in declared().items() if program in setting.read_by}
 
 
-EXTRA_DOCUMENTED = {"TAKEHOME_PORT", "TAKEHOME_WORKER_CONCURRENCY"}  # read by make run's supervisord.conf
-COMPOSE_DOCUMENTED = {"TAKEHOME_HOST"}  # read by docker compose, for Caddy
-
-
-def test_every_setting_is_documented_in_env_example():
-    assert names_read_by_settings() <= names_in_env_example()
-    assert names_in_env_example() - names_read_by_settings() <= EXTRA_DOCUMENTED | COMPOSE_DOCUMENTED
-
-
-def test_compose_knobs_are_real():
+def test_the_knobs_other_programs_read_are_real():
     compose, caddyfile = (ROOT / "docker-compose.yml").read_text(), (ROOT / "Caddyfile").read_text()
-    for name in COMPOSE_DOCUMENTED:
+    for name in read_by("docker compose"):
         assert "${" + name in compose and "{$" + name in caddyfile
-
-
-def test_make_run_knobs_are_real():
     config = (ROOT / "scripts" / "supervisord.conf").read_text()
-    for name in EXTRA_DOCUMENTED:
+    for name in read_by("make run"):
         assert f"%(ENV_{name})s" in config
+    assert read_by("docker compose") and read_by("make run")
 
 
 def test_compose_parses_and_has_the_four_services():
@@ -51,7 +39,7 @@ def test_compose_parses_and_has_the_four_services():
     for name in ("web", "worker"):
         service = compose["services"][name]
         assert service["build"] == "."
-        assert set(service["environment"]) <= names_read_by_settings()
+        assert set(service["environment"]) <= {n for n, s in declared().items() if not s.read_by}
         assert service["environment"]["DATABASE_URL"].startswith("postgres://")
         assert service["environment"]["CELERY_BROKER_URL"].startswith("redis://redis:")
     assert "celery" in compose["services"]["worker"]["command"]

@@ -1,4 +1,7 @@
-"""The settings refuse to run in production mode with the development key."""
+"""The settings refuse to run in production mode with the development key, and stop on a value they cannot use.
+
+Each error is one line naming the variable and saying what to write, never a traceback to read past.
+"""
 
 import os
 import secrets
@@ -59,8 +62,7 @@ def test_check_deploy_is_clean_in_production():
 @pytest.mark.parametrize("value", ["maybe", "2", "ture"])
 def test_a_bad_boolean_stops_the_process(value):
     result = manage("check", DEBUG=value, SECRET_KEY=secrets.token_urlsafe(50))
-    assert result.returncode != 0
-    assert "is not a boolean" in result.stderr
+    assert f"DEBUG={value} is not a boolean: write true or false." in stopped_with(result)
 
 
 @pytest.mark.parametrize("name, value", [
@@ -121,7 +123,68 @@ def test_a_request_error_is_printed_once():
 def test_an_upload_limit_below_one_stops_with_its_name():
     result = manage("check", DEBUG="true", TAKEHOME_UPLOAD_MAX_FILES="0")
     assert result.returncode != 0
-    assert "TAKEHOME_UPLOAD_MAX_FILES=0 must be at least 1." in result.stderr
+    assert "TAKEHOME_UPLOAD_MAX_FILES=0 is too small: give a whole number, at least 1." in result.stderr
+
+
+def stopped_with(result) -> str:
+    """The one line a settings error prints: no traceback before it, nothing after."""
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith("takehome cannot start: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("name, value, says", [
+    # negative counts and durations
+    ("TAKEHOME_UPLOAD_IN_FLIGHT_S", "-3", "TAKEHOME_UPLOAD_IN_FLIGHT_S=-3 is negative: give a duration in seconds, "
+                                          "0 or more."),
+    ("TAKEHOME_UPLOAD_MAX_COUNT", "-1", "TAKEHOME_UPLOAD_MAX_COUNT=-1 is negative: give a whole number, 0 or more."),
+    ("TAKEHOME_WARM_SANDBOXES", "-2", "TAKEHOME_WARM_SANDBOXES=-2 is negative: give a whole number, 0 or more."),
+    ("TAKEHOME_DB_BUSY_TIMEOUT_S", "-1", "TAKEHOME_DB_BUSY_TIMEOUT_S=-1 is negative: give a duration in seconds, "
+                                         "more than 0."),
+    ("TAKEHOME_LOGIN_LOCKOUT_MINUTES", "0", "TAKEHOME_LOGIN_LOCKOUT_MINUTES=0 is too small: give a duration in "
+                                            "minutes, at least 1."),
+    # not a number
+    ("TAKEHOME_UPLOAD_GRACE_S", "five", "TAKEHOME_UPLOAD_GRACE_S=five is not a whole number of seconds: write e.g. "
+                                        "300."),
+    ("TAKEHOME_UPLOAD_GRACE_S", "1.5", "TAKEHOME_UPLOAD_GRACE_S=1.5 is not a whole number of seconds"),
+    ("TAKEHOME_SANDBOX_SLOTS", "16x", "TAKEHOME_SANDBOX_SLOTS=16x is not a whole number: write e.g. 16."),
+    ("TAKEHOME_MODEL_TIMEOUT_S", "1m", "TAKEHOME_MODEL_TIMEOUT_S=1m is not a number of seconds: write e.g. 60."),
+    ("TAKEHOME_WORKSPACE_CPUS", "nan", "TAKEHOME_WORKSPACE_CPUS=nan is not a number: write e.g. 1."),
+    # unknown choice
+    ("TAKEHOME_SANDBOX_CAPS", "cgroup3", "TAKEHOME_SANDBOX_CAPS=cgroup3 is not one of the choices: write auto, "
+                                         "cgroup2, cgroup1 or rlimit."),
+    ("TAKEHOME_CHANNEL_LAYER", "rabbit", "TAKEHOME_CHANNEL_LAYER=rabbit is not one of the choices: write redis or "
+                                         "memory."),
+    ("LOG_LEVEL", "loud", "LOG_LEVEL=loud is not one of the choices: write DEBUG, INFO, WARNING, ERROR or CRITICAL."),
+    # bad boolean
+    ("SECURE_HSTS_PRELOAD", "maybe", "SECURE_HSTS_PRELOAD=maybe is not a boolean: write true or false."),
+    ("SECURE_SSL_REDIRECT", "2", "SECURE_SSL_REDIRECT=2 is not a boolean: write true or false."),
+    # URLs; a password is never repeated
+    ("DATABASE_URL", "mongo://u:hunter2@db/x", "DATABASE_URL=mongo://u:***@db/x is not a database URL"),
+    ("EMAIL_URL", "smtp+xyz://mail", "EMAIL_URL=smtp+xyz://mail is not an email URL"),
+    ("SITE_URL", "takehome.example.com", "SITE_URL=takehome.example.com does not start with http:// or https://"),
+])
+def test_a_value_the_settings_cannot_use_stops_the_process_naming_it(name, value, says):
+    line = stopped_with(manage("check", DEBUG="true", **{name: value}))
+    assert says in line
+    assert "hunter2" not in line
+
+
+def test_a_secret_file_that_cannot_be_read_is_named(tmp_path):
+    line = stopped_with(manage("check", DEBUG="true", TAKEHOME_MODEL_KEY_FILE=str(tmp_path / "missing")))
+    assert f"TAKEHOME_MODEL_KEY_FILE={tmp_path / 'missing'} cannot be read" in line
+
+
+def test_an_empty_value_means_the_default():
+    """A copy of .env.example leaves optional lines empty: NAME= must mean the default, never '' or false."""
+    result = manage("shell", "-c", "from django.conf import settings as s; "
+                    "print(s.MEDIA_ROOT == s.VAR_DIR / 'media', s.SECURE_SSL_REDIRECT, s.RETRY_AFTER_BUSY_S)",
+                    DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50), ALLOWED_HOSTS="takehome.example.com",
+                    TAKEHOME_MEDIA_ROOT="", SECURE_SSL_REDIRECT="", TAKEHOME_RETRY_AFTER_BUSY_S=" ")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1].split() == ["True", "True", "5"]
 
 
 def test_the_model_key_file_wins_over_the_key(tmp_path):
@@ -134,7 +197,7 @@ def test_the_model_key_file_wins_over_the_key(tmp_path):
 
 
 @pytest.mark.parametrize("env, words", [
-    ({"TAKEHOME_MODEL_URL": "127.0.0.1:11434/v1", "TAKEHOME_MODEL_NAME": "m"}, "must start with http://"),
+    ({"TAKEHOME_MODEL_URL": "127.0.0.1:11434/v1", "TAKEHOME_MODEL_NAME": "m"}, "does not start with http://"),
     ({"TAKEHOME_MODEL_URL": "http://127.0.0.1:11434/v1", "TAKEHOME_MODEL_NAME": ""}, "TAKEHOME_MODEL_NAME is not"),
 ])
 def test_a_model_url_that_cannot_work_stops_the_process(env, words):
