@@ -2,6 +2,7 @@
 #   make run    set up, then serve http://127.0.0.1:8000/ with a worker, beat and a private Redis,
 #               under supervisord, which restarts whichever dies (scripts/run-supervised)
 #   make test   set up, then run the whole test suite
+#   make docs   build the documentation site (mkdocs.yml, docs/) into site/; make docs-serve serves it
 # The set-up writes .env on its first run (scripts/dotenv.py: DEBUG=true, a generated development
 # SECRET_KEY, TAKEHOME_PORT, SITE_URL, TAKEHOME_VAR_DIR), which manage.py, the worker and
 # daphne read through the settings; it is never rewritten. The environment wins over it.
@@ -15,7 +16,7 @@ ifeq ($(origin PORT),command line)
 export TAKEHOME_PORT := $(PORT)
 endif
 
-.PHONY: run status test lint setup dotenv system venv runner db bench vendor
+.PHONY: run status test lint setup dotenv system venv runner db bench vendor docs docs-serve screenshots dev
 
 # A port given to this make (PORT or TAKEHOME_PORT) carries SITE_URL with it, unless SITE_URL
 # is set too; otherwise both come from .env. run-supervised says so loudly when they disagree.
@@ -34,14 +35,26 @@ status:
 test: SYSTEM_FLAGS = --browser
 test: export DEBUG ?= true
 test: export TAKEHOME_VAR_DIR ?= $(CURDIR)/var
-test: setup lint
-	$(VENV)/bin/pytest
+# TEST_PROCESSES: pytest-xdist's workers (0 runs the suite in this process); on two cores most tests wait on a
+# server, a browser or a sandbox, so four keep both busy. PYTEST_ARGS: more for pytest (-m services, -k NAME).
+TEST_PROCESSES ?= 4
+test: setup dev lint
+	$(VENV)/bin/pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
 
 setup: dotenv system venv runner db
 
-# The house's guards (see CONTRIBUTING.md): ruff's lint (ruff.toml), and grading's core imports neither
+# The pictures in docs/screenshots/ (shown by the README and the docs), taken afresh by the tests that take
+# them; make test writes its own under var/screenshots/ and leaves these alone.
+screenshots: SYSTEM_FLAGS = --browser
+screenshots: export DEBUG ?= true
+screenshots: export TAKEHOME_VAR_DIR ?= $(CURDIR)/var
+screenshots: setup dev
+	SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(VENV)/bin/pytest -n $(TEST_PROCESSES) -q \
+	  $$(grep -rl --include='test_*.py' 'screenshot(' takehome sessions_app grading)
+
+# The house's guards (see docs/contributing.md): ruff's lint (ruff.toml), and grading's core imports neither
 # Django nor the apps, nor shared the recruiter or candidate side (.importlinter).
-lint: venv
+lint: dev
 	$(VENV)/bin/ruff check --quiet
 	$(VENV)/bin/lint-imports --no-cache
 
@@ -51,12 +64,20 @@ dotenv:
 system:
 	@scripts/ensure-system $(SYSTEM_FLAGS)
 
+# The app's requirements (what the production image installs), and for make test, make docs, make bench
+# and make lint what they need beside them (requirements-dev.txt, which names requirements-docs.txt).
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
 	@touch $@
 
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt requirements-docs.txt
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
+
 venv: $(VENV)/.installed
+
+dev: $(VENV)/.installed-dev
 
 # The sandbox's own minimal virtualenv (pinned pytest), built from Debian's python3.
 runner: venv dotenv
@@ -66,12 +87,23 @@ db: venv dotenv
 	@$(PY) manage.py migrate --noinput -v0
 	@$(PY) manage.py load_sample_packet --all
 
-bench: setup
+# The documentation site: strict, so a broken link or anchor fails the build. docs-serve rebuilds on
+# every change, on 127.0.0.1 only and clear of make run's 8000 (DOCS_PORT=N to move it).
+DOCS_PORT ?= 8100
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
+docs: dev
+	$(MKDOCS) build --strict --site-dir site
+
+docs-serve: dev
+	$(MKDOCS) serve --strict --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+bench: setup dev
 	$(PY) bench/grading.py
 	$(PY) bench/grading.py --packets
 	$(PY) bench/pages.py
 	$(PY) bench/load.py
 	$(PY) bench/sessions.py
+	$(PY) bench/model_stream.py
 
 # The browser libraries, pinned, copied from npm into static/vendor/ (committed; needs npm only here).
 XTERM_VERSION := 6.0.0

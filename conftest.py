@@ -14,11 +14,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from shared import pytest_slots
 
 ROOT = Path(__file__).resolve().parent
 # Commands the tests start never read the checkout's .env (the settings skip it
@@ -29,28 +32,58 @@ CHROMIUM = "/usr/bin/chromium"
 
 # Fixtures that start a browser, a worker, a live server or a sandboxed run: a test that uses one is marked slow.
 SLOW_FIXTURES = {"browser", "page", "worker_env", "celery_worker_proc", "runner_dir", "grading_sandbox",
-                 "use_test_sandbox", "pythons", "real_logs", "local_index", "live_server"}
+                 "use_test_sandbox", "pythons", "real_logs", "local_index", "live_server", "daphne_url"}
+
+
+def pytest_report_header(config):
+    return pytest_slots.describe()
+
+
+# Fixtures that reach the database or the broker: pytest-django's (every database fixture and live_server
+# depends on _django_db_helper) and ours that start or stop a broker's users.
+SERVICE_FIXTURES = {"_django_db_helper", "worker_env", "celery_worker_proc", "stoppable_broker"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if (item.get_closest_marker("browser") or item.get_closest_marker("worker")
-                or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("browser") or item.get_closest_marker("worker") or SLOW_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
+        # why this rule is enough: pytest-django refuses the database to a test without one of these, and
+        # the broker is reached only through a worker or a send from a test with the database.
+        # A test that can only run on SQLite is not one: the PostgreSQL pass would only skip it.
+        if item.get_closest_marker("sqlite_only"):
+            continue
+        if item.get_closest_marker("django_db") or item.get_closest_marker("worker") or SERVICE_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.services)
 
 
-def free_port(ports) -> int:
-    """The first of `ports` free on 127.0.0.1 (each test module that serves keeps to its own range)."""
+_next_port = 0
+
+
+def next_ports():
+    """This process's ports (its test slot's band, shared.pytest_slots), each once in turn, from where the
+    last call stopped: a port just closed may sit in TIME_WAIT, and the next one is fresh."""
+    global _next_port
+    band = pytest_slots.ports()
+    for _ in range(len(band)):
+        port = band[_next_port % len(band)]
+        _next_port += 1
+        yield port
+
+
+def free_port() -> int:
+    """A port of this process's band that is free on 127.0.0.1; no other test process takes from the band."""
     import socket
 
-    for port in ports:
+    for port in next_ports():
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
-    raise AssertionError(f"every port in {ports} is in use")
+    raise AssertionError(f"every port in {pytest_slots.ports()} is in use")
 
 
 def require(condition: bool, reason: str) -> None:
@@ -146,8 +179,10 @@ def pytest_sessionfinish(session):
         return
     name = settings.DATABASES["default"].get("TEST", {}).get("NAME")
     if name and settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-        for suffix in ("-wal", "-shm"):
-            Path(name + suffix).unlink(missing_ok=True)
+        # an xdist worker's test database is the name with "_gw<N>" after it
+        for path in Path(name).parent.glob(Path(name).name + "*"):
+            if path.name.endswith(("-wal", "-shm")):
+                path.unlink(missing_ok=True)
 
 
 # --- Redis and a real Celery worker -------------------------------------------------
@@ -164,20 +199,25 @@ def _wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
 
 
 class PrivateRedis:
-    """A redis-server of the test run's own, on a unix socket; stoppable for outage tests."""
+    """A redis-server of the test run's own, on a unix socket or a TCP port of the test slot's band;
+    stoppable and pausable for outage tests."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, port: int | None = None):
         self.folder = folder
         self.socket = folder / "redis.sock"
+        self.port = port
         self.proc: subprocess.Popen | None = None
+        self.paused_pid: int | None = None
 
     @property
     def url(self) -> str:
-        return f"redis+socket://{self.socket}"
+        return f"redis://127.0.0.1:{self.port}/0" if self.port else f"redis+socket://{self.socket}"
 
     def start(self) -> None:
+        listen = ["--port", str(self.port), "--bind", "127.0.0.1"] if self.port else \
+            ["--port", "0", "--unixsocket", str(self.socket)]
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", "0", "--unixsocket", str(self.socket), "--dir", str(self.folder),
+            ["redis-server", *listen, "--dir", str(self.folder),
              "--appendonly", "yes", "--save", "", "--loglevel", "warning"],
             stdout=subprocess.DEVNULL,
         )
@@ -187,30 +227,29 @@ class PrivateRedis:
         import redis
 
         try:
-            return redis.Redis(unix_socket_path=str(self.socket)).ping()
+            if self.port:
+                return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2).ping()
+            return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=2).ping()
         except Exception:
             return False
 
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
+        if self.running():
             self.proc.terminate()
             self.proc.wait(10)
 
-    def pid(self) -> int:
-        return self.proc.pid
-
     def pause(self) -> None:
         """Stall it as a hung broker does: connections are accepted, nothing is answered."""
-        self.paused_pid = self.pid()
+        self.paused_pid = self.proc.pid
         os.kill(self.paused_pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        if getattr(self, "paused_pid", None):
+        if self.paused_pid:
             os.kill(self.paused_pid, signal.SIGCONT)
             self.paused_pid = None
-
-
-_SESSION_REDIS: PrivateRedis | None = None  # the private broker of this test run, if any
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -233,69 +272,58 @@ def broker_url():
     folder = Path(tempfile.mkdtemp(prefix="th-redis-"))
     server = PrivateRedis(folder)
     server.start()
-    global _SESSION_REDIS
-    _SESSION_REDIS = server
     app.conf.broker_url = server.url
     yield server.url
     server.stop()
     shutil.rmtree(folder, ignore_errors=True)
 
 
-class MachineRedis:
-    """The machine's own redis-server on 127.0.0.1:6379 (CI), stopped and started with its own tools."""
+def point_celery_at(url: str, environment: str | None) -> None:
+    """Send this process's Celery messages to ``url``, with ``environment`` as CELERY_BROKER_URL (None:
+    unset). Celery reads that variable before its own configuration, and keeps connections in pools made
+    for the broker it had: all three change together."""
+    from takehome.celery import app
 
-    START = ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379",
-             "--save", "", "--appendonly", "no", "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/ci.log"]
-
-    def stop(self) -> None:
-        subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave"],
-                       capture_output=True, timeout=30)
-        _wait_for(lambda: not self._ping(), 10, "redis-server to stop")
-
-    def start(self) -> None:
-        subprocess.run(self.START, check=True, capture_output=True, timeout=30)
-        _wait_for(self._ping, 10, "redis-server to answer")
-
-    def _ping(self) -> bool:
-        result = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "ping"],
-                                capture_output=True, text=True, timeout=10)
-        return result.stdout.strip() == "PONG"
-
-    def pid(self) -> int:
-        result = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "info", "server"],
-                                capture_output=True, text=True, timeout=10)
-        return int(next(line.split(":")[1] for line in result.stdout.splitlines()
-                        if line.startswith("process_id:")))
-
-    pause = PrivateRedis.pause
-    resume = PrivateRedis.resume
+    if environment is None:
+        os.environ.pop("CELERY_BROKER_URL", None)
+    else:
+        os.environ["CELERY_BROKER_URL"] = environment
+    app.conf.broker_url = url
+    if app._pool is not None:
+        app._pool.force_close_all()
+    app._pool = None
+    if "amqp" in app.__dict__:
+        app.amqp._producer_pool = None
 
 
 @pytest.fixture
-def stoppable_broker(broker_url):
-    """The broker this test run uses, stoppable (or pausable) for an outage test; always running again afterwards.
+def stoppable_broker(broker_url, request):
+    """A broker of this test's own, stoppable (or pausable) for an outage test, in place of the run's.
 
-    The private redis-server keeps its queue on disk (appendonly), so messages
-    sent before a stop are still there after the start.
+    Never the run's broker: other test processes share the machine's Redis, and
+    an outage there would reach their tests. The stand-in listens the way the
+    run's broker does (a TCP port when that is one, a unix socket otherwise),
+    keeps its queue on disk (appendonly) so messages sent before a stop are
+    there after the start, and takes this process's Celery messages and those
+    of a worker started from ``worker_env`` for the length of the test.
     """
-    from urllib.parse import urlparse
-
-    require(broker_url is not None, "redis-server is not installed (apt-get install redis-server)")
-    if _SESSION_REDIS is not None and broker_url == _SESSION_REDIS.url:
-        server = _SESSION_REDIS
-        running = lambda: server._ping()  # noqa: E731
-    else:
-        url = urlparse(broker_url)
-        require(url.hostname in ("127.0.0.1", "localhost") and (url.port or 6379) == 6379,
-                f"cannot stop the broker at {broker_url}: only a private one or 127.0.0.1:6379")
-        server = MachineRedis()
-        running = server._ping
+    require(shutil.which("redis-server") is not None, "redis-server is not installed (apt-get install redis-server)")
+    assert "celery_worker_proc" not in request.fixturenames, \
+        "start the worker inside an outage test, from worker_env, so that it uses the test's own broker"
+    folder = Path(tempfile.mkdtemp(prefix="th-redis-"))
+    server = PrivateRedis(folder, port=free_port() if (broker_url or "").startswith("redis://") else None)
+    server.start()
+    before = os.environ.get("CELERY_BROKER_URL")
+    point_celery_at(server.url, server.url)
+    if "worker_env" in request.fixturenames:
+        request.getfixturevalue("worker_env")["CELERY_BROKER_URL"] = server.url
     try:
         yield server
     finally:
         server.resume()
-        if not running():
-            server.start()
+        server.stop()
+        point_celery_at(broker_url, before)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def database_url() -> str:
@@ -382,13 +410,74 @@ def browser():
         chromium.close()
 
 
+class InFlight:
+    """The live server's application, counting the requests it has not finished answering. A page closed at
+    a test's end may leave one running in the server's thread (a save sent as the page went); the database
+    is emptied for the next test only once it is done, or the two meet (on PostgreSQL the flush fails, and
+    the next test finds the last one's rows)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.running = 0
+        self.changed = threading.Condition()
+
+    def _done(self):
+        with self.changed:
+            self.running -= 1
+            self.changed.notify_all()
+
+    def __call__(self, environ, start_response):
+        with self.changed:
+            self.running += 1
+        try:
+            body = self.app(environ, start_response)
+        except BaseException:
+            self._done()
+            raise
+        return _ClosingBody(body, self._done)
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: self.running == 0, timeout)
+
+
+class _ClosingBody:
+    """A WSGI body that says when the server has closed it (the request is then answered)."""
+
+    def __init__(self, body, on_close):
+        self.body, self.on_close = body, on_close
+
+    def __iter__(self):
+        return iter(self.body)
+
+    def close(self):
+        try:
+            if hasattr(self.body, "close"):
+                self.body.close()
+        finally:
+            self.on_close()
+
+
+def in_flight(live_server) -> InFlight:
+    """The live server's request counter, put in front of its application on first use."""
+    httpd = live_server.thread.httpd
+    app = httpd.get_app()
+    if not isinstance(app, InFlight):
+        app = InFlight(app)
+        httpd.set_app(app)
+    return app
+
+
 @pytest.fixture
-def page(browser):
+def page(browser, request):
+    server = in_flight(request.getfixturevalue("live_server")) if "live_server" in request.fixturenames else None
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(15000)
     yield page
     context.close()
+    if server is not None:
+        assert server.wait_idle(60), "the live server was still answering a request a minute after the page closed"
 
 
 def log_in(page, base: str, username: str) -> None:
@@ -410,11 +499,14 @@ def wait_until(page, expression: str, timeout: float = 10.0):
     return value
 
 
-SCREENSHOTS = ROOT / "docs" / "screenshots"
+# why not docs/screenshots/ itself: the tests never change a tracked file; `make screenshots` runs the tests
+# that take them with SCREENSHOTS_DIR there, to refresh the pictures the README and the docs show.
+SCREENSHOTS = Path(os.environ.get("SCREENSHOTS_DIR") or ROOT / "var" / "screenshots")
 
 
 def screenshot(page, name: str) -> Path:
-    """Keep a screenshot under docs/screenshots/ (committed, shown in the README)."""
+    """Keep a screenshot of the page under SCREENSHOTS (var/screenshots/, or docs/screenshots/ for
+    `make screenshots`)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)

@@ -6,29 +6,17 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import require
+from conftest import _wait_for, free_port, require
+from grading.cgroups import _zombie
 
 ROOT = Path(__file__).resolve().parents[2]
 LOAD = ROOT / "bench" / "load.py"
-
-
-def free_port() -> int:
-    """A free port for the bench's daphne, kept clear of `make run`'s 8000."""
-    for port in range(8320, 8330):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.fail("no free port between 8320 and 8329 for the load bench's web server")
 
 
 def bench_database() -> list[str]:
@@ -102,8 +90,7 @@ CSV = {
 def test_load_report_counts_lost_uploads(tmp_path, capsys, states, lost):
     for name, text in CSV.items():
         (tmp_path / name).write_text(text)
-    outcome = {"uploads": [{"submission": 1, "at": 1.0}, {"submission": 2, "at": 2.0}], "retries": {},
-               "graded_seen": []}
+    outcome = {"uploads": [{"submission": 1, "at": 1.0}, {"submission": 2, "at": 2.0}], "retries": {}}
     (tmp_path / "outcome.json").write_text(json.dumps(outcome))
     plan = {"outcome": str(tmp_path / "outcome.json")}
     drained = 3.0 if lost == 0 else None
@@ -111,3 +98,30 @@ def test_load_report_counts_lost_uploads(tmp_path, capsys, states, lost):
     out = capsys.readouterr().out
     assert f"lost uploads: {lost}" in out
     assert status == (0 if lost == 0 else 1)
+
+
+@pytest.mark.worker
+def test_a_load_bench_ended_by_term_stops_what_it_started(runner_dir, tmp_path):
+    """A TERM (a timeout, a supervisor) stops daphne, the worker, beat and Redis, as Ctrl-C does."""
+    require(shutil.which("redis-server") is not None, "redis-server is not installed (apt-get install redis-server)")
+    env = {k: v for k, v in os.environ.items() if k != "BENCH_BROKER_URL"}
+    env["TAKEHOME_RUNNER_DIR"] = str(runner_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    bench = subprocess.Popen([sys.executable, str(LOAD), "--candidates", "1", "--reviewers", "1", "--port",
+                              str(free_port()), "--timeout", "60", *bench_database()],
+                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert bench.stdout.readline().startswith("load: ")  # set up; the servers start now
+        # Redis, daphne, the worker and beat (at least three of them up)
+        started = _wait_for(lambda: bench.poll() is None and len(children(bench.pid)) >= 3 and children(bench.pid),
+                            60, "the bench's servers")
+        bench.terminate()
+        bench.wait(60)
+    finally:
+        bench.kill()
+    _wait_for(lambda: not [pid for pid in started if not _zombie(pid)], 30, "the bench's servers to end")
+
+
+def children(pid: int) -> list[int]:
+    listed = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in listed.split()]

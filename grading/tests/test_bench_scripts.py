@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from shared import pytest_slots
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,7 +21,7 @@ def test_grading_bench_runs_and_ends_with_the_ratio(runner_dir, scratch_dir):
          "--pytest-runs", "1", "--sizes", "100", "--size-rounds", "1",
          "--runner", str(runner_dir), "--scratch", str(scratch_dir),
          # why uids of its own: this test process's warm sandboxes may hold the worker's range
-         "--uid-base", "62300", "--slots", "8"],
+         "--uid-base", str(pytest_slots.uids("bench_grading")), "--slots", "8"],
         cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=600,  # a guard against a hang, not a measurement
     )
@@ -41,7 +43,7 @@ def test_the_packets_bench_compares_business_days_with_refund_sum(runner_dir, sc
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "grading.py"), "--packets", "--rounds", "1", "--pytest-runs", "1",
          "--runner", str(runner_dir), "--runners", str(settings.GRADING_RUNNERS_DIR), "--scratch", str(scratch_dir),
-         "--uid-base", "62300", "--slots", "8"],
+         "--uid-base", str(pytest_slots.uids("bench_grading")), "--slots", "8"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port, require
+from shared import pytest_slots
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "sessions.py"
-PORTS = range(8600, 8620)
 
 
 def load_module():
@@ -92,10 +92,10 @@ def _uid_pids(uid: int) -> list[int]:
 @pytest.mark.worker  # starts daphne and a redis-server
 def test_sessions_bench_types_in_two_terminals_and_cleans_up(runner_dir):
     requirements()
-    uid_base = 64100
+    uid_base = pytest_slots.uids("bench_sessions")
     done = subprocess.run(
         [sys.executable, str(BENCH), "--sessions", "2", "--duration", "12", "--tests-every", "5",
-         "--port", str(free_port(PORTS)), "--uid-base", str(uid_base)],
+         "--port", str(free_port()), "--uid-base", str(uid_base)],
         cwd=ROOT, env=bench_env(runner_dir), capture_output=True, text=True,
         timeout=300,  # a guard against a hang, not a measurement
     )
@@ -112,9 +112,9 @@ def test_sessions_bench_types_in_two_terminals_and_cleans_up(runner_dir):
 @pytest.mark.worker
 def test_ctrl_c_ends_the_shells_the_mounts_and_the_servers(runner_dir):
     requirements()
-    uid_base = 64200
+    uid_base = pytest_slots.uids("bench_sessions_shell")
     bench = subprocess.Popen(
-        [sys.executable, str(BENCH), "--sessions", "1", "--duration", "120", "--port", str(free_port(PORTS)),
+        [sys.executable, str(BENCH), "--sessions", "1", "--duration", "120", "--port", str(free_port()),
          "--uid-base", str(uid_base)],
         cwd=ROOT, env=bench_env(runner_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # why: started as a non-interactive shell starts a job in the background (`... &`), with SIGINT

@@ -33,6 +33,7 @@ from grading.runner import (
     runner_python,
 )
 from grading.tests.pypi import make_wheel, write_index
+from shared import pytest_slots
 
 SYSTEM = Path("/usr/bin/python3")
 
@@ -174,7 +175,7 @@ def test_the_sandbox_runs_tests_that_import_the_package(env_root, system_python,
     require(shutil.which("bwrap") is not None, "bwrap is missing (apt-get install bubblewrap)")
     env = build(env_root, system_python, "tinylib==1.1\n", local_index)
     (tmp_path / "test_lib.py").write_text("import tinylib\n\ndef test_version():\n    assert tinylib.VERSION == '1.1'\n")
-    sandbox = Sandbox(env, scratch_dir, uid_base=62340, slots=2, limits=SandboxLimits(wall_s=30))
+    sandbox = Sandbox(env, scratch_dir, uid_base=pytest_slots.uids("envs"), slots=2, limits=SandboxLimits(wall_s=30))
     result = sandbox.run(tmp_path, ("python", "-m", "pytest", "-q"))
     assert (result.outcome, result.passed) == ("passed", 1), result.log
 

@@ -40,11 +40,12 @@ from grading.sandbox import (
     close_warm_sandboxes,
     wait_for_warm,
 )
+from shared import pytest_slots
 
 VAR = Path(__file__).resolve().parents[2] / "var"
 PYTEST = ("python", "-m", "pytest", "-q")
 # A pool of our own, apart from the default one a worker on this machine may be using.
-UID_BASE = 62100
+UID_BASE = pytest_slots.uids("sandbox")
 LIMITS = SandboxLimits(
     wall_s=15, cpu_s=4, address_space_bytes=512 << 20, nproc=32,
     file_size_bytes=8 << 20, tmpfs_bytes=32 << 20, output_bytes=64 << 10,
@@ -89,13 +90,13 @@ def no_leftovers(scratch_dir):
 
 PASSING = {
     "calc.py": "def add(a, b):\n    return a + b\n",
-    "test_calc.py": """
+    "test_calc.py": f"""
         import os
         from calc import add
         def test_add():
             assert add(1, 2) == 3
         def test_runs_unprivileged():
-            assert 62100 <= os.getuid() < 62108 and os.getcwd() == "/tree"
+            assert {UID_BASE} <= os.getuid() < {UID_BASE + 8} and os.getcwd() == "/tree"
     """,
 }
 

@@ -24,11 +24,11 @@ from conftest import require
 from grading.cgroups import RunBudget, RunCaps, _mounts, detect
 from grading.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, _uid_processes
 from grading.tests.test_sandbox import FORK_BOMB, make_tree
+from shared import pytest_slots
 
 SAMPLE = Path(__file__).resolve().parents[2] / "takehome" / "sample_packets" / "refund-sum"
 PYTEST = ("python", "-m", "pytest", "-q", "-s")
-# A pool of our own, apart from test_sandbox.py's (62100) and a worker's (62000).
-UID_BASE = 62120
+UID_BASE = pytest_slots.uids("sandbox_caps")
 LIMITS = SandboxLimits(wall_s=20, cpu_s=10, address_space_bytes=512 << 20, nproc=32,
                        tmpfs_bytes=32 << 20, memory_bytes=256 << 20)
 
@@ -208,7 +208,7 @@ def test_the_rlimit_fallback_fits_the_budget_and_still_runs_the_sample_packet(ru
     # the sample's bug still shows, and its fix still passes, under the fallback's limits
     assert (original.outcome, original.failed) == ("failed", 1), original.log
     assert "test_invoices.py::test_charges_only" in {t.nodeid for t in original.tests if t.outcome == "failed"}
-    assert (solved.outcome, solved.passed) == ("passed", 3), solved.log
+    assert (solved.outcome, solved.passed) == ("passed", 4), solved.log
     address_space, processes = map(int, solved.log.split("LIMITS ")[1].split()[:2])
     assert (address_space, processes) == (128 << 20, 8)
     assert address_space * processes <= 1 << 30

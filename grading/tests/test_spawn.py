@@ -21,9 +21,10 @@ from conftest import require
 from grading import sandbox as sandbox_module
 from grading import spawn
 from grading.sandbox import Sandbox, SandboxLimits, _uid_processes
+from shared import pytest_slots
 
 ROOT = Path(__file__).resolve().parents[2]
-UID_BASE = 62140  # a pool of its own, apart from the other sandbox tests'
+UID_BASE = pytest_slots.uids("spawn")
 LIMITS = SandboxLimits(wall_s=15, cpu_s=4, address_space_bytes=512 << 20, nproc=32,
                        file_size_bytes=8 << 20, tmpfs_bytes=32 << 20, output_bytes=64 << 10)
 STATUS_KEYS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapAmb", "NoNewPrivs")
@@ -285,7 +286,7 @@ from grading import spawn
 reason = spawn.unavailable()
 status = spawn.thread_status()
 try:
-    spawn.popen_as(62141, 62141, ["/usr/bin/true"], env={})
+    spawn.popen_as(UID, UID, ["/usr/bin/true"], env={})
 except OSError as exc:
     refused = str(exc)
 else:
@@ -301,7 +302,8 @@ def test_green_threads_are_never_used_to_spawn(tmp_path):
     # every green thread's. It is refused before it changes anything, and setpriv is used instead.
     require(importlib.util.find_spec("gevent") is not None, "gevent (locust's) is not installed")
     require(os.geteuid() == 0, "root only")
-    done = subprocess.run([sys.executable, "-c", GREEN], cwd=ROOT, capture_output=True, text=True, timeout=60,
+    done = subprocess.run([sys.executable, "-c", GREEN.replace("UID", str(UID_BASE + 1))], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     said = json.loads(done.stdout.splitlines()[-1])

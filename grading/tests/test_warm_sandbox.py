@@ -31,10 +31,10 @@ from grading.sandbox import (
 )
 from grading.tests.test_sandbox import FORK_BOMB, make_tree
 from grading.tests.test_sandbox_caps import FILE_FLOOD, LIMITS, holders, sample_tree
+from shared import pytest_slots
 
 PYTEST = ("python", "-m", "pytest", "-q", "-s")
-# A pool of our own, apart from the other sandbox tests' and a worker's (62000).
-UID_BASE = 62200
+UID_BASE = pytest_slots.uids("warm_sandbox")
 SLOTS = 4
 WHO = {"test_zz_who.py": """
     import os
@@ -130,6 +130,7 @@ SHADOWS = {
     "helper.py": "X = 1\n",
     # a module of ours and one pytest imports: neither may be the tree's
     "takehome_witness.py": "print('SHADOW witness', flush=True)\n",
+    "takehome_canary.py": "print('SHADOW canary', flush=True)\n",
     "pluggy.py": "print('SHADOW pluggy', flush=True)\n",
     "test_shadow.py": """
         import helper
@@ -166,7 +167,7 @@ def test_a_warm_run_has_its_slots_uid_and_the_same_limits_as_a_cold_one(runner_d
     assert limits[0] == limits[1], limits
     for probe in ("ENV", "PATH0"):  # the same environment, sys.path[0] and argv[0] as a cold run
         assert re.search(rf"^{probe} .*$", cold.log, re.M)[0] == re.search(rf"^{probe} .*$", warm.log, re.M)[0]
-    assert (warm.outcome, warm.passed) == ("passed", 4), warm.log
+    assert (warm.outcome, warm.passed) == ("passed", 5), warm.log
     assert "Warning" not in warm.log, warm.log  # nothing the cold run does not print
 
 

@@ -27,6 +27,7 @@ from sessions_app.actions import do_start_session
 from sessions_app.models import Submission
 from sessions_app.tests.conftest import url
 from sessions_app.tests.helpers import honest_zip, runner_python, slow_zip
+from shared import pytest_slots
 from takehome.tests.factories import InvitationFactory
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -159,8 +160,8 @@ def test_a_worker_that_stops_leaves_no_cgroup_or_mount_of_its_warm_sandboxes(sta
     # left its folders behind until the next start.
     # why uids of its own: in the suite, warm pools of the tests' own process may hold every slot of
     # the shared range, and a warm sandbox only starts on a free uid (it never asks one back)
-    worker = Worker({**worker_env, "TAKEHOME_SANDBOX_UID_BASE": "62500", "TAKEHOME_SANDBOX_SLOTS": "8"},
-                    tmp_path / "worker.log")
+    worker = Worker({**worker_env, "TAKEHOME_SANDBOX_UID_BASE": str(pytest_slots.uids("worker_faults")),
+                     "TAKEHOME_SANDBOX_SLOTS": "8"}, tmp_path / "worker.log")
     worker.start()
     try:
         pool = _wait_for(lambda: {int(p) for p in subprocess.run(
@@ -172,13 +173,16 @@ def test_a_worker_that_stops_leaves_no_cgroup_or_mount_of_its_warm_sandboxes(sta
             for pid in pool:
                 os.kill(pid, signal.SIGKILL)
             _wait_for(lambda: all(not Path(f"/proc/{pid}").exists() for pid in pool), 30, "the pool process's end")
-            assert sandbox_leftovers(pool)  # the killed process could not remove its own
         (os.killpg if how == "group" else os.kill)(worker.proc.pid, signal.SIGTERM)
         assert worker.proc.wait(60) == 0, worker.output()[-4000:]
     finally:
         worker.kill()
     assert sandbox_leftovers(pool) == [], worker.output()[-4000:]
     if how == "killed":
-        assert "removed what this worker's sandbox runs left: " in worker.output(), worker.output()[-4000:]
+        # The worker looked once its pool had stopped. What it found is not this test's to say: any worker
+        # on the machine removes what a dead process left (at its start, at each sweep), and in a parallel
+        # suite another test's may come first; clean_stale's own tests show what it removes.
+        said = ("removed what this worker's sandbox runs left: ", "this worker's sandbox runs left nothing to remove")
+        assert any(line in worker.output().split("Warm shutdown", 1)[1] for line in said), worker.output()[-4000:]
     else:
         assert "left behind" not in worker.output().split("Warm shutdown", 1)[1]

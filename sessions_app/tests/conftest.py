@@ -55,11 +55,16 @@ WORDS = ["Use ", "Decimal", " for cents."]
 REPLY = "".join(WORDS)
 
 
+KEY_MODES = ("key_split", "key_cut", "key_error")
+
+
 class FakeUpstream(ThreadingHTTPServer):
     """An OpenAI-compatible chat API whose ``mode`` says how it answers: plain, stream, slow,
     http500, malformed, cut (a stream that stops mid-way), no_usage, chunked (HTTP/1.1 chunks that
-    split events, as uvicorn and Ollama send them), or held (a stream that waits
-    after its first chunk until ``release`` is set, noting in ``held_too_long`` if it never was)."""
+    split events, as uvicorn and Ollama send them), held (a stream that waits
+    after its first chunk until ``release`` is set, noting in ``held_too_long`` if it never was),
+    held_plain (a plain reply that waits for ``release`` before it answers), or one that quotes the
+    key (KEY_MODES): in a 200 body, in a stream's error event, split over two chunks, cut mid-key."""
 
     daemon_threads = True
 
@@ -100,6 +105,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(500, json.dumps({"error": {"message": f"overloaded (key {KEY})"}}).encode())
         if mode == "malformed":
             return self._send(200, b'{"choices": [')
+        if mode == "held_plain":
+            self.server.held_too_long |= not self.server.release.wait(60)
+        if mode in KEY_MODES:
+            return self._quote_key(mode, bool(body.get("stream")))
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         if body.get("stream") and mode == "chunked":
             return self._send_chunked(b"".join(_chunk(w) for w in WORDS) + _chunk(usage=usage) + b"data: [DONE]\n\n")
@@ -124,6 +133,39 @@ class Handler(BaseHTTPRequestHandler):
             reply["usage"] = usage
         self._send(200, json.dumps(reply).encode())
 
+    def _quote_key(self, mode: str, stream: bool) -> None:
+        """An upstream that says the key back, everywhere it can: the class of leak the window closes."""
+        leaky = {"id": KEY, "model": KEY, "system_fingerprint": KEY}
+        if not stream:
+            return self._send(200, json.dumps({**leaky, "object": "chat.completion", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": f"Your key is {KEY}.",
+                                         "reasoning_content": KEY}, "finish_reason": KEY}],
+                "usage": {"prompt_tokens": KEY, "completion_tokens": 1}}).encode())
+        half = len(KEY) // 2
+        pieces = {"key_split": ["Your key is " + KEY[:half], KEY[half:] + ", said twice: " + KEY[:3],
+                                KEY[3:] + "."],
+                  "key_cut": ["Your key is " + KEY[:half]],
+                  "key_error": ["Use "]}[mode]
+        events = b"".join(b"data: " + json.dumps({**leaky, "choices": [
+            {"index": 0, "delta": {"content": piece, "reasoning_content": KEY,
+                                   "tool_calls": [{"function": {"arguments": KEY}}]}, "finish_reason": None}],
+        }).encode() + b"\n\n" for piece in pieces)
+        if mode == "key_error":
+            events += b"data: " + json.dumps({"error": {"message": f"invalid key {KEY}", "key": KEY}}).encode() + b"\n\n"
+        elif mode == "key_split":
+            events += _chunk(usage={"prompt_tokens": 3, "completion_tokens": 9}) + b"data: [DONE]\n\n"
+        # why 7-byte HTTP chunks: the key is split over the transport's chunks too, not only over events.
+        self.protocol_version = "HTTP/1.1"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for start in range(0, len(events), 7):
+            part = events[start:start + 7]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+        self.wfile.write(b"0\r\n\r\n")
+
     def _send_chunked(self, data: bytes) -> None:
         self.protocol_version = "HTTP/1.1"
         self.send_response(200)
@@ -145,21 +187,25 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def serve_on(ports) -> FakeUpstream:
-    # why not free_port(): the fake closes each connection, so its port sits in TIME_WAIT after a
-    # test, which a plain bind probe takes for busy; the server itself binds with SO_REUSEADDR.
-    for port in ports:
+def serve_on() -> FakeUpstream:
+    """A fake upstream on the next port of this process's band that it can bind.
+
+    why not free_port(): the fake closes each connection, so its port sits in TIME_WAIT after a
+    test, which a plain bind probe takes for busy; the server itself binds with SO_REUSEADDR."""
+    from conftest import next_ports
+
+    for port in next_ports():
         try:
             return FakeUpstream(port)
         except OSError:
             continue
-    raise AssertionError(f"every port in {ports} is in use")
+    raise AssertionError("every port of this test process's band is in use")
 
 
 @pytest.fixture
-def upstream(request, settings):
-    """A fake upstream, on a port from the test module's UPSTREAM_PORTS (each module keeps to its own range)."""
-    server = serve_on(getattr(request.module, "UPSTREAM_PORTS", range(8620, 8630)))
+def upstream(settings):
+    """A fake upstream, on a port of this test process's own."""
+    server = serve_on()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     settings.MODEL_URL, settings.MODEL_NAME, settings.MODEL_KEY = server.base_url, "packet-model", KEY
@@ -167,6 +213,32 @@ def upstream(request, settings):
     yield server
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def daphne_url(upstream, settings):
+    """daphne serving takehome.asgi in a forked process (the test's settings and the fake upstream go
+    with it), on a port of this test process's own; yields its URL. The test needs the database
+    in transaction mode, so that the forked server sees its rows."""
+    from daphne.testing import DaphneProcess
+
+    from conftest import free_port
+
+    def application():
+        from takehome.asgi import application
+
+        return application
+
+    server = DaphneProcess("127.0.0.1", application,
+                           port=free_port())
+    server.daemon = True
+    server.start()
+    try:
+        assert server.ready.wait(timeout=30), "daphne did not start"
+        yield f"http://127.0.0.1:{server.port.value}"
+    finally:
+        server.terminate()
+        server.join(timeout=10)
 
 
 @pytest.fixture

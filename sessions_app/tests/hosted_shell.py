@@ -2,7 +2,7 @@
 
 The ``shells`` fixture points the workspace settings at a folder of its own under the
 grading scratch folder (every folder above it traversable by the sandbox uid) and at uids
-no other test uses (grading/tests/test_workspace.py takes 63940.., the gate's tests 63960..),
+no other test uses (its own pool in the test slot, shared/pytest_slots.py),
 records the clients the consumer opens in this process, and at the end stops every shell,
 unmounts every workspace, removes its cgroups and its folder.
 """
@@ -18,8 +18,9 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import require
+from shared import pytest_slots
 
-UID_BASE = 63980
+UID_BASE = pytest_slots.uids("hosted_shell")
 SLOTS = 10
 
 

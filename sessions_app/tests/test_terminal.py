@@ -47,10 +47,21 @@ def run(scenario):
         return pool.submit(async_to_sync(scenario)).result()
 
 
-def socket(invitation_or_token, query="", origin=ORIGIN) -> WebsocketCommunicator:
+class Socket(WebsocketCommunicator):
+    """channels' communicator, whose connect waits 30 s by default rather than one second.
+
+    why: the consumer starts the candidate's shell (bubblewrap, tmux, the workspace's cgroup) before it
+    accepts, which on a loaded machine takes longer than a second; a refusal still answers at once.
+    """
+
+    async def connect(self, timeout: float = 30):
+        return await super().connect(timeout)
+
+
+def socket(invitation_or_token, query="", origin=ORIGIN) -> Socket:
     token = getattr(invitation_or_token, "raw_token", invitation_or_token)
     headers = [origin] if origin else []
-    return WebsocketCommunicator(application, f"/t/{token}/terminal{query}", headers=headers)
+    return Socket(application, f"/t/{token}/terminal{query}", headers=headers)
 
 
 async def closed_with(comm) -> dict:

@@ -28,8 +28,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from conftest import ROOT, _wait_for, database_url, require
-from conftest import free_port as conftest_free_port
+from conftest import ROOT, _wait_for, database_url, free_port, require
 from grading.models import GradingRun
 from sessions_app.actions import do_start_session
 from sessions_app.gate.gate import multipart
@@ -39,14 +38,10 @@ from shared.models import WorkerHeartbeat
 from takehome.tests.factories import InvitationFactory
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-PORTS = range(8310, 8320)
 UP_WAIT_S = 120  # generous: a loaded 2-core machine starts Django four times over
 PROGRAMS = ("redis", "worker", "beat", "workspaces", "web")
 HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
 
-
-def free_port() -> int:
-    return conftest_free_port(PORTS)
 
 
 def session_pids(session: int) -> set[int]:
@@ -356,11 +351,11 @@ def post_json(run: MakeRun, path: str, body: str) -> tuple[int, dict]:
 
 
 def test_make_run_gives_candidates_the_model_its_environment_names(make_run, sample_packet):
-    """The README's `TAKEHOME_MODEL_URL=... TAKEHOME_MODEL_NAME=... make run`, a fake upstream standing in for Ollama."""
+    """docs/operations.md's `TAKEHOME_MODEL_URL=... TAKEHOME_MODEL_NAME=... make run`, a fake upstream standing in for Ollama."""
     from sessions_app.tests.conftest import serve_on
     from sessions_app.tests.helpers import RED_LOG, receipt
 
-    upstream = serve_on(range(8650, 8655))
+    upstream = serve_on()
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     try:
         invitation = InvitationFactory(packet_version=sample_packet.latest_version())  # its policy: the default

@@ -19,6 +19,7 @@ from conftest import ROOT, screenshot
 from grading.models import Evidence
 from grading.tests.browser.test_replay_browser import CURRENT, wait_until
 from sessions_app.models import GateReceipt, Submission
+from sessions_app.tests.browser.terminal import wait_connected
 from takehome.tests.factories import InvitationFactory
 
 from ..test_end_to_end import wait_graded
@@ -109,7 +110,7 @@ def test_a_candidate_works_a_hosted_session_and_the_reviewer_replays_it(
     page.click("#confirm-start")
     page.locator("#countdown").wait_for()
     page.click("#workspace-link")
-    page.locator("#terminal-status[data-state='connected']").wait_for()
+    wait_connected(page)
     term = Terminal(page)
     term.shows(r"candidate:/workspace\$")  # a person waits for the prompt (typed earlier, the new pane echoes it twice)
 

@@ -42,7 +42,9 @@ def test_the_deadline_shows_the_viewers_local_time_beside_utc(browser, landing):
         context.close()
 
 
-def test_rows_swapped_in_by_the_poll_get_local_times_too(browser, landing):
+def test_an_upload_row_keeps_its_local_time_and_grading_changes_nothing_on_the_page(browser, landing):
+    """The upload list is not polled (grading's progress never reaches the candidate): the row reads
+    "received" with its local time before and after the worker's verdict."""
     invitation, url = landing
     upload = Submission.objects.create(invitation=invitation, archive="uploads/a.zip", sha256="a" * 64, size=1,
                                        original_name="a.zip", status="queued", is_latest=True)
@@ -50,8 +52,14 @@ def test_rows_swapped_in_by_the_poll_get_local_times_too(browser, landing):
     try:
         row = page.locator(f'tr[data-submission="{upload.pk}"]')
         row.locator(".local-time").wait_for()
+        before = page.locator("#upload-list").inner_html()
         Submission.objects.filter(pk=upload.pk).update(status="graded")
-        page.locator("#upload-list .status-graded").wait_for()  # the poll swapped the list in
+        # nothing on the page asks again (the list was polled every few seconds while grading ran)
+        assert page.locator("[hx-trigger*='every'], [data-poll]").count() == 0
+        page.reload()
+        row.locator(".local-time").wait_for()
+        assert page.locator("#upload-list").inner_html() == before
+        assert row.locator(".status-received").count() == 1
         local = upload.uploaded_at - timedelta(hours=3)
         assert row.locator(".local-time").inner_text() == f" ({local:%Y-%m-%d %H:%M:%S} your time)"
         assert page.locator("#upload-list .local-time").count() == page.locator("#upload-list time").count()

@@ -11,6 +11,7 @@ import pytest
 from conftest import free_port
 from sessions_app import consumers
 from sessions_app.actions import do_start_session
+from sessions_app.tests.browser.terminal import wait_connected
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,13 +25,13 @@ def asgi_application():
 
 
 @contextmanager
-def daphne_serving(settings, monkeypatch, ports: range):
+def daphne_serving(settings, monkeypatch):
     """daphne serving takehome.asgi in a forked process (the workspace settings go with it); yields its URL."""
     from daphne.testing import DaphneProcess
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     monkeypatch.setattr(consumers, "RECHECK_S", 1.0)
-    server = DaphneProcess("127.0.0.1", asgi_application, port=free_port(ports))
+    server = DaphneProcess("127.0.0.1", asgi_application, port=free_port())
     server.daemon = True
     server.start()
     try:
@@ -43,7 +44,7 @@ def daphne_serving(settings, monkeypatch, ports: range):
 
 @pytest.fixture
 def asgi_server(settings, shells, monkeypatch):
-    with daphne_serving(settings, monkeypatch, range(8520, 8540)) as url:
+    with daphne_serving(settings, monkeypatch) as url:
         yield url
 
 
@@ -53,7 +54,7 @@ def test_typing_in_the_terminal_echoes_and_the_status_says_connected(asgi_server
     page.on("console", lambda message: message.type == "error" and errors.append(message.text))
     page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
     status = page.locator("#terminal-status")
-    page.locator("#terminal-status[data-state='connected']").wait_for()
+    wait_connected(page)
     page.locator("#terminal .xterm-helper-textarea").focus()
     page.keyboard.type("echo hi-$((40+2))")
     page.keyboard.press("Enter")
@@ -70,7 +71,7 @@ def test_paste_with_ctrl_shift_v_and_copy_of_a_selection(asgi_server, browser, i
     try:
         page = context.new_page()
         page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
-        page.locator("#terminal-status[data-state='connected']").wait_for()
+        wait_connected(page)
         page.evaluate("navigator.clipboard.writeText('echo pasted-$((3+4))')")
         page.locator("#terminal .xterm-helper-textarea").focus()
         page.keyboard.press("Control+Shift+V")
@@ -89,14 +90,13 @@ def test_paste_with_ctrl_shift_v_and_copy_of_a_selection(asgi_server, browser, i
 def test_when_the_shell_ends_the_page_says_so_and_reconnects_to_a_new_one(asgi_server, page, invitation):
     do_start_session(invitation)
     page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
-    connected = page.locator("#terminal-status[data-state='connected']")
-    connected.wait_for()
+    wait_connected(page)
     page.locator("#terminal .xterm-helper-textarea").focus()
     page.keyboard.type("exit")
     page.keyboard.press("Enter")
     page.locator("#terminal-status[data-state='reconnecting']").wait_for()
     assert "The shell ended" in page.locator("#terminal-status").inner_text()
-    connected.wait_for()
+    wait_connected(page)
     page.locator("#terminal .xterm-helper-textarea").focus()
     page.keyboard.type("echo back-$((2*3))")
     page.keyboard.press("Enter")
@@ -108,7 +108,7 @@ def test_a_revoked_link_closes_the_terminal_with_the_reason_and_no_retry(asgi_se
 
     do_start_session(invitation)
     page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
-    page.locator("#terminal-status[data-state='connected']").wait_for()
+    wait_connected(page)
     do_revoke_invitation(invitation)  # the server's own process holds its channel layer: the recheck closes it
     closed = page.locator("#terminal-status[data-state='closed']")
     closed.wait_for(timeout=10000)
@@ -118,14 +118,14 @@ def test_a_revoked_link_closes_the_terminal_with_the_reason_and_no_retry(asgi_se
 def test_a_reload_reattaches_to_the_same_shell_with_what_it_showed(asgi_server, page, invitation):
     do_start_session(invitation)
     page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
-    page.locator("#terminal-status[data-state='connected']").wait_for()
+    wait_connected(page)
     page.locator("#terminal .xterm-helper-textarea").focus()
     page.keyboard.type("cd /tmp; echo marker-1 shell-$$")
     page.keyboard.press("Enter")
     rows = page.locator("#terminal .xterm-rows")
     shell = rows.get_by_text(re.compile(r"^\s*marker-1 shell-\d+\s*$")).inner_text().split("shell-")[1].strip()
     page.reload()
-    page.locator("#terminal-status[data-state='connected']").wait_for()
+    wait_connected(page)
     rows.get_by_text(f"marker-1 shell-{shell}", exact=True).wait_for()  # tmux draws the screen again
     page.locator("#terminal .xterm-helper-textarea").focus()
     page.keyboard.type("echo again-$$ in-$PWD")

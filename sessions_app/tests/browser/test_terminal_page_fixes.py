@@ -1,23 +1,25 @@
 """In Chromium: the terminal page after a reload keeps the shell's history in its scrollback,
 and leaving the page while the terminal is connected asks first.
 
-The shell is the real workspace (hosted_shell.py), under uids 64105.. that no other test uses.
+The shell is the real workspace (hosted_shell.py), under uids of its own (shared/pytest_slots.py).
 """
 
 import pytest
 
 from sessions_app.actions import do_start_session
+from sessions_app.tests.browser.terminal import wait_connected
 from sessions_app.tests.browser.test_terminal_page import daphne_serving
 from sessions_app.tests.hosted_shell import use_uids
+from shared import pytest_slots
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-UID_BASE = 64105
+UID_BASE = pytest_slots.uids("terminal_page_fixes")
 
 
 @pytest.fixture
 def asgi_server(settings, shells, monkeypatch):
     use_uids(settings, UID_BASE, slots=5)
-    with daphne_serving(settings, monkeypatch, range(8720, 8740)) as url:
+    with daphne_serving(settings, monkeypatch) as url:
         yield url
 
 
@@ -30,12 +32,12 @@ def type_line(page, text: str) -> None:
 def test_after_a_reload_the_wheel_reaches_the_history_above_the_screen(asgi_server, page, invitation):
     do_start_session(invitation)
     page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
-    page.locator("#terminal-status[data-state='connected']").wait_for()
+    wait_connected(page)
     type_line(page, "for i in $(seq 1 150); do echo early-$i; done")
     rows = page.locator("#terminal .xterm-rows")
     rows.get_by_text("early-150", exact=True).wait_for()
     page.reload()
-    page.locator("#terminal-status[data-state='connected']").wait_for()
+    wait_connected(page)
     rows.get_by_text("early-150", exact=True).wait_for()  # tmux drew the screen
     assert rows.get_by_text("early-3", exact=True).count() == 0  # far above the screen
     page.locator("#terminal .xterm-screen").hover()
@@ -50,7 +52,7 @@ def test_after_a_reload_the_wheel_reaches_the_history_above_the_screen(asgi_serv
 def test_leaving_the_page_while_connected_asks_first(asgi_server, page, invitation):
     do_start_session(invitation)
     page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
-    page.locator("#terminal-status[data-state='connected']").wait_for()
+    wait_connected(page)
     type_line(page, "echo typed")  # a page the person used: Chromium asks only then
     page.locator("#terminal .xterm-rows").get_by_text("typed", exact=True).wait_for()
     asked = []

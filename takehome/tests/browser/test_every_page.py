@@ -183,8 +183,14 @@ def visit(context, live_server, site: Site, entry: SitePage):
     return page, console
 
 
+# why in parts: the walk takes minutes; each part builds the site for itself, and parallel test processes
+# take one each. A page's part is its place in PAGES, so every page is in exactly one.
+PARTS = 4
+
+
+@pytest.mark.parametrize("part", range(PARTS), ids=lambda n: f"part {n + 1} of {PARTS}")
 def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recruiter, make_reviewer, settings,
-                                                    tmp_path):
+                                                    tmp_path, part):
     # The model window is open only where an upstream is configured; nothing here calls it.
     settings.MODEL_URL = "http://127.0.0.1:9/v1"
     settings.WORKSPACES_DIR = tmp_path / "workspaces"
@@ -203,7 +209,7 @@ def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recrui
         return contexts[key]
 
     try:
-        for entry in PAGES:
+        for entry in PAGES[part::PARTS]:
             label = f"{entry.name} ({entry.path(site)})"
             try:
                 page, console = visit(context_for(entry.role, 1280), live_server, site, entry)
