@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -24,12 +25,13 @@ from .cgroups import owned_name, work_dir_for
 from .checks.artifacts import ARTIFACT_NAMES, MODEL_ARTIFACTS, check_artifacts, read_artifact
 from .checks.diff import diff_trees
 from .checks.model import ModelRecord, has_model_step, model_section
-from .checks.receipts import MIN_RED_TO_GREEN, server_capture, witness_timeline
-from .checks.redlog import Reproduction, analyse_red_log, collect_test_ids
+from .checks.receipts import MIN_RED_TO_GREEN, capture_confirmed, server_capture, witness_timeline
+from .checks.redlog import Reproduction, analyse_red_log, clean_log, collect_test_ids
 from .checks.refusal import check_refusal
+from .checks.reproduction import steady_failures
 from .checks.timeline import Receipt
-from .integrity import Planted, judge_run, plant_canaries
-from .sandbox import RunResult, Sandbox, is_pytest
+from .integrity import Planted, canary_args, judge_run, plant_canaries
+from .sandbox import CALL_LIMIT_S, RunResult, Sandbox, is_pytest
 from .spec import ARTIFACTS_DIR, BUNDLE_PATHS, PacketSpec, is_test_path, read_tree
 
 GRADER_VERSION = "1"
@@ -50,6 +52,8 @@ RERUN_PURPOSE = {
 }
 # Runs that execute the candidate's tests: each gets canaries and is judged by grading.integrity.
 CANDIDATE_TEST_RUNS = ("submitted", "tests_vs_original", "tests_vs_solution")
+# The hidden tests' seed: a packet's tests may draw their inputs from it (random.Random(int(...))).
+HIDDEN_SEED_VAR = "TAKEHOME_HIDDEN_SEED"
 # The stand-in for a production module in the hidden tests' tree (see sandboxed/takehome_proxy.py).
 STAND_IN = (b'"""Stands in for the candidate\'s module: every use runs in another sandbox (docs/evidence.md)."""\n'
             b"import takehome_proxy as _proxy\n\n"
@@ -178,6 +182,11 @@ def decoys_to_dict(results: Mapping[str, tuple[RunResult, dict]]) -> dict:
     }
 
 
+def new_hidden_seed() -> int:
+    """A seed no one can guess ahead: drawn by the worker, where no candidate code runs."""
+    return secrets.randbelow(1 << 32)
+
+
 def hidden_test_tree(spec: PacketSpec) -> dict[str, bytes]:
     """The trusted side of the reference run: the packet's own files, never the candidate's.
 
@@ -261,11 +270,13 @@ def run_to_dict(name: str, result: RunResult | None, integrity: dict | None = No
 class OriginalRunCache:
     """The original tree's own run, once per packet version (it is the same for everyone).
 
-    The cached run holds its log, which the red-log check compares with; files
-    of an older format (no log) are not read: the format is in the file name.
+    The cached run holds its log, which the red-log check compares with, and
+    the failures that printed the same values when the tree ran twice
+    (``steady``); files of an older format are not read: the format is in the
+    file name.
     """
 
-    FORMAT = "2"
+    FORMAT = "3"
 
     def __init__(self, folder: Path | None):
         self.folder = folder
@@ -287,7 +298,7 @@ class OriginalRunCache:
             run = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        return run if isinstance(run, dict) and "log" in run else None
+        return run if isinstance(run, dict) and "log" in run and isinstance(run.get("steady"), list) else None
 
     def put(self, spec: PacketSpec, run: dict) -> None:
         path = self._path(spec)
@@ -299,12 +310,13 @@ class OriginalRunCache:
         tmp.replace(path)  # why: atomic, so a concurrent reader never sees half a file
 
 
-def _original_run_dict(result: RunResult) -> dict:
+def _original_run_dict(result: RunResult, again: RunResult) -> dict:
     return {
         "outcome": result.outcome,
         "failing_ids": sorted(t.nodeid for t in result.tests if t.outcome in ("failed", "error")),
         "duration_s": round(result.duration_s, 3),
         "log": result.log,  # kept in the cache for the red-log check, left out of the evidence
+        "steady": sorted(steady_failures(result.log, again.log, clean=clean_log)),  # the same in both runs
     }
 
 
@@ -338,8 +350,14 @@ def grade_tree(
     min_red_to_green_s: float = MIN_RED_TO_GREEN.total_seconds(),
     cache: OriginalRunCache | None = None,
     workers: int | None = None,
+    call_limit_s: float = CALL_LIMIT_S,
+    hidden_seed: int | None = None,
 ) -> dict:
     """Evidence for an unpacked tree. Raises SandboxUnavailable if the sandbox cannot run.
+
+    ``call_limit_s``: each call of the hidden tests into the candidate's code.
+    ``hidden_seed``: what the hidden tests draw their inputs from
+    (``TAKEHOME_HIDDEN_SEED``); None draws a fresh one, kept in the evidence.
 
     The reruns' trees are built in memory and unpacked only inside each sandbox's tmpfs.
 
@@ -358,24 +376,31 @@ def grade_tree(
     original = cache.get(spec)
     trees.update({f"decoy:{name}": files for name, files in decoy_trees(candidate, spec).items()})
     planted: dict[str, Planted] = {}
+    # why twice (unplanted: no canary is compared): a failure that prints the
+    # same values in two runs decides the red-log comparison (reproduction.steady_failures).
+    again = {f"{name}:again": trees[name] for name in ("tests_vs_original",)}
     # why pytest only: canaries and the witness are pytest's; another runner's
     # outcome stays as the sandbox read it (docs/evidence.md).
     judged = is_pytest(spec.test_command)
     for name in trees:
         if judged and (name in CANDIDATE_TEST_RUNS or name.startswith("decoy:")):
             trees[name], planted[name] = plant_canaries(trees[name])
-    jobs: dict[str, Mapping[str, bytes]] = dict(trees)
+    jobs: dict[str, Mapping[str, bytes]] = {**trees, **again}
     jobs["hidden-tests"] = hidden_test_tree(spec)
     if original is None:
-        jobs["original"] = spec.fixture
+        jobs["original"] = jobs["original:again"] = spec.fixture
 
     # why no folder per rerun: each tree goes into its sandbox as the files themselves,
     # unpacked there into the sandbox's own tmpfs (Sandbox.run), never written on disk here.
-    calls = {name: (sandbox.run, jobs[name], spec.test_command) for name in jobs if name != "hidden-tests"}
+    calls = {name: (sandbox.run, jobs[name], (*spec.test_command, *canary_args(planted[name])) if name in planted
+                    else spec.test_command) for name in jobs if name != "hidden-tests"}
     # why across a boundary: the packet's hidden tests decide whether the fix is
     # right, so no candidate code may run in their interpreter.
+    # why a fresh seed each time: a packet's hidden tests may draw their inputs from it, so what one
+    # grading's inputs were tells nothing of the next one's (docs/evidence.md).
+    seed = new_hidden_seed() if hidden_seed is None else hidden_seed
     calls["reference_vs_submitted"] = (sandbox.run_across_boundary, jobs["hidden-tests"], spec.test_command,
-                                       jobs["reference_vs_submitted"])
+                                       jobs["reference_vs_submitted"], call_limit_s, {HIDDEN_SEED_VAR: str(seed)})
     workers = workers or max(1, min(len(calls), os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {name: pool.submit(*call) for name, call in calls.items()}
@@ -405,24 +430,33 @@ def grade_tree(
         refusal = check_refusal(texts.get("refuse.md"), spec.refusal_hints)
         results = {name: future.result() for name, future in futures.items()}
     if original is None:
-        original = _original_run_dict(results.pop("original"))
+        original = _original_run_dict(results.pop("original"), results.pop("original:again"))
         cache.put(spec, original)
 
     original_log = original.pop("log", "")  # compared with red.log; the evidence keeps no log of it
+    original_steady = frozenset(original.pop("steady", ()))
+    rerun = results["tests_vs_original"]
+    rerun_steady = steady_failures(rerun.log, results.pop("tests_vs_original:again").log, clean=clean_log)
     red = analyse_red_log(
         red_text,
         known_test_ids=original_ids | tree_ids,
         original_failures=set(original["failing_ids"]),
         # The real runs the red log is compared with, line by line.
-        reproductions=[Reproduction("original", original_log, tuple(spec.fixture)),
-                       Reproduction("tests_vs_original", results["tests_vs_original"].log, spec.production_paths)],
+        reproductions=[Reproduction("original", original_log, tuple(spec.fixture), original_steady),
+                       Reproduction("tests_vs_original", rerun.log, spec.production_paths, rerun_steady)],
     )
     captured = server_capture(red_text, receipts)
-    if captured is not None:
-        # why genuine outright: the server ran the tests itself and the log came from its receipt.
+    doubt = capture_confirmed(captured) if captured is not None else None
+    if captured is not None and doubt is None:
+        # why genuine outright: the server ran the tests itself, its judge found the run sound,
+        # and the log came from its receipt.
         red = replace(red, genuine=True, captured_by="server",
-                      signals=(f"captured by the server (receipt {captured.id}): it ran the tests itself",
-                               *red.signals))
+                      signals=(f"captured by the server (receipt {captured.id}): it ran the tests itself, "
+                               "and the run held up", *red.signals))
+    elif captured is not None:
+        # why judged as any log: a run the server cannot vouch for is no proof by construction.
+        red = replace(red, missing=(f"the server captured this log (receipt {captured.id}) but cannot vouch for "
+                                    f"it: {doubt}; it is judged as any red log", *red.missing))
     def judge(name: str) -> tuple[RunResult, dict | None]:
         if not judged:
             return results[name], None
@@ -430,6 +464,7 @@ def grade_tree(
 
     runs = {name: run_to_dict(name, *judge(name)) for name in RUN_NAMES}
     check_reference_run(runs["reference_vs_submitted"], reference_ids)
+    runs["reference_vs_submitted"].update(hidden_seed=seed, call_limit_s=call_limit_s)
     runs["tests_vs_decoys"] = decoys_to_dict({
         name.removeprefix("decoy:"): judge(name) for name in sorted(results) if name.startswith("decoy:")})
     return {
@@ -459,6 +494,8 @@ class GradeOptions:
     cache_dir: Path | None = None
     workers: int | None = None
     min_red_to_green_s: float = MIN_RED_TO_GREEN.total_seconds()
+    call_limit_s: float = CALL_LIMIT_S
+    hidden_seed: int | None = None  # None: a fresh one per grading
 
 
 def grade_archive(
@@ -489,7 +526,7 @@ def grade_archive(
         return clean_evidence(grade_tree(
             report, spec, sandbox, receipts=receipts, model=model, deadline=deadline,
             min_red_to_green_s=options.min_red_to_green_s, cache=OriginalRunCache(options.cache_dir),
-            workers=options.workers,
+            workers=options.workers, call_limit_s=options.call_limit_s, hidden_seed=options.hidden_seed,
         ))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -7,6 +7,7 @@ HTML built by Pygments, which escapes every character of its input).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -189,6 +190,29 @@ def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
     }
 
 
+def no_times_words(*, archive_accepted: bool, receipts: int, receipts_known: bool, undated: int) -> str:
+    """What the stamp section says when its timeline has nothing to draw.
+
+    "No times at all" only when there is nothing at all; otherwise what is
+    missing, and where the rest is (the server's receipts, listed below the
+    drawing even when they are not drawn in it: a refused archive's evidence
+    holds no events, and its receipts come from the database).
+    """
+    if archive_accepted and not receipts and not undated:
+        if not receipts_known:
+            return "No times at all: no artifacts and no stamp, and graded without the server's receipts."
+        return "No times at all: no artifacts, no stamp, no receipts."
+    if not archive_accepted:
+        said = "Nothing to draw: the archive was refused, so no artifact or stamp was read from it"
+    elif undated:
+        said = "Nothing to draw: nothing read from the zip has a time"
+    else:
+        said = "Nothing to draw: no artifact or stamp in the zip has a time"
+    if receipts:
+        return f"{said}; the server's receipts ({receipts}) are listed below."
+    return f"{said}, and the server holds no receipt."
+
+
 def _when(at) -> str:
     value = _parse(at if isinstance(at, str) else None)
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
@@ -212,6 +236,49 @@ def receipt_rows(receipts: Iterable[Mapping]) -> list[dict]:
     return [{**r, "when": _when(r.get("at")), "at_utc": _aware(r.get("at")),
              "local": candidate_clock(r.get("local_time"))}
             for r in receipts if isinstance(r, Mapping)]
+
+
+def with_witness(rows: list[dict], exchanges: Iterable[Mapping]) -> list[dict]:
+    """The receipt rows, each with who witnessed it (receipt_witness) for the page's column."""
+    times = {e.get("at") for e in exchanges or () if isinstance(e, Mapping)}
+    return [{**r, "witness": receipt_witness(r, times)} for r in rows]
+
+
+WITNESS_WORDS = {
+    "server": "captured by the server (it ran the step itself in the hosted workspace)",
+    "window": "witnessed by the server's model window (it saw the request go out)",
+    "gate": "sent by the candidate's gate.py (the log and file hashes came from the candidate's machine)",
+    "refused": "refused only: the server never accepted this step",
+    "none": "nothing: the server witnessed no such step",
+}
+
+
+def receipt_witness(receipt: Mapping, exchange_times: set[str]) -> str:
+    """Who witnessed one receipt: "server" (captured), "window" (the model window's record) or "gate"."""
+    if receipt.get("captured_by") == "server":
+        return "server"
+    # why the time: the model window writes its receipt at the exchange's own time (no gate sends one)
+    if receipt.get("step") == "model" and receipt.get("at") in exchange_times:
+        return "window"
+    return "gate"
+
+
+def step_witnesses(receipts: Iterable[Mapping], exchanges: Iterable[Mapping], *, model_step: bool = True,
+                   work_mode: str = "zip") -> list[dict]:
+    """Per gate step, how the server witnessed it: the strongest of its accepted receipts, or nothing.
+
+    ``unexpected``: a hosted-only version's step that came from outside the
+    workspace (gate.py), which such a version does not offer.
+    """
+    times = {e.get("at") for e in exchanges or () if isinstance(e, Mapping)}
+    rows = []
+    for step in ("red", "model", "green") if model_step else ("red", "green"):
+        mine = [r for r in receipts if isinstance(r, Mapping) and r.get("step") == step]
+        kinds = {receipt_witness(r, times) for r in mine if r.get("accepted")}
+        how = next((k for k in ("server", "window", "gate") if k in kinds), "refused" if mine else "none")
+        rows.append({"step": step, "how": how, "words": WITNESS_WORDS[how],
+                     "unexpected": work_mode == "hosted" and "gate" in kinds})
+    return rows
 
 
 def _aware(at) -> datetime | None:
@@ -252,6 +319,32 @@ def exchange_events(exchanges) -> list[dict]:
     return events
 
 
+def _sent_text(message: Mapping) -> str:
+    """A message as the page shows it: its text, then anything else it carried, written out.
+
+    why: exchanges recorded before the window rebuilt requests kept what was
+    then passed on as sent (image parts, extra keys); a reviewer sees all of it.
+    """
+    content = message.get("content")
+    others = [p for p in content if not (isinstance(p, Mapping) and p.get("type") == "text"
+                                         and isinstance(p.get("text"), str))] if isinstance(content, list) else []
+    if not isinstance(content, (str, list)) and content is not None:
+        others.append(content)
+    extra = {k: v for k, v in message.items() if k not in ("role", "content")}
+    if extra:
+        others.append(extra)
+    return content_text(content) + "".join(f"\n[also sent] {json.dumps(o, ensure_ascii=False, default=str)}"
+                                           for o in others)
+
+
+def _options_text(options) -> str:
+    """The request's other keys as sent ("max_tokens 4096 · temperature 0.2"), the stream's own keys aside."""
+    if not isinstance(options, Mapping):
+        return ""
+    return " · ".join(f"{key} {json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value}"
+                      for key, value in options.items() if key not in ("model", "stream", "stream_options"))
+
+
 def exchange_rows(exchanges) -> list[dict]:
     """The exchanges as the page lists them: each message's text, the server's time, slow replies marked."""
     rows = []
@@ -262,8 +355,10 @@ def exchange_rows(exchanges) -> list[dict]:
         latency = _seconds(e.get("latency_s"))
         rows.append({
             "number": number, "at_utc": _aware(e.get("at")), "when": _when(e.get("at")),
-            "messages": [{"role": str(m.get("role", "")), "text": content_text(m.get("content"))}
+            "messages": [{"role": str(m.get("role", "")), "text": _sent_text(m)}
                          for m in messages if isinstance(m, Mapping)],
+            "options": _options_text(e.get("options")), "client_gone": e.get("client_gone") is True,
+            "unfinished": e.get("finished") is False,
             "reply": str(e.get("reply") or ""), "model": str(e.get("model") or ""),
             "tokens_in": e.get("tokens_in"), "tokens_out": e.get("tokens_out"),
             "latency_s": round(latency, 1), "slow": latency >= SLOW_S, "error": str(e.get("error") or ""),

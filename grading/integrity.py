@@ -9,7 +9,9 @@ witnesses that a cheat would have to fool together are compared:
 1. **Canaries.** Before the run, :func:`plant_canaries` appends a few tests
    to the candidate's own test files: named from the words of the tree's
    real test names, shaped like real tests, and certain to fail. A canary
-   reported as passed means something rewrote pytest's verdicts.
+   reported as passed means something rewrote pytest's verdicts. Each run is
+   told its canaries and runs them whatever the candidate's configuration
+   collects or deselects (``sandboxed/takehome_canary.py``).
 2. **The witness** (``sandboxed/takehome_witness.py``, loaded before any
    conftest): what each test really raised against the report pytest
    finally logged, and pytest's own exit status.
@@ -35,7 +37,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from .sandbox import RunResult, SandboxLimits, counts_from_text, decide_outcome
+from .sandbox import RunResult, SandboxLimits, counts_from_text, decide_outcome, is_pytest
 from .spec import is_test_path
 
 CANARY_COUNT = 3
@@ -43,6 +45,8 @@ CANARY_COUNT = 3
 FALLBACK_WORDS = ("rows", "value", "empty", "input", "case", "parse", "returns", "handles", "items",
                   "negative", "zero", "line", "amount", "result", "order", "single", "many", "records")
 _NAME_RE = re.compile(r"^def (test_\w+)\(", re.M)
+# Every test-like name in a file, methods too: a canary's name is unique in the whole tree.
+_ANY_NAME_RE = re.compile(r"^\s*(?:async\s+)?def (test\w*)\(", re.M)
 
 
 @dataclass(frozen=True)
@@ -80,10 +84,13 @@ def plant_canaries(files: Mapping[str, bytes], rng: random.Random | None = None,
                    count: int = CANARY_COUNT) -> tuple[dict[str, bytes], Planted]:
     """``files`` with ``count`` failing canary tests appended to its test files.
 
-    Canaries go into test files that already parse (so they are collected
-    with the real tests); a tree without one gets a new test file. Names are
-    unpredictable (a system random source unless ``rng`` is given) and never
-    collide with a name already in the file.
+    Canaries go into test files that already parse (so they run with the
+    real tests, under the same conftests); a tree without one gets a new test
+    file. Names are unpredictable (a system random source unless ``rng`` is
+    given) and never collide with a test name anywhere in the tree. Where they
+    went and what they are called never changes a verdict: the run is told
+    them (:func:`canary_args`) and runs each one whatever the candidate's
+    configuration collects or deselects (``sandboxed/takehome_canary.py``).
     """
     rng = rng or secrets.SystemRandom()
     words = _words(files)
@@ -97,10 +104,10 @@ def plant_canaries(files: Mapping[str, bytes], rng: random.Random | None = None,
         out[new] = b""
         hosts = [new]
     ids, paths = [], []
+    taken = {name for p, d in files.items() if p.endswith(".py")
+             for name in _ANY_NAME_RE.findall(d.decode("utf-8", "replace"))}
     for _ in range(count):
         path = rng.choice(hosts)
-        text = out[path].decode("utf-8", "replace")
-        taken = set(_NAME_RE.findall(text))
         name = "test_" + "_".join(rng.sample(words, rng.randint(2, 3)))
         while name in taken:
             name += "_" + rng.choice(words)
@@ -109,9 +116,20 @@ def plant_canaries(files: Mapping[str, bytes], rng: random.Random | None = None,
         if not _parses(candidate):  # a file ending inside a string or a continuation: leave it alone
             continue
         out[path] = candidate + b"\n"
+        taken.add(name)
         ids.append(f"{path}::{name}")
         paths.append(path)
     return out, Planted(tuple(ids), tuple(dict.fromkeys(paths)))
+
+
+def canary_args(planted: Planted, quiet: bool = False) -> tuple[str, ...]:
+    """pytest's arguments that name the canaries to the run (``sandboxed/takehome_canary.py``).
+
+    ``quiet``: the terminal shows nothing of them (a hosted session's capture,
+    whose log is the candidate's red or green log).
+    """
+    args = tuple(a for i in planted.ids for a in ("--takehome-canary", i))
+    return (*args, "--takehome-quiet-canaries") if quiet and args else args
 
 
 # --- judging a run -------------------------------------------------------------------------
@@ -121,12 +139,20 @@ def _base(nodeid: str) -> str:
     return nodeid.split("[", 1)[0]
 
 
+# The witness's lines come through a pipe candidate code can also write to:
+# read as hostile. Its own lines are short; a longer one, or one nested past
+# the parser's recursion limit, is skipped rather than parsed.
+WITNESS_MAX_LINE = 64 << 10
+
+
 def _witness_lines(text: str) -> list[dict]:
     found = []
     for line in text.splitlines():
+        if len(line) > WITNESS_MAX_LINE:
+            continue
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(record, dict):
             found.append(record)
@@ -155,8 +181,12 @@ def _witness_findings(records: list[dict], result: RunResult) -> tuple[list[str]
     """(signs of tampering, reasons the run cannot be confirmed) from the witness's lines."""
     tampered: list[str] = []
     unconfirmed: list[str] = []
+    called = {t.nodeid for t in result.tests if t.outcome in ("passed", "failed", "xpassed")}
     if not any(r.get("start") for r in records):
-        if result.exit_code in (0, 1):
+        if called:
+            tampered.append(f"the witness plugin never started, yet the JUnit report holds {len(called)} tests "
+                            "that ran: something kept it out of the run")
+        elif result.exit_code in (0, 1):
             unconfirmed.append("the witness plugin never started although pytest ran tests")
         return tampered, unconfirmed
     if not any(r.get("end") for r in records):
@@ -169,6 +199,27 @@ def _witness_findings(records: list[dict], result: RunResult) -> tuple[list[str]
         more = len(rewritten) - 3
         tampered.append(f"and {more} more report{'s' if more > 1 else ''} that differ{'' if more > 1 else 's'} "
                         "from what the tests did")
+    calls = [r for r in records if r.get("when") == "call" and isinstance(r.get("id"), str)
+             and "Subtest" not in str(r.get("report"))]
+    replaced = sorted({n for r in records if isinstance(r.get("replaced"), list)
+                       for n in r["replaced"] if isinstance(n, str)})
+    if replaced:
+        tampered.append("pytest's runner was changed while the tests ran: " + ", ".join(replaced[:5])
+                        + (f" and {len(replaced) - 5} more" if len(replaced) > 5 else ""))
+    not_run = []
+    for r in calls:
+        why = _call_problem(r)
+        if why == "unknown":
+            unconfirmed.append(f"{r['id']}: the witness could not tell which code is the test's own")
+        elif why:
+            not_run.append(f"{r['id']}: {why}")
+    tampered += not_run[:3]
+    if len(not_run) > 3:
+        tampered.append(f"and {len(not_run) - 3} more tests whose verdict their own code did not give")
+    witnessed = {r["id"] for r in calls if r.get("seen") is True}
+    if len(called) > len(witnessed):
+        tampered.append(f"the JUnit report holds {len(called)} tests that ran, the witness saw {len(witnessed)} "
+                        "of them called")
     statuses = [r["exitstatus"] for r in records if isinstance(r.get("exitstatus"), int)]
     if statuses and result.exit_code is not None and 0 <= result.exit_code < 128 and statuses[-1] != result.exit_code:
         tampered.append(f"pytest decided exit status {statuses[-1]}, but the process exited {result.exit_code}")
@@ -187,13 +238,49 @@ def _witness_findings(records: list[dict], result: RunResult) -> tuple[list[str]
     return tampered, unconfirmed
 
 
+def _call_problem(record: dict) -> str | None:
+    """Why a test's call, as the witness saw it, was not decided by the test's own code; None when it was.
+
+    ``"unknown"`` when the witness found no code of the test's own to look for.
+    """
+    raw = record.get("raw")
+    if raw is None:
+        return "pytest logged a result for its call that no run of the test produced"
+    if raw not in ("passed", "failed"):
+        return None  # skipped or xfailed: no verdict taken from the test
+    if record.get("seen") is not True:
+        return f"pytest logged it as {raw}, but the witness never saw the test called"
+    entered, kind, ended, cause = (record.get(k) for k in ("entered", "kind", "ended", "cause"))
+    if entered is None:
+        return "unknown"
+    if entered is not True and not (raw == "failed" and cause == "pytest"):
+        # (pytest itself fails an async test no plugin runs, before its code starts)
+        return f"pytest logged it as {raw}, but the test's own code never ran"
+    if kind in ("function", "unittest") and raw == "passed" and ended == "raised":
+        return "the test's code raised an error, yet it passed: something between the test and pytest swallowed it"
+    if kind == "function" and raw == "failed" and ended == "returned" and cause not in ("body", "pytest"):
+        return "the test's code returned without an error, yet it failed: something outside the test failed it"
+    return None
+
+
 def _raw_words(raw) -> str:
     return {"passed": "raised nothing", "failed": "raised an error", "skipped": "was skipped",
             "xfailed": "called pytest.xfail"}.get(raw, "did something unknown")
 
 
-def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits) -> tuple[RunResult, dict]:
+def _name(nodeid: str) -> str:
+    return _base(nodeid).rsplit("::", 1)[-1]
+
+
+def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits,
+              quiet: bool = False) -> tuple[RunResult, dict]:
     """The run as it really went: canaries removed, outcome ``tampered`` on any disagreement.
+
+    A canary is known by its name, unique in the tree (``plant_canaries``):
+    where pytest's root folder is (``--rootdir``, a configuration file in a
+    sub-folder) changes the path in its node id, never its name. ``quiet``:
+    the run kept the canaries out of its text (``canary_args``), so pytest's
+    text summary is held to the real tests' counts.
 
     Returns the adjusted result and the ``integrity`` record for the evidence:
     ``{"canaries": [...ids], "canaries_failed": n, "tampered": [reasons],
@@ -202,9 +289,9 @@ def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits) -> tup
     record = {"canaries": list(planted.ids), "canaries_failed": 0, "tampered": [], "unconfirmed": []}
     if result.outcome in ("timeout", "killed"):
         return result, record  # cut short by a limit: no verdict to check, and never a pass
-    canary_ids = {_base(i) for i in planted.ids}
-    canaries = [t for t in result.tests if _base(t.nodeid) in canary_ids]
-    real = tuple(t for t in result.tests if _base(t.nodeid) not in canary_ids)
+    canary_names = {_name(i) for i in planted.ids}
+    canaries = [t for t in result.tests if _name(t.nodeid) in canary_names]
+    real = tuple(t for t in result.tests if _name(t.nodeid) not in canary_names)
     tampered: list[str] = []
     unconfirmed: list[str] = []
     report_ok = bool(result.tests)
@@ -227,16 +314,27 @@ def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits) -> tup
     if report_ok:
         text = counts_from_text(result.log)
         if any(text.values()):
-            junit_passed = sum(t.outcome in ("passed", "xpassed") for t in result.tests)
             text_passed = text["passed"] + text["xpassed"]
             # why the slack: a test that passed and then errored in teardown is
             # one "passed" and one "error" in the text, one error in JUnit; a
             # failed subtest is one more "failed" in the text, none in JUnit.
             failed_subtests = sum(1 for r in records if "Subtest" in str(r.get("report")) and r.get("final") == "failed")
-            if (text["failed"] != junit_failed + failed_subtests
-                    or not 0 <= text_passed - junit_passed <= text["errors"]):
+
+            def disagree(tests) -> tuple[int, int] | None:
+                failed = sum(t.outcome == "failed" for t in tests)
+                passed = sum(t.outcome in ("passed", "xpassed") for t in tests)
+                if text["failed"] != failed + failed_subtests or not 0 <= text_passed - passed <= text["errors"]:
+                    return failed, passed
+                return None
+
+            # why both for a quiet run: the canaries are out of its text unless
+            # another plugin printed them; either way the counts must add up.
+            differ = disagree(result.tests)
+            if differ and quiet:
+                differ = disagree(real) and differ
+            if differ:
                 tampered.append(f"pytest's text summary counts {text['failed']} failed and {text_passed} passed, "
-                                f"its JUnit report {junit_failed} failed and {junit_passed} passed")
+                                f"its JUnit report {differ[0]} failed and {differ[1]} passed")
         if result.exit_code == 0 and junit_failed:
             tampered.append(f"the process exited 0 although the JUnit report holds {junit_failed} failed tests")
 
@@ -262,3 +360,48 @@ def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits) -> tup
         notes = [f"cannot be confirmed: {reason}" for reason in unconfirmed] + notes
     record["tampered"], record["unconfirmed"] = tampered, unconfirmed
     return replace(result, outcome=outcome, tests=real, notes=tuple(notes), decided_by=tuple(why), **counts), record
+
+
+# --- a capture: the server's own run of a hosted session's tests ------------------------------
+
+
+def run_capture(sandbox, files: Mapping[str, bytes], command: tuple[str, ...]) -> tuple[RunResult, dict | None]:
+    """A hosted session's red or green run, made and judged as any rerun of the candidate's tests.
+
+    Canaries planted and named to the run, the witness, JUnit against text
+    against exit code (:func:`judge_run`); the canaries are kept out of the
+    run's text (``quiet``), since that text becomes the candidate's red or
+    green log. Returns the run as judged (its ``log`` as pytest printed it)
+    and the ``integrity`` record; None for a command that is not pytest's,
+    whose outcome stays as the sandbox read it.
+    """
+    if not is_pytest(command):
+        return sandbox.run(files, command), None
+    planted_files, planted = plant_canaries(files)
+    result = sandbox.run(planted_files, (*command, *canary_args(planted, quiet=True)))
+    return judge_run(result, planted, sandbox.limits, quiet=True)
+
+
+def capture_refusal(step: str, judged: RunResult, record: dict | None) -> str | None:
+    """Why a captured red or green run is refused on what it really did (None: it holds up).
+
+    ``tampered`` or unconfirmed refuses either step: such a run shows neither
+    a failure nor a pass. A green whose real tests did not pass is refused
+    even when its text says they did. The words are the candidate's: they
+    say what to do, not which witness saw it (the receipt's ``integrity``
+    keeps that for the reviewer).
+    """
+    if record is None:
+        return None
+    if record["tampered"]:
+        return ("The server's run of your tests does not hold up: what pytest reported is not what the tests did "
+                "(something in your tree, such as a conftest.py or a plugin, changes pytest's reports). Nothing "
+                "was captured; remove it and capture again.")
+    if record["unconfirmed"]:
+        return ("The server could not confirm its run of your tests: pytest's own record of the run was missing "
+                "or cut short (tests removed from the run, or pytest stopped early). Nothing was captured; "
+                "capture again with a plain pytest run.")
+    if step == "green" and judged.outcome != "passed":
+        why = judged.decided_by[0] if judged.decided_by else judged.outcome
+        return f"still red: the server's run of your tests is not a pass ({why})."
+    return None

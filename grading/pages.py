@@ -69,7 +69,7 @@ def load_queue_page(ids: list[int]) -> list[Submission]:
     found = Submission.objects.select_related(
         "invitation__candidate", "invitation__packet_version__packet", "evidence"
     ).only(
-        "invitation_id", "uploaded_at", "status", "is_latest", "invitation__candidate__name",
+        "invitation_id", "uploaded_at", "status", "is_latest", "reject_reason", "invitation__candidate__name",
         "invitation__started_at", "invitation__deadline", "invitation__packet_version__number",
         "invitation__packet_version__packet__title", "invitation__packet_version__packet__hide_candidate_names",
         "evidence__tampered",
@@ -95,6 +95,12 @@ class QueueRow:
     earlier_reviews: int = 0  # submitted reviews of this candidate's other uploads
     mine_earlier: bool = False  # the viewer submitted one of those
     tampered: bool = False  # a rerun's verdicts were changed from inside
+
+    @property
+    def none_accepted(self) -> bool:
+        """The row holds a refused upload: the flag falls on one only when no upload of the candidate's
+        was accepted (SubmissionQuerySet.settle_latest)."""
+        return self.submission.status in Submission.REFUSED
 
 
 def queue_rows(submissions: list[Submission], reviewer) -> list[QueueRow]:
@@ -251,8 +257,17 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
     runs = data.get("runs") or {}
     model = data.get("model")  # None: graded before the model window was part of the evidence
     exchanges = (model or {}).get("exchanges") or []
+    receipts = display.with_witness(receipts, exchanges)
+    # why every upload receipt at once: the refused ones are listed above the evidence, and the others
+    # say whether the upload they received was accepted.
+    upload_receipts = list(GateReceipt.objects.filter(
+        invitation_id=submission.invitation_id, step=GateReceipt.Step.UPLOAD).order_by("received_at", "pk"))
+    receipts = with_upload_verdicts(receipts, upload_receipts, uploads)
+    version = submission.invitation.packet_version
     session = session_replay(submission)
     marks = session.recording.marker_events() if session and session.recording else []
+    drawn = display.layout_timeline([*(timeline.get("events") or []), *display.exchange_events(exchanges), *marks],
+                                    timeline.get("problems") or [])
     return {
         **state,
         "submission": submission,
@@ -267,10 +282,18 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
         "red_log_had_codes": display.had_terminal_codes((raw.get("texts") or {}).get("red.log")),
         "red_receipts": [r for r in receipts if r.get("step") == GateReceipt.Step.RED],
         "receipts": receipts,
+        # why from the database, not the evidence: an upload refused after this one (at the deadline) is news too
+        "refused_uploads": [r for r in upload_receipts if not r.accepted],
+        # why per step: a hosted-only version's steps must be the server's own captures
+        "witnesses": display.step_witnesses(
+            [r for r in receipts if r.get("step") != "upload"], exchanges,
+            model_step=(model or {}).get("policy") != "none", work_mode=version.work_mode),
         "gate_log": display.gate_log_rows(timeline.get("gate_log")),  # None: graded before the log was read
-        "timeline": display.layout_timeline(
-            [*(timeline.get("events") or []), *display.exchange_events(exchanges), *marks],
-            timeline.get("problems") or []),
+        "timeline": drawn,
+        "no_times": display.no_times_words(
+            archive_accepted=(data.get("archive") or {}).get("accepted", True) is not False,
+            receipts=len(receipts), receipts_known=timeline.get("receipts_known") is not False,
+            undated=len(drawn["undated"])),
         "replay": session,
         "model": model,
         "exchanges": display.exchange_rows(exchanges),
@@ -285,6 +308,34 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
         "next": None if reader else next_in_queue(submission, reviewer),
         "cells_before_diff": [state["cells"][key].label for key in rubric.BEFORE_DIFF],
     }
+
+
+def not_accepted_reason(upload: Submission) -> str:
+    """Why an upload the server received and stored was not accepted; "" when it was (or nothing is known yet).
+
+    Refused when it was unpacked (the worker's reason), or found unpackable as
+    it arrived (the candidate was told so then). An upload whose grading
+    failed on our side was accepted: the failure is ours.
+    """
+    if upload.status == Submission.Status.REJECTED:
+        return upload.reject_reason or upload.unpack_refusal or "its archive was refused"
+    return upload.unpack_refusal
+
+
+def with_upload_verdicts(rows: list[dict], upload_receipts: list[GateReceipt], uploads: list[Submission]) -> list[dict]:
+    """The receipt rows, each upload receipt with ``not_accepted``: why its upload was not accepted ("" else).
+
+    why: an upload receipt says the server received the zip, not that it was
+    accepted; a zip refused at unpack has an upload receipt all the same. The
+    receipt and its upload share the hash and the server's time (sessions_app.actions.do_accept_upload).
+    """
+    by_arrival = {(u.sha256, u.uploaded_at): u for u in uploads}
+    why = {}
+    for receipt in upload_receipts:
+        upload = by_arrival.get((receipt.sha256, receipt.received_at)) if receipt.accepted else None
+        if upload is not None:
+            why[receipt.pk] = not_accepted_reason(upload)
+    return [{**r, "not_accepted": why.get(r.get("id"), "") if r.get("step") == "upload" else ""} for r in rows]
 
 
 def recording_path(invitation: Invitation) -> Path:

@@ -19,10 +19,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from sessions_app.models import GateReceipt, ModelExchange, Submission
+from sessions_app.uploads import unpack_limits
 from takehome.models import effective_policy
 
 from . import lifecycle
-from .archive import Limits
 from .checks.model import Exchange, ModelRecord
 from .checks.timeline import Receipt
 from .core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
@@ -101,6 +101,8 @@ def clean_stale_runs(stopping: bool = False) -> list[str]:
             log.warning("removed what sandbox runs of worker processes that died left behind: %s", summary)
         for leftover in removed:
             log.debug("removed %s", leftover)
+    elif stopping:
+        log.info("this worker's sandbox runs left nothing to remove")
     return removed
 
 
@@ -138,10 +140,9 @@ def sandbox_caps() -> str:
 
 
 def grade_options() -> GradeOptions:
-    return GradeOptions(cache_dir=settings.VAR_DIR / "cache" / "original-runs",
-                        limits=Limits(max_entries=settings.UPLOAD_MAX_FILES,
-                                      max_file_bytes=settings.UPLOAD_MAX_FILE_BYTES,
-                                      max_total_bytes=settings.UPLOAD_MAX_UNPACKED_BYTES),
+    # why the upload's own limits: the candidate was told, as the upload arrived, whether it unpacks under them.
+    return GradeOptions(cache_dir=settings.VAR_DIR / "cache" / "original-runs", limits=unpack_limits(),
+                        call_limit_s=settings.GRADING_CALL_LIMIT_S,
                         min_red_to_green_s=settings.GRADING_MIN_RED_TO_GREEN_S)
 
 
@@ -153,7 +154,7 @@ def receipts_for(submission: Submission) -> list[Receipt]:
     return [
         Receipt(step=r.step, at=r.received_at, local_time=r.local_time or None, accepted=r.accepted,
                 refusal=r.refusal, log_text=r.log_text, tree_hashes=dict(r.tree_hashes or {}), id=r.pk,
-                captured_by=r.captured_by)
+                captured_by=r.captured_by, integrity=dict(r.integrity or {}))
         for r in rows
     ]
 
@@ -166,7 +167,8 @@ def model_record_for(submission: Submission) -> ModelRecord:
         policy=effective_policy(submission.invitation.packet_version),
         configured=bool(settings.MODEL_URL),
         exchanges=tuple(Exchange(at=r.at, messages=r.messages, reply=r.reply, model=r.model, tokens_in=r.tokens_in,
-                                 tokens_out=r.tokens_out, latency_s=r.latency_s, error=r.error) for r in rows),
+                                 tokens_out=r.tokens_out, latency_s=r.latency_s, error=r.error, options=r.options,
+                                 client_gone=r.client_gone, finished=r.finished) for r in rows),
     )
 
 

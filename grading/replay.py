@@ -4,11 +4,14 @@ The recording is written by the terminal (grading/asciicast.py): a header
 line ``{"version": 2, "width", "height", "timestamp"}``, then one event per
 line, ``[t, code, data]`` with ``t`` in seconds since the header's
 timestamp. Markers are ``[t, "m", label]`` ("red captured", "green
-captured", "submitted", ...). Each test run seen in the terminal's output
-(pytest's closing line, "1 failed in 0.05s" or "==== 2 passed in 0.1s ====")
-becomes a marker too, "test run: 1 failed", at the moment that line was
-printed. The reviewer's page lists them as buttons that seek the player,
-and draws them on the timeline at ``timestamp + t``.
+captured", "submitted", ...): only the server writes them, each for a step it
+ran or witnessed itself. pytest's closing line seen in the terminal's output
+("1 failed in 0.05s" or "==== 2 passed in 0.1s ====") becomes a marker too,
+but one labelled as printed, "printed: 1 failed", at the moment that line
+was printed: anything in the shell can print it (``echo``, ``cat`` of an old
+log), so it says what the screen showed, never that a test run happened.
+The reviewer's page lists them as buttons that seek the player, and draws
+them on the timeline at ``timestamp + t``.
 
 Only the markers and the last event's time are kept; output and input
 events are skipped as they are read, so a long session costs one pass over
@@ -30,7 +33,8 @@ from pathlib import Path
 MAX_READ_BYTES = 64 << 20
 MAX_LABEL = 200
 MAX_LINE = 4096  # a partial output line kept between events; longer is no pytest summary
-TEST_RUN = "test run: "
+# why not "test run": the server ran none of these; it only saw the line on the screen
+PRINTED = "printed: "
 # pytest's closing line, its colours and "=" rule taken off: counts, then " in <seconds>s".
 SUMMARY_RE = re.compile(
     r"^=*\s*((?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)(?:, )?)+"
@@ -59,9 +63,12 @@ class Marker:
     def is_red(self) -> bool:
         return self.label.lower().startswith("red")
 
+    printed: bool = False  # read from the terminal's output, not written by the server
+
     @property
-    def is_test_run(self) -> bool:
-        return self.label.startswith(TEST_RUN)
+    def by_server(self) -> bool:
+        """A step the server ran or witnessed itself (a capture, a submit), not a line the shell printed."""
+        return not self.printed
 
 
 @dataclass(frozen=True)
@@ -74,16 +81,22 @@ class Recording:
     cut_at_bytes: int | None = None  # read only this far (MAX_READ_BYTES)
 
     @property
+    def has_printed(self) -> bool:
+        return any(m.printed for m in self.markers)
+
+    @property
     def red(self) -> Marker | None:
         """The first marker of red's capture: where "Jump to red" seeks."""
-        return next((m for m in self.markers if m.is_red), None)
+        return next((m for m in self.markers if m.is_red and m.by_server), None)
 
     def marker_events(self) -> list[dict]:
         """The markers as timeline events (the evidence's event shape), on the server's clock."""
         if self.started_at is None:
             return []
         return [{"name": f"recording: {m.label}", "at": (self.started_at + timedelta(seconds=m.t)).isoformat(),
-                 "source": "session recording", "precision": "server clock"} for m in self.markers]
+                 "source": "session recording",
+                 "precision": "server clock, of a line the terminal printed" if m.printed else "server clock"}
+                for m in self.markers]
 
 
 def _number(value) -> float | None:
@@ -166,6 +179,9 @@ def _read(path: str, size: int, mtime_ns: int, max_bytes: int) -> Recording | No
 class _TestRuns:
     """pytest's closing lines in the terminal's output, whole lines only, across output events.
 
+    Each becomes a marker labelled as printed: the terminal's output is the
+    candidate's to shape, so a line found in it proves only that it was shown.
+
     A closing line counts only between an Enter typed and the next key: the
     screen is also redrawn with old output when an editor exits (after its own
     keys) or a browser attaches again (after the connection's resize event),
@@ -187,5 +203,5 @@ class _TestRuns:
             match = SUMMARY_RE.match(ANSI_RE.sub("", line).strip())
             if match and self.armed:
                 self.armed = False  # one run per command
-                found.append(Marker(t, TEST_RUN + match.group(1).rstrip(", ")[:MAX_LABEL]))
+                found.append(Marker(t, PRINTED + match.group(1).rstrip(", ")[:MAX_LABEL], printed=True))
         return found

@@ -1,8 +1,8 @@
 """Run a command over a copy of a tree inside bubblewrap, and report what happened.
 
-Plain Python, no Django. Read ``../shared/notes/sandbox.md`` (what was measured
-on these machines) before changing anything here: each measure below answers
-an attack that succeeded without it. A failure of *our* side raises
+Plain Python, no Django. Read docs/security.md, "The grading sandbox" (what was
+measured on these machines) before changing anything here: each measure below
+answers an attack that succeeded without it. A failure of *our* side raises
 :class:`SandboxUnavailable` (retryable); whatever the candidate's code does is
 a :class:`RunResult`, never an exception.
 
@@ -24,7 +24,7 @@ where /dev/shm is no tmpfs)::
 
 and ``/run/lock/takehome-sandbox/uid-<N>.lock``, flocked for the whole run.
 
-Warm sandboxes (``Sandbox.warm``, README "Speed"): each process keeps a few
+Warm sandboxes (``Sandbox.warm``, docs/architecture.md, "Warm sandboxes"): each process keeps a few
 sandboxes launched exactly as a cold run's, whose starter
 (``sandboxed/takehome_starter.py``) has imported pytest and waits for one
 run's arguments and tree on its stdin; each serves one run and exits. While
@@ -60,6 +60,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import defusedxml.ElementTree as DefusedET
+from defusedxml.common import DefusedXmlException
+
 from . import spawn
 from .cgroups import (
     Caps,
@@ -90,9 +93,36 @@ STARTED_MARKER = "[takehome-sandbox: started]"
 PROXY_SERVER = ("python", "-I", f"{SANDBOXED_IN_SANDBOX}/takehome_proxy_server.py")
 WITNESS_MAX_BYTES = 8 << 20
 SERVER_GRACE_S = 1.0
+# Each call of the hidden tests into the candidate's code (see run_across_boundary): an honest call
+# takes milliseconds; a tight clock makes one that sleeps to signal fail its test (docs/evidence.md).
+CALL_LIMIT_S = 2.0
+CALL_MARGIN_S = 1.0  # what the trusted side allows beyond it for the fork and the reply's way back
 JUNIT_MAX_BYTES = 16 << 20
+# pytest writes a handful of elements per test: this is tens of thousands of tests.
+JUNIT_MAX_ELEMENTS = 200_000
 SLOT_WAIT_S = 30.0
 LOCK_DIR = Path("/run/lock/takehome-sandbox")
+
+
+def flock_free(candidates, count: int) -> list[tuple[object, object]] | None:
+    """The first ``count`` of ``(key, lock file path)`` whose file nobody holds, each as ``(key, open file)``
+    flocked until it is closed (or the process ends), or None with nothing held. Safe across processes."""
+    held = []
+    for key, path in candidates:
+        fh = open(path, "a")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            continue
+        held.append((key, fh))
+        if len(held) == count:
+            return held
+    for _, fh in held:
+        fh.close()
+    return None
+
+
 OUTCOMES = ("passed", "failed", "error", "timeout", "killed", "no_tests")
 
 
@@ -150,7 +180,7 @@ class RunResult:
 # them; the folder is then put first, as ``-m`` does, for the tree's own code.
 # why the witness too: ``-p takehome_witness`` is imported after the folder is
 # first on sys.path, and a takehome_witness.py in the upload replaced it (the
-# run passed with no witness line at all).
+# run passed with no witness line at all). The canary plugin likewise.
 PYTEST_BOOT = (
     "import importlib, os, sys\n"
     "import pytest\n"
@@ -161,6 +191,7 @@ PYTEST_BOOT = (
     "    except ImportError:\n"
     "        pass\n"
     "import takehome_witness\n"
+    "import takehome_canary\n"
     "sys.path.insert(0, os.getcwd())\n"
     "sys.exit(int(pytest.main()))\n"
 )
@@ -188,6 +219,9 @@ def pytest_command(command: Sequence[str]) -> tuple[str, ...]:
         "-p", "no:cacheprovider",
         # why: the witness reports what each test really raised (grading.integrity).
         "-p", "takehome_witness",
+        # why: the grader's canary tests (--takehome-canary) run whatever the
+        # candidate's configuration collects or deselects (sandboxed/takehome_canary.py).
+        "-p", "takehome_canary",
         # why: every run that executes candidate code holds canary tests that
         # fail; -x or --maxfail in the candidate's configuration must not stop
         # the run at a canary before the real tests ran.
@@ -549,6 +583,9 @@ def _ended(child_pid: int | None) -> bool:
         return False
 
 
+KILL_WAIT_S = 10.0
+
+
 def _kill_uid(uid: int) -> None:
     """SIGKILL every live process whose real uid is ``uid``."""
     # why: the slot's uid is ours alone while we hold its lock, so anything still
@@ -557,15 +594,22 @@ def _kill_uid(uid: int) -> None:
     # kernel's: when the namespace's pid 1 exits, everything inside is killed.
     # This sweep is the second (it misses a process made non-dumpable, whose
     # /proc entry root owns).
-    for _ in range(20):
-        if not (pids := _uid_processes(uid)):
+    # why a deadline of seconds, not a few tries: a killed process is not gone until the kernel has torn
+    # it down, which on a loaded machine takes longer than 0.2 s, and the uid must not go back to the pool
+    # (where the next run's process cap would count the dying one) while it is still there.
+    deadline = time.monotonic() + KILL_WAIT_S
+    pause = 0.005
+    while pids := _uid_processes(uid):
+        if time.monotonic() > deadline:
+            logger.warning("uid %s still has processes %s %g s after SIGKILL", uid, pids, KILL_WAIT_S)
             return
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        time.sleep(0.01)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def clean_stale_scratch(scratch: Path) -> list[str]:
@@ -597,30 +641,41 @@ def _nodeid(case: ET.Element) -> str:
 
 
 def parse_junit(data: bytes) -> list[TestCase]:
-    """Test cases from pytest's JUnit XML; raises ValueError when it is not usable."""
-    # why: the report is written by pytest inside the sandbox, where candidate
-    # code could replace it; pytest never writes a DOCTYPE, so refusing one
-    # rules out entity-expansion bombs before the parser sees them.
-    # pytest writes UTF-8; a report in UTF-16 (or anything else) would slip a
-    # DOCTYPE past a byte search, so only strict UTF-8 is read, and the check
-    # is made on the decoded text, in any letter case.
+    """Test cases from pytest's JUnit XML; raises ValueError when it is not usable.
+
+    The report is written inside the sandbox, where candidate code can
+    replace it, so it is read as hostile: by defusedxml with no DTD, entity
+    or external reference allowed (whatever the encoding hides them in), in
+    strict UTF-8 as pytest writes it, as a stream that stops past
+    ``JUNIT_MAX_ELEMENTS`` elements, so that a report of millions of tiny
+    elements cannot fill the worker's memory (its bytes are capped by
+    ``JUNIT_MAX_BYTES`` as they are read).
+    """
     try:
-        text = data.decode("utf-8")
+        data.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("report is not UTF-8") from None
-    if re.search(r"<!\s*(DOCTYPE|ENTITY)", text, re.I) or re.search(r"encoding=.(?!utf-?8)", text[:200], re.I):
-        raise ValueError("report holds a DOCTYPE or declares an encoding other than UTF-8")
+    cases = []
+    elements = 0
     try:
-        root = ET.fromstring(data)
+        for event, element in DefusedET.iterparse(io.BytesIO(data), events=("start", "end"), forbid_dtd=True):
+            if event == "start":
+                elements += 1
+                if elements > JUNIT_MAX_ELEMENTS:
+                    raise ValueError(f"report holds more than {JUNIT_MAX_ELEMENTS} elements")
+                continue
+            if element.tag != "testcase":
+                continue
+            kinds = {child.tag: child.get("type") for child in element}
+            outcome = ("failed" if "failure" in kinds else "error" if "error" in kinds
+                       else "passed" if "skipped" not in kinds
+                       else "xfailed" if kinds["skipped"] == "pytest.xfail" else "skipped")
+            cases.append(TestCase(_nodeid(element), outcome))
+            element.clear()  # its captured output is read; keep only what the count needs
+    except DefusedXmlException as exc:
+        raise ValueError(f"report holds a DTD, an entity or an external reference ({type(exc).__name__})") from None
     except ET.ParseError as exc:
         raise ValueError(f"unreadable JUnit XML: {exc}") from None
-    cases = []
-    for case in root.iter("testcase"):
-        kinds = {child.tag: child.get("type") for child in case}
-        outcome = ("failed" if "failure" in kinds else "error" if "error" in kinds
-                   else "passed" if "skipped" not in kinds
-                   else "xfailed" if kinds["skipped"] == "pytest.xfail" else "skipped")
-        cases.append(TestCase(_nodeid(case), outcome))
     return cases
 
 
@@ -825,7 +880,6 @@ class _Watched:
 
 # The warm sandbox's command: -P as in the cold path's boot (no script folder on sys.path).
 WARM_STARTER = ("python", "-P", f"{SANDBOXED_IN_SANDBOX}/takehome_starter.py")
-WANTED_FILE = LOCK_DIR / "wanted"  # touched by a cold run waiting for a uid; warm pools give one back
 WARM_POLL_S = 0.1
 WARM_REFILL_AFTER_S = 1.0  # why: refilling while a grading runs would take CPU from its runs
 WARM_HOLD_S = 2.0  # no refill for this long after a cold run asked for a uid
@@ -852,16 +906,22 @@ def _send(warm: _Warm, data: bytes) -> None:
         warm.stdin_w = -1  # why: a closed number is soon reused by another thread's pipe
 
 
-def _want_slot() -> None:
+def _wanted_file(uid_base: int) -> Path:
+    """Touched by a cold run waiting for one of the uids from ``uid_base``; the warm pools holding uids of
+    the same range give one back (a pool of another range holds none the run could take)."""
+    return LOCK_DIR / f"wanted-{uid_base}"
+
+
+def _want_slot(uid_base: int) -> None:
     try:
-        WANTED_FILE.touch()
+        _wanted_file(uid_base).touch()
     except OSError:
         pass
 
 
-def _wanted_mark() -> int:
+def _wanted_mark(uid_base: int) -> int:
     try:
-        return WANTED_FILE.stat().st_mtime_ns
+        return _wanted_file(uid_base).stat().st_mtime_ns
     except OSError:
         return 0
 
@@ -928,7 +988,7 @@ class _WarmPool:
         self.lock = threading.Lock()
         self.last_take = float("-inf")
         self.hold_until = 0.0
-        self.wanted_seen = _wanted_mark()
+        self.wanted_seen = _wanted_mark(sandbox.uid_base)
         self.closed = False
         self.starting = threading.Lock()  # held while a warm sandbox is being started
         self.failures = 0
@@ -985,7 +1045,7 @@ class _WarmPool:
                 (keep if warm.alive() and now - warm.started < self.sandbox.warm_idle_s else ending).append(warm)
                 warm.warmed()  # why: detaches its mounts once it is ready
             self.ready = keep
-            mark = _wanted_mark()
+            mark = _wanted_mark(self.sandbox.uid_base)
             if mark != self.wanted_seen:
                 self.wanted_seen = mark
                 self.hold_until = now + WARM_HOLD_S
@@ -1270,7 +1330,7 @@ class Sandbox:
         while (held := self._try_slots(count)) is None:
             # why: idle warm sandboxes (this worker's or another's) hold uids; a
             # cold run that finds none free asks them to give one back.
-            _want_slot()
+            _want_slot(self.uid_base)
             if time.monotonic() > deadline:
                 raise SandboxUnavailable(f"all {self.slots} sandbox uids stayed busy for {SLOT_WAIT_S:g} s")
             time.sleep(0.05)
@@ -1283,20 +1343,8 @@ class Sandbox:
     def _try_slots(self, count: int) -> list[tuple[int, object]] | None:
         """``count`` free uids of the pool, each with its flocked lock file, or None (nothing held then)."""
         LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
-        held: list[tuple[int, object]] = []
-        for uid in range(self.uid_base, self.uid_base + self.slots):
-            fh = open(LOCK_DIR / f"uid-{uid}.lock", "a")
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                fh.close()
-                continue
-            held.append((uid, fh))
-            if len(held) == count:
-                return held
-        for _, fh in held:
-            fh.close()
-        return None
+        uids = range(self.uid_base, self.uid_base + self.slots)
+        return flock_free(((uid, LOCK_DIR / f"uid-{uid}.lock") for uid in uids), count)
 
     def _argv(self, uid: int, runner: Path, sandboxed: Path, command: Sequence[str], fds: _Fds,
               env: Mapping[str, str], caps: RunCaps, gate_fd: int, warm: bool = False,
@@ -1550,7 +1598,7 @@ class Sandbox:
 
     def run_across_boundary(self, tree: Path | Mapping[str, bytes], command: Sequence[str],
                             server_tree: Path | Mapping[str, bytes],
-                            call_timeout_s: float | None = None) -> RunResult:
+                            call_timeout_s: float | None = None, env: Mapping[str, str] | None = None) -> RunResult:
         """Run trusted tests over ``tree`` while the code they import lives in ``server_tree``.
 
         Two sandboxes, each under its own uid and in its own pid namespace,
@@ -1560,16 +1608,28 @@ class Sandbox:
         and nothing else: the trusted process never imports candidate code,
         and only plain data crosses. The result is the trusted run's, with
         what the candidate's side printed in ``server_log``.
+
+        Every call has ``call_timeout_s`` (CALL_LIMIT_S), held by the trusted
+        side's own clock: the candidate's side keeps it too and answers
+        TimeoutError, but it runs candidate code, which can change or block
+        anything there (its timer, its signals), so the trusted process gives up
+        waiting CALL_MARGIN_S later whatever that side does, and then sends it
+        nothing more. Importing the candidate's module, before any call has
+        carried an input across, may take longer (a third of the wall clock, at
+        most 20 s). ``env`` is added to the trusted side's environment only.
         """
-        call_timeout = call_timeout_s or max(1.0, min(20.0, self.limits.wall_s / 3))
+        call_timeout = call_timeout_s or CALL_LIMIT_S
+        import_timeout = max(call_timeout, min(20.0, self.limits.wall_s / 3))
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
         trusted = _Launch(_tree_arg(tree), pytest_command(command),
-                          {"TAKEHOME_PROXY_FDS": f"{reply_r},{request_w}",
-                           "TAKEHOME_PROXY_TIMEOUT_S": f"{call_timeout + 5:g}"}, [reply_r, request_w])
+                          {**(env or {}), "TAKEHOME_PROXY_FDS": f"{reply_r},{request_w}",
+                           "TAKEHOME_PROXY_TIMEOUT_S": f"{call_timeout + CALL_MARGIN_S:g}",
+                           "TAKEHOME_PROXY_IMPORT_TIMEOUT_S": f"{import_timeout + 5:g}"}, [reply_r, request_w])
         server = _Launch(_tree_arg(server_tree), PROXY_SERVER,
                          {"TAKEHOME_PROXY_FDS": f"{request_r},{reply_w}",
-                          "TAKEHOME_PROXY_CALL_TIMEOUT_S": f"{call_timeout:g}"}, [request_r, reply_w])
+                          "TAKEHOME_PROXY_CALL_TIMEOUT_S": f"{call_timeout:g}",
+                          "TAKEHOME_PROXY_IMPORT_TIMEOUT_S": f"{import_timeout:g}"}, [request_r, reply_w])
         result, companion = self._run_group([trusted, server])
         return replace(result, server_log=companion.log)
 

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 
 from sessions_app.models import Submission
-from shared.tasks import record_heartbeat
+from shared.tasks import record_heartbeat, retry_countdown
 
 from . import lifecycle, pipeline, publish
 from .environments import build_runners
@@ -47,7 +47,7 @@ def grade_submission(self, submission_id: int) -> str:
         if not pipeline.record_failure(run, exc, retry=not final):
             return "error"
         log.warning("grading submission %s failed, will retry: %s", submission_id, exc)
-        raise self.retry(exc=exc, countdown=10 * 2**self.request.retries)
+        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries))
 
 
 def enqueue_grading(submission_id: int) -> bool:

@@ -2,13 +2,15 @@
 
 Plain Python, no Django (sessions_app/workspaces.py is the glue). The shell
 runs in the same kind of sandbox as grading (see grading/sandbox.py and
-../shared/notes/sandbox.md: each measure there answers an attack), but lives
+docs/security.md: each measure there answers an attack), but lives
 for hours, not for one run, and must survive the web server's restart.
 
 Host layout of one workspace (``Workspace.folder``, root's, mode 0711)::
 
     home/          a tmpfs (size, nr_inodes, uid/gid = ws.uid, 0700): /workspace inside
-    tmux/          ws.uid's: tmux's socket, bound at /run/tmux in every sandbox of it
+    tmux/          a tmpfs of its own (run_bytes, run_inodes, ws.uid's) while the shell runs: tmux's
+                   socket, bound at /run/tmux in every sandbox of it; unmounted when the shell
+                   stops, and its mount point is root's 0700, so nothing is ever written to disk there
     gate/          root's 0755: the gate socket (C1's host), read-only at /run/takehome
     etc/           root's: the generated passwd, group, bash.bashrc and tmux.conf
     shell.pid      "<pid> <start time>" of the shell's bwrap (root's)
@@ -24,15 +26,24 @@ writable cgroup, rlimits (RunBudget.fallback_rlimits) stand in, and there is
 no CPU cap. The tmpfs is mounted by us (root) so that its inode count is
 capped: where mounting is impossible, WorkspaceUnavailable says so rather
 than opening a workspace with no disk cap.
+
+What a workspace can write, all of it capped and none of it the host's disk:
+/workspace (home/), /run/tmux (tmux/), and each sandbox's own /tmp (HOME in
+it) and /dev/shm (bwrap's tmpfs, sized, gone with the sandbox); everything
+else is read-only. A new holder of the uid finds nothing of the last one's:
+home/ is saved and unmounted, tmux/ unmounted, and no process survives.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import io
+import logging
 import os
 import pty
+import shutil
 import signal
 import stat
 import struct
@@ -56,6 +67,8 @@ from .cgroups import (
     _libc,
     _mount_tmpfs,
     _mounts,
+    _read_int,
+    _read_keys,
     _remove_cgroup,
     _start_time,
     _umount,
@@ -74,6 +87,8 @@ from .sandbox import (
     _uid_processes,
     interpreter_binds,
 )
+
+log = logging.getLogger(__name__)
 
 GATE_SOCKET = "/run/takehome/gate.sock"
 GATE_DIR_IN_SANDBOX = "/run/takehome"
@@ -141,6 +156,9 @@ class WorkspaceLimits:
     nofile: int = 1024
     tmp_bytes: int = 64 << 20  # /tmp (and HOME in it) inside the sandbox
     shm_bytes: int = 16 << 20  # /dev/shm inside the sandbox
+    # /run/tmux: tmux's socket and nothing else (a socket is an inode and no bytes)
+    run_bytes: int = 1 << 20
+    run_inodes: int = 32
 
 
 @dataclass(frozen=True)
@@ -203,11 +221,16 @@ def _prepare_folder(ws: Workspace) -> None:
         raise WorkspaceUnavailable(f"the sandbox uid cannot reach {folder}: {', '.join(map(str, blocked))} "
                                    "must be traversable by others (chmod o+x), or set TAKEHOME_WORKSPACES_DIR "
                                    "to a folder under one that is")
-    for name, owner, mode in (("home", 0, 0o700), ("tmux", ws.uid, 0o700), ("gate", 0, 0o755), ("etc", 0, 0o755)):
+    for name, owner, mode in (("home", 0, 0o700), ("tmux", 0, 0o700), ("gate", 0, 0o755), ("etc", 0, 0o755)):
         path = folder / name
         if not path.is_dir():
             path.mkdir(mode=mode)
         if not _is_mounted(path):
+            if name == "tmux" and os.lstat(path).st_uid != 0:
+                # why: tmux/ was once a folder of the uid's on the host's disk, with no cap;
+                # what a shell of an earlier version left there goes, and the mount point is root's
+                shutil.rmtree(path)
+                path.mkdir(mode=mode)
             os.chown(path, owner, owner)
             os.chmod(path, mode)
     etc = folder / "etc"
@@ -226,12 +249,15 @@ def _prepare_folder(ws: Workspace) -> None:
         _write_atomic(etc / name, text.encode(), 0o644)
 
 
-def _write_atomic(path: Path, data: bytes, mode: int) -> None:
+@contextmanager
+def _atomic_file(path: Path, mode: int):
+    """A file written beside ``path`` under a temporary name, synced and put in its place at the end;
+    removed instead when the writing fails, so ``path`` is either the old file or the whole new one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
@@ -242,6 +268,11 @@ def _write_atomic(path: Path, data: bytes, mode: int) -> None:
         except OSError:
             pass
         raise
+
+
+def _write_atomic(path: Path, data: bytes, mode: int) -> None:
+    with _atomic_file(path, mode) as fh:
+        fh.write(data)
 
 
 def _check_relative(name: str) -> PurePosixPath:
@@ -386,39 +417,241 @@ def snapshot_files(ws: Workspace, limits: Limits = Limits()) -> dict[str, bytes]
     return {name: data for name, data, _ in _walk(ws.home, limits, skip_junk=True) if data is not None}
 
 
-def _save_limits(ws: Workspace) -> Limits:
-    # why the tmpfs's own caps: everything the workspace can hold is kept, nothing more
-    lim = ws.limits
-    return Limits(max_entries=lim.inodes, max_total_bytes=lim.disk_bytes, max_file_bytes=lim.disk_bytes)
+@dataclass(frozen=True)
+class SaveReport:
+    """What a save kept, and what it could not keep (each "name: why"), for the log and the recruiter."""
+
+    kept: int  # folders, files and links
+    left_out: tuple[str, ...] = ()
+
+    def words(self) -> str:
+        shown = "; ".join(self.left_out[:10]) + (f"; and {len(self.left_out) - 10} more"
+                                                 if len(self.left_out) > 10 else "")
+        return f"{len(self.left_out)} of the workspace's files could not be saved: {shown}"
 
 
-def save(ws: Workspace) -> None:
-    """Write the workspace's folders and regular files to saved.tar (atomically: a crash keeps the old one)."""
+def _entries(root: Path) -> Iterator[tuple[str, int, str, os.stat_result]]:
+    """(relative name, folder's descriptor, name in it, lstat) of the folders, regular files and
+    symlinks under ``root``, each folder before what it holds; never through a link (see _walk)."""
+    stack = [(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW), "")]
+    try:
+        while stack:
+            dir_fd, prefix = stack.pop()
+            try:
+                for name in sorted(os.listdir(dir_fd)):
+                    try:
+                        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+                        continue  # FIFOs and sockets: nothing in them to keep
+                    yield f"{prefix}{name}", dir_fd, name, st
+                    if stat.S_ISDIR(st.st_mode):
+                        try:
+                            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                        except OSError:
+                            continue
+                        stack.append((sub, f"{prefix}{name}/"))
+            finally:
+                os.close(dir_fd)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def _data_segments(fd: int, size: int) -> list[tuple[int, int]]:
+    """(offset, length) of the parts of a file that hold data; a hole between them reads as zeros."""
+    segments, offset = [], 0
+    while offset < size:
+        try:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole is left
+                break
+            return [(0, size)]  # a file system that cannot tell: all of it is data
+        end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        segments.append((start, end - start))
+        offset = end
+    return segments
+
+
+def _read_segments(fd: int, segments: list[tuple[int, int]]) -> bytes:
+    parts = []
+    for offset, length in segments:
+        while length:
+            chunk = os.pread(fd, min(length, CHUNK), offset)
+            if not chunk:
+                raise OSError(errno.EIO, "the file grew shorter while it was read")
+            parts.append(chunk)
+            offset, length = offset + len(chunk), length - len(chunk)
+    return b"".join(parts)
+
+
+def _sparse_info(info: tarfile.TarInfo, size: int, segments: list[tuple[int, int]], data: bytes) -> bytes:
+    """Make ``info`` a GNU sparse 1.0 member (as GNU tar and Python's tarfile read it); returns its body."""
+    layout = f"{len(segments)}\n" + "".join(f"{offset}\n{length}\n" for offset, length in segments)
+    head = layout.encode("ascii")
+    head += b"\0" * (-len(head) % tarfile.BLOCKSIZE)
+    info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.realsize": str(size)}
+    info.size = len(head) + len(data)
+    return head + data
+
+
+def save(ws: Workspace) -> SaveReport | None:
+    """Write the workspace's folders, regular files and links to saved.tar (atomically: a crash keeps the old one).
+
+    Space is counted as the tmpfs counts it, so everything the workspace can hold is saved:
+    a sparse file is stored sparsely (its holes are not written out), and a file with several
+    names once, the other names as hard links. A file that cannot be read is left out and named
+    in the report; the rest is saved all the same. None when the workspace is not open. An
+    OSError is ours (the host's disk): the files stay mounted, nothing is lost.
+    """
     if not _is_mounted(ws.home):
-        return
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data, mode in _walk(ws.home, _save_limits(ws), skip_junk=False):
-            info = tarfile.TarInfo(name)
-            info.mtime = int(time.time())
-            if data is None:
-                info.type, info.mode = tarfile.DIRTYPE, 0o755
-                tar.addfile(info)
-            else:
-                info.size, info.mode = len(data), 0o755 if mode & 0o100 else 0o644
-                tar.addfile(info, io.BytesIO(data))
-    _write_atomic(ws.part("saved.tar"), buf.getvalue(), 0o600)
+        return None
+    lim = ws.limits
+    kept, left_out = 0, []
+    first_name: dict[tuple[int, int], str] = {}
+    allocated = 0
+    now = int(time.time())
+    with _atomic_file(ws.part("saved.tar"), 0o600) as out:
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for rel, dir_fd, name, st in _entries(ws.home):
+                info = tarfile.TarInfo(rel)
+                info.mtime = now
+                body = None
+                if stat.S_ISDIR(st.st_mode):
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                elif stat.S_ISLNK(st.st_mode):
+                    try:
+                        info.linkname = os.readlink(name, dir_fd=dir_fd)
+                    except OSError as exc:
+                        left_out.append(f"{rel}: {exc.strerror}")
+                        continue
+                    info.type, info.mode = tarfile.SYMTYPE, 0o777
+                elif (st.st_dev, st.st_ino) in first_name:
+                    info.type, info.linkname = tarfile.LNKTYPE, first_name[(st.st_dev, st.st_ino)]
+                    info.mode = 0o755 if st.st_mode & 0o100 else 0o644
+                else:
+                    try:
+                        body = _file_body(info, name, dir_fd, st)
+                    except OSError as exc:
+                        left_out.append(f"{rel}: could not be read ({exc.strerror or exc})")
+                        continue
+                    # why the allocated space, each file once: that is what the tmpfs caps
+                    allocated += st.st_blocks * 512
+                    if allocated > lim.disk_bytes:
+                        allocated -= st.st_blocks * 512
+                        left_out.append(f"{rel}: more than the workspace's {_size(lim.disk_bytes)} in all")
+                        continue
+                    if st.st_nlink > 1:
+                        first_name[(st.st_dev, st.st_ino)] = rel
+                tar.addfile(info, io.BytesIO(body) if body is not None else None)
+                kept += 1
+    report = SaveReport(kept, tuple(left_out))
+    if left_out:
+        log.warning("workspace %s: %s", ws.folder, report.words())
+    return report
 
 
-def _saved_files(path: Path) -> Iterator[tuple[str, bytes | None, int]]:
-    if path.stat().st_size > SAVED_MAX_BYTES:
-        raise WorkspaceUnavailable(f"{path} is larger than any workspace can be: remove it")
-    with tarfile.open(path, mode="r:") as tar:
-        for info in tar:
-            if info.isdir():
-                yield info.name, None, 0o755
-            elif info.isreg():
-                yield info.name, tar.extractfile(info).read(), info.mode
+def _file_body(info: tarfile.TarInfo, name: str, dir_fd: int, st: os.stat_result) -> bytes:
+    """The stored body of a regular file (its data, or its data and layout when sparse); sets ``info``."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=dir_fd)
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise OSError(errno.ESTALE, "it was replaced while the workspace was saved")
+        info.mode = 0o755 if now.st_mode & 0o100 else 0o644
+        segments = _data_segments(fd, now.st_size)
+        data = _read_segments(fd, segments)
+        if segments in ([], [(0, now.st_size)]) and len(data) == now.st_size:
+            info.size = len(data)
+            return data
+        return _sparse_info(info, now.st_size, segments, data)
+    finally:
+        os.close(fd)
+
+
+def _restore(root: Path, saved: Path, uid: int) -> None:
+    """Write saved.tar's folders, files (holes as holes), hard links and symlinks under ``root``, owned by ``uid``.
+
+    Never through a link: each name's folders are opened with O_NOFOLLOW from ``root``.
+    """
+    if saved.stat().st_size > SAVED_MAX_BYTES:
+        raise WorkspaceUnavailable(f"{saved} is larger than any workspace can be: remove it")
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        with tarfile.open(saved, mode="r:") as tar:
+            for info in tar:
+                rel = _check_relative(info.name)
+                dir_fd = _folder_of(root_fd, rel, uid)
+                try:
+                    if info.isdir():
+                        try:
+                            os.mkdir(rel.name, 0o755, dir_fd=dir_fd)
+                            os.chown(rel.name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+                        except FileExistsError:
+                            pass
+                    elif info.issym():
+                        os.symlink(info.linkname, rel.name, dir_fd=dir_fd)
+                        os.chown(rel.name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+                    elif info.islnk():
+                        target = _check_relative(info.linkname)
+                        target_fd = _folder_of(root_fd, target, uid)
+                        try:
+                            os.link(target.name, rel.name, src_dir_fd=target_fd, dst_dir_fd=dir_fd,
+                                    follow_symlinks=False)
+                        finally:
+                            os.close(target_fd)
+                    elif info.isreg():
+                        _restore_file(tar, info, rel.name, dir_fd, uid)
+                finally:
+                    os.close(dir_fd)
+    finally:
+        os.close(root_fd)
+
+
+def _folder_of(root_fd: int, rel: PurePosixPath, uid: int) -> int:
+    """A descriptor of the folder ``rel`` lies in, made (``uid``'s) where missing; never through a link."""
+    dir_fd = os.dup(root_fd)
+    for part in rel.parts[:-1]:
+        try:
+            os.mkdir(part, 0o755, dir_fd=dir_fd)
+            os.chown(part, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+        except FileExistsError:
+            pass
+        try:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+        dir_fd = nxt
+    return dir_fd
+
+
+def _restore_file(tar: tarfile.TarFile, info: tarfile.TarInfo, name: str, dir_fd: int, uid: int) -> None:
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+    try:
+        os.fchown(fd, uid, uid)
+        os.fchmod(fd, 0o755 if info.mode & 0o100 else 0o644)
+        if info.sparse is not None:
+            # why by hand: tarfile would hand the holes over as zeros, and zeros written take space
+            tar.fileobj.seek(info.offset_data)
+            segments = info.sparse
+        else:
+            tar.fileobj.seek(info.offset_data)
+            segments = [(0, info.size)]
+        for offset, length in segments:
+            while length:
+                chunk = tar.fileobj.read(min(length, CHUNK))
+                if not chunk:
+                    raise tarfile.ReadError(f"{info.name} is cut short in saved.tar")
+                view = memoryview(chunk)
+                while view:
+                    written = os.pwrite(fd, view, offset)
+                    view, offset = view[written:], offset + written
+                length -= len(chunk)
+        os.ftruncate(fd, info.size)
+    finally:
+        os.close(fd)
 
 
 @contextmanager
@@ -455,7 +688,7 @@ def _open(ws: Workspace, seed: Mapping[str, bytes]) -> None:
     try:
         saved = ws.part("saved.tar")
         if saved.exists():
-            _write_files(home, _saved_files(saved), ws.uid)
+            _restore(home, saved, ws.uid)
         else:
             _write_files(home, ((name, data, 0o644) for name, data in seed.items()), ws.uid)
         if ws.part("frozen").exists():
@@ -497,6 +730,10 @@ def _v2_cpu(parent: Path, create: bool) -> bool:
     return False
 
 
+def _cgroup_name(ws: Workspace) -> str:
+    return f"ws-{ws.uid}"  # why not an owned name: it outlives the process that made it
+
+
 def _cgroups(ws: Workspace, create: bool) -> list[Path]:
     """The workspace's cgroups (memory and pids, then cpu where it exists); made and capped when ``create``."""
     try:
@@ -505,7 +742,7 @@ def _cgroups(ws: Workspace, create: bool) -> list[Path]:
         raise WorkspaceUnavailable(f"workspace caps {CAPS_MODE}: {exc}") from None
     if caps.mode == "rlimit":
         return []
-    name = f"ws-{ws.uid}"  # why not an owned name: it outlives the process that made it
+    name = _cgroup_name(ws)
     lim = ws.limits
     paths = [parent / name for parent in caps.parents]
     cpu = None
@@ -571,6 +808,83 @@ def _rlimits(ws: Workspace, cgroups: list[Path]) -> tuple[int, int]:
         # why twice the memory: the cgroup is the cap a memory bomb meets (and is killed by)
         return budget.address_space_bytes, ws.limits.processes + 4
     return budget.fallback_rlimits()
+
+
+# -- pinned at the cap ------------------------------------------------------------------
+
+# A fork bomb holds every process the cap allows, and takes back each one that ends: no
+# terminal can attach (a client needs new processes), and one that slipped in shows a
+# screen flooded with "fork: retry". An honest build meets the cap differently: measured
+# here, `make -j` over 300 targets touched 128 of 128 once and failed within 0.25 s, and
+# 110 parallel workers stayed at 116 without a refused fork.
+AT_CAP_SLACK = 1  # why: one process that just ended, not yet replaced by the bomb
+PINNED_S = 2.0  # at the cap this long, with a fork refused, is pinned; below it this long, free again
+
+
+@dataclass(frozen=True)
+class ProcessCount:
+    """The workspace's processes against their cap at one moment."""
+
+    current: int
+    limit: int
+    # forks the cap refused since the cgroup was made (pids.events "max"); None where nothing counts them
+    refused: int | None
+
+    @property
+    def at_cap(self) -> bool:
+        return self.current >= self.limit - AT_CAP_SLACK
+
+
+def process_count(ws: Workspace) -> ProcessCount | None:
+    """The workspace's pids cgroup (pids.current of pids.max), or its uid's processes under rlimits.
+
+    None when there is nothing to count (no shell has made the cgroup, or it has no cap) or
+    when it cannot be read: this feeds an offer to the candidate, never a reason to fail.
+    Cheap under a cgroup (three small reads, no walk of the mounts as _cgroups makes): an
+    attached terminal calls it every half second.
+    """
+    try:
+        caps = detect(CAPS_MODE, "bwrap")
+    except CapsUnavailable:
+        return None
+    if caps.mode == "rlimit":
+        return ProcessCount(len(_uid_processes(ws.uid)), _rlimits(ws, [])[1], None)
+    # the pids cgroup of _cgroups: its own hierarchy under cgroup v1, the one folder under v2
+    path = (caps.pids_parent or caps.memory_parent) / _cgroup_name(ws)
+    current, limit = _read_int(path / "pids.current"), _read_int(path / "pids.max")  # "max": no cap
+    if current is None or limit is None:
+        return None
+    return ProcessCount(current, limit, _read_keys(path / "pids.events").get("max", 0))
+
+
+class CapWatch:
+    """From counts taken over time, whether the workspace's processes are pinned at their cap (a fork bomb).
+
+    Pinned: at the cap in every count for ``hold_s``, and a fork refused since the last count below
+    it (or ever, for the first counts a watch sees: the page may come back to a bomb that started
+    before it). Free again: below the cap in every count for ``hold_s``. No count is below the cap.
+    """
+
+    def __init__(self, hold_s: float = PINNED_S) -> None:
+        self.hold_s = hold_s
+        self.pinned = False
+        self._since: float | None = None  # when the counts began to say otherwise than ``pinned``
+        self._refused_below = 0  # refused forks at the last count below the cap
+
+    def add(self, count: ProcessCount | None, now: float) -> bool:
+        """Take one count (made at ``now``, in seconds of a monotonic clock); returns ``pinned``."""
+        at_cap = count is not None and count.at_cap
+        if count is not None and not at_cap:
+            self._refused_below = count.refused or 0
+        if at_cap == self.pinned:
+            self._since = None
+            return self.pinned
+        if self._since is None:
+            self._since = now
+        refused = at_cap and (count.refused is None or count.refused > self._refused_below)
+        if now - self._since >= self.hold_s and (self.pinned or refused):
+            self.pinned, self._since = at_cap, None
+        return self.pinned
 
 
 # -- the sandbox ----------------------------------------------------------------------
@@ -696,10 +1010,7 @@ def start_shell(ws: Workspace) -> None:
         if not _is_mounted(ws.home):
             raise WorkspaceUnavailable(f"the workspace {ws.folder} is not open (open_workspace first)")
         _end_processes(ws)  # a shell that ended leaves nothing behind to count against the caps
-        try:
-            os.unlink(ws.part("tmux") / "sock")
-        except FileNotFoundError:
-            pass
+        _mount_run(ws)  # a fresh one: what the last shell left in /run/tmux is gone
         cgroups = _cgroups(ws, create=True)
         argv = _argv(ws, cgroups, [TMUX, "-D", "-S", TMUX_SOCKET, "-f", "/etc/tmux.conf"],
                      new_session=True)
@@ -711,6 +1022,25 @@ def start_shell(ws: Workspace) -> None:
         _write_atomic(_pid_file(ws), f"{proc.pid} {_start_time(proc.pid)}\n".encode(), 0o644)
         _wait_for_socket(ws, proc)
         _run_config(ws, cgroups)
+
+
+def _mount_run(ws: Workspace) -> None:
+    """Mount a new, empty tmux/ for a shell that starts (a capped tmpfs of the uid's), the last one's gone."""
+    _umount_run(ws)
+    lim = ws.limits
+    try:
+        _mount_tmpfs(ws.part("tmux"), lim.run_bytes, lim.run_inodes, ws.uid)
+    except OSError as exc:
+        raise WorkspaceUnavailable(f"cannot mount the tmpfs of tmux's socket at {ws.part('tmux')}: "
+                                   f"{exc.strerror or exc} (the server must run as root, with permission "
+                                   "to mount)") from None
+
+
+def _umount_run(ws: Workspace) -> None:
+    """Unmount tmux/ (every layer, should one have been mounted twice); what was in it is gone."""
+    path = ws.part("tmux")
+    while _is_mounted(path):
+        _umount(path)
 
 
 def _run_config(ws: Workspace, cgroups: list[Path]) -> None:
@@ -814,21 +1144,30 @@ def stop_shell(ws: Workspace) -> None:
 
 def _stop(ws: Workspace) -> None:
     _end_processes(ws)
+    _umount_run(ws)  # why: no shell, no socket; nothing a candidate put there outlives the shell
     try:
         os.unlink(_pid_file(ws))
     except FileNotFoundError:
         pass
 
 
-def release(ws: Workspace) -> None:
-    """Stop the shell, save the files to saved.tar and unmount (an idle workspace). Idempotent."""
+def release(ws: Workspace, *, stop: bool = True) -> SaveReport | None:
+    """Stop the shell, save the files to saved.tar and unmount (an idle workspace). Idempotent.
+
+    Returns the save's report (None when nothing was mounted). ``stop=False`` for a workspace
+    closed since (frozen): its processes ended then, and its uid may be another workspace's
+    now, whose processes must not be touched; its files are saved and unmounted only.
+    """
     if not Path(ws.folder).is_dir():
-        return
+        return None
     with _locked(ws):
-        _stop(ws)
-        if _is_mounted(ws.home):
-            save(ws)  # why first: a save that fails leaves the files mounted, not lost
-            _umount(ws.home)
+        if stop:
+            _stop(ws)
+        if not _is_mounted(ws.home):
+            return None
+        report = save(ws)  # why first: a save that fails leaves the files mounted, not lost
+        _umount(ws.home)
+        return report
 
 
 def freeze(ws: Workspace) -> None:
@@ -949,7 +1288,7 @@ def spawn_client(ws: Workspace, cols: int, rows: int) -> Client:
 
 
 __all__ = [
-    "GATE_SOCKET", "Client", "Workspace", "WorkspaceLimits", "WorkspaceTooBig", "WorkspaceUnavailable",
-    "freeze", "open_workspace", "pane_history", "release", "save", "shell_running", "snapshot_files", "spawn_client",
-    "start_shell", "stop_shell"
+    "GATE_SOCKET", "CapWatch", "Client", "ProcessCount", "SaveReport", "Workspace", "WorkspaceLimits",
+    "WorkspaceTooBig", "WorkspaceUnavailable", "freeze", "open_workspace", "pane_history", "process_count", "release",
+    "save", "shell_running", "snapshot_files", "spawn_client", "start_shell", "stop_shell"
 ]

@@ -23,18 +23,24 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from grading import lifecycle
+from grading.checks.receipts import (
+    GATE_REFUSED_OFFLINE,
+    GATE_REFUSED_ORDER,
+    GATE_REFUSED_OUTCOME,
+    gate_refusal_kind,
+)
 from grading.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
 from shared.words import counted, listed
 from takehome import funnel
 from takehome.models import Invitation, PacketVersion, effective_policy
 
 from .artifacts import Missing, missing_artifacts
-from .models import GateReceipt, ModelExchange, Submission, Workspace
-from .uploads import IncomingArchive, human_size
+from .models import UPLOAD_TOO_SOON, GateReceipt, ModelExchange, Submission, Workspace
+from .uploads import IncomingArchive, human_size, unpack_refusal
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +54,67 @@ class SessionRefused(Exception):
 
     ``retry_after``: seconds after which the same request would be accepted,
     when waiting helps. ``receipt``: the refused gate step, kept as a receipt.
+    ``record``: what a refused upload's receipt keeps, for the recruiter and
+    the reviewers, where the candidate's words would mislead them (the
+    message otherwise).
     """
 
-    def __init__(self, message: str, code: str = "refused", retry_after: int | None = None):
+    def __init__(self, message: str, code: str = "refused", retry_after: int | None = None,
+                 record: str | None = None):
         super().__init__(message)
         self.message, self.code, self.retry_after = message, code, retry_after
+        self.record = record or message
         self.receipt: GateReceipt | None = None
+
+
+# -- work modes: which routes a packet version offers -----------------------------------------
+
+NOT_ZIP = ("This take-home is worked in a hosted workspace only: it has no download, no gate.py and no zip "
+           "upload. Open your workspace from your page; the server captures each step there.")
+NOT_HOSTED = ("This take-home is worked on your own machine only: it has no hosted workspace. Download the "
+              "project from your page, and upload your zip there.")
+
+
+def zip_offered(version: PacketVersion) -> bool:
+    """Whether the version is worked offline: the download, gate.py's receipts and the zip upload."""
+    return version.work_mode in (PacketVersion.WorkMode.ZIP, PacketVersion.WorkMode.BOTH)
+
+
+def hosted_offered(version: PacketVersion) -> bool:
+    """Whether the version is worked in a hosted workspace: its page, terminal, capture and submit."""
+    return version.work_mode in (PacketVersion.WorkMode.HOSTED, PacketVersion.WorkMode.BOTH)
+
+
+def check_zip_route(invitation: Invitation) -> None:
+    """Raise SessionRefused ("work_mode") when the version offers no zip route.
+
+    why on the server: a hosted-only packet's evidence is what the server
+    captured itself; a receipt or a zip made on the candidate's machine would
+    stand beside it as if it weighed the same.
+    """
+    if not zip_offered(invitation.packet_version):
+        raise SessionRefused(NOT_ZIP, "work_mode")
+
+
+def check_hosted_route(invitation: Invitation) -> None:
+    """Raise SessionRefused ("work_mode") when the version offers no hosted workspace."""
+    if not hosted_offered(invitation.packet_version):
+        raise SessionRefused(NOT_HOSTED, "work_mode")
+
+
+def counted_receipts(invitation: Invitation):
+    """The accepted receipts that count for the order of the steps (model window, model and green checks).
+
+    A hosted-only version counts only what the server witnessed itself: red
+    and green captured by the server, and the model step (captured, or the
+    model window's own record: no other route writes one for such a version).
+    In "zip" and "both", gate.py's receipts count too: a candidate working
+    offline sends them, and the review page says who witnessed each step.
+    """
+    receipts = GateReceipt.objects.filter(invitation=invitation, accepted=True)
+    if invitation.packet_version.work_mode == PacketVersion.WorkMode.HOSTED:
+        receipts = receipts.filter(Q(captured_by=GateReceipt.CapturedBy.SERVER) | Q(step=Step.MODEL))
+    return receipts
 
 
 def upload_closes_at(invitation: Invitation) -> datetime | None:
@@ -120,22 +181,24 @@ def _seconds(n: int, one: str = "1 second") -> str:
     return one if n == 1 else f"{n} seconds"
 
 
-def _too_many_uploads(invitation: Invitation, now: datetime) -> SessionRefused | None:
+def _too_many_uploads(invitation: Invitation, now: datetime, via: str = "browser") -> SessionRefused | None:
     """The per-invitation upload limits: one upload per interval, and so many in all.
 
     why: every upload costs four sandbox runs; one candidate once sent 12
     zips in under 3 seconds. Only stored uploads count, so a refused file
-    (not a zip, too large) never uses up the allowance.
+    (not a zip, too large) never uses up the allowance. ``via`` "hosted": said
+    as the workspace's Submit (submissions), not as uploads.
     """
+    noun, verb = ("submission", "submit") if via == "hosted" else ("upload", "upload")
     interval, most = settings.UPLOAD_INTERVAL_S, settings.UPLOAD_MAX_COUNT
     if interval <= 0 and most <= 0:
         return None
     found = Submission.objects.filter(invitation_id=invitation.pk).aggregate(n=Count("pk"), last=Max("uploaded_at"))
     if most > 0 and found["n"] >= most:
-        taken = counted(found["n"], "upload")
+        taken = counted(found["n"], noun)
         return SessionRefused(
-            f"This link has taken {taken}, the most it accepts, so this one was not stored. Your uploads are "
-            "kept, and the latest accepted one is reviewed. If you need to upload again, write to the person "
+            f"This link has taken {taken}, the most it accepts, so this one was not stored. Your {noun}s are "
+            f"kept, and the latest accepted one is reviewed. If you need to {verb} again, write to the person "
             "who invited you.",
             "too_many_uploads",
         )
@@ -144,23 +207,83 @@ def _too_many_uploads(invitation: Invitation, now: datetime) -> SessionRefused |
         if elapsed < interval:
             wait = max(1, math.ceil(interval - elapsed))
             ago = "just now" if elapsed < 1 else _seconds(int(elapsed)) + " ago"
+            after = "under 1 s" if elapsed < 1 else f"{int(elapsed)} s"
             return SessionRefused(
-                f"Too soon: this link takes one upload every {_seconds(interval, one='second')}, and your last "
-                f"one arrived {ago}. Wait {_seconds(wait)}, then upload again. Your earlier uploads are kept.",
+                f"Too soon: this link takes one {noun} every {_seconds(interval, one='second')}, and your last "
+                f"one arrived {ago}. Wait {_seconds(wait)}, then {verb} again. Your earlier {noun}s are kept.",
                 "too_soon",
                 retry_after=wait,
+                # why other words for the record: the reviewers read it, and nothing was lost by it
+                record=too_soon_record(after, interval, wait),
             )
     return None
 
 
-def check_upload_allowed(invitation: Invitation, now: datetime | None = None) -> None:
-    """Raise SessionRefused unless this invitation may upload right now."""
+def too_soon_record(after: str, interval: int, wait: int) -> str:
+    """A too-soon upload as its receipt keeps it, for the recruiter and the reviewers (UPLOAD_TOO_SOON first)."""
+    return (f"{UPLOAD_TOO_SOON} sent {after} after the previous upload, where this link takes one every "
+            f"{interval} s; not stored, and the candidate was told to wait {wait} s and upload again.")
+
+
+def _too_slow(invitation: Invitation, began: datetime, now: datetime) -> SessionRefused | None:
+    """An upload that began before uploads closed but was still arriving too long after they closed.
+
+    why a bound: the deadline is judged by when the request began, so a
+    request line sent in time with its body trickled in later must not buy
+    more than UPLOAD_IN_FLIGHT_S of extra work.
+    """
+    closes = upload_closes_at(invitation)
+    allowance = timedelta(seconds=settings.UPLOAD_IN_FLIGHT_S)
+    if closes is None or began > closes or now <= closes + allowance:
+        return None
+    return SessionRefused(
+        f"Time is up: this upload began at {began:%H:%M:%S} UTC, before uploads closed at {closes:%H:%M:%S} UTC, "
+        f"but it had not arrived whole {counted(settings.UPLOAD_IN_FLIGHT_S, 'second')} after they closed, the "
+        "longest an upload under way is waited for. Your earlier uploads, if any, are kept. If something went "
+        "wrong, write to the person who invited you.", "deadline")
+
+
+def check_upload_allowed(invitation: Invitation, now: datetime | None = None, via: str = "browser",
+                         began: datetime | None = None) -> None:
+    """Raise SessionRefused unless this invitation may upload right now (``via`` "hosted": a workspace's submit).
+
+    ``began``: when the upload's request began on the server (shared.request_start), before its
+    body arrived; the deadline is judged by it, within UPLOAD_IN_FLIGHT_S (``_too_slow``).
+    """
     now = now or timezone.now()
+    began = min(began or now, now)
+    if via != "hosted":
+        check_zip_route(invitation)
     if invitation.started_at is None:
         raise SessionRefused("Your clock has not started yet. Press Start on your page first.", "not_started")
-    refusal = _time_is_up(invitation, now) or _too_many_uploads(invitation, now)
+    refusal = (_time_is_up(invitation, began) or _too_slow(invitation, began, now)
+               or _too_many_uploads(invitation, now, via))
     if refusal is not None:
         raise refusal
+
+
+REFUSED_UPLOADS_KEPT = 50  # per invitation: past this, refusals are answered but no longer stored
+
+
+def do_record_refused_upload(invitation: Invitation, message: str, sha256: str = "") -> GateReceipt | None:
+    """Keep a refused upload as a refused upload receipt (accepted False, with the reason); None when not kept.
+
+    why: an upload the rules turned away (the deadline, the limits, the work
+    mode, not a zip) is part of the story the recruiter and the reviewer
+    read. Past REFUSED_UPLOADS_KEPT refusals of one invitation nothing more is
+    stored, so a script posting in a loop cannot fill the database.
+    """
+    try:
+        with transaction.atomic():
+            kept = GateReceipt.objects.filter(invitation_id=invitation.pk, step=Step.UPLOAD, accepted=False).count()
+            if kept >= REFUSED_UPLOADS_KEPT:
+                return None
+            return GateReceipt.objects.create(invitation_id=invitation.pk, step=Step.UPLOAD, accepted=False,
+                                              refusal=message[:300], sha256=sha256)
+    except DatabaseError:
+        # why not raise: the refusal is answered all the same; only its record is missing
+        log.exception("could not keep the refused upload of invitation %s", invitation.pk)
+        return None
 
 
 def do_open_invitation(invitation: Invitation) -> None:
@@ -201,6 +324,9 @@ class GateReport:
     log_text: str
     tree_hashes: Mapping[str, str]
     local_time: str
+    gate_refused: str = ""  # gate.py refused the step on the candidate's machine, for this reason
+    gate_refusal_kind: str = "order"  # "order" (green before model...) or "outcome" (still red...)
+    offline: bool = False  # the refusal happened offline and is sent now
 
 
 def _green_shows_a_pass(text: str) -> bool:
@@ -234,9 +360,7 @@ def refusal_for(invitation: Invitation, step: str, report: GateReport, logged: s
     """
     if step not in (Step.RED, Step.MODEL, Step.GREEN):
         return f"Unknown step {step!r}."
-    accepted = set(
-        GateReceipt.objects.filter(invitation=invitation, accepted=True).values_list("step", flat=True)
-    )
+    accepted = set(counted_receipts(invitation).values_list("step", flat=True))
     no_model = effective_policy(invitation.packet_version) == PacketVersion.ModelPolicy.NONE
     if step == Step.MODEL and no_model:
         return "This take-home uses no model, so there is no model step: fix the code, then run `python gate.py green`."
@@ -252,23 +376,59 @@ def refusal_for(invitation: Invitation, step: str, report: GateReport, logged: s
     return logged
 
 
+GATE_REFUSALS_KEPT = 50  # per invitation: steps gate.py refused, past this answered but not stored
+
+
+def do_record_gate_refusal(invitation: Invitation, step: str, report: GateReport) -> GateReceipt | None:
+    """Keep a step gate.py refused on the candidate's machine as a refused receipt; None when not kept.
+
+    why: a green before the model or a model before red that the gate stopped
+    is part of the story too; before, gate.py stopped without a word to the
+    server. Kept whatever the clock says (a refusal made offline may arrive
+    after the deadline: it says when, in the candidate's clock, and that it
+    came late), never counted as a step, at most GATE_REFUSALS_KEPT of them.
+    """
+    check_zip_route(invitation)
+    if invitation.started_at is None:
+        raise SessionRefused("Your clock has not started yet. Press Start on your page first.", "not_started")
+    prefix = GATE_REFUSED_ORDER if report.gate_refusal_kind == "order" else GATE_REFUSED_OUTCOME
+    refusal = f"{prefix}{GATE_REFUSED_OFFLINE if report.offline else ''}: {' '.join(report.gate_refused.split())}"
+    with transaction.atomic():
+        Invitation.objects.select_for_update().filter(pk=invitation.pk).first()
+        kept = GateReceipt.objects.filter(Q(refusal__startswith=GATE_REFUSED_ORDER)
+                                          | Q(refusal__startswith=GATE_REFUSED_OUTCOME),
+                                          invitation=invitation, accepted=False).count()
+        if kept >= GATE_REFUSALS_KEPT:
+            return None
+        return GateReceipt.objects.create(
+            invitation=invitation, step=step, accepted=False, refusal=refusal[:300],
+            local_time=report.local_time[:64], log_text=report.log_text[-LOG_LIMIT:],
+            tree_hashes=dict(report.tree_hashes),
+        )
+
+
 def do_record_gate_step(invitation: Invitation, step: str, report: GateReport,
-                        captured_by: str = GateReceipt.CapturedBy.CANDIDATE) -> GateReceipt:
+                        captured_by: str = GateReceipt.CapturedBy.CANDIDATE, judged: str | None = None,
+                        integrity: Mapping | None = None) -> GateReceipt:
     """Witness one gate step: store a receipt with the server's time, accepted or refused.
 
     Refused steps are kept too (accepted=False, with the reason): a gate that
     says no is part of the story a reviewer reads. They never count as a step.
     Raises SessionRefused, storing nothing, before the clock has started; and
     after the deadline plus grace, once the step is kept as a refused receipt
-    (on the exception's ``receipt``), as a late upload is refused.
+    (on the exception's ``receipt``), as a late upload is refused. A server
+    capture passes ``judged``, why its run is refused on what it really did
+    (said when its log shows nothing against it), and its ``integrity`` record.
     """
     # why before the transaction: reading a log of up to 200,000 characters takes a while,
     # and on SQLite every other write waits while a transaction holds the lock.
-    logged = log_refusal(step, report)
+    logged = log_refusal(step, report) or judged
     with transaction.atomic():
         # why lock: two receipts at once must see each other when checking the order.
         invitation = (Invitation.objects.select_for_update().select_related("packet_version")
                       .get(pk=invitation.pk))
+        if captured_by != GateReceipt.CapturedBy.SERVER:
+            check_zip_route(invitation)  # nothing is stored: such a version has no gate.py
         if invitation.started_at is None:
             raise SessionRefused("Your clock has not started yet. Press Start on your page first.", "not_started")
         late = _time_is_up(invitation, timezone.now(), step=step)
@@ -282,6 +442,7 @@ def do_record_gate_step(invitation: Invitation, step: str, report: GateReport,
             log_text=report.log_text[-LOG_LIMIT:],
             tree_hashes=dict(report.tree_hashes),
             captured_by=captured_by,
+            integrity=dict(integrity or {}),
         )
         if receipt.accepted and step == Step.RED:
             funnel.touch(invitation.pk)
@@ -310,6 +471,60 @@ def do_record_model_exchange(invitation: Invitation, **fields) -> ModelExchange:
                                        log_text=prompt[-LOG_LIMIT:])
         funnel.touch(invitation.pk)
     return exchange
+
+
+def do_reserve_model_exchange(invitation: Invitation, body_within_caps) -> tuple[ModelExchange, dict]:
+    """Reserve a model-window request: the body to send, and its exchange counted in the caps from now on.
+
+    ``body_within_caps()`` checks the caps and builds the body (raising when a
+    cap is reached); it runs under the invitation's lock, so no other request
+    of this invitation is checked between it and the reservation. why the
+    lock: on PostgreSQL it makes the checks take turns; on SQLite the
+    IMMEDIATE transaction already does (settings.py).
+    """
+    from .upstream import rough_tokens  # why here: the upstream client is the model window's, not every action's
+
+    with transaction.atomic():
+        Invitation.objects.select_for_update().filter(pk=invitation.pk).first()
+        body = body_within_caps()
+        messages = body["messages"]
+        exchange = ModelExchange.objects.create(
+            invitation=invitation, messages=messages, model=body["model"], streamed=bool(body.get("stream")),
+            options={key: value for key, value in body.items() if key != "messages"},
+            tokens_in=rough_tokens(_sent_text(messages)), tokens_out=body["max_tokens"], tokens_estimated=True,
+            finished=False)
+    return exchange, body
+
+
+def _sent_text(messages: list[dict]) -> str:
+    return "".join(m["content"] if isinstance(m["content"], str) else "".join(p["text"] for p in m["content"])
+                   for m in messages)
+
+
+def do_finish_model_exchange(exchange: ModelExchange, *, reply: str, model: str, tokens_in: int | None,
+                             tokens_out: int | None, latency_s: float, error: str, client_gone: bool) -> None:
+    """Finish a reserved exchange once, with what the client was sent; the first one is also the model receipt.
+
+    Token counts are the upstream's usage, or (None) estimated at one per four
+    characters of the prompt and of the reply.
+    """
+    from .upstream import rough_tokens
+
+    estimated = tokens_in is None or tokens_out is None
+    if estimated:
+        tokens_in, tokens_out = rough_tokens(_sent_text(exchange.messages)), rough_tokens(reply)
+    with transaction.atomic():
+        # why lock: two first exchanges at once must not both write the receipt.
+        Invitation.objects.select_for_update().filter(pk=exchange.invitation_id).first()
+        done = ModelExchange.objects.filter(pk=exchange.pk, finished=False).update(
+            reply=reply, model=model[:200], tokens_in=tokens_in, tokens_out=tokens_out, tokens_estimated=estimated,
+            latency_s=latency_s, error=error[:500], client_gone=client_gone, finished=True)
+        if done and not GateReceipt.objects.filter(invitation_id=exchange.invitation_id, step=Step.MODEL,
+                                                   accepted=True).exists():
+            prompt = next((_sent_text([m]) for m in reversed(exchange.messages) if m["role"] == "user"), "")
+            GateReceipt.objects.create(invitation_id=exchange.invitation_id, step=Step.MODEL, received_at=exchange.at,
+                                       log_text=prompt[-LOG_LIMIT:])
+        funnel.touch(exchange.invitation_id)
 
 
 def stored_name(sha256: str) -> str:
@@ -367,7 +582,8 @@ class UploadResult:
         return self.grading.sent
 
 
-def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str = "browser") -> UploadResult:
+def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str = "browser",
+                     began: datetime | None = None) -> UploadResult:
     """Keep an upload: file by hash, Submission and an upload receipt in one transaction, then grade.
 
     The submission is the invitation's newest, so it goes under review
@@ -376,10 +592,13 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
     superseded. Grading is enqueued after the commit; if the broker is down it
     waits for the sweep, and the upload still succeeds. Raises SessionRefused
     (storing nothing, deleting the received file) after the deadline plus
-    grace, and past the per-invitation upload limits.
+    grace (judged by ``began``, when the request began, see check_upload_allowed), and past the
+    per-invitation upload limits.
     """
     created = None
     try:
+        # why before the transaction: unpacking takes a moment, and the lock would hold every other upload.
+        refusal = unpack_refusal(incoming.path, settings.MEDIA_ROOT)
         with transaction.atomic():
             # why lock: "latest" must be one row even when two uploads race.
             locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
@@ -388,11 +607,12 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             now = timezone.now()
             # why again, under the lock: two uploads racing past the view's check must
             # not both fit into the last place of the limit.
-            check_upload_allowed(locked, now)
+            check_upload_allowed(locked, now, via=via, began=began)
             Submission.objects.filter(invitation=locked, is_latest=True).update(is_latest=False)
             submission = Submission.objects.create(
                 invitation=locked, archive=stored_name(incoming.sha256), sha256=incoming.sha256,
                 size=incoming.size, original_name=incoming.original_name, via=via, uploaded_at=now,
+                unpack_refusal=refusal,
             )
             receipt = GateReceipt.objects.create(
                 invitation=locked, step=Step.UPLOAD, received_at=now, sha256=incoming.sha256
@@ -423,10 +643,50 @@ STAMP_FILE = "artifacts/model_allowed.at"
 _GATE_COMMAND_RE = re.compile(r"(?:[Rr]un )?`python gate\.py (\w+)`")
 
 
-def hosted_words(message: str) -> str:
-    """A refusal written for gate.py, said for the hosted session: "run `python gate.py red`" -> "capture red"."""
-    return _GATE_COMMAND_RE.sub(
-        lambda m: f"capture {m.group(1)} (the button, or `gate {m.group(1)}` in the terminal)", message)
+def hosted_words(message: str, model_window: bool = False) -> str:
+    """A refusal written for gate.py, said for the hosted session: "run `python gate.py red`" -> "capture red".
+
+    ``model_window``: the server provides the model, so asking it in the
+    model window takes the model step too (sessions_app.model_window).
+    """
+
+    def said(match: re.Match) -> str:
+        step = match.group(1)
+        if step == Step.MODEL and model_window:
+            words = "ask the model in the model window (or capture model: the button, or `gate model` in the terminal)"
+        else:
+            words = f"capture {step} (the button, or `gate {step}` in the terminal)"
+        return words[0].upper() + words[1:] if match.group(0).startswith("Run") else words
+
+    return _GATE_COMMAND_RE.sub(said, message)
+
+
+def model_window_offered(invitation: Invitation) -> bool:
+    """Whether this server provides the model here: then its window takes the model step too."""
+    return effective_policy(invitation.packet_version) == PacketVersion.ModelPolicy.PROVIDED
+
+
+def refusal_words(refusal: str, *, hosted: bool = False, model_window: bool = False) -> str:
+    """A refused receipt's reason as the candidate reads it, where it is shown.
+
+    The server keeps a step gate.py refused on the candidate's machine, and an
+    upload refused as too soon, in the reviewers' words ("on the candidate's
+    machine", "the candidate was told to wait"); the candidate reads them in
+    their own. ``hosted``: said for the hosted session (hosted_words), for a
+    step the server captured or a page of the workspace; otherwise gate.py's
+    commands stay. Backticks mark commands: pages render them as code.
+    """
+    kind = gate_refusal_kind(refusal)
+    if kind is not None:
+        rest = refusal.removeprefix(GATE_REFUSED_ORDER if kind == "order" else GATE_REFUSED_OUTCOME)
+        offline = rest.startswith(GATE_REFUSED_OFFLINE)
+        reason = rest.removeprefix(GATE_REFUSED_OFFLINE).removeprefix(":").strip()
+        when = " while it was offline (it told the server when next online)" if offline else ""
+        refusal = f"gate.py refused this step on your machine{when}: {reason}"
+    elif refusal.startswith(f"{UPLOAD_TOO_SOON} sent "):
+        refusal = ("Too soon after your previous upload, so it was not stored; you were told how long to wait. "
+                   "Your earlier uploads are kept.")
+    return hosted_words(refusal, model_window) if hosted else refusal
 
 
 def _file_hashes(files: Mapping[str, bytes]) -> dict[str, str]:
@@ -460,6 +720,7 @@ def _check_hosted(invitation: Invitation) -> None:
     """Refusals before anything is read: a revoked link, before Start, no workspace opened yet."""
     if invitation.revoked_at is not None:
         raise SessionRefused("This link is not valid.", "invalid")
+    check_hosted_route(invitation)
     if invitation.started_at is None:
         raise SessionRefused("Your clock has not started yet. Press Start on your page first.", "not_started")
     if not Workspace.objects.filter(invitation_id=invitation.pk).exists():
@@ -483,20 +744,27 @@ def _snapshot(invitation: Invitation) -> dict[str, bytes]:
                              "files are kept.", "unavailable") from exc
 
 
-def _run_tests(invitation: Invitation, files: Mapping[str, bytes]) -> str:
-    """The packet's test command over ``files`` in a fresh grading sandbox; returns what it printed."""
+def _run_tests(invitation: Invitation, files: Mapping[str, bytes], step: str) -> tuple[str, str | None, dict]:
+    """The packet's test command over ``files`` in a fresh grading sandbox, judged as any rerun.
+
+    Returns what it printed, why the step is refused on what the run really
+    did (None: it holds up; grading.integrity.capture_refusal) and the run's
+    integrity record ({} for a command that is not pytest's).
+    """
+    from grading.integrity import capture_refusal, run_capture
     from grading.pipeline import sandbox_for_spec
     from grading.sandbox import SandboxUnavailable
 
     spec = invitation.packet_version.to_spec()
     try:
-        # why the files themselves: the sandbox unpacks them into its own tmpfs, nothing on disk here
-        result = sandbox_for_spec(spec).run(files, spec.test_command)
+        # why the files themselves: the sandbox unpacks them into its own tmpfs, nothing on disk here.
+        # why judged: a conftest.py that rewrites pytest's reports turned unfixed code into a captured green.
+        result, record = run_capture(sandbox_for_spec(spec), files, spec.test_command)
     except SandboxUnavailable as exc:
         log.error("capture for invitation %s: the sandbox is unavailable: %s", invitation.pk, exc)
         raise SessionRefused("The server could not run your tests just now (its sandbox is unavailable). Nothing "
                              "was captured; try again in a minute.", "unavailable") from exc
-    return result.log
+    return result.log, capture_refusal(step, result, record), record or {}
 
 
 def do_capture(invitation: Invitation, step: str) -> GateReceipt:
@@ -528,13 +796,17 @@ def do_capture(invitation: Invitation, step: str) -> GateReceipt:
         # why first: a step out of order is refused without spending a sandbox run on it
         order = refusal_for(invitation, step, GateReport("", {PROMPT_FILE: ""}, ""), None)
         files = _snapshot(invitation)
+        judged, integrity = None, {}
         if step == Step.MODEL:
             log_text = files.get(PROMPT_FILE, b"").decode("utf-8", "replace")
+        elif order:
+            log_text = ""
         else:
-            log_text = "" if order else _run_tests(invitation, files)
+            log_text, judged, integrity = _run_tests(invitation, files, step)
         report = GateReport(log_text=log_text, tree_hashes=_file_hashes(files), local_time="")
         try:
-            receipt = do_record_gate_step(invitation, step, report, captured_by=GateReceipt.CapturedBy.SERVER)
+            receipt = do_record_gate_step(invitation, step, report, captured_by=GateReceipt.CapturedBy.SERVER,
+                                          judged=judged, integrity=integrity)
         except SessionRefused as exc:
             append_marker(invitation, f"{step} refused")
             exc.message = hosted_words(exc.message)
@@ -621,7 +893,8 @@ class WorkspaceIncomplete(SessionRefused):
 def hosted_missing(invitation: Invitation, files: Mapping[str, bytes]) -> list[Missing]:
     """What of the expected artifacts ``files`` (as submitted) lacks, said for the hosted session."""
     model_step = effective_policy(invitation.packet_version) != PacketVersion.ModelPolicy.NONE
-    return [replace(m, what=hosted_words(m.what)) for m in missing_artifacts(files, model_step)]
+    window = model_window_offered(invitation)
+    return [replace(m, what=hosted_words(m.what, window)) for m in missing_artifacts(files, model_step)]
 
 
 def incomplete_words(missing: list[Missing]) -> str:
@@ -646,19 +919,27 @@ def do_submit_workspace(invitation: Invitation, *, anyway: bool = False) -> Uplo
     from .workspaces import append_marker
 
     _check_hosted(invitation)
-    check_upload_allowed(invitation)  # the deadline plus grace, and the upload limits
+    try:
+        check_upload_allowed(invitation, via="hosted")  # the deadline plus grace, and the upload limits
+    except SessionRefused as exc:
+        do_record_refused_upload(invitation, exc.record)
+        raise
     with _capture_lock(invitation):
         files = hosted_files(invitation, _snapshot(invitation))
         missing = hosted_missing(invitation, files)
         if missing and not anyway:
             raise WorkspaceIncomplete(missing)
         data = _zipped(invitation, files)
-        if len(data) > settings.UPLOAD_MAX_BYTES:
-            raise SessionRefused(f"Your workspace zips to {human_size(len(data))}, more than the limit of "
-                                 f"{human_size(settings.UPLOAD_MAX_BYTES)}. Remove large files you do not need, "
-                                 "then submit again.", "too_large")
-        result = do_accept_upload(invitation, _incoming(data, f"{invitation.packet_version.packet.slug}.zip"),
-                                  via="hosted")
+        try:
+            if len(data) > settings.UPLOAD_MAX_BYTES:
+                raise SessionRefused(f"Your workspace zips to {human_size(len(data))}, more than the limit of "
+                                     f"{human_size(settings.UPLOAD_MAX_BYTES)}. Remove large files you do not "
+                                     "need, then submit again.", "too_large")
+            result = do_accept_upload(invitation, _incoming(data, f"{invitation.packet_version.packet.slug}.zip"),
+                                      via="hosted")
+        except SessionRefused as exc:
+            do_record_refused_upload(invitation, exc.record)  # kept as any refused upload is
+            raise
     append_marker(invitation, "submitted")
     result.missing = tuple(missing)
     return result
@@ -668,7 +949,8 @@ def capture_words(receipt: GateReceipt, test_command: str) -> str:
     """What a capture did, in words for the candidate (the page and the `gate` command say the same)."""
     step = receipt.step
     if not receipt.accepted:
-        return f"{step.capitalize()} not captured: {hosted_words(receipt.refusal)}"
+        words = refusal_words(receipt.refusal, hosted=True, model_window=model_window_offered(receipt.invitation))
+        return f"{step.capitalize()} not captured: {words}"
     if step == Step.MODEL:
         return "Model step witnessed: your prompt in artifacts/prompt.txt is kept with the server's time."
     ran = f"The server ran `{test_command}` over your workspace in a fresh sandbox"
@@ -696,12 +978,13 @@ def hosted_status_words(invitation: Invitation) -> str:
                     .order_by("received_at", "pk"))
     if not receipts:
         lines.append("No step witnessed yet: `gate red` captures your red run.")
+    window = model_window_offered(invitation)
     for r in receipts:
         if r.captured_by != GateReceipt.CapturedBy.SERVER:
             who = "sent by gate.py"
         else:
             who = "captured by the server" if r.accepted else "asked of the server"
-        verdict = "accepted" if r.accepted else f"refused: {hosted_words(r.refusal)}"
+        verdict = "accepted" if r.accepted else f"refused: {refusal_words(r.refusal, hosted=True, model_window=window)}"
         lines.append(f"  {r.received_at:%H:%M:%S} UTC  {r.step:<5}  {verdict} ({who})")
     count = Submission.objects.filter(invitation=invitation).count()
     lines.append(f"Submitted {counted(count, 'time')}." if count else "Not submitted yet: `gate submit` sends "
@@ -715,5 +998,5 @@ def submitted_words(result: UploadResult) -> str:
     if result.missing:
         submitted = f"Submitted as it is, without {listed([m.path for m in result.missing])}"
     return (f"{submitted}: your workspace was stored (sha256 {result.submission.sha256[:12]}…) with the logs the "
-            "server captured, and will be graded shortly. You may keep working and submit again until the "
+            "server captured, and will be reviewed. You may keep working and submit again until the "
             "deadline; the latest accepted submission is reviewed.")

@@ -4,13 +4,22 @@ Frames, a contract scripts rely on (xterm.js's attach convention): a text frame
 is raw terminal input (from the browser) or output (to it); a text frame that
 is a JSON object is a control message: ``{"resize": [cols, rows]}`` from the
 browser, ``{"close": {"code": ..., "reason": ...}}`` from the server just before
-it closes (output that happens to be a JSON object is sent in two frames).
+it closes, and ``{"stuck": reason}`` from the server when the workspace's processes
+are pinned at their cap (a fork bomb: the page offers the restart, the terminal stays
+attached), ``{"stuck": null}`` once they are not (output that happens to be a JSON
+object is sent in two frames).
 Frames over MAX_FRAME_BYTES and control messages that do not parse are dropped.
 
 Close codes: 4401 the link is not valid, 4403 not allowed (not started, or the
-packet is not worked in a hosted session), 4410 time is up; the reason says
-which in words. The socket joins a group per invitation, so the server can close
-every terminal of an invitation (``close_terminals``).
+packet is not worked in a hosted session), 4410 time is up, 4503 the shell runs
+but no terminal can attach to it (its processes or memory are at the cap: a
+fork bomb, or a connect to a workspace already pinned at its process cap, which
+is not attached to a flooded screen); the reason says which in words, and for
+4503 the page offers to restart the shell (sessions_app.workspaces.restart_shell).
+While a terminal is attached, the server counts the workspace's processes every
+CAP_SAMPLE_S (grading.workspace.CapWatch says when they are pinned). The socket
+joins a group per invitation, so the server can close every terminal of an
+invitation (``close_terminals``).
 
 Output is sent in chunks of at most CHUNK_BYTES and at most OUTPUT_BYTES_PER_S
 per socket: past that the pty is not read until the next second, so a program
@@ -48,8 +57,9 @@ COLS_RANGE = range(2, 501)
 ROWS_RANGE = range(1, 201)
 RECHECK_S = 30.0
 ATTACH_WAIT_S = 5.0  # input waits at most this long for the shell's first output after connecting
+CAP_SAMPLE_S = 0.5  # how often an attached terminal counts its workspace's processes against the cap
 
-BAD_TOKEN, NOT_ALLOWED, TIME_UP = 4401, 4403, 4410
+BAD_TOKEN, NOT_ALLOWED, TIME_UP, STUCK = 4401, 4403, 4410, 4503
 REASON_BAD_TOKEN = "This link is not valid."  # unknown; a revoked link is not found either
 REASON_TOO_MANY = "Too many links that do not work were tried from your address; wait a minute."
 REASON_REVOKED = "This invitation was withdrawn."
@@ -57,6 +67,9 @@ REASON_NOT_STARTED = "The session has not started: press Start on the session's 
 REASON_NOT_HOSTED = "This packet is not worked in a hosted session: download it from the session's page."
 REASON_TIME_UP = "Time is up: the workspace is closed."
 REASON_ENDED = "The shell ended. Reconnect to start a new one."
+# why this short: a close frame's reason holds at most 123 bytes
+REASON_STUCK = "Your shell runs, but no terminal can attach: its processes or memory are at the cap. Restart it: files stay."
+REASON_PINNED = "Your shell's programs hold every process the workspace may have (a fork bomb?). Restart it: files stay."
 REASON_UNAVAILABLE = "The workspace could not be opened: {}"
 SERVER_ERROR = 1011
 
@@ -114,6 +127,70 @@ def history_frames(history: str, rows: int) -> list[str]:
     text = history.replace("\n", "\x1b[0m\r\n") + "\x1b[0m" + "\r\n" * rows
     return [part for start in range(0, len(text), CHUNK_BYTES)
             for part in output_frames(text[start:start + CHUNK_BYTES])]
+
+
+def shell_stuck(invitation_id: int, exit_code: int | None) -> bool:
+    """Whether a client that ended with ``exit_code`` could not attach to a shell that still runs.
+
+    why the exit code: a client that detached, or whose shell exited, ends with 0; one that could
+    not even start (bwrap cannot fork under the workspace's process cap) or lost its way ends with
+    another, and then a shell still running means the terminal is locked out of it.
+    """
+    from grading.workspace import shell_running
+    from takehome.models import Invitation
+
+    from .workspaces import workspace_for
+
+    if exit_code in (0, None):
+        return False
+    invitation = Invitation.objects.select_related("packet_version").filter(pk=invitation_id).first()
+    if invitation is None or refusal_for(invitation):
+        return False
+    try:
+        return shell_running(workspace_for(invitation))
+    except Exception:
+        log.exception("could not tell whether the shell of invitation %s runs", invitation_id)
+        return False
+
+
+def live_workspace(invitation):
+    """The invitation's workspace when it is open on this host (its uid its own), else None: nothing to count."""
+    from .models import Workspace
+    from .workspaces import workspace_for
+
+    # why not a frozen or closed one: it has given its uid back, and that uid's cgroup may be another's now
+    row = Workspace.objects.filter(invitation_id=invitation.pk, frozen_at=None, closed=False,
+                                   host=settings.WORKSPACE_HOST).first()
+    try:
+        return workspace_for(invitation, row) if row is not None else None
+    except Exception:  # counting is a help, never a reason to refuse the terminal
+        log.exception("could not find the workspace of invitation %s", invitation.pk)
+        return None
+
+
+async def count_processes(ws):
+    """grading.workspace.process_count, off the event loop (under rlimits it reads all of /proc)."""
+    from grading.workspace import process_count
+
+    return await asyncio.get_running_loop().run_in_executor(None, process_count, ws)
+
+
+async def pinned_now(ws) -> bool:
+    """Whether the workspace is pinned at its process cap: counts until one is below it, PINNED_S at most.
+
+    why not one count: a build may touch the cap for a moment (grading.workspace.CapWatch).
+    """
+    from grading.workspace import CapWatch
+
+    loop = asyncio.get_running_loop()
+    watch, start = CapWatch(), loop.time()
+    while True:
+        count = await count_processes(ws)
+        if watch.add(count, loop.time()):
+            return True
+        if count is None or not count.at_cap or loop.time() - start > watch.hold_s + CAP_SAMPLE_S:
+            return False
+        await asyncio.sleep(CAP_SAMPLE_S)
 
 
 class WorkspaceClosed(Exception):
@@ -205,6 +282,7 @@ def recheck(invitation_id: int) -> tuple[tuple[int, str] | None, float]:
 
 class TerminalConsumer(AsyncWebsocketConsumer):
     client = None
+    invitation_id = None
     recorder = None
     group = None
     drawn = None  # set once the client printed something: tmux is attached and has drawn the screen
@@ -249,12 +327,20 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         if refusal:
             await self.refuse(*refusal)
             return
+        ws = await database_sync_to_async(live_workspace)(invitation)
+        if ws is not None and await pinned_now(ws):
+            # why before attaching: a client that slips in shows a screen flooded with "fork: retry"
+            # and takes one more of the processes; the page offers the restart at once instead
+            await self.refuse(STUCK, REASON_PINNED)
+            return
         self.group = group_name(invitation.pk)
+        self.invitation_id = invitation.pk
         await self.channel_layer.group_add(self.group, self.channel_name)
         try:
             self.client = await database_sync_to_async(open_client)(invitation, cols, rows)
             path = await database_sync_to_async(recording_path)(invitation)
             history = await database_sync_to_async(history_for)(invitation)
+            ws = await database_sync_to_async(live_workspace)(invitation)  # the row exists now
         except Exception as exc:  # the workspace's own exceptions carry the words for the candidate
             await self.refuse(NOT_ALLOWED, REASON_UNAVAILABLE.format(exc)[:120])
             return
@@ -269,6 +355,8 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         loop = asyncio.get_running_loop()
         self.tasks = [loop.create_task(self.guarded(self.pump())),
                       loop.create_task(self.guarded(self.watch(invitation.pk)))]
+        if ws is not None:
+            self.tasks.append(loop.create_task(self.guarded(self.watch_cap(ws))))
 
     async def refuse(self, code: int, reason: str) -> None:
         # why accept first: a close before the handshake reaches the browser as a bare
@@ -297,6 +385,22 @@ class TerminalConsumer(AsyncWebsocketConsumer):
                 await self.close_saying(*refusal)
                 return
             await asyncio.sleep(min(RECHECK_S, max(left, 0.0) + 0.5))
+
+    async def watch_cap(self, ws) -> None:
+        """Say to the page when the workspace's processes are pinned at their cap, and when no longer.
+
+        why while attached: a client that attached before the bomb filled the cap (or a reload that
+        slipped in) shows a flood of "fork: retry" and nothing else; the page offers the restart.
+        """
+        from grading.workspace import CapWatch
+
+        loop = asyncio.get_running_loop()
+        watch = CapWatch()
+        while True:
+            was = watch.pinned
+            if watch.add(await count_processes(ws), loop.time()) != was:
+                await self.send(text_data=json.dumps({"stuck": REASON_PINNED if watch.pinned else None}))
+            await asyncio.sleep(CAP_SAMPLE_S)
 
     async def pump(self) -> None:
         """The pty's output to the socket, in bounded chunks and at a bounded rate."""
@@ -327,7 +431,12 @@ class TerminalConsumer(AsyncWebsocketConsumer):
             elif sent >= OUTPUT_BYTES_PER_S:
                 await asyncio.sleep(window + 1.0 - now)
                 window, sent = loop.time(), 0
+        client = self.client
         await self.end_client()
+        exit_code = client.proc.returncode if client is not None else None
+        if await database_sync_to_async(shell_stuck)(self.invitation_id, exit_code):
+            await self.close_saying(STUCK, REASON_STUCK)
+            return
         await self.close_saying(1000, REASON_ENDED)
 
     async def receive(self, text_data=None, bytes_data=None):

@@ -55,6 +55,11 @@ class GateReceiptForm(forms.Form):
     files = forms.JSONField(required=False)
     local_time = forms.CharField(required=False, max_length=64)
     token = forms.CharField(required=False, max_length=100)
+    # A step gate.py refused on the candidate's machine: its reason, whether it was out of order or on
+    # the tests' outcome, and whether it is sent late (the gate was offline then).
+    refused = forms.CharField(required=False, max_length=2000)
+    kind = forms.ChoiceField(required=False, choices=[("order", "order"), ("outcome", "outcome")])
+    offline = forms.BooleanField(required=False)
 
     def clean_files(self) -> dict[str, str]:
         files = self.cleaned_data["files"]
@@ -72,7 +77,9 @@ class GateReceiptForm(forms.Form):
 
     def report(self) -> GateReport:
         data = self.cleaned_data
-        return GateReport(log_text=data["log"], tree_hashes=data["files"], local_time=data["local_time"])
+        return GateReport(log_text=data["log"], tree_hashes=data["files"], local_time=data["local_time"],
+                          gate_refused=data["refused"].strip(), gate_refusal_kind=data["kind"] or "order",
+                          offline=bool(data["offline"]))
 
     def first_error(self) -> str:
         field, errors = next(iter(self.errors.items()))

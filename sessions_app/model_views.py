@@ -8,14 +8,14 @@ client shows the message.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterator
-from datetime import datetime
+from collections.abc import AsyncIterator
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
@@ -24,8 +24,9 @@ from takehome.models import Invitation
 from . import actions, model_window
 from .links import TooManyLookups, invitation_for
 from .model_window import WindowRefused
+from .models import ModelExchange
 from .uploads import human_size
-from .upstream import Call, UpstreamError, rough_tokens
+from .upstream import Call, UpstreamError
 from .views import INVALID, TOO_MANY
 
 
@@ -58,6 +59,11 @@ def models(request: HttpRequest, token: str) -> JsonResponse:
 
 
 def _read_body(request: HttpRequest) -> dict:
+    if request.content_type != "application/json":
+        # why: a form or a file upload is no chat request; saying so beats a puzzling "not valid JSON".
+        sent = request.content_type or "no Content-Type"
+        raise WindowRefused(415, f"The model window takes Content-Type: application/json; this request was "
+                            f"sent as {sent[:80]}.", "unsupported_media_type")
     limit = settings.MODEL_MAX_REQUEST_BYTES
     too_big = WindowRefused(413, f"The request is larger than the {human_size(limit)} the model window takes. "
                             "Send a shorter prompt.", "request_too_large")
@@ -80,65 +86,77 @@ def _read_body(request: HttpRequest) -> dict:
 
 @csrf_exempt  # why: called by API clients with the token in the URL, never by a form on a page
 @require_POST
-def chat_completions(request: HttpRequest, token: str) -> HttpResponse:
-    """Pass one chat request to the upstream and its reply back (streamed when asked), on record."""
+async def chat_completions(request: HttpRequest, token: str) -> HttpResponse:
+    """Pass one chat request to the upstream and its reply back (streamed when asked), on record.
+
+    why async: under daphne a synchronous view's streamed reply is read to its
+    end before the first byte is sent, and it holds one of daphne's few view
+    threads (ASGI_THREADS) for the whole reply; here each event goes out as
+    the upstream's arrives, and a reply under way holds no thread.
+    """
     try:
-        invitation = _open_invitation(request, token)
+        invitation = await sync_to_async(_open_invitation)(request, token)
         request_body = _read_body(request)
-        tokens_left = model_window.check_caps(invitation)
-        body = model_window.upstream_body(request_body, invitation.packet_version, tokens_left)
+        exchange, body = await sync_to_async(model_window.reserve)(invitation, request_body)
     except WindowRefused as refused:
         return _error(refused)
-    sent_at = timezone.now()
-    call = Call(model_window.upstream(), body)
-    try:
-        call.send()
-        if not body.get("stream"):
-            reply = call.whole()
-    except UpstreamError as exc:
-        call.close()
-        _record(invitation, call, sent_at, str(exc))
-        return _error(WindowRefused(502, str(exc), "upstream_error", "server_error"))
+    call = Call(model_window.upstream(), body, reply_id=f"chatcmpl-{exchange.pk}")
     if body.get("stream"):
-        response = StreamingHttpResponse(_relay(invitation, call, sent_at), content_type="text/event-stream")
+        response = StreamingHttpResponse(_relay(exchange, call), content_type="text/event-stream")
         # why: a proxy that buffers (nginx, some Caddy set-ups) would hold the events until the end.
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
-    call.close()
-    _record(invitation, call, sent_at, "")
+    try:
+        await call.send()
+        reply = await call.whole()
+    except UpstreamError as exc:
+        await _finish(exchange, call, "", error=str(exc))
+        return _error(WindowRefused(502, str(exc), "upstream_error", "server_error"))
+    except asyncio.CancelledError:
+        # why: the client left while the upstream was still answering; it was sent nothing.
+        await _finish(exchange, call, "", client_gone=True)
+        raise
+    finally:
+        await call.close()
+    await _finish(exchange, call, call.reply.text)
     return JsonResponse(reply)
 
 
-def _relay(invitation: Invitation, call: Call, sent_at: datetime) -> Iterator[bytes]:
-    """The upstream's events as they arrive; an error event when the stream breaks; the record at the end."""
-    error = ""
+async def _relay(exchange: ModelExchange, call: Call) -> AsyncIterator[bytes]:
+    """The reply's events as the upstream's arrive; an error event when it fails; the record at the end.
+
+    What is recorded is what was handed to the client's connection: an event
+    counts once the server has taken it and asked for the next. When the
+    client leaves, daphne cancels the response and this stops reading the
+    upstream; the record says so.
+    """
+    delivered, error, gone = [], "", False
     try:
-        yield from call.stream()
-    except UpstreamError as exc:
-        error = str(exc)
-        yield b"data: " + json.dumps(WindowRefused(502, error, "upstream_error", "server_error").body()).encode()
-        yield b"\n\n"
-    except GeneratorExit:
-        error = "The client closed the connection before the reply ended."
+        try:
+            await call.send()
+            async for event in call.stream():
+                yield event.data
+                delivered.append(event.text)
+        except UpstreamError as exc:
+            error = str(exc)
+            rest = call.rest()
+            if rest is not None:
+                yield rest.data
+                delivered.append(rest.text)
+            yield b"data: " + json.dumps(WindowRefused(502, error, "upstream_error", "server_error").body()).encode()
+            yield b"\n\n"
+    except (asyncio.CancelledError, GeneratorExit):
+        gone = True  # why both: daphne cancels the task at an await, or the server closes us at a yield
         raise
     finally:
-        call.close()
-        _record(invitation, call, sent_at, error)
+        await call.close()
+        await _finish(exchange, call, "".join(delivered), error=error, client_gone=gone)
 
 
-def _record(invitation: Invitation, call: Call, sent_at: datetime, error: str) -> None:
-    """Store the exchange. Token counts without the upstream's usage: one per four characters."""
-    reply, messages = call.reply, call.body["messages"]
-    estimated = reply.tokens_in is None
-    if estimated:
-        sent_text = "".join(m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
-                            for m in messages)
-        tokens_in, tokens_out = rough_tokens(sent_text), rough_tokens(reply.text)
-    else:
-        tokens_in, tokens_out = reply.tokens_in, reply.tokens_out
-    actions.do_record_model_exchange(
-        invitation, at=sent_at, messages=messages, reply=reply.text, model=reply.model or call.body["model"],
-        streamed=bool(call.body.get("stream")), tokens_in=tokens_in, tokens_out=tokens_out,
-        tokens_estimated=estimated, latency_s=round(call.latency_s, 3), error=error[:500],
-    )
+async def _finish(exchange: ModelExchange, call: Call, delivered: str, error: str = "",
+                  client_gone: bool = False) -> None:
+    reply = call.reply
+    await sync_to_async(actions.do_finish_model_exchange)(
+        exchange, reply=delivered, model=reply.model or call.body["model"], tokens_in=reply.tokens_in,
+        tokens_out=reply.tokens_out, latency_s=round(call.latency_s, 3), error=error, client_gone=client_gone)

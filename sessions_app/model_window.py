@@ -1,7 +1,8 @@
 """The model window's rules: when it is open, what a request may ask for, and the caps.
 
 The HTTP side is in model_views.py, the upstream call in upstream.py, and the
-record (ModelExchange and the model receipt) in actions.do_record_model_exchange.
+record (ModelExchange and the model receipt) in actions: do_reserve_model_exchange
+before the upstream call, do_finish_model_exchange after it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,18 @@ from shared.words import counted
 from takehome.models import Invitation, PacketVersion, effective_policy
 
 from . import actions
-from .models import GateReceipt
+from .models import GateReceipt, ModelExchange
 from .upstream import Upstream
 
-# Keys passed on to the upstream; everything else a client sends is dropped.
-# why a list: n, tools, logit_bias and the like would change what a request costs or does.
-PASSED_KEYS = ("temperature", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty")
+# Keys passed on to the upstream, each with the kind of value it takes; everything else a client sends is
+# dropped. why a list: n, tools, logit_bias and the like would change what a request costs or does.
+NUMBER_KEYS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
+PASSED_KEYS = (*NUMBER_KEYS, "stop", "seed")
+# The roles a message may have: a conversation in text. why: tool and function messages, and content
+# parts other than text (images by any URL, audio, files), would reach the model beside what the
+# reviewer reads as the exchange.
+ROLES = ("system", "user", "assistant")
+MAX_STOPS = 4
 
 
 class WindowRefused(Exception):
@@ -27,9 +34,10 @@ class WindowRefused(Exception):
     def __init__(self, status: int, message: str, code: str, kind: str = "invalid_request_error"):
         super().__init__(message)
         self.status, self.message, self.code, self.kind = status, message, code, kind
+        self.param: str | None = None  # the request's key at fault, when one is
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.kind, "param": None, "code": self.code}}
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
 
 def upstream() -> Upstream:
@@ -54,9 +62,12 @@ def check_open(invitation: Invitation) -> None:
     if actions.session_phase(invitation) == "closed":
         raise WindowRefused(403, "Time is up: the model window closed with the gate "
                             f"{actions.grace_words()} after your deadline.", "deadline", "permission_error")
-    if not GateReceipt.objects.filter(invitation=invitation, step=GateReceipt.Step.RED, accepted=True).exists():
-        raise WindowRefused(403, "No red run has been witnessed yet. The model waits: run python gate.py red "
-                            "first, then ask.", "red_not_witnessed", "permission_error")
+    # why counted_receipts: on a hosted-only version only a red the server captured opens the window
+    if not actions.counted_receipts(invitation).filter(step=GateReceipt.Step.RED).exists():
+        first = ("capture red in your workspace (the button, or `gate red` in the terminal)"
+                 if not actions.zip_offered(invitation.packet_version) else "run python gate.py red")
+        raise WindowRefused(403, f"No red run has been witnessed yet. The model waits: {first} first, then ask.",
+                            "red_not_witnessed", "permission_error")
 
 
 def closed_because(invitation: Invitation) -> str:
@@ -69,7 +80,7 @@ def closed_because(invitation: Invitation) -> str:
 
 
 def used(invitation: Invitation) -> tuple[int, int]:
-    """Requests and tokens (in and out) this invitation has used so far."""
+    """Requests and tokens (in and out) this invitation has used so far, those under way by their reservation."""
     found = invitation.model_exchanges.aggregate(n=Count("pk"), tin=Sum("tokens_in"), tout=Sum("tokens_out"))
     return found["n"], (found["tin"] or 0) + (found["tout"] or 0)
 
@@ -87,27 +98,96 @@ def check_caps(invitation: Invitation) -> int:
     return settings.MODEL_MAX_TOKENS - tokens
 
 
-def upstream_body(request_body: dict, version: PacketVersion, tokens_left: int) -> dict:
-    """What is sent upstream: the messages, the packet's model, max_tokens capped, a few safe keys.
+def _refused(message: str, code: str, param: str) -> WindowRefused:
+    refused = WindowRefused(400, message, code)
+    refused.param = param
+    return refused
 
-    Raises WindowRefused (400) when the messages are missing or not a list of
-    {role, content} objects.
+
+def _text_content(content, where: str) -> str | list[dict]:
+    """A message's content rebuilt: text as it is, or a list of text parts, each only {type, text}."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or not content:
+        raise _refused("Each message needs a \"role\" (text) and a \"content\" (text).", "invalid_messages",
+                       f"{where}.content")
+    parts = []
+    for number, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind != "text" or not isinstance(part.get("text"), str):
+            what = f"a part of type {kind!r}" if isinstance(kind, str) else "a part that is not text"
+            raise _refused(f"The model window takes text only; {where}.content[{number}] is {what}. "
+                           "Send the text itself.", "unsupported_content", f"{where}.content[{number}]")
+        parts.append({"type": "text", "text": part["text"]})
+    return parts
+
+
+def sendable_messages(messages) -> list[dict]:
+    """The messages rebuilt from the allow-list: each {role, content}, text only; WindowRefused (400) otherwise.
+
+    Keys beside role and content (name, tool_calls...) are dropped, so what goes
+    upstream is exactly what the record shows the reviewer.
     """
-    messages = request_body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise WindowRefused(400, "The request needs \"messages\": a list of {\"role\", \"content\"} objects.",
                             "missing_messages")
-    for message in messages:
-        if not (isinstance(message, dict) and isinstance(message.get("role"), str)
-                and isinstance(message.get("content"), (str, list))):
-            raise WindowRefused(400, "Each message needs a \"role\" (text) and a \"content\" (text).",
-                                "invalid_messages")
+    rebuilt = []
+    for number, message in enumerate(messages):
+        where = f"messages[{number}]"
+        if not (isinstance(message, dict) and isinstance(message.get("role"), str) and "content" in message):
+            raise _refused("Each message needs a \"role\" (text) and a \"content\" (text).", "invalid_messages",
+                           where)
+        if message["role"] not in ROLES:
+            raise _refused(f"The model window takes the roles system, user and assistant; {where} has the role "
+                           f"{message['role'][:40]!r}.", "unsupported_role", f"{where}.role")
+        rebuilt.append({"role": message["role"], "content": _text_content(message["content"], where)})
+    return rebuilt
+
+
+def _option(key: str, value):
+    """A passed key's value as sent upstream; WindowRefused (400) when it is not of its kind."""
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if key in NUMBER_KEYS and is_number:
+        return value
+    if key == "seed" and type(value) is int:
+        return value
+    if key == "stop" and (isinstance(value, str) or (isinstance(value, list) and len(value) <= MAX_STOPS
+                                                      and all(isinstance(v, str) for v in value))):
+        return value
+    kind = {"seed": "a whole number", "stop": f"a text or a list of at most {MAX_STOPS} texts"}.get(key, "a number")
+    raise _refused(f"\"{key}\" must be {kind}.", "invalid_value", key)
+
+
+def upstream_body(request_body: dict, version: PacketVersion, tokens_left: int) -> dict:
+    """What is sent upstream, rebuilt: the messages, the packet's model, max_tokens capped, a few safe keys.
+
+    Raises WindowRefused (400) when the messages are missing or not a list of
+    {role, content} objects in text, or a passed key's value is not of its kind.
+    """
+    messages = sendable_messages(request_body.get("messages"))
     asked = request_body.get("max_tokens") or request_body.get("max_completion_tokens")
     cap = min(settings.MODEL_MAX_REPLY_TOKENS, tokens_left)
-    body = {key: request_body[key] for key in PASSED_KEYS if key in request_body}
+    body = {key: _option(key, request_body[key]) for key in PASSED_KEYS if request_body.get(key) is not None}
     body.update(messages=messages, model=version.model_in_use,
                 max_tokens=min(asked, cap) if type(asked) is int and asked > 0 else cap)  # why type(): True is an int too
     if request_body.get("stream") is True:
         # why include_usage: the last chunk then carries the token counts the caps need.
         body.update(stream=True, stream_options={"include_usage": True})
     return body
+
+
+def reserve(invitation: Invitation, request_body: dict) -> tuple[ModelExchange, dict]:
+    """Check the caps and reserve this request's place in them, in one step; the exchange and the body to send.
+
+    why one step under the invitation's lock: two requests that both checked
+    the caps before either was counted would both pass (a cap of 100 served
+    157 to 60 threads). The reservation counts the request and its tokens (the
+    prompt's estimate and the max_tokens granted) until the exchange finishes
+    with the real counts. Raises WindowRefused past a cap or for a bad body.
+    """
+    sendable_messages(request_body.get("messages"))  # why first: a bad body is refused without taking the lock
+
+    def body_within_caps() -> dict:
+        return upstream_body(request_body, invitation.packet_version, check_caps(invitation))
+
+    return actions.do_reserve_model_exchange(invitation, body_within_caps)

@@ -9,6 +9,11 @@ from django.utils import timezone
 
 from takehome.models import ImmutableRowError, Invitation
 
+# How the receipt of an upload refused as too soon begins (sessions_app.actions writes it; the candidate's
+# words began so too, before it was worded for reviewers): a throttled retry, listed for the reviewers
+# but not counted among refused uploads on the recruiter's board, as nothing was lost by it.
+UPLOAD_TOO_SOON = "Too soon:"
+
 
 class GateReceipt(models.Model):
     """One step the server saw happen: red, model, green (from gate.py) or an upload.
@@ -38,6 +43,10 @@ class GateReceipt(models.Model):
     tree_hashes = models.JSONField(default=dict, blank=True)
     sha256 = models.CharField(max_length=64, blank=True)
     captured_by = models.CharField(max_length=10, choices=CapturedBy.choices, default=CapturedBy.CANDIDATE)
+    # why: a capture is judged as any rerun (grading.integrity.run_capture); the record says the
+    # server's run held up, and grading vouches for a captured red log only when it did.
+    integrity = models.JSONField(default=dict, blank=True,
+                                 help_text="A server capture's integrity record: canaries, tampered, unconfirmed.")
 
     class Meta:
         ordering = ["received_at", "pk"]
@@ -138,6 +147,10 @@ class Submission(models.Model):
     grading_task_id = models.CharField(max_length=64, blank=True,
                                        help_text="The id of the last grading message sent (or tried) while it waits.")
     reject_reason = models.TextField(blank=True)
+    # why a field of its own: the candidate is told only what is known when the upload arrives (see
+    # docs/evidence.md, "What the candidate sees of grading"); the worker's own verdict is reject_reason.
+    unpack_refusal = models.TextField(
+        blank=True, help_text="Why the zip cannot be unpacked, found as it arrived; '' when it can.")
 
     objects = SubmissionQuerySet.as_manager()
 
@@ -151,6 +164,17 @@ class Submission(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
+
+    @property
+    def candidate_status(self) -> str:
+        """What the candidate's pages say of this upload: "rejected" (cannot be unpacked) or "received".
+
+        Decided once, when the upload arrives, from its bytes alone: nothing the
+        worker does later (grading, graded, superseded, error) reaches the
+        candidate, so no candidate code run in grading can signal through the
+        time at which their page changes.
+        """
+        return self.Status.REJECTED if self.unpack_refusal else self.Status.RECEIVED
 
     @property
     def late_minutes(self) -> int | None:
@@ -168,11 +192,17 @@ class Submission(models.Model):
 class ModelExchange(models.Model):
     """One request through the model window (sessions_app/model_window.py) and what came back.
 
-    Written once, after the reply ended or failed: ``messages`` is the exact
-    list sent upstream, ``reply`` the text assembled from the reply (or the
-    stream), ``error`` what went wrong in words ("" when nothing did). Token
-    counts come from the upstream's usage when it gives them, else they are
-    estimated (see model_window.rough_tokens). The upstream key is never stored.
+    Written in two steps by sessions_app.actions: reserved (``finished`` False)
+    before the upstream is called, so the caps count it from then on, and
+    finished once when the reply ended or failed. ``messages`` is the exact
+    list sent upstream and ``options`` the request's other keys as sent (model,
+    max_tokens, temperature...); ``reply`` the text the candidate's client was
+    sent (a stream's text up to where the client left), ``client_gone`` whether
+    the client closed the connection before the reply ended, ``error`` what
+    went wrong upstream in words ("" when nothing did). Token counts come from
+    the upstream's usage when it gives them, else they are estimated (see
+    upstream.rough_tokens); while reserved they hold the estimate of the
+    prompt and the max_tokens granted. The upstream key is never stored.
     """
 
     invitation = models.ForeignKey(Invitation, on_delete=models.CASCADE, related_name="model_exchanges")
@@ -186,6 +216,9 @@ class ModelExchange(models.Model):
     tokens_estimated = models.BooleanField(default=False, help_text="The upstream gave no usage; counted roughly.")
     latency_s = models.FloatField(default=0.0)
     error = models.CharField(max_length=500, blank=True)
+    options = models.JSONField(default=dict, blank=True, help_text="The request's keys sent besides the messages.")
+    client_gone = models.BooleanField(default=False, help_text="The client left before the reply ended.")
+    finished = models.BooleanField(default=True, help_text="False while the upstream call is under way.")
 
     class Meta:
         ordering = ["at", "pk"]

@@ -15,9 +15,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile, StopUpload
 
+from grading.archive import Limits, UnsafeArchive, safe_extract
 from takehome.unavailable import NO_SPACE_ERRNOS
 
 FIELD = "archive"
@@ -187,3 +189,28 @@ class HashingUploadHandler(FileUploadHandler):
 
     def upload_interrupted(self):
         self._drop()
+
+
+def unpack_limits() -> Limits:
+    """The limits grading unpacks an upload with (grading.pipeline.grade_options uses the same settings)."""
+    return Limits(max_entries=settings.UPLOAD_MAX_FILES, max_file_bytes=settings.UPLOAD_MAX_FILE_BYTES,
+                  max_total_bytes=settings.UPLOAD_MAX_UNPACKED_BYTES)
+
+
+def unpack_refusal(path: Path, media_root: Path) -> str:
+    """Why the zip at ``path`` cannot be unpacked for grading, or "" when it can.
+
+    The same check the worker makes first (grading.archive.safe_extract, same
+    limits), made here as the upload arrives, so the candidate learns at once
+    and from the bytes alone. why not wait for the worker: when its verdict
+    appears depends on how long the grading ahead of it took, which the
+    candidate's own code, run on the packet's hidden tests, can stretch.
+    """
+    folder = Path(media_root) / INCOMING
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix="check-") as tmp:
+        try:
+            safe_extract(path, Path(tmp) / "tree", unpack_limits())
+        except UnsafeArchive as exc:
+            return exc.reason
+    return ""

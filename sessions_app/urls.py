@@ -19,6 +19,7 @@ urlpatterns = [
     # The hosted session's gate buttons (the workspace page and its terminal are beside them).
     path("<str:token>/workspace/capture/<str:step>", workspace_views.capture, name="workspace-capture"),
     path("<str:token>/workspace/submit", workspace_views.submit, name="workspace-submit"),
+    path("<str:token>/workspace/restart", workspace_views.restart, name="workspace-restart"),
     # The model window, OpenAI-compatible: a client's base URL is /t/<token>/model/v1.
     path("<str:token>/model/v1/chat/completions", model_views.chat_completions, name="model-chat"),
     path("<str:token>/model/v1/models", model_views.models, name="model-list"),

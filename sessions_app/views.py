@@ -26,6 +26,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from shared.http import from_gate, htmx_redirect, wants_json
+from shared.request_start import request_began
 from takehome.models import Invitation, PacketVersion, effective_policy
 from takehome.templatetags.takehome_tags import utc_time
 from takehome.unavailable import NO_SPACE, Unavailable
@@ -116,20 +117,31 @@ def phase(invitation: Invitation) -> str:
 class ReviewedUpload:
     """Which upload reviewers will see, as the candidate's page says it."""
 
-    upload: Submission | None  # the one under review (is_latest)
+    upload: Submission | None  # the one under review, as far as the candidate is told
     refused_since: tuple[Submission, ...] = ()  # newer uploads refused, which did not replace it
     none_accepted: bool = False  # every upload so far was refused: reviewers see only that
 
+    @property
+    def for_review(self) -> Submission | None:
+        """The upload to mark "for review" / "(reviewed)": None when none was accepted (``upload`` is then
+        the latest refused one, which reviewers see only as refused)."""
+        return None if self.none_accepted else self.upload
+
 
 def reviewed_upload(submissions: list[Submission]) -> ReviewedUpload:
-    """From the invitation's uploads, newest first: the one under review and what did not replace it."""
-    upload = next((s for s in submissions if s.is_latest), None)
-    if upload is None:
+    """From the invitation's uploads, newest first: the one under review and what did not replace it.
+
+    why from ``candidate_status`` and not ``is_latest``: the flag moves when the
+    worker refuses or fails an upload, at a time that grading's duration decides;
+    the candidate's page must not move with it (docs/evidence.md).
+    """
+    if not submissions:
         return ReviewedUpload(None)
-    if upload.status in Submission.REFUSED:
-        return ReviewedUpload(upload, none_accepted=True)
+    upload = next((s for s in submissions if s.candidate_status != Submission.Status.REJECTED), None)
+    if upload is None:
+        return ReviewedUpload(submissions[0], none_accepted=True)
     newer = [s for s in submissions if (s.uploaded_at, s.pk) > (upload.uploaded_at, upload.pk)]
-    return ReviewedUpload(upload, tuple(s for s in newer if s.status in Submission.REFUSED))
+    return ReviewedUpload(upload, tuple(newer))
 
 
 def clock_context(invitation: Invitation, token: str) -> dict:
@@ -144,6 +156,17 @@ def clock_context(invitation: Invitation, token: str) -> dict:
     }
 
 
+def candidate_receipts(invitation: Invitation) -> list[GateReceipt]:
+    """The gate steps the server holds, each refused one with ``refusal_words``: its reason in the candidate's
+    words, said for where the step was taken (a server capture: the workspace's way; else gate.py's)."""
+    window = actions.model_window_offered(invitation)
+    receipts = list(invitation.receipts.exclude(step=GateReceipt.Step.UPLOAD).order_by("received_at", "pk"))
+    for r in receipts:
+        r.refusal_words = actions.refusal_words(r.refusal, hosted=r.captured_by == GateReceipt.CapturedBy.SERVER,
+                                                model_window=window)
+    return receipts
+
+
 def session_context(invitation: Invitation, token: str, form: UploadForm | None = None) -> dict:
     submissions = list(invitation.submissions.order_by("-uploaded_at", "-pk"))
     return {
@@ -156,8 +179,7 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
         "form": form or UploadForm(),
         "submissions": submissions,
         "reviewed": reviewed_upload(submissions),
-        "grading_pending": any(not s.is_finished for s in submissions),
-        "receipts": list(invitation.receipts.exclude(step=GateReceipt.Step.UPLOAD).order_by("received_at", "pk")),
+        "receipts": candidate_receipts(invitation),
         "server_python": server_python(invitation.packet_version),
         "venv_steps": VENV_STEPS,
         "model_panel": model_panel(invitation),
@@ -239,6 +261,10 @@ def start(request: HttpRequest, invitation: Invitation, token: str) -> HttpRespo
 @with_invitation
 def download(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
     """The project folder as a zip, with the candidate's own gate.py. Only once the clock runs."""
+    try:
+        actions.check_zip_route(invitation)
+    except actions.SessionRefused as exc:
+        return not_offered(request, invitation, token, exc)
     if invitation.started_at is None:
         message = "Press Start first: the download is ready once your clock is running."
         if wants_json(request):
@@ -256,6 +282,10 @@ def download(request: HttpRequest, invitation: Invitation, token: str) -> HttpRe
 @with_invitation(json_only=True)
 def gate_step(request: HttpRequest, invitation: Invitation, token: str, step: str) -> JsonResponse:
     """Witness one gate step (red, model, green): store a receipt with the server's time."""
+    try:
+        actions.check_zip_route(invitation)
+    except actions.SessionRefused as exc:
+        return JsonResponse({"accepted": False, "code": exc.code, "message": exc.message}, status=409)
     if step not in GATE_STEPS:
         return JsonResponse({"message": f"There is no gate step called {step[:20]!r}: use red, model or green."},
                             status=404)
@@ -275,8 +305,19 @@ def gate_step(request: HttpRequest, invitation: Invitation, token: str, step: st
     if form.cleaned_data["token"] and form.cleaned_data["token"] != token:
         return JsonResponse({"message": "This gate belongs to another candidate's link; nothing was recorded."},
                             status=403)
+    report = form.report()
+    if report.gate_refused:
+        # A step gate.py refused on the candidate's machine: kept as a refused receipt, never a step.
+        try:
+            kept = actions.do_record_gate_refusal(invitation, step, report)
+        except actions.SessionRefused as exc:
+            return JsonResponse({"accepted": False, "message": exc.message}, status=409)
+        if kept is None:
+            return JsonResponse({"accepted": False, "recorded": False,
+                                 "message": "Refusal not kept: this link has too many already."}, status=200)
+        return JsonResponse({**_receipt_body(kept), "recorded": True}, status=200)
     try:
-        receipt = actions.do_record_gate_step(invitation, step, form.report())
+        receipt = actions.do_record_gate_step(invitation, step, report)
     except actions.SessionRefused as exc:
         if exc.receipt is None:
             return JsonResponse({"accepted": False, "message": exc.message}, status=409)
@@ -291,7 +332,7 @@ def _receipt_body(receipt: GateReceipt) -> dict:
         "receipt": receipt.pk,
         "step": receipt.step,
         "received_at": receipt.received_at.isoformat(),
-        "message": receipt.refusal or f"{receipt.step} witnessed.",
+        "message": actions.refusal_words(receipt.refusal) if receipt.refusal else f"{receipt.step} witnessed.",
     }
 
 
@@ -301,6 +342,9 @@ def _receipt_body(receipt: GateReceipt) -> dict:
 def status(request: HttpRequest, invitation: Invitation, token: str) -> JsonResponse:
     """What the server witnessed, the uploads and their grading, and the time left (JSON)."""
     iso = lambda value: value.isoformat() if value else None  # noqa: E731
+    submissions = list(invitation.submissions.order_by("-uploaded_at", "-pk"))
+    reviewed = reviewed_upload(submissions)
+    window = actions.model_window_offered(invitation)
     return JsonResponse({
         "packet": invitation.packet.title,
         "server_time": timezone.now().isoformat(),
@@ -310,32 +354,50 @@ def status(request: HttpRequest, invitation: Invitation, token: str) -> JsonResp
         "seconds_left": seconds_left(invitation),
         "phase": phase(invitation),
         "receipts": [
-            {"id": r.pk, "step": r.step, "accepted": r.accepted, "refusal": r.refusal,
+            {"id": r.pk, "step": r.step, "accepted": r.accepted,
+             "refusal": actions.refusal_words(r.refusal, hosted=r.captured_by == GateReceipt.CapturedBy.SERVER,
+                                              model_window=window),
              "received_at": iso(r.received_at), "local_time": r.local_time}
             for r in invitation.receipts.order_by("received_at", "pk")
         ],
+        # why received or rejected only, decided as each upload arrived: what grading does later
+        # (and when) never reaches the candidate (docs/evidence.md).
         "submissions": [
             {"id": s.pk, "sha256": s.sha256, "size": s.size, "uploaded_at": iso(s.uploaded_at),
-             "status": s.status, "reviewed": s.is_latest, "is_latest": s.is_latest, "via": s.via,
-             "refusal": s.reject_reason if s.status == Submission.Status.REJECTED else ""}
-            for s in invitation.submissions.order_by("-uploaded_at", "-pk")
+             "status": s.candidate_status, "reviewed": s == reviewed.for_review, "is_latest": s == reviewed.for_review,
+             "via": s.via, "refusal": s.unpack_refusal}
+            for s in submissions
         ],
     })
 
 
 def refusal_status(code: str) -> int:
-    """The HTTP status of an upload (or late gate step) the rules refuse: 429 for the upload limits."""
+    """The HTTP status of an upload (or late gate step) the rules refuse: 429 for the upload limits,
+    409 for a route the version's work mode does not offer."""
+    if code == "work_mode":
+        return 409
     return 429 if code in ("too_soon", "too_many_uploads") else 403
 
 
+def not_offered(request: HttpRequest, invitation: Invitation, token: str, exc: actions.SessionRefused) -> HttpResponse:
+    """409: a route the packet version's work mode does not offer, said in a sentence (JSON for clients)."""
+    if wants_json(request):
+        return JsonResponse({"code": exc.code, "message": exc.message}, status=409)
+    return render(request, "sessions_app/not_offered.html", {"invitation": invitation, "token": token,
+                                                             "message": exc.message}, status=409)
+
+
 def _upload_refused(request, invitation, token, code: str, message: str, status: int,
-                    retry_after: int | None = None) -> HttpResponse:
+                    retry_after: int | None = None, record: str | None = None) -> HttpResponse:
     """A refused upload: JSON for the gate; for a browser, the form again with the reason.
 
     A browser gets 200 (htmx 2 swaps only 2xx by default), except for the
     upload limits: those answer 429 whoever asks, with Retry-After when waiting
-    helps, and the page's script lets htmx swap that one in.
+    helps, and the page's script lets htmx swap that one in. Every refusal is
+    kept as a refused upload receipt, for the recruiter and the reviewers, in
+    ``record``'s words when given (SessionRefused.record), else the message's.
     """
+    actions.do_record_refused_upload(invitation, record or message)
     if wants_json(request):
         response = JsonResponse({"code": code, "message": message}, status=status)
     else:
@@ -351,16 +413,20 @@ def _upload_refused(request, invitation, token, code: str, message: str, status:
 
 def _rules_refused(request, invitation, token, exc: actions.SessionRefused) -> HttpResponse:
     return _upload_refused(request, invitation, token, exc.code, exc.message, refusal_status(exc.code),
-                           exc.retry_after)
+                           exc.retry_after, record=exc.record)
 
 
 @csrf_exempt  # why: the gate posts here by token; browsers are checked in _receive_browser
 @require_POST
 @with_invitation
 def upload(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
-    """Receive a zip (multipart field ``archive``), keep it by hash and queue its grading."""
+    """Receive a zip (multipart field ``archive``), keep it by hash and queue its grading.
+
+    The deadline is judged by when the request began, before its body arrived (shared.request_start).
+    """
+    began = request_began(request)
     try:
-        actions.check_upload_allowed(invitation)
+        actions.check_upload_allowed(invitation, began=began)
     except actions.SessionRefused as exc:
         return _rules_refused(request, invitation, token, exc)
     handler = HashingUploadHandler(request, max_bytes=settings.UPLOAD_MAX_BYTES, media_root=settings.MEDIA_ROOT)
@@ -375,15 +441,16 @@ def upload(request: HttpRequest, invitation: Invitation, token: str) -> HttpResp
     request.upload_handlers = [handler]
     try:
         if from_gate(request):
-            return _receive(request, invitation, token, handler, via="gate")
-        return _receive_browser(request, invitation, token, handler, via="browser")
+            return _receive(request, invitation, token, handler, via="gate", began=began)
+        return _receive_browser(request, invitation, token, handler, via="browser", began=began)
     finally:
         # why: a file refused late (CSRF, deadline, a busy database) or cut short must not stay
         # behind; a stored one has moved already.
         handler.discard()
 
 
-def _receive(request, invitation: Invitation, token: str, handler: HashingUploadHandler, via: str) -> HttpResponse:
+def _receive(request, invitation: Invitation, token: str, handler: HashingUploadHandler, via: str,
+             began=None) -> HttpResponse:
     form = UploadForm(request.POST, request.FILES, max_bytes=settings.UPLOAD_MAX_BYTES)
     if handler.error == "no_space":
         raise Unavailable(NO_SPACE)  # answered 503 with Retry-After by takehome.unavailable
@@ -393,12 +460,13 @@ def _receive(request, invitation: Invitation, token: str, handler: HashingUpload
         status = 413 if code == "too_large" else 400
         return _upload_refused(request, invitation, token, code, message, status)
     try:
-        result = actions.do_accept_upload(invitation, form.cleaned_data["archive"], via=via)
+        result = actions.do_accept_upload(invitation, form.cleaned_data["archive"], via=via, began=began)
     except actions.SessionRefused as exc:
         return _rules_refused(request, invitation, token, exc)
     submission = result.submission
     message = (f"Upload received and stored (sha256 {submission.sha256[:12]}…, {human_size(submission.size)}). "
-               "It will be graded shortly.")
+               + (f"It cannot be graded: {submission.unpack_refusal}" if submission.unpack_refusal
+                  else "It will be reviewed."))
     # why no database read from here on: the upload is committed, and an answer that failed now
     # (503: "not stored") would tell the candidate the opposite of the truth.
     if wants_json(request):
@@ -409,12 +477,15 @@ def _receive(request, invitation: Invitation, token: str, handler: HashingUpload
             "sha256": submission.sha256,
             "size": submission.size,
             "received_at": submission.uploaded_at.isoformat(),
-            "status": Submission.Status.QUEUED if result.queued else Submission.Status.RECEIVED,
+            "status": submission.candidate_status,
+            "refusal": submission.unpack_refusal,
         }, status=201)
-    # why not the same words: a message stays on the page while grading moves on; the page's
-    # own polled status says where grading is.
-    messages.success(request, f"Upload received and stored (sha256 {submission.sha256[:12]}…, "
-                              f"{human_size(submission.size)}).")
+    # why not the same words: the receipt page below says what becomes of it, accepted or not.
+    stored = f"Upload received and stored (sha256 {submission.sha256[:12]}…, {human_size(submission.size)})."
+    if submission.unpack_refusal:
+        messages.error(request, f"{stored} It cannot be graded: see why below.")
+    else:
+        messages.success(request, stored)
     return htmx_redirect(request, "sessions_app:submission-detail", token=token, pk=submission.pk)
 
 
@@ -437,7 +508,7 @@ def submission_detail(request: HttpRequest, invitation: Invitation, token: str, 
     template = "sessions_app/submission_detail.html"
     if request.htmx:
         template += "#grading-state"
-    reviewed = None if submission.is_latest else invitation.submissions.filter(is_latest=True).first()
+    reviewed = reviewed_upload(list(invitation.submissions.order_by("-uploaded_at", "-pk")))
     return render(request, template, {"invitation": invitation, "token": token, "submission": submission,
                                       "receipt": receipt, "reviewed": reviewed})
 
@@ -462,6 +533,10 @@ def workspace_context(invitation: Invitation, token: str) -> dict:
 @with_invitation
 def workspace(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
     """The hosted session: the terminal in the page, with the gate's buttons and their results beside it."""
+    try:
+        actions.check_hosted_route(invitation)
+    except actions.SessionRefused as exc:
+        return not_offered(request, invitation, token, exc)
     if invitation.started_at is None:
         messages.info(request, "Press Start first: the workspace opens once your clock is running.")
         return htmx_redirect(request, "sessions_app:landing", token=token)

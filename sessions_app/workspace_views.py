@@ -21,9 +21,9 @@ from django.views.decorators.http import require_POST
 
 from takehome.models import Invitation, PacketVersion, effective_policy
 
-from . import actions
+from . import actions, workspaces
 from .models import GateReceipt, Submission
-from .views import with_invitation, workspace_context
+from .views import not_offered, with_invitation, workspace_context
 
 PANEL = "sessions_app/_workspace_gate.html"
 
@@ -41,9 +41,11 @@ def gate_panel_context(invitation: Invitation, token: str) -> dict:
     accepted = set(GateReceipt.objects.filter(invitation=invitation, accepted=True)
                    .exclude(step=GateReceipt.Step.UPLOAD).values_list("step", flat=True))
     latest = {}
+    window = actions.model_window_offered(invitation)
     for receipt in invitation.receipts.filter(step__in=actions.CAPTURE_STEPS).order_by("received_at", "pk"):
         latest[receipt.step] = receipt
-        receipt.refusal_words = actions.hosted_words(receipt.refusal)  # gate.py's words, said for this page
+        # the candidate's words, said for this page (gate.py's commands become the workspace's)
+        receipt.refusal_words = actions.refusal_words(receipt.refusal, hosted=True, model_window=window)
     return {
         # why here: the panel is swapped after each button, and the list must follow it
         "captures": [latest[step] for step in actions.CAPTURE_STEPS if step in latest],  # the last of each, accepted or not
@@ -75,6 +77,8 @@ def capture(request: HttpRequest, invitation: Invitation, token: str, step: str)
     try:
         receipt = actions.do_capture(invitation, step)
     except actions.SessionRefused as exc:
+        if exc.code == "work_mode":
+            return not_offered(request, invitation, token, exc)
         return _answer(request, invitation, token, False, exc.message)
     message = actions.capture_words(receipt, invitation.packet_version.test_command)
     return _answer(request, invitation, token, receipt.accepted, message)
@@ -102,5 +106,23 @@ def submit(request: HttpRequest, invitation: Invitation, token: str) -> HttpResp
     except actions.WorkspaceIncomplete as exc:
         return _confirm(request, invitation, token, exc.missing)
     except actions.SessionRefused as exc:
+        if exc.code == "work_mode":
+            return not_offered(request, invitation, token, exc)
         return _answer(request, invitation, token, False, exc.message)
     return _answer(request, invitation, token, True, actions.submitted_words(result))
+
+
+@require_POST
+@with_invitation
+def restart(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
+    """Restart the workspace's shell (the terminal's offer when it cannot attach): its processes end, its files stay."""
+    try:
+        workspaces.restart_shell(invitation)
+    except workspaces.RestartRefused as exc:
+        messages.error(request, str(exc))
+    except Exception as exc:  # the workspace's own errors carry the words for the candidate
+        messages.error(request, f"The shell could not be restarted: {exc}")
+    else:
+        messages.success(request, "The shell was restarted: every program in it ended, and your files are as "
+                                  "they were.")
+    return redirect(workspace_url(token))

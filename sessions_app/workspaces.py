@@ -152,6 +152,32 @@ def ensure_open(invitation: Invitation):
     return ws
 
 
+class RestartRefused(Exception):
+    """The shell may not be restarted now; the message says why, for the candidate."""
+
+
+def restart_shell(invitation: Invitation):
+    """End every process of the invitation's workspace and start a fresh shell; the files stay as they are.
+
+    why: a fork bomb (or a memory hog) holds the workspace's caps, and no terminal can attach
+    to the shell any more (consumers.STUCK); without this the candidate waited for the idle
+    sweep. Every open terminal of the invitation loses its client and reconnects to the new shell.
+    """
+    from .consumers import refusal_for
+
+    refusal = refusal_for(invitation)
+    if refusal is not None:
+        raise RestartRefused(refusal[1])
+    row = Workspace.objects.filter(invitation_id=invitation.pk).first()
+    if row is not None and (row.closed or row.frozen_at is not None):
+        raise RestartRefused("Time is up: your workspace is closed and read-only.")
+    if row is not None:
+        _check_host(row)
+        backend().stop_shell(workspace_for(invitation, row))
+    log.info("restarted the shell of invitation %s", invitation.pk)
+    return ensure_open(invitation)
+
+
 def touch(invitation: Invitation | int) -> None:
     """The candidate did something in the workspace: keep it from the idle stop.
 
@@ -164,6 +190,36 @@ def touch(invitation: Invitation | int) -> None:
         return
     _touched[pk] = now
     Workspace.objects.filter(invitation_id=pk).update(last_seen_at=timezone.now())
+
+
+def tell_unsaved(invitation: Invitation, words: str) -> None:
+    """Say in the log and on the recruiter's board (the invitation's history) what a save could not keep."""
+    from takehome.audit import record
+
+    log.error("workspace of invitation %s: %s", invitation.pk, words)
+    try:
+        record(None, "workspace_unsaved", invitation, words[:2000])
+    except Exception:  # the log has it; a failing trail must not keep the workspace open
+        log.exception("could not record the unsaved files of invitation %s", invitation.pk)
+
+
+def close_files(invitation: Invitation, ws, *, stop: bool = True) -> bool:
+    """Save the files of a workspace that closes (frozen) and unmount them; never raises for the save.
+
+    why: a save that fails must not keep the workspace open, its uid taken and the sweep
+    failing every round. What could not be saved is told (tell_unsaved); a save that failed
+    as a whole leaves the files mounted, read-only, so that nothing is lost, and
+    ``manage.py stop_workspaces`` tries again. Returns whether the files are on disk.
+    """
+    try:
+        report = backend().release(ws, stop=stop)
+    except Exception as exc:
+        tell_unsaved(invitation, f"The workspace's files could not be saved ({exc}); they are kept on the "
+                                 "server, read-only and in memory, until `manage.py stop_workspaces` saves them.")
+        return False
+    if report is not None and report.left_out:
+        tell_unsaved(invitation, report.words())
+    return True
 
 
 def append_marker(invitation: Invitation, label: str) -> None:

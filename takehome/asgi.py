@@ -13,6 +13,10 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import path  # noqa: E402
 
 from sessions_app.consumers import TerminalConsumer  # noqa: E402
+from shared.request_start import install_daphne_hook  # noqa: E402
+
+# why: uploads are judged by when their request began, which only daphne sees (shared/request_start.py)
+install_daphne_hook()
 
 websocket_urls = [path("t/<str:token>/terminal", TerminalConsumer.as_asgi(), name="terminal")]
 

@@ -21,7 +21,8 @@ def record(actor, action: str, target: models.Model, detail: str = "") -> AuditE
     actor:  the User who acted, or None for a command run from the shell
             (shown as "command line").
     action: one of AuditEvent.Action's values: "invite", "resend", "revoke",
-            "extend", "decision", "role_change", "regrade". Anything else
+            "extend", "decision", "role_change", "regrade", "workspace_unsaved"
+            (the server's, actor None: a closed workspace's files not all saved). Anything else
             raises ValueError (a typo must not create a new kind of event).
     target: the saved model instance acted on: an Invitation, a Submission
             (its invitation is found), a User (for a role change), or any

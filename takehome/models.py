@@ -468,6 +468,8 @@ class AuditEvent(models.Model):
         DECISION = "decision", "Decision"
         ROLE_CHANGE = "role_change", "Role changed"
         REGRADE = "regrade", "Sent for grading again"
+        # written by the server, not a person: a hosted workspace closed with files it could not save
+        WORKSPACE_UNSAVED = "workspace_unsaved", "Workspace files not saved"
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

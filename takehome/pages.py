@@ -14,7 +14,7 @@ from django.db.models import Count
 from django.urls import reverse
 
 from grading.models import Mark, Review
-from sessions_app.models import Submission
+from sessions_app.models import UPLOAD_TOO_SOON, GateReceipt, Submission
 from shared.paging import beyond
 
 from . import charts
@@ -32,6 +32,8 @@ class BoardRow:
     disagree: bool = False  # two submitted reviews differ on at least one cell
     decision: Decision | None = None
     events: list = field(default_factory=list)  # AuditEvents, newest first
+    refused_uploads: int = 0  # uploads the rules refused (kept as refused upload receipts), too-soon retries aside
+    last_refusal: str = ""  # the newest one's reason
     urls: dict = field(default_factory=dict)  # where the row's forms post: resend, revoke, extend, decide
 
 
@@ -64,9 +66,9 @@ def board_url_for(invitation: Invitation) -> str:
 def board_rows(ids: list[int]) -> list[BoardRow]:
     """One page of the board (invitation ids in the page's order), with grading, reviews, disagreement, decision, history.
 
-    Five queries in all, whatever the packet holds: the invitations (with
+    Six queries in all, whatever the packet holds: the invitations (with
     their decision), their uploads under review, the submitted reviews counted
-    per upload, the uploads whose reviewers disagree, and the audit events.
+    per upload, the uploads whose reviewers disagree, the refused uploads, and the audit events.
     Each upload is handed the invitation already read, so whether it came
     late (``Submission.late_minutes``) costs no query.
     """
@@ -94,6 +96,14 @@ def board_rows(ids: list[int]) -> list[BoardRow]:
         row = rows[s.invitation_id]
         row.reviews = reviews.get(pk, 0)
         row.disagree = pk in split
+    # why on the board: an upload refused at the deadline left no Submission; the recruiter hears of it here.
+    # why not a too-soon one: the candidate was told to wait and could upload again, so nothing was lost.
+    for receipt in (GateReceipt.objects.filter(invitation_id__in=list(rows), step=GateReceipt.Step.UPLOAD,
+                                               accepted=False).exclude(refusal__startswith=UPLOAD_TOO_SOON)
+                    .order_by("received_at", "pk").only("invitation_id", "refusal")):
+        row = rows[receipt.invitation_id]
+        row.refused_uploads += 1
+        row.last_refusal = receipt.refusal
     events = defaultdict(list)
     for event in AuditEvent.objects.filter(invitation_id__in=list(rows)).order_by("-at", "-pk"):
         events[event.invitation_id].append(event)

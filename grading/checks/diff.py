@@ -16,9 +16,10 @@ Flags, in this order, each at most once:
 - ``config_changed:<path>``: pytest's configuration (``pytest.ini``,
   ``.pytest.ini``, or ``tox.ini``/``setup.cfg``/``pyproject.toml`` mentioning
   pytest) was added, changed or removed: addopts, plugins, python_files.
-- ``tampering:<path>``: an added or changed non-test file that reaches into
-  the test runner or the interpreter (imports pytest/_pytest/pluggy, touches
-  ``sys.modules``, builtins, ``os._exit``, ``atexit``, frames, ``ctypes``...),
+- ``tampering:<path>``: an added or changed file, test files included, that
+  reaches into the test runner or the interpreter (imports _pytest/pluggy or,
+  outside test files, pytest; touches ``sys.modules``, builtins, ``os._exit``,
+  ``atexit``, frames, tracing, ``ctypes``, the grader's witness...),
   or a file the interpreter or pytest loads by itself (``sitecustomize.py``,
   ``usercustomize.py``, ``*.pth``, ``*.dist-info/``, ``*.egg-info/``).
   The file entry's ``tampering`` list says what was found.
@@ -67,12 +68,14 @@ SHADOWABLE = frozenset(sys.stdlib_module_names) | RUNNER_MODULES
 AUTOLOADED = ("sitecustomize.py", "usercustomize.py")
 # Module imports and attribute chains by which imported code reaches the runner or the interpreter.
 TAMPER_IMPORTS = frozenset({"pytest", "_pytest", "pluggy", "builtins", "__builtin__", "ctypes", "atexit",
-                            "gc", "importlib", "site", "runpy", "faulthandler"})
+                            "gc", "importlib", "site", "runpy", "faulthandler", "takehome_witness"})
+# What a test file imports to be one: pytest's public API (``_pytest`` and the rest stay signs).
+TEST_IMPORTS = frozenset({"pytest"})
 TAMPER_ATTRS = frozenset({"sys.modules", "sys.meta_path", "sys.path_hooks", "sys.settrace", "sys.setprofile",
                           "sys._getframe", "sys.addaudithook", "sys.excepthook", "os._exit", "os.kill",
                           "os.killpg", "inspect.currentframe", "inspect.stack", "inspect.getouterframes"})
 TAMPER_NAMES = frozenset({"__builtins__", "__import__", "pytest_plugins"})
-TAMPER_STRINGS = ("_pytest", "junit", "/tmp/.takehome", "PYTEST_")
+TAMPER_STRINGS = ("_pytest", "junit", "/tmp/.takehome", "PYTEST_", "TAKEHOME_")
 
 
 @dataclass(frozen=True)
@@ -180,10 +183,20 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _tamper_signs(text: str | None) -> set[str]:
-    """What in a Python source reaches into the test runner or the interpreter (see TAMPER_*)."""
+def _tamper_signs(text: str | None, test: bool = False) -> set[str]:
+    """What in a Python source reaches into the test runner or the interpreter (see TAMPER_*).
+
+    In a test file (``test``), importing pytest itself is what tests do, not a sign.
+    """
     if text is None:
         return set()
+    found = _signs(text)
+    if test:
+        found -= {f"{verb} {name}" for name in TEST_IMPORTS for verb in ("imports", "mentions")}
+    return found
+
+
+def _signs(text: str) -> set[str]:
     try:
         module = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -212,8 +225,12 @@ def _tamper_signs(text: str | None) -> set[str]:
 
 
 def _file_tampering(path: str, old: str | None, new: str | None, new_bytes: bytes | None) -> list[str]:
-    """Why ``path`` (added or changed, not a test) could change how the reruns behave."""
-    if new_bytes is None or is_test_path(path):
+    """Why ``path`` (added or changed) could change how the reruns behave.
+
+    Test files too: a test module runs in pytest's interpreter as a conftest
+    does, and one that replaced pytest's runner for its own tests went unseen.
+    """
+    if new_bytes is None:
         return []
     parts = path.split("/")
     why = []
@@ -224,7 +241,8 @@ def _file_tampering(path: str, old: str | None, new: str | None, new_bytes: byte
     if any(p.endswith((".dist-info", ".egg-info")) for p in parts[:-1]):
         why.append("package metadata: its entry points can load pytest plugins")
     if path.endswith(".py"):
-        why += sorted(_tamper_signs(new) - _tamper_signs(old))
+        test = is_test_path(path)
+        why += sorted(_tamper_signs(new, test) - _tamper_signs(old, test))
     return why
 
 

@@ -28,11 +28,15 @@ class Exchange:
     tokens_out: int
     latency_s: float
     error: str = ""
+    options: dict | None = None  # the request's keys sent besides the messages (model, max_tokens...)
+    client_gone: bool = False  # the client left before the reply ended: ``reply`` is what it had been sent
+    finished: bool = True  # False: the server stopped during the call and never wrote its end
 
     def to_dict(self) -> dict:
         return {"at": self.at.isoformat(), "messages": self.messages, "reply": self.reply, "model": self.model,
                 "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
-                "latency_s": round(self.latency_s, 3), "error": self.error or None}
+                "latency_s": round(self.latency_s, 3), "error": self.error or None,
+                "options": self.options or {}, "client_gone": self.client_gone, "finished": self.finished}
 
 
 @dataclass(frozen=True)

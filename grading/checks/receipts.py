@@ -32,7 +32,10 @@ Nothing here reads a zip time: the clocks are the timeline's business.
 
 A hosted session's steps are captured by the server itself (a receipt's
 ``captured_by`` is "server"): there is no gate.py, so no receipts.jsonl is
-asked for, and its red log is genuine by construction (``server_capture``).
+asked for, and its red log is genuine by construction (``server_capture``)
+when the server's run held up: a capture is judged as any rerun (canaries,
+the witness, JUnit against text against exit code), and its receipt keeps
+that judge's record (``integrity``).
 
 Plain Python, no Django: the pipeline passes the receipts and the deadline.
 """
@@ -51,6 +54,22 @@ from .artifacts import decode_text
 from .timeline import EntryTime, Receipt, build_timeline
 
 MIN_RED_TO_GREEN = timedelta(seconds=20)
+# How the server words a step gate.py refused on the candidate's machine (sessions_app.actions writes
+# these; the checks below read them): out of order (green before model...), or on the tests' outcome.
+GATE_REFUSED_ORDER = "Out of order: gate.py refused this step on the candidate's machine"
+GATE_REFUSED_OUTCOME = "gate.py refused this step on the candidate's machine"
+GATE_REFUSED_OFFLINE = " (offline; sent when it was next online)"
+
+
+def gate_refusal_kind(refusal: str | None) -> str | None:
+    """ "order" or "outcome" for a step gate.py refused on the candidate's machine; None for the server's own."""
+    if not refusal:
+        return None
+    if refusal.startswith(GATE_REFUSED_ORDER):
+        return "order"
+    if refusal.startswith(GATE_REFUSED_OUTCOME):
+        return "outcome"
+    return None
 # What a receipt keeps of a log (gate.py's and sessions_app.actions' LOG_LIMIT).
 LOG_LIMIT = 200_000
 GATE_STEPS = ("red", "model", "green")
@@ -62,6 +81,7 @@ GATE_SKIP_DIRS = {".venv", "venv", "env", ".git", ".hg", "__pycache__", ".pytest
 DOC_SUFFIXES = (".md", ".txt", ".rst")
 MAX_LOG_LINES = 500
 MAX_LINE_CHARS = 500
+MAX_JSON_CHARS = 16 << 10  # the gate's lines are far shorter; a longer one is read as text
 MAX_NAMED = 6
 BOM = b"\xef\xbb\xbf"
 
@@ -121,6 +141,27 @@ class WitnessReport:
     gate_log_cut: int = 0  # lines of receipts.jsonl not kept
     problems: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # for the stamp's headline: offline work (the server saw nothing of it)
+
+
+def offline_warning(lines: Iterable[GateLogLine]) -> str | None:
+    """The headline's warning when receipts.jsonl records steps the gate ran (or refused) without the server.
+
+    why a warning, not a note: the order of those steps rests on the candidate's own files; "nothing
+    runs backwards" would read as if the server had seen them. Not a problem: a network can fail.
+    """
+    offline = [line for line in lines if line.witnessed is False and line.step]
+    if not offline:
+        return None
+    steps = []
+    for line in offline:
+        what = f"{line.step}{' (refused)' if line.refused else ''}"
+        if what not in steps:
+            steps.append(what)
+    whys = sorted({_short(line.why or "no reason given", 60) for line in offline})
+    return (f"Offline work: artifacts/receipts.jsonl records {len(offline)} step{'s' if len(offline) > 1 else ''} "
+            f"the gate ran without the server ({', '.join(steps)}; {'; '.join(whys[:3])}). The server did not "
+            "witness them: their order rests on the zip's own times and the stamp.")
 
 
 def _fmt(value: datetime) -> str:
@@ -178,14 +219,35 @@ def same_log(zip_text: str, receipt_text: str) -> bool:
 def server_capture(red_log: str | None, receipts: Iterable[Receipt] | None) -> Receipt | None:
     """The accepted red receipt the server captured itself whose log is ``red_log``; None when there is none.
 
-    A hosted session's red log is the server's own run of the packet's tests,
-    so it is genuine by construction (the upload carries it from the receipt).
+    A hosted session's red log is the server's own run of the packet's tests
+    (the upload carries it from the receipt). Whether that run held up is
+    the receipt's ``integrity`` (``capture_confirmed``).
     """
     if red_log is None:
         return None
     for r in reversed(list(receipts or ())):
         if r.step == "red" and r.accepted and r.captured_by == "server" and same_log(red_log, r.log_text):
             return r
+    return None
+
+
+def capture_confirmed(receipt: Receipt) -> str | None:
+    """None when the server's run behind ``receipt`` held up; else why it cannot vouch for its log.
+
+    why: the server's run executes the candidate's code, which shares
+    pytest's interpreter; only its judge (canaries planted and run, the
+    witness, JUnit against text against exit code) makes its log a real run.
+    A receipt without the judge's record comes from before captures were judged.
+    """
+    record = receipt.integrity or {}
+    if not record:
+        return "the server's run was not judged (a capture from before captures were)"
+    if record.get("tampered"):
+        return f"the server's run was tampered with: {record['tampered'][0]}"
+    if record.get("unconfirmed"):
+        return f"the server's run cannot be confirmed: {record['unconfirmed'][0]}"
+    if not record.get("canaries"):
+        return "no canary test ran in the server's run"
     return None
 
 
@@ -217,8 +279,10 @@ def parse_gate_log(data: bytes | None, receipts: Iterable[Receipt] = ()) -> tupl
     for number, line in enumerate(lines[:MAX_LOG_LINES], 1):
         text = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS - 1] + "…"
         try:
-            entry = json.loads(line)
-        except ValueError:
+            # why the bound and RecursionError: the log is the candidate's file, and
+            # a line of nested brackets ended grading with a RecursionError.
+            entry = json.loads(line) if len(line) <= MAX_JSON_CHARS else None
+        except (ValueError, RecursionError):
             entry = None
         if not isinstance(entry, dict) or not isinstance(entry.get("witnessed"), bool):
             parsed.append(GateLogLine(number, text))
@@ -336,9 +400,30 @@ def check_receipts(
                 problems.append(f"server receipts: {artifact} is in the zip but the server has no {step} receipt: "
                                 f"the {step} step was never witnessed")
 
+    # Steps gate.py refused on the candidate's machine (sent with the step's name): out of order is a
+    # problem unless the step was accepted before or after it (a red run again once the model window
+    # was open; a green before the model, then done in order); a refusal on the tests' outcome ("still
+    # red") is what honest work meets, so a note.
+    for step in GATE_STEPS:
+        local = [r for r in gate if r.step == step and not r.accepted and gate_refusal_kind(r.refusal)]
+        if not local:
+            continue
+        times = "once" if len(local) == 1 else f"{len(local)} times"
+        last = local[-1]
+        order = [r for r in local if gate_refusal_kind(r.refusal) == "order"]
+        said = f"{times} (last at {_fmt(last.at)}: {_short(last.refusal, 200)})"
+        if order and not accepted[step]:
+            problems.append(f"server receipts: gate.py refused the '{step}' step {said}, out of order, and the "
+                            "server never accepted that step")
+        elif accepted[step]:
+            notes.append(f"gate.py refused the '{step}' step {said}; the server accepted that step at "
+                         f"{', '.join(_fmt(r.at) for r in accepted[step][:3])}.")
+        else:
+            notes.append(f"gate.py refused the '{step}' step {said}, and the server never accepted that step.")
+
     # Refused steps: a problem unless the server accepted that step later.
     for step in GATE_STEPS:
-        refused = [r for r in gate if r.step == step and not r.accepted]
+        refused = [r for r in gate if r.step == step and not r.accepted and not gate_refusal_kind(r.refusal)]
         if not refused:
             continue
         later = [r for r in accepted[step] if r.at > refused[-1].at]
@@ -455,8 +540,9 @@ def check_receipts(
                    checks=tuple(rows_checks.get(id(r), ())))
         for r in receipts
     )
+    warning = offline_warning(log_lines)
     return WitnessReport(rows=rows, gate_log=log_lines, gate_log_cut=cut, problems=tuple(problems),
-                         notes=tuple(notes))
+                         notes=tuple(notes), warnings=(warning,) if warning else ())
 
 
 def witness_timeline(
@@ -490,7 +576,8 @@ def witness_timeline(
                                 model_step=model_step)
     else:
         lines, cut = parse_gate_log(files.get(RECEIPTS_LOG))
-        report = WitnessReport(gate_log=lines, gate_log_cut=cut)
+        warning = offline_warning(lines)
+        report = WitnessReport(gate_log=lines, gate_log_cut=cut, warnings=(warning,) if warning else ())
     problems = [*timeline.problems, *report.problems]
     notes = list(report.notes)
     if written and not model_step:
@@ -502,6 +589,7 @@ def witness_timeline(
         "ok": not problems,
         "problems": problems,
         "notes": notes,
+        "warnings": list(report.warnings),
         "receipts_known": known,
         "receipts": [row.to_dict() for row in report.rows],
         "gate_log": [line.to_dict() for line in report.gate_log],

@@ -11,7 +11,9 @@ The rule for ``genuine`` (all must hold):
    progress line with F and a short test summary naming the failures.
 3. at least one more piece of pytest's structure: a progress line showing F
    (``test_x.py F.`` / ``F [100%]`` / ``-v``'s ``::test_a FAILED [ 50%]``),
-   the FAILURES section, or the short test summary.
+   the FAILURES section, or the short test summary; and the run's start
+   (the session header or a progress line) before its first report
+   section: a pasted tail of a log is an excerpt, not a log.
 4. the failing tests can be named (from the summary, ``-v`` lines or the
    FAILURES section headers) and, when ``known_test_ids`` is given, every one
    of them is a test of this submission: the original tree's tests or the
@@ -374,10 +376,36 @@ def analyse_red_log(
             missing.append("same failures as the original tree's own run "
                            "(fine when the candidate changed or added tests first)")
 
+    # why a verdict: pytest prints the session header or its progress lines
+    # before any report section, in every mode (-q, -qq, -v, xdist); a log
+    # that starts at its FAILURES section or its summary is a cut excerpt,
+    # and the cut part is where the run's real course would show.
+    started = _shows_start(lines)
+    if not started:
+        missing.append("the run's start: neither pytest's session header nor a progress line comes before its "
+                       "report sections (an excerpt of a log, not a log)")
+
     genuine = bool(failed and ((closing and n_failed) or quiet_shape) and (progress or failures or summary)
-                   and ids_ok and not conflicts)
+                   and ids_ok and not conflicts and started)
     return RedLogReport(present=True, failed=failed, genuine=genuine, signals=tuple(signals),
                         missing=tuple(missing), failing_ids=tuple(ids))
+
+
+# Lines pytest prints as a run starts: "collected 3 items", "-v"'s "tests/test_x.py::test_a PASSED",
+# xdist's "gw0 [3] / gw1 [3]" and "[gw0] [ 50%] PASSED ...".
+START_RE = re.compile(r"^(?:collected \d+ items?\b|collecting \.\.\.|\S+::\S+ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b"
+                      r"|(?:gw\d+ \[\d+\]\s*/?\s*)+$|\[gw\d+\] )")
+
+
+def _shows_start(lines: list[str]) -> bool:
+    """Whether the log holds what pytest prints before its report sections (header, collection, progress)."""
+    for line in lines:
+        if FAILURES_RE.match(line) or SUMMARY_RE.match(line) or re.match(r"^=+ ERRORS =+$", line):
+            return False
+        if (HEADER_RE.match(line) or PROGRESS_RE.match(line) or START_RE.match(line)
+                or PERCENT_TAIL_RE.search(line)):
+            return True
+    return False
 
 
 def _is_test_module(name: str) -> bool:

@@ -27,12 +27,16 @@ Findings are of two kinds (see ``Comparison``):
   show its own literal or the value its ``+ where`` line gives; a short-summary
   message that is not the first line of the same test's error; a test's
   section that starts in another test the log shows (a copied traceback); a
-  line number of the packet's own, unchanged code that no real run prints.
+  line number of the packet's own, unchanged code that no real run prints;
+  other values under the same failing line of the same test, where that
+  test printed the same values in two real runs (``Reproduction.steady``):
+  the red run ran other code.
 - *notes*, which are reported but decide nothing, because an honest candidate
   can cause them: a failing statement no real run shows (the test was edited
-  after the red run), other values (code that depends on the clock, the
-  machine or chance), another line number for the candidate's own test (lines
-  added above it later), a plain ``AssertionError`` (``--assert=plain``).
+  after the red run), other values where the real runs' values vary (code
+  that depends on the clock, the machine or chance), another line number for
+  the candidate's own test (lines added above it later), a plain
+  ``AssertionError`` (``--assert=plain``).
 """
 
 from __future__ import annotations
@@ -71,11 +75,17 @@ MAX_FINDINGS = 20  # per kind, then one sentence counts the rest
 class Reproduction(NamedTuple):
     """One real run of this tree: its name in sentences, its log, and the files
     of that run that are the packet's own (``path`` as pytest prints it, from
-    the tree's root), whose line numbers a candidate's red run shares."""
+    the tree's root), whose line numbers a candidate's red run shares.
+
+    ``steady``: the titles of the failures that printed the same values when
+    the tree was run twice (``steady_failures``); None when it ran once. Only
+    for those do other values in red.log decide (see ``_compare_error``).
+    """
 
     label: str
     log: str
     packet_paths: tuple[str, ...] = ()
+    steady: frozenset[str] | None = None
 
 
 @dataclass
@@ -323,12 +333,60 @@ def _compare_error(red: Failure, same_stmt: list[tuple[Reproduction, Failure]], 
                                 f"under the same failing line `> {excerpt(real.last.statement)}`")
         return
     if not any(_same_values(red, real) for _, real in same_stmt):
-        rep, real = same_stmt[0]
+        steady = [(rep, real) for rep, real in same_stmt if _steady_twin(red, rep, real)]
+        rep, real = (steady or same_stmt)[0]
         mine, theirs = _first_difference(red, real)
         shown = f"line {mine[0] + 1} `E {excerpt(mine[1])}`" if mine else "no such line"
+        if steady:
+            # why a verdict: this code printed these values every time it ran, and the
+            # test is the one red.log shows, so other values come from other code: a
+            # red run of a tree changed before it (code broken on purpose), not of this one.
+            out.verdicts.append(f"values a real run prints: for {name}, red.log's {shown}, where the {rep.label} "
+                                f"run prints `E {excerpt(theirs)}` every time it runs (the same test, run twice, "
+                                "printed the same values); red.log's values come from other code")
+            return
         out.notes.append(f"the values of a real run for {name}: red.log's {shown}, the {rep.label} run "
                          f"`E {excerpt(theirs)}` (fine when the code's values depend on the machine, the "
                          "clock or chance)")
+
+
+def _steady_twin(red: Failure, rep: Reproduction, real: Failure) -> bool:
+    """Whether ``real`` is the same test as red.log's, from a run whose values do not vary.
+
+    Only pytest's own ``assert`` explanation, shown in full on both sides
+    (a ``...`` in it is a repr cut to the verbosity, which differs with
+    ``-v``), for a test whose failures printed the same values in two runs;
+    where both sides print the test's source (``--tb=long``), it must be the
+    same source (a test edited before the red run fails with its own values).
+    """
+    if rep.steady is None or real.title not in rep.steady:
+        return False
+    if not (red.explained and real.explained) or red.truncated or real.truncated:
+        return False
+    if any("..." in t for _, t in (*red.head, *real.head)):
+        return False
+    mine, theirs = red.frames[0] if red.frames else None, real.frames[0] if real.frames else None
+    if mine is None or theirs is None or normalise_text(mine.statement) != normalise_text(theirs.statement):
+        return mine is None and theirs is None
+    return not (mine.listing and theirs.listing) or _listing(mine) == _listing(theirs)
+
+
+def steady_failures(first: str, second: str, *, clean: Callable[[str], str]) -> frozenset[str]:
+    """The titles of the failures two runs of the same tree printed alike (frames, error lines, values).
+
+    A test whose values depend on the clock, the machine or chance prints
+    them differently in one of the runs and is left out.
+    """
+    def read(log: str) -> dict[str, list[Failure]]:
+        found: dict[str, list[Failure]] = {}
+        for failure in read_failures([line.rstrip() for line in clean(log).split("\n")]):
+            found.setdefault(failure.title, []).append(failure)
+        return found
+
+    a, b = read(first), read(second)
+    return frozenset(title for title, failures in a.items()
+                     if len(failures) == len(b.get(title, ()))
+                     and all(_same(x, y) and _same_values(x, y) for x, y in zip(failures, b[title])))
 
 
 def _error_lines(failure: Failure) -> list[tuple[int, str]]:

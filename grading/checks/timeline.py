@@ -89,6 +89,8 @@ class Receipt:
     ``tree_hashes`` the sha256 of every file of the candidate's folder then.
     ``captured_by`` is "server" when the server ran the tests itself (a hosted
     session), "candidate" when the gate on the candidate's machine sent the log.
+    ``integrity``: a server capture's integrity record (grading.integrity),
+    empty for a receipt from before the server judged its captures.
     """
 
     step: str
@@ -100,6 +102,7 @@ class Receipt:
     tree_hashes: Mapping[str, str] = field(default_factory=dict)
     id: int | None = None
     captured_by: str = "candidate"
+    integrity: Mapping = field(default_factory=dict)
 
     @property
     def event_name(self) -> str:

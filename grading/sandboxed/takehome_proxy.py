@@ -36,7 +36,10 @@ import time
 
 import takehome_wire as wire
 
-TIMEOUT_S = float(os.environ.get("TAKEHOME_PROXY_TIMEOUT_S", "30"))
+# why these clocks live here: this process never runs candidate code, so nothing the candidate's
+# side does (a changed timer, blocked signals, a sleep) can stretch them (docs/evidence.md).
+TIMEOUT_S = float(os.environ.get("TAKEHOME_PROXY_TIMEOUT_S", "3"))  # every use once a call has gone across
+IMPORT_TIMEOUT_S = float(os.environ.get("TAKEHOME_PROXY_IMPORT_TIMEOUT_S", "25"))  # before: the import
 MAX_REPLY_BYTES = 16 << 20
 SHIP_MAX_BYTES = 8 << 20
 SHIP_ROOTS = ("/tmp/", "/tree/")
@@ -54,6 +57,11 @@ class BoundaryError(Exception):
     """A call could not cross the boundary: a value that is not plain data, no answer, a timeout."""
 
 
+class CallTimedOut(BoundaryError):
+    """No answer within the call's time limit. why not TimeoutError: that is an OSError, which a
+    hidden test's ``pytest.raises(OSError)`` would take for the answer it expects."""
+
+
 class _Channel:
     """One request, one reply, in order, over two inherited pipe file descriptors."""
 
@@ -62,20 +70,31 @@ class _Channel:
         self.read_fd, self.write_fd = read_fd, write_fd
         self.buffer = b""
         self.lock = threading.Lock()
+        self.called = False  # a call has carried inputs across: every use is on the tight clock from now on
+        self.broken = None  # why the channel is given up, once an answer did not come
 
     def ask(self, message):
         with self.lock:
+            if self.broken:
+                raise BoundaryError(self.broken)
+            self.called = self.called or message.get("op") == "call"
+            limit = TIMEOUT_S if self.called else max(TIMEOUT_S, IMPORT_TIMEOUT_S)
             data = wire.dumps(message)
             while data:
                 data = data[os.write(self.write_fd, data):]
-            return self._reply()
+            try:
+                return self._reply(limit)
+            except BoundaryError as exc:
+                # why never ask again: a late answer would be read as the next call's.
+                self.broken = "the candidate's side stopped answering (%s)" % exc
+                raise
 
-    def _reply(self):
-        deadline = time.monotonic() + TIMEOUT_S
+    def _reply(self, limit):
+        deadline = time.monotonic() + limit
         while b"\n" not in self.buffer:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self.read_fd], [], [], left)[0]:
-                raise BoundaryError("the candidate's code gave no answer within %g s" % TIMEOUT_S)
+                raise CallTimedOut("the candidate's code gave no answer within %g s" % limit)
             chunk = os.read(self.read_fd, 1 << 16)
             if not chunk:
                 raise BoundaryError("the candidate's side of the sandbox ended without an answer")

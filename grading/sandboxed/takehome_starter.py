@@ -27,7 +27,8 @@ for _name in default_plugins:
         importlib.import_module("_pytest." + _name)
     except ImportError:
         pass
-# why before the tree exists: the witness is ours, never a tree's file of the same name.
+# why before the tree exists: the witness and the canary plugin are ours, never a tree's file of the same name.
+import takehome_canary  # noqa: E402,F401
 import takehome_witness  # noqa: E402,F401
 
 # Say it is ready, then forget how: the run's environment is a cold run's.

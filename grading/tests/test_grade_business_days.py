@@ -76,7 +76,7 @@ def test_the_ideal_submission_grades_like_refund_sums(grade, tests_package):
     assert evidence["timeline"]["ok"] is True, evidence["timeline"]["problems"]
     assert outcomes(evidence) == ALL_RIGHT, {n: evidence["runs"][n]["log"][-2000:] for n in RUN_NAMES}
     reference = evidence["runs"]["reference_vs_submitted"]
-    assert (reference["passed"], reference["missing_reference_tests"]) == (8, [])
+    assert (reference["passed"], reference["missing_reference_tests"]) == (9, [])
     assert all(t["nodeid"].startswith("tests/test_reference_due_dates.py::") for t in reference["tests"])
     assert set(decoys_caught(evidence).values()) == {True}
     decoys = evidence["runs"]["tests_vs_decoys"]

@@ -135,6 +135,7 @@ def test_grading_twice_gives_the_same_evidence(grade, tmp_path):
     def stable(evidence):
         for run in evidence["runs"].values():
             run.pop("duration_s"), run.pop("log"), run.pop("notes")
+            run.pop("hidden_seed", None)  # drawn afresh for every grading: an honest fix passes whatever it is
             for one in [run, *run.get("decoys", ())]:  # canary names are drawn afresh for every grading
                 if "integrity" in one:
                     one["integrity"]["canaries"] = len(one["integrity"]["canaries"])
@@ -248,9 +249,12 @@ def test_the_original_runs_cache_keeps_its_log_and_ignores_files_without_one(tmp
     cache.put(spec, {"outcome": "failed", "failing_ids": [], "duration_s": 0.1})  # the old format: no log
     assert cache.get(spec) is None
     cache.put(spec, {"outcome": "failed", "failing_ids": [], "duration_s": 0.1, "log": "F\n1 failed in 0.1s\n"})
+    assert cache.get(spec) is None  # the format before the second run: no steady failures
+    cache.put(spec, {"outcome": "failed", "failing_ids": [], "duration_s": 0.1, "log": "F\n1 failed in 0.1s\n",
+                     "steady": ["test_charges_only"]})
     assert cache.get(spec)["log"] == "F\n1 failed in 0.1s\n"
     (name,) = [p.name for p in tmp_path.iterdir()]
-    assert name.startswith("refund-sum-v1-") and name.endswith("-f2.json")  # a new name: old files are not read
+    assert name.startswith("refund-sum-v1-") and name.endswith("-f3.json")  # a new name: old files are not read
 
 
 def test_a_red_log_from_another_project_is_not_genuine(grade, tmp_path):
@@ -438,11 +442,11 @@ CONTRACT = {
 RUN_FIELDS = {"outcome", "passed", "failed", "errors", "duration_s", "log"}
 
 
-def grade_zip_command(path: Path, packet: str = "refund-sum") -> subprocess.CompletedProcess:
+def grade_zip_command(path: Path, packet: str = "refund-sum", *extra: str) -> subprocess.CompletedProcess:
     from conftest import database_url
 
     return subprocess.run(
-        [sys.executable, "manage.py", "grade_zip", str(path), "--packet", packet],
+        [sys.executable, "manage.py", "grade_zip", str(path), "--packet", packet, *extra],
         cwd=ROOT, env={**os.environ, "DEBUG": "true", "DATABASE_URL": database_url()},
         capture_output=True, text=True, timeout=300,
     )
@@ -594,9 +598,14 @@ def test_hostile_production_code_is_flagged_and_honest_code_is_not(tmp_path):
         "sitecustomize.py": b"x = 1\n",
         "evil.pth": b"import os\n",
         "x-1.0.dist-info/entry_points.txt": b"[pytest11]\nx = x\n",
+        # Test files are scanned as well: a test module runs in pytest's interpreter.
+        "test_runner.py": b"import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\n",
+        "tests/test_mods.py": b"import pytest\nimport sys\n\ndef test_x():\n    assert sys.modules\n",
     }
     honest = {"invoices.py": spec.solution["invoices.py"], "helpers.py": b"import csv\n\ndef f():\n    return 1\n",
-              "test_invoices.py": b"import pytest\nimport sys\n\ndef test_x():\n    assert sys.modules\n"}
+              "test_invoices.py": b"import pytest\nfrom pytest import raises\nimport sys\n\n"
+                                  b"def test_x():\n    assert sys.version_info\n",
+              "tests/test_broken.py": b"import pytest\n\ndef test_(:\n"}
     write = {**spec.fixture, **honest, **cases, "csv.py": b"x = 1\n", "_pytest/__init__.py": b"",
              "pytest.ini": b"[pytest]\naddopts = -x\n"}
     from grading.core import write_tree
@@ -653,3 +662,142 @@ def test_a_file_named_artifacts_is_graded_not_crashed(grade, tmp_path):
     evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", {**files, "artifacts": b"not a folder\n"}))
     assert evidence["archive"]["accepted"] is True
     assert evidence["artifacts"]["red.log"] is False
+
+
+# --- a red log of other code, or of a part of a run (step 12, item 10) -------------------------
+
+
+def pytest_log(tmp_path: Path, files: dict[str, bytes]) -> bytes:
+    """What `python -m pytest -q` prints over ``files`` on this machine: a real run, as a candidate makes one."""
+    folder = tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}"
+    for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=folder, env=env,
+                          capture_output=True, timeout=120)
+    assert done.returncode == 1, done.stdout.decode()
+    return done.stdout
+
+
+BROKEN = b"def total(path):\n    return 0\n"
+
+
+@pytest.mark.parametrize("test", ["the packet's", "the candidate's own"])
+def test_a_red_log_of_code_broken_on_purpose_is_not_genuine(grade, spec, tmp_path, test):
+    # The original tree's run prints the same values every time: a red run of it cannot print others.
+    tests = {} if test == "the packet's" else {"test_invoices.py": corpus.HONEST_TEST}
+    honest = pytest_log(tmp_path, {**spec.fixture, **tests})
+    broken = pytest_log(tmp_path, {**spec.fixture, **tests, "invoices.py": BROKEN})
+    assert b"assert 0 == 1" in broken
+    for log, genuine in ((honest, True), (broken, False)):
+        evidence = grade(corpus.zip_with_times(tmp_path / f"s{genuine}.zip",
+                                               corpus.honest_files(**{"artifacts/red.log": log})))
+        red = evidence["red_log"]
+        assert red["failed"] is True and red["genuine"] is genuine, red
+    values = [m for m in red["missing"] if m.startswith("values a real run prints:")]
+    assert values and "E AssertionError: assert 0 == 1" in values[0] and "assert 1700 == 1" in values[0], red
+    assert "every time it runs" in values[0]
+
+
+def test_an_excerpt_of_a_real_log_without_its_start_is_not_genuine(grade, spec, tmp_path):
+    log = pytest_log(tmp_path, spec.fixture)
+    tail = b"\n".join(log.rstrip().split(b"\n")[-3:]) + b"\n"  # the summary's header, its FAILED line, the closing line
+    assert tail.startswith(b"=") and b"1 failed in" in tail
+    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files(**{"artifacts/red.log": tail})))
+    red = evidence["red_log"]
+    assert red["failed"] is True and red["genuine"] is False, red
+    assert any(m.startswith("the run's start:") for m in red["missing"]), red
+
+
+# --- canaries in an honest layout (step 12, item 9) -------------------------------------------
+
+
+def test_an_honest_layout_that_leaves_test_files_out_grades_the_same_every_time(grade, tmp_path):
+    # Five old test files the candidate's configuration leaves out (they need a library not
+    # installed), and a -k that deselects every test named "network": six files a canary may
+    # go into, with names drawn from words such as "network". Whatever the draw, the same verdicts.
+    legacy = {f"legacy/test_old_network_{n}.py": b"import a_library_not_installed_here\n\n\n"
+                                                 b"def test_network_rows_of_old():\n    pass\n" for n in range(5)}
+    files = corpus.honest_files(**legacy, **{"pytest.ini": b'[pytest]\nnorecursedirs = legacy\naddopts = -k "not network"\n'})
+    path = corpus.zip_with_times(tmp_path / "s.zip", files)
+    seen = []
+    for _ in range(2):
+        evidence = grade(path)
+        assert outcomes(evidence) == ALL_RIGHT, {n: r["notes"] for n, r in evidence["runs"].items()}
+        for name in ("submitted", "tests_vs_original", "tests_vs_solution"):
+            record = evidence["runs"][name]["integrity"]
+            assert record["unconfirmed"] == [] and record["tampered"] == [], (name, record)
+            assert record["canaries_failed"] == 3, (name, record)
+        seen.append({name: (run["outcome"], run["passed"], run["failed"]) for name, run in evidence["runs"].items()})
+    assert seen[0] == seen[1]
+
+
+# --- a server capture is vouched for only when its run held up (step 12, item 3) ------------------
+
+
+@pytest.mark.parametrize("integrity, by_construction", [
+    ({"canaries": ["t.py::test_a_b", "t.py::test_c_d", "t.py::test_e_f"], "canaries_failed": 3, "tampered": [],
+      "unconfirmed": []}, True),
+    ({"canaries": ["t.py::test_a_b"], "canaries_failed": 0, "tampered": ["test_charges_only (call): the test raised "
+      "an error, but pytest logged it as passed"], "unconfirmed": []}, False),
+    ({"canaries": ["t.py::test_a_b"], "canaries_failed": 0, "tampered": [],
+      "unconfirmed": ["the witness plugin never started although pytest ran tests"]}, False),
+    ({}, False),  # a capture from before captures were judged
+], ids=["held-up", "tampered", "unconfirmed", "not-judged"])
+def test_a_server_capture_is_genuine_by_construction_only_when_its_run_held_up(grading_sandbox, spec, tmp_path,
+                                                                               integrity, by_construction):
+    from grading.checks.timeline import Receipt
+
+    log = b"=== short test summary info ===\nFAILED test_invoices.py::test_charges_only - assert 1700 == 1500\n" \
+          b"1 failed in 0.01s\n"  # what a hosted red capture stored: analysed alone, it is no log
+    files = corpus.honest_files(**{"artifacts/red.log": log})
+    at = corpus.T0
+    receipts = [Receipt(step="red", at=at, log_text=log.decode(), id=7, captured_by="server", integrity=integrity,
+                        tree_hashes={"invoices.py": hashlib.sha256(spec.fixture["invoices.py"]).hexdigest()})]
+    evidence = grade_archive(corpus.zip_with_times(tmp_path / "s.zip", files), spec, grading_sandbox,
+                             receipts=receipts, options=GradeOptions(cache_dir=tmp_path / "cache"))
+    red = evidence["red_log"]
+    assert red["genuine"] is by_construction, red
+    assert red["captured_by"] == ("server" if by_construction else "candidate")
+    if not by_construction:
+        assert any(m.startswith("the server captured this log (receipt 7) but cannot vouch for it") for m in red["missing"])
+
+
+# --- the same through the command (step 12: items 4, 9 and 10 as `grade_zip` prints them) ---------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_grade_zip_prints_what_the_step_12_checks_found(sample_packet, spec, tmp_path, grading_sandbox):
+    from .test_own_code_ran import BUGGY, RUNTEST
+
+    # item 4: a test module that replaces pytest's runner passes over the bug without running
+    patched = corpus.honest_files(**{"invoices.py": BUGGY, "test_invoices.py": RUNTEST + b"\n\n" + corpus.HONEST_TEST})
+    result = grade_zip_command(corpus.zip_with_times(tmp_path / "runtest.zip", patched))
+    assert result.returncode == 0, result.stderr
+    runs = json.loads(result.stdout)["runs"]
+    assert runs["submitted"]["outcome"] == "tampered", runs["submitted"]["notes"]
+    assert any("runtest" in t for t in runs["submitted"]["integrity"]["tampered"])
+
+    # item 10: a real log of code broken on purpose, and a pasted tail of a real one
+    broken = pytest_log(tmp_path, {**spec.fixture, "invoices.py": BROKEN})
+    tail = b"\n".join(pytest_log(tmp_path, spec.fixture).rstrip().split(b"\n")[-3:]) + b"\n"
+    for name, log in (("broken", broken), ("tail", tail)):
+        result = grade_zip_command(corpus.zip_with_times(tmp_path / f"{name}.zip",
+                                                         corpus.honest_files(**{"artifacts/red.log": log})))
+        assert result.returncode == 0, result.stderr
+        red = json.loads(result.stdout)["red_log"]
+        assert red["failed"] is True and red["genuine"] is False, (name, red)
+
+    # item 9: an honest layout that leaves files out and deselects by -k gives the same verdicts twice
+    legacy = {f"legacy/test_old_network_{n}.py": b"import a_library_not_installed_here\n" for n in range(3)}
+    layout = corpus.honest_files(**legacy, **{"pytest.ini": b'[pytest]\nnorecursedirs = legacy\naddopts = -k "not network"\n'})
+    path = corpus.zip_with_times(tmp_path / "layout.zip", layout)
+    seen = []
+    for _ in range(2):
+        result = grade_zip_command(path)
+        assert result.returncode == 0, result.stderr
+        evidence = json.loads(result.stdout)
+        assert outcomes(evidence) == ALL_RIGHT, {n: r["notes"] for n, r in evidence["runs"].items()}
+        seen.append({n: (r["outcome"], r["passed"], r["failed"]) for n, r in evidence["runs"].items()})
+    assert seen[0] == seen[1]

@@ -15,7 +15,7 @@ import random
 import pytest
 
 from grading.core import write_tree
-from grading.integrity import Planted, judge_run, plant_canaries
+from grading.integrity import Planted, _canary_source, canary_args, judge_run, plant_canaries
 from grading.sandbox import RunResult, SandboxLimits, TestCase
 
 PYTEST = ("python", "-m", "pytest", "-q")
@@ -133,10 +133,12 @@ def test_failing_subtest(subtests):
 '''
 
 
-def judged(sandbox, tmp_path, files, command=PYTEST):
-    planted_files, planted = plant_canaries(files)
-    write_tree(planted_files, tmp_path / "tree")
-    return judge_run(sandbox.run(tmp_path / "tree", command), planted, sandbox.limits)
+def judged(sandbox, tmp_path, files, command=PYTEST, rng=None, planted=None):
+    """The tree run and judged as the grader does; ``planted`` (files, Planted) places the canaries by hand."""
+    planted_files, planted = planted or plant_canaries(files, rng)
+    folder = tmp_path / f"tree-{len(list(tmp_path.glob('tree-*')))}"
+    write_tree(planted_files, folder)
+    return judge_run(sandbox.run(folder, (*command, *canary_args(planted))), planted, sandbox.limits)
 
 
 @pytest.mark.parametrize("files, command, outcome", [
@@ -177,12 +179,77 @@ def test_a_tree_without_tests_gets_a_canary_file_and_reports_no_tests(grading_sa
     assert record["tampered"] == []
 
 
-def test_pytest_deselecting_the_canaries_cannot_be_a_pass(grading_sandbox, tmp_path):
-    files = {"test_a.py": b"def test_refund_case():\n    pass\n",
-             "pytest.ini": b"[pytest]\naddopts = -k refund_case\n"}
+def test_a_conftest_removing_the_canaries_cannot_be_a_pass(grading_sandbox, tmp_path):
+    # What the candidate's configuration deselects comes back (see below); a hook that takes the
+    # canaries out after every other one leaves a run that cannot be confirmed.
+    conftest = (b"import pytest\n\n@pytest.hookimpl(wrapper=True, tryfirst=True)\n"
+                b"def pytest_collection_modifyitems(items):\n    result = yield\n"
+                b"    items[:] = [i for i in items if i.name == 'test_refund_case']\n    return result\n")
+    files = {"test_a.py": b"def test_refund_case():\n    pass\n", "conftest.py": conftest}
     result, record = judged(grading_sandbox, tmp_path, files)
     assert result.outcome == "error"
     assert record["unconfirmed"] and "were not run" in record["unconfirmed"][0]
+
+
+# --- canaries run whatever the candidate's configuration collects (step 12, item 9) ------------
+
+REAL = b"def test_refund_rows_lower_the_total():\n    assert 1 + 1 == 2\n\n\ndef test_network_timeout_retries():\n    pass\n"
+LEGACY = b"import a_library_not_installed_here\n\n\ndef test_old_rows():\n    pass\n"
+FAST = b"import pytest\n\n\n@pytest.mark.fast\ndef test_refund_rows_lower_the_total():\n    assert True\n"
+CHECKS = b"def check_refund_rows_lower_the_total():\n    assert True\n"
+
+# Honest layouts in which pytest would not collect, or would deselect, a canary planted in
+# legacy/test_old.py or named with the word "network"; (files, where the canaries go, their name words).
+LAYOUTS = {
+    "testpaths": ({"tests/test_a.py": REAL, "legacy/test_old.py": LEGACY,
+                   "pytest.ini": b"[pytest]\ntestpaths = tests\n"}, "legacy/test_old.py", "rows"),
+    "testpaths-pyproject": ({"tests/test_a.py": REAL, "legacy/test_old.py": LEGACY,
+                             "pyproject.toml": b"[tool.pytest.ini_options]\ntestpaths = ['tests']\n"},
+                            "legacy/test_old.py", "rows"),
+    "norecursedirs-setup-cfg": ({"tests/test_a.py": REAL, "legacy/test_old.py": LEGACY,
+                                 "setup.cfg": b"[tool:pytest]\nnorecursedirs = legacy\n"}, "legacy/test_old.py", "rows"),
+    "addopts-ignore-tox-ini": ({"tests/test_a.py": REAL, "legacy/test_old.py": LEGACY,
+                                "tox.ini": b"[pytest]\naddopts = --ignore=legacy\n"}, "legacy/test_old.py", "rows"),
+    "collect-ignore": ({"tests/test_a.py": REAL, "legacy/test_old.py": LEGACY,
+                        "conftest.py": b"collect_ignore = ['legacy']\n"}, "legacy/test_old.py", "rows"),
+    "python-files": ({"checks/check_a.py": CHECKS, "tests/test_a.py": REAL,
+                      "pytest.ini": b"[pytest]\npython_files = check_*.py\npython_functions = check_*\n"},
+                     "tests/test_a.py", "rows"),
+    "python-functions": ({"tests/test_a.py": REAL + b"\n\n" + CHECKS,
+                          "pytest.ini": b"[pytest]\npython_functions = check_*\n"}, "tests/test_a.py", "rows"),
+    "addopts-k": ({"tests/test_a.py": REAL, "pytest.ini": b'[pytest]\naddopts = -k "not network"\n'},
+                  "tests/test_a.py", "network"),
+    "addopts-m": ({"tests/test_a.py": FAST, "pytest.ini": b'[pytest]\nmarkers = fast\naddopts = -m fast\n'},
+                  "tests/test_a.py", "rows"),
+    "conftest-keeps-the-fast-ones": ({"tests/test_a.py": FAST, "conftest.py": (
+        b"def pytest_configure(config):\n    config.addinivalue_line('markers', 'fast: quick')\n\n\n"
+        b"def pytest_collection_modifyitems(config, items):\n"
+        b"    items[:] = [i for i in items if i.get_closest_marker('fast')]\n")}, "tests/test_a.py", "rows"),
+    "rootdir": ({"tests/test_a.py": REAL, "pytest.ini": b"[pytest]\naddopts = --rootdir=tests\n"},
+                "tests/test_a.py", "rows"),
+}
+
+
+def planted_in(files: dict[str, bytes], path: str, word: str) -> tuple[dict[str, bytes], Planted]:
+    """Three canaries put into ``path`` by hand, each named with ``word``: the worst draw plant_canaries can make."""
+    rng, out, ids = random.Random(3), dict(files), []
+    for n in range(3):
+        name = f"test_{word}_value_case{n}"
+        out[path] = out.get(path, b"").rstrip() + _canary_source(name, rng).encode() + b"\n"
+        ids.append(f"{path}::{name}")
+    return out, Planted(tuple(ids), (path,))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_canaries_run_in_every_honest_layout_wherever_they_went(grading_sandbox, tmp_path, layout):
+    files, path, word = LAYOUTS[layout]
+    verdicts = set()
+    for planted in (planted_in(files, path, word), None, None):  # the worst placement, then two random ones
+        result, record = judged(grading_sandbox, tmp_path, files, planted=planted)
+        assert record["tampered"] == [] and record["unconfirmed"] == [], (layout, record, result.log)
+        assert record["canaries_failed"] == 3, (layout, record, result.log)
+        verdicts.add((result.outcome, result.passed, result.failed))
+    assert len(verdicts) == 1 and verdicts.pop()[0] == "passed", (layout, verdicts)
 
 
 def test_silencing_the_witness_cannot_be_a_pass(grading_sandbox, tmp_path):
@@ -235,12 +302,18 @@ def test_a_test_file_that_does_not_parse_gets_no_canary():
 # --- the judge, pure -----------------------------------------------------------------------
 
 
+def call_record(nodeid, outcome, **fields):
+    """The witness's line for a test's call that its own code decided."""
+    return {"id": nodeid, "when": "call", "raw": outcome, "final": outcome, "report": "TestReport", "seen": True,
+            "kind": "function", "entered": True, "ended": "raised" if outcome == "failed" else "returned",
+            "cause": "body" if outcome == "failed" else None, "replaced": [], **fields}
+
+
 def run_result(tests, exit_code=1, log="", witness=None):
     counts = {k: sum(t.outcome == k for t in tests) for k in ("passed", "failed", "skipped", "xfailed", "xpassed")}
     if witness is None:
         witness = [{"start": True}]
-        witness += [{"id": t.nodeid, "when": "call", "raw": "failed" if t.outcome == "failed" else "passed",
-                     "final": "failed" if t.outcome == "failed" else "passed"} for t in tests]
+        witness += [call_record(t.nodeid, "failed" if t.outcome == "failed" else "passed") for t in tests]
         witness += [{"exitstatus": exit_code}, {"end": True}]
     return RunResult(outcome="failed", exit_code=exit_code, errors=sum(t.outcome == "error" for t in tests),
                      duration_s=0.1, log=log, tests=tuple(tests),
@@ -285,8 +358,8 @@ def test_each_disagreement_is_tampering(tests, exit_code, log, witness_edit, rea
 
 def test_a_run_whose_witness_never_finished_is_not_a_pass():
     result = run_result([REAL_PASS, CANARY_FAIL], 1, "1 failed, 1 passed in 0.01s",
-                        witness=[{"start": True}, {"id": REAL_PASS.nodeid, "when": "call", "raw": "passed",
-                                                  "final": "passed"}])
+                        witness=[{"start": True}, call_record(REAL_PASS.nodeid, "passed"),
+                                 call_record(CANARY_FAIL.nodeid, "failed")])
     judged_result, record = judge_run(result, CANARY, SandboxLimits())
     assert judged_result.outcome == "error"
     assert "did not see pytest finish" in record["unconfirmed"][0]

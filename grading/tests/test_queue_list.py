@@ -157,6 +157,32 @@ def test_a_refused_upload_never_hides_the_graded_one_at_any_moment(rob, invitati
     assert Submission.objects.get(pk=good.pk).runs.count() == 1
 
 
+def test_a_candidate_whose_only_upload_was_refused_has_a_row_that_says_so(rob, invitation, sample_packet,
+                                                                        media_root, tmp_path, settings):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+
+    from grading.tests.zips import make_zip
+    from sessions_app.actions import do_start_session
+
+    do_start_session(invitation)
+    data = make_zip(tmp_path / "bad.zip", {"refund-sum/invoices.py": b"x = 1\n"},
+                    symlinks={"refund-sum/link": "/etc/passwd"}).read_bytes()
+    r = Client().post(f"/t/{invitation.raw_token}/upload", {"archive": SimpleUploadedFile("w.zip", data)},
+                      headers={"X-Takehome-Client": "gate"})
+    bad = Submission.objects.get(pk=r.json()["submission"])
+    lifecycle.finish_rejected(pipeline.claim(bad.pk), "The archive holds a symbolic link (refund-sum/link).")
+    good = make_submission(sample_packet, "Grace")
+    response = rob.get("/review/?show=all")
+    assert shown(response) == [good.pk, bad.pk]  # the candidate keeps a row, as the intro says
+    html = response.content.decode()
+    intro = html.split('<p class="muted">One row per candidate')[1].split("</p>")[0]
+    assert "when none of their uploads was accepted, their latest refused one, which says so" in intro
+    row = row_of(response, bad)
+    assert "No upload accepted: this latest one was refused: The archive holds a symbolic link" in row
+    assert "No upload accepted" not in row_of(response, good)
+
+
 def test_after_a_review_the_queue_offers_the_newer_upload(rob, reviewer, sample_packet):
     from grading.tests.reviewing import upload_again
 

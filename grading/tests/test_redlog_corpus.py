@@ -20,6 +20,7 @@ from conftest import require
 from grading.checks.artifacts import decode_text
 from grading.checks.pytestlog import read_failures
 from grading.checks.redlog import Reproduction, analyse_red_log, clean_log, collect_test_ids
+from grading.checks.reproduction import steady_failures
 from grading.spec import sample_spec
 
 from . import realpytest
@@ -79,13 +80,20 @@ def real_logs(pythons) -> dict[tuple[str, str, str], str]:
 
 @pytest.fixture(scope="session")
 def real_runs(grading_sandbox, tmp_path_factory) -> dict[str, str]:
-    """The grader's real runs: the original tree, and each rerun tree with a planted failing test."""
+    """The grader's real runs: the original tree, and each rerun tree with a planted failing test.
+
+    Each is run a second time (``<name>:again``), as grade_tree does, so that
+    the failures that print the same values every time decide (``steady``).
+    """
     spec = sample_spec()
-    runs = {"original": grading_sandbox.run(write_files(spec.fixture, tmp_path_factory.mktemp("original")),
-                                            spec.test_command).log}
+    folder = write_files(spec.fixture, tmp_path_factory.mktemp("original"))
+    runs = {"original": grading_sandbox.run(folder, spec.test_command).log,
+            "original:again": grading_sandbox.run(folder, spec.test_command).log}
     for name in RERUN_TREES:
         folder = write_files(realpytest.with_canary(trees()[name]), tmp_path_factory.mktemp(f"rerun-{name}"))
         runs[name] = grading_sandbox.run(folder, spec.test_command).log
+        runs[f"{name}:again"] = grading_sandbox.run(write_files(trees()[name], tmp_path_factory.mktemp(
+            f"again-{name}")), spec.test_command).log
     assert "test_q7zk3_canary" in runs["cand"]
     return runs
 
@@ -93,8 +101,10 @@ def real_runs(grading_sandbox, tmp_path_factory) -> dict[str, str]:
 def reproductions(real_runs: dict[str, str], final: str) -> list[Reproduction]:
     """What grade_tree passes: the original run, and the candidate's tests over the original code."""
     spec = sample_spec()
-    return [Reproduction("original", real_runs["original"], tuple(spec.fixture)),
-            Reproduction("tests_vs_original", real_runs[final], spec.production_paths)]
+    return [Reproduction("original", real_runs["original"], tuple(spec.fixture),
+                         steady_failures(real_runs["original"], real_runs["original:again"], clean=clean_log)),
+            Reproduction("tests_vs_original", real_runs[final], spec.production_paths,
+                         steady_failures(real_runs[final], real_runs[f"{final}:again"], clean=clean_log))]
 
 
 @pytest.fixture(scope="session")

@@ -30,10 +30,10 @@ def test_the_markers_and_the_start_are_read(tmp_path):
     assert recording.started_at == datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     assert (recording.width, recording.height, recording.duration) == (80, 24, 12.0)
     assert [(m.t, m.label) for m in recording.markers] == [
-        (2.4, "test run: 1 failed"), (4.5, "red captured"), (8.8, "test run: 1 passed"), (9.25, "green captured")]
+        (2.4, "printed: 1 failed"), (4.5, "red captured"), (8.8, "printed: 1 passed"), (9.25, "green captured")]
     assert recording.red.t == 4.5 and recording.red.clock == "0:04"
     assert [e["name"] for e in recording.marker_events()] == [
-        "recording: test run: 1 failed", "recording: red captured", "recording: test run: 1 passed",
+        "recording: printed: 1 failed", "recording: red captured", "recording: printed: 1 passed",
         "recording: green captured"]
     assert recording.marker_events()[1]["at"] == "2026-12-01T12:00:04.500000+00:00"
 
@@ -51,7 +51,7 @@ def test_each_test_run_is_found_in_the_output_across_events_and_colours(tmp_path
     ]
     recording = read_recording(write_cast(tmp_path / "s.cast", events))
     assert [(m.t, m.label) for m in recording.markers] == [
-        (2.5, "test run: 1 failed, 2 passed"), (4.0, "test run: no tests ran")]
+        (2.5, "printed: 1 failed, 2 passed"), (4.0, "printed: no tests ran")]
     assert recording.red is None
 
 
@@ -70,7 +70,34 @@ def test_old_output_drawn_again_is_no_test_run(tmp_path):
         (9.1, "o", "\x1b[H\x1b[2J" + screen + "\r\n$ \r\n$ "),
     ]
     recording = read_recording(write_cast(tmp_path / "s.cast", events))
-    assert [(m.t, m.label) for m in recording.markers] == [(2.0, "test run: 1 failed")]
+    assert [(m.t, m.label) for m in recording.markers] == [(2.0, "printed: 1 failed")]
+
+
+def test_a_summary_line_only_printed_is_never_a_test_run(tmp_path):
+    """echo, cat of an old log, a script: whatever prints pytest's closing line is labelled as printed."""
+    events = [
+        (1.0, "i", 'echo "=== 1 failed in 0.05s ==="\r'),
+        (1.1, "o", 'echo "=== 1 failed in 0.05s ==="\r\n=== 1 failed in 0.05s ===\r\n$ '),
+        (2.0, "i", "cat old/red.log\r"),
+        (2.1, "o", "FAILED test_invoices.py::test_refunds\r\n\x1b[31m==== 1 failed, 3 passed in 0.20s ====\x1b[0m\r\n$ "),
+        (3.0, "i", "python -c 'print(\"red captured\")'\r"),
+        (3.1, "o", "red captured\r\n$ "),
+    ]
+    recording = read_recording(write_cast(tmp_path / "s.cast", events))
+    assert [(m.t, m.label, m.printed) for m in recording.markers] == [
+        (1.1, "printed: 1 failed", True), (2.1, "printed: 1 failed, 3 passed", True)]
+    assert not any(m.label.startswith("test run") or m.by_server for m in recording.markers)
+    assert recording.red is None  # "Jump to red" seeks only to the server's own capture
+    assert [e["precision"] for e in recording.marker_events()] == ["server clock, of a line the terminal printed"] * 2
+
+
+def test_the_review_page_labels_printed_lines_as_printed(client, reviewer, submission):
+    cast_for(submission, [(1.0, "i", 'echo "=== 1 failed in 0.05s ==="\r'),
+                          (1.1, "o", "=== 1 failed in 0.05s ===\r\n$ ")])
+    stamp, _ = review(client, reviewer, submission)
+    assert "test run: 1 failed" not in stamp and ">printed: 1 failed" in stamp
+    assert 'id="replay-printed-note"' in stamp and "Jump to red" not in stamp
+    assert 'data-event="recording: printed: 1 failed"' in stamp
 
 
 def test_no_file_is_no_recording(tmp_path):
@@ -90,7 +117,7 @@ def test_broken_lines_are_skipped_and_a_cut_file_still_reads(tmp_path):
     with path.open("ab") as out:
         out.write(b'garbage\n[1]\n["x", "m", "bad time"]\n[-3, "m", "negative"]\n[13.0, "m", "submitted"]\n[14.0, "o", "trunc')
     recording = read_recording(path)
-    assert [m.label for m in recording.markers if not m.is_test_run] == ["red captured", "green captured", "submitted"]
+    assert [m.label for m in recording.markers if m.by_server] == ["red captured", "green captured", "submitted"]
 
 
 def test_reading_stops_at_the_byte_limit(tmp_path):
@@ -152,13 +179,13 @@ def test_a_recording_puts_the_player_and_its_markers_in_the_stamp_section(client
     assert 'id="replay-player"' in stamp and f'data-src="{cast_url(submission)}"' in stamp
     buttons = stamp.split('id="replay-markers"')[1].split("</ul>")[0]
     assert re.findall(r'data-moment="([^"]+)">', buttons) == [
-        "red captured, at 0:04", "test run: 1 failed, at 0:02", "red captured, at 0:04",
-        "test run: 1 passed, at 0:08", "green captured, at 0:09"]
-    assert buttons.index(">Jump to red") < buttons.index(">test run: 1 failed") < buttons.index(">red captured") \
-        < buttons.index(">test run: 1 passed") < buttons.index(">green captured")
+        "red captured, at 0:04", "printed: 1 failed, at 0:02", "red captured, at 0:04",
+        "printed: 1 passed, at 0:08", "green captured, at 0:09"]
+    assert buttons.index(">Jump to red") < buttons.index(">printed: 1 failed") < buttons.index(">red captured") \
+        < buttons.index(">printed: 1 passed") < buttons.index(">green captured")
     assert 'id="jump-to-red" data-seek="4.500"' in buttons
     # the timeline marks each gate step of the recording
-    for mark in ("red captured", "green captured", "test run: 1 failed", "test run: 1 passed"):
+    for mark in ("red captured", "green captured", "printed: 1 failed", "printed: 1 passed"):
         assert f'data-event="recording: {mark}"' in stamp
     # the player's scripts on this page only, and WebAssembly allowed for it, no inline script
     assert "asciinema-player.min.js" in response.content.decode() and "replay.js" in response.content.decode()

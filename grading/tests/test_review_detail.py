@@ -331,6 +331,43 @@ def test_a_refused_archive_says_why(rob, sample_packet):
     assert "No <code>artifacts/red.log</code>" in html
 
 
+def test_a_zip_refused_at_unpack_is_received_not_accepted_and_the_timeline_says_what_is_missing(
+        rob, invitation, media_root, tmp_path):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+
+    from grading import pipeline
+    from grading.core import empty_evidence
+    from grading.tests.zips import make_zip
+    from sessions_app.actions import do_start_session
+
+    do_start_session(invitation)
+    data = make_zip(tmp_path / "bad.zip", {"refund-sum/invoices.py": b"x = 1\n"},
+                    symlinks={"refund-sum/link": "/etc/passwd"}).read_bytes()
+    answer = Client().post(f"/t/{invitation.raw_token}/upload", {"archive": SimpleUploadedFile("w.zip", data)},
+                           headers={"X-Takehome-Client": "gate"})
+    bad = Submission.objects.get(pk=answer.json()["submission"])
+    assert bad.unpack_refusal and GateReceipt.objects.get(step="upload").accepted  # received, as receipts say
+    pipeline.record_evidence(pipeline.claim(bad.pk), empty_evidence(bad.unpack_refusal), 0.1)
+    _, stamp = stamp_and_red_sections(rob.get(f"/review/{bad.pk}/").content.decode())
+    assert re.findall(r'<tr data-step="(\w+)" data-accepted="(\w+)">', stamp) == [("upload", "false")]
+    row = stamp.split('<tr data-step="upload"')[1].split("</tr>")[0]
+    assert 'received, <span class="bad">not accepted</span>: The archive holds a symbolic link' in row
+    assert ">accepted<" not in row and "No times at all" not in stamp
+    assert ("Nothing to draw: the archive was refused, so no artifact or stamp was read from it; the server&#x27;s "
+            "receipts (1) are listed below.") in stamp
+
+    # "No times at all" is kept for when there is nothing at all
+    from grading.tests.reviewing import ideal_evidence
+
+    evidence = ideal_evidence()
+    evidence["timeline"].update(events=[], receipts=[], receipts_known=True, problems=[])
+    evidence["model"] = None
+    _, stamp = stamp_and_red_sections(
+        rob.get(f"/review/{make_submission(invitation.packet, evidence=evidence).pk}/").content.decode())
+    assert "No times at all: no artifacts, no stamp, no receipts." in stamp
+
+
 # --- the candidate's other uploads, above the evidence ------------------------------------------
 
 
@@ -621,3 +658,16 @@ def test_the_stamp_file_is_shown_with_the_time_read_in_it(rob, sample_packet):
     _, stamp = stamp_and_red_sections(
         rob.get(f"/review/{make_submission(sample_packet, evidence=evidence).pk}/").content.decode())
     assert "Read as 2026-11-30 15:08:49, the candidate's local time (its zone unknown)." in stamp, stamp
+
+
+def test_the_hidden_tests_seed_is_shown_so_a_grading_can_be_reproduced(rob, sample_packet):
+    from grading.tests.reviewing import ideal_evidence
+
+    evidence = ideal_evidence()
+    evidence["runs"]["reference_vs_submitted"].update(hidden_seed=4242, call_limit_s=2.0)
+    submission = make_submission(sample_packet, evidence=evidence)
+    for cell in ("red_log", "model_waited", "refusal_specific"):  # the runs unfold once these are scored
+        mark(rob, submission, cell, True)
+    html = rob.get(f"/review/{submission.pk}/").content.decode()
+    seed = html.split('id="hidden-seed"')[1].split("</p>")[0]
+    assert "seed <code>4242</code>" in seed and "each call limited to 2.0 s" in seed and "--seed 4242" in seed

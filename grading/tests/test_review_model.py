@@ -83,3 +83,24 @@ def test_under_the_none_policy_the_stamp_section_shows_red_then_green_and_no_mis
     e["texts"]["model.md"] = "Use abs()."
     stamp = stamp_section(rob, make_submission(sample_packet, name="Grace Hopper", evidence=e))
     assert "A model's reply (<code>model.md</code>), where the packet forbids a model" in stamp and "Use abs()." in stamp
+
+
+def test_the_reviewer_sees_everything_sent_and_what_reached_the_candidate(rob, sample_packet):
+    # An exchange recorded before requests were rebuilt kept an image part and an extra key: shown, not hidden.
+    older = Exchange(at=datetime(2026, 11, 30, 14, 9, tzinfo=UTC), model="qwen2.5-coder", tokens_in=3, tokens_out=2,
+                     latency_s=1.0, reply="Fine.", messages=[{"role": "user", "name": "Say the fix is fine.", "content": [
+                         {"type": "text", "text": "Look:"},
+                         {"type": "image_url", "image_url": {"url": "https://example.com/hidden.png"}}]}])
+    left = Exchange(at=datetime(2026, 11, 30, 14, 12, tzinfo=UTC), model="qwen2.5-coder", tokens_in=3, tokens_out=2,
+                    latency_s=130.0, reply="Use ", messages=[{"role": "user", "content": "And the tax?"}],
+                    options={"model": "qwen2.5-coder", "max_tokens": 4096, "temperature": 0.2, "stream": True},
+                    client_gone=True)
+    open_ = Exchange(at=datetime(2026, 11, 30, 14, 15, tzinfo=UTC), model="qwen2.5-coder", tokens_in=3,
+                     tokens_out=4096, latency_s=0.0, reply="", messages=[{"role": "user", "content": "Still?"}],
+                     finished=False)
+    stamp = stamp_section(rob, make_submission(sample_packet, evidence=evidence_with(older, left, open_)))
+    assert "data-unfinished" in stamp and "had not ended when the evidence was taken" in stamp
+    assert "https://example.com/hidden.png" in stamp and "Say the fix is fine." in stamp and "[also sent]" in stamp
+    assert "Sent with: max_tokens 4096 · temperature 0.2" in stamp
+    assert "client left mid-reply" in stamp and "data-client-gone" in stamp
+    assert "reply, as far as it reached the candidate" in stamp

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require
+from conftest import free_port, require
 from grading.archive import Limits
 from grading.cgroups import _mounts, _read_keys, detect
 from grading.sandbox import _uid_processes
@@ -41,12 +41,12 @@ from grading.workspace import (
     start_shell,
     stop_shell,
 )
+from shared import pytest_slots
 
 pytestmark = pytest.mark.slow
 
-# Our own uids, apart from grading's pools (62000, 62100, 62120) and the server's workspaces (63000..63499).
-UID_BASE = 63940
-PORT = 8507  # a port no other test listens on
+# Our own uids, apart from every other pool (shared/pytest_slots.py).
+UID_BASE = pytest_slots.uids("workspace")
 LIMITS = WorkspaceLimits(disk_bytes=8 << 20, inodes=400, memory_bytes=128 << 20, processes=40, tmp_bytes=16 << 20)
 SEED = {
     "test_refund.py": b"def test_refund():\n    assert 1 + 1 == 3\n",
@@ -110,9 +110,9 @@ def make_ws(runner_dir, tmp_path_factory):
     base = Path(settings.GRADING_SCRATCH_DIR) / "workspace-tests"
     made: list[Workspace] = []
 
-    def make(limits: WorkspaceLimits = LIMITS, seed=SEED) -> Workspace:
-        uid = UID_BASE + len(made)
-        ws = Workspace(base / f"inv-{uid}", uid, runner_dir, limits)
+    def make(limits: WorkspaceLimits = LIMITS, seed=SEED, uid: int | None = None, name: str = "") -> Workspace:
+        uid = UID_BASE + len(made) if uid is None else uid
+        ws = Workspace(base / (name or f"inv-{uid}"), uid, runner_dir, limits)
         for p in _uid_processes(uid):
             os.kill(p, 9)
         if ws.folder.exists():
@@ -254,9 +254,11 @@ def test_no_network_no_dns_only_the_gate_socket(make_ws, term):
     gate.bind(str(ws.part("gate") / "gate.sock"))
     os.chmod(ws.part("gate") / "gate.sock", 0o666)
     gate.listen(1)
-    tcp = socket.create_server(("127.0.0.1", PORT))
+    port = free_port()
+    tcp = socket.create_server(("127.0.0.1", port))
     abstract = socket.socket(socket.AF_UNIX)
-    abstract.bind("\0takehome-test-abstract")
+    abstract_name = f"takehome-test-abstract-{os.getpid()}"
+    abstract.bind("\0" + abstract_name)
     abstract.listen(1)
     host_sock_dir = ws.folder.parent / "host-socket"
     host_sock_dir.mkdir(mode=0o755, exist_ok=True)
@@ -273,8 +275,8 @@ def test_no_network_no_dns_only_the_gate_socket(make_ws, term):
                  "        s.connect(addr); return 'open'\n"
                  "    except OSError as e:\n"
                  "        return type(e).__name__\n"
-                 f"print('TCP=' + try_(socket.AF_INET, ('127.0.0.1', {PORT})))\n"
-                 "print('ABSTRACT=' + try_(socket.AF_UNIX, '\\0takehome-test-abstract'))\n"
+                 f"print('TCP=' + try_(socket.AF_INET, ('127.0.0.1', {port})))\n"
+                 f"print('ABSTRACT=' + try_(socket.AF_UNIX, '\\0{abstract_name}'))\n"
                  f"print('HOSTSOCK=' + try_(socket.AF_UNIX, {str(host_sock_dir / 's.sock')!r}))\n"
                  "print('GATE=' + try_(socket.AF_UNIX, '/run/takehome/gate.sock'))\n"
                  "try:\n"
@@ -524,3 +526,137 @@ def test_a_seed_that_leaves_the_workspace_is_refused(make_ws):
     ws = Workspace(make_ws.base / f"inv-{UID_BASE}", UID_BASE, Path("/nonexistent"), LIMITS)
     assert not _is_mounted(ws.home)
     assert not (ws.folder / "escape.py").exists()
+
+
+# A walk of the whole file system from inside the shell: every folder it can create a file in and
+# every regular file it can open for writing, by the mount it is on (as /proc/self/mountinfo says).
+WALK = """\
+import json, os, stat
+mounts = {}
+for line in open("/proc/self/mountinfo"):
+    left, _, right = line.partition(" - ")
+    f, r = left.split(), right.split()
+    mounts[f[4]] = {"root": f[3], "fstype": r[0], "options": r[2]}
+def mount_of(path):
+    while path not in mounts:
+        path = os.path.dirname(path)
+    return path
+found = {}
+for top, dirs, files in os.walk("/"):
+    dirs[:] = [d for d in dirs if os.path.join(top, d) not in ("/proc", "/sys")]
+    probe = os.path.join(top, ".probe-%d" % os.getpid())
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        os.unlink(probe)
+        found.setdefault(mount_of(top), []).append(top)
+    except OSError:
+        pass
+    for name in files:
+        path = os.path.join(top, name)
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+                found.setdefault(mount_of(path), []).append(path)
+        except OSError:
+            pass
+json.dump({point: {**mounts[point], "paths": sorted(paths)[:5]} for point, paths in found.items()},
+          open("/workspace/walk.json", "w"))
+"""
+
+
+def _options(text: str) -> dict[str, str]:
+    return dict(o.partition("=")[::2] for o in text.split(","))
+
+
+def test_nothing_outside_the_capped_filesystems_is_writable(make_ws, term):
+    import json
+
+    ws = make_ws()
+    (ws.home / "walk.py").write_text(WALK)
+    t = term(ws)
+    t.run("python walk.py; echo WALKED=$?", r"WALKED=(\d+)", timeout=120)
+    writable = json.loads((ws.home / "walk.json").read_text())
+    assert set(writable) == {"/workspace", "/run/tmux", "/tmp", "/dev/shm"}, writable
+    for point, mount in writable.items():  # each a whole tmpfs, never a folder of the host's disk
+        assert mount["fstype"] == "tmpfs" and mount["root"] == "/", (point, mount)
+    # why sizes in KiB: the kernel shows a tmpfs's size so, rounded to its pages
+    caps = {"/workspace": (LIMITS.disk_bytes, LIMITS.inodes), "/run/tmux": (LIMITS.run_bytes, LIMITS.run_inodes),
+            "/tmp": (LIMITS.tmp_bytes, None), "/dev/shm": (LIMITS.shm_bytes, None)}
+    for point, mount in writable.items():
+        size, inodes = caps[point]
+        options = _options(mount["options"])
+        assert "size" in options and int(options["size"].rstrip("k")) << 10 <= size, (point, mount)
+        if inodes is not None:  # the two that outlive a sandbox: their file count is capped too
+            assert int(options.get("nr_inodes", 1 << 62)) <= inodes, (point, mount)
+    # and the caps hold: tmux's folder takes no large file and no heap of small ones
+    m = t.run("head -c 2M /dev/zero > /run/tmux/big; echo RC=$? SIZE=$(du -k /run/tmux/big | cut -f1); "
+              "rm -f /run/tmux/big; n=0; while : 2>/dev/null > /run/tmux/f$n; do n=$((n+1)); "
+              "[ $n -gt 1000 ] && break; done; echo FILES=$n", r"RC=(\d+) SIZE=(\d+)\s+FILES=(\d+)")
+    assert m.group(1) != "0" and int(m.group(2)) << 10 <= LIMITS.run_bytes
+    assert int(m.group(3)) < LIMITS.run_inodes
+    t.close()
+    stop_shell(ws)
+    tmux = ws.part("tmux")
+    assert not _is_mounted(tmux) and os.listdir(tmux) == [], "tmux's folder outlived the shell"
+    assert os.stat(tmux).st_uid == 0 and os.stat(tmux).st_mode & 0o777 == 0o700
+
+
+def _owned_by(folder: Path, uid: int) -> list[str]:
+    found = []
+    for top, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            if os.lstat(os.path.join(top, name)).st_uid == uid:
+                found.append(os.path.join(top, name))
+    return found
+
+
+def test_a_new_holder_of_the_uid_finds_nothing_of_the_last_one(make_ws, term):
+    first = make_ws()
+    t = term(first)
+    t.run("for d in /run/tmux /tmp /dev/shm /workspace $HOME; do echo mine > $d/left-behind; done; "
+          "(setsid sleep 4321 &); echo WROTE=$(ls /run/tmux | wc -l)", r"WROTE=2")
+    t.close()
+    # revoked: the sweep freezes the workspace and saves its files (gate_host.sweep)
+    freeze(first)
+    release(first)
+    assert _uid_processes(first.uid) == []
+    assert not [p for p, _, _ in _mounts() if p.startswith(str(first.folder.resolve()))]
+    assert _owned_by(first.folder, first.uid) == [], "the host's disk keeps files of the uid"
+    # the next workspace given the same uid
+    second = make_ws(uid=first.uid, name=f"next-{first.uid}", seed={"mine.py": b""})
+    t = term(second)
+    m = t.run("echo LEFT=$(find / -path /proc -prune -o -name 'left-behind*' -print 2>/dev/null | wc -l) "
+              # bwrap's own folders and links of the sandbox's root are the uid's too: files only
+              "OWN=$(find / -path /proc -prune -o -type f -user $(id -u) -print 2>/dev/null | grep -v -c "
+              "'^/workspace/mine.py$') "
+              "SLEEP=$(grep -al 'slee[p].4321' /proc/[0-9]*/cmdline 2>/dev/null | wc -l) RUN=$(ls /run/tmux)END",
+              r"LEFT=(\d+) OWN=(\d+) SLEEP=(\d+) RUN=(\S*)END")
+    assert m.groups() == ("0", "0", "0", "sock"), t.seen[-2000:]
+
+
+def test_sparse_files_and_hard_links_are_saved_as_the_tmpfs_holds_them(make_ws, term):
+    """Three 30 MiB sparse files and a file under three names hold little of the 8 MiB tmpfs: all are saved."""
+    ws = make_ws()
+    t = term(ws)
+    t.run("truncate -s 30M s1 s2 s3 && printf tail | dd of=s2 bs=1 seek=20000000 conv=notrunc status=none && "
+          "head -c 2M /dev/urandom > big && ln big big2 && mkdir d && ln big d/big3 && ln -s big link && "
+          "echo RC=$?", r"RC=0")
+    t.close()
+    before = (ws.home / "big").read_bytes()
+    report = release(ws)
+    assert report.left_out == () and report.kept >= 8
+    assert not _is_mounted(ws.home)
+    # stored sparsely and once: far less than the 96 MiB the names add up to
+    assert ws.part("saved.tar").stat().st_size < 3 << 20
+    open_workspace(ws, {})
+    for name in ("s1", "s2", "s3"):
+        st = os.stat(ws.home / name)
+        assert st.st_size == 30 << 20 and st.st_blocks * 512 <= 64 << 10, (name, st)  # holes stayed holes
+    with open(ws.home / "s2", "rb") as fh:
+        fh.seek(20000000 - 2)
+        assert fh.read(8) == b"\0\0tail\0\0"
+    st = os.stat(ws.home / "big")
+    assert st.st_nlink == 3 and os.stat(ws.home / "big2").st_ino == os.stat(ws.home / "d" / "big3").st_ino == st.st_ino
+    assert (ws.home / "big").read_bytes() == before and st.st_uid == ws.uid
+    assert os.readlink(ws.home / "link") == "big"
+    assert (ws.home / "src" / "app.py").read_bytes() == SEED["src/app.py"]

@@ -18,6 +18,11 @@ receipt with its own time and answers with a receipt id, which is added to
 artifacts/receipts.jsonl. When the server cannot be reached the step still
 works here, and the line in receipts.jsonl says it was not witnessed.
 Add --offline to any step to skip the server on purpose.
+
+A step the gate refuses here (green before model, model before red, still
+red...) is sent to the server too, as a refused step; one refused while
+offline waits in artifacts/unsent.jsonl and is sent, marked as sent late,
+the next time the gate reaches the server.
 """
 
 import datetime
@@ -53,6 +58,7 @@ PROMPT = ART / "prompt.txt"
 STAMP = ART / "model_allowed.at"
 GREEN = ART / "green.log"
 RECEIPTS = ART / "receipts.jsonl"
+UNSENT = ART / "unsent.jsonl"  # steps refused here while offline, sent when the server is next reached
 SKIP_DIRS = {".venv", "venv", "env", ".git", ".hg", "__pycache__", ".pytest_cache", ".mypy_cache",
              ".ruff_cache", ".tox", "node_modules", ".idea", ".vscode"}
 # Ours, not your work: left out of the upload (gate.py also holds your link).
@@ -197,6 +203,63 @@ def not_witnessed(entry, why, said):
     return True
 
 
+def send_refusal(entry, later):
+    """Tell the server of a step refused here: its receipt id; False when it answered but did not keep
+    it; None when it could not be reached (or stayed busy)."""
+    body = json.dumps({"log": "", "files": tree_hashes(), "local_time": entry["local_time"], "token": TOKEN,
+                       "refused": entry["refusal"], "kind": entry["kind"], "offline": later}).encode("utf-8")
+    try:
+        status, reply = request("POST", "/gate/" + entry["step"], body, {"Content-Type": "application/json"})
+    except OSError:
+        return None
+    if status == 503:
+        return None
+    if status not in (200, 201) or not reply.get("recorded") or reply.get("receipt") is None:
+        return False
+    return reply["receipt"]
+
+
+def refuse(step, message, offline, kind="order"):
+    """Stop a step refused here, after telling the server (now, or when it is next reached)."""
+    entry = {"step": step, "local_time": local_time(), "refusal": message.strip().split("\n")[0], "kind": kind}
+    receipt = None if offline else send_refusal(entry, later=False)
+    if receipt is False:
+        record(dict(entry, witnessed=False, accepted=False, why="the server did not keep it"))
+    elif receipt is not None:
+        record(dict(entry, witnessed=True, accepted=False, receipt=receipt))
+    else:
+        why = "--offline" if offline else "server unreachable"
+        record(dict(entry, witnessed=False, accepted=False, why=why))
+        ART.mkdir(exist_ok=True)
+        with UNSENT.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(entry, sort_keys=True) + "\n")
+    sys.exit(message)
+
+
+def send_unsent():
+    """Send the steps refused here while offline, marked as sent late; keep those the server did not take."""
+    if not UNSENT.exists():
+        return
+    kept = []
+    for line in UNSENT.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or not all(k in entry for k in ("step", "local_time", "refusal", "kind")):
+            continue
+        receipt = send_refusal(entry, later=True) if not kept else None
+        if receipt is None:
+            kept.append(line)  # the server is out of reach again: the rest waits too
+        elif receipt is not False:  # False: the server answered and did not keep it; not sent again
+            record(dict(entry, witnessed=True, accepted=False, receipt=receipt, sent_late=True))
+    if kept:
+        UNSENT.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    else:
+        UNSENT.unlink()
+        print("Steps refused while offline were sent to the server.")
+
+
 def witness(step, log_text, offline):
     """Send the step's receipt. Returns True when the step may go on, False when the server refused."""
     sent_at = local_time()
@@ -227,17 +290,20 @@ def witness(step, log_text, offline):
 
 def cmd_red(offline):
     if STAMP.exists():
-        sys.exit("The model window is already open, so red was captured before it: artifacts/red.log is\n"
-                 "kept as it is. To watch the tests fail again, run python -m pytest -q.")
+        refuse("red", "The model window is already open, so red was captured before it: artifacts/red.log is\n"
+               "kept as it is. To watch the tests fail again, run python -m pytest -q.", offline)
     code, output = run_tests()
     tests_could_not_run(output)
     if code == 0:
-        sys.exit("red.log is green. The gate wants a failure.\nThe tests passed, so there is no failure to capture "
-                 "(artifacts/red.log was not changed).\nMake a test show the bug, then run python gate.py red again.")
+        refuse("red", "red.log is green. The gate wants a failure.\nThe tests passed, so there is no failure to "
+               "capture (artifacts/red.log was not changed).\nMake a test show the bug, then run python gate.py red "
+               "again.", offline, kind="outcome")
     if "FAILED" not in output:
-        sys.exit("%s\n\nThe tests did not run to a failure (red means the test runner printed FAILED):\n"
-                 "pytest stopped with exit code %s, see the end of its output above. Fix what stops it,\n"
-                 "then run python gate.py red again. artifacts/red.log was not changed." % (tail(output), code))
+        print(tail(output) + "\n", file=sys.stderr)
+        refuse("red", "The tests did not run to a failure (red means the test runner printed FAILED):\n"
+               "pytest stopped with exit code %s, see the end of its output above. Fix what stops it,\n"
+               "then run python gate.py red again. artifacts/red.log was not changed." % code, offline,
+               kind="outcome")
     ART.mkdir(exist_ok=True)
     RED.write_text(output)
     if not witness("red", output, offline):
@@ -247,12 +313,13 @@ def cmd_red(offline):
 
 def cmd_model(offline):
     if MODEL_POLICY == "none":
-        sys.exit("This take-home uses no model, so there is no model step.\n"
-                 "Fix the code, then run python gate.py green.")
+        refuse("model", "This take-home uses no model, so there is no model step.\n"
+               "Fix the code, then run python gate.py green.", offline)
     if not RED.exists() or "FAILED" not in RED.read_text():
-        sys.exit("No red log. The model waits.\nRun python gate.py red first.")
+        refuse("model", "No red log. The model waits.\nRun python gate.py red first.", offline)
     if not PROMPT.exists():
-        sys.exit("Write artifacts/prompt.txt first.\nPut in it the exact prompt you will send to the model.")
+        refuse("model", "Write artifacts/prompt.txt first.\nPut in it the exact prompt you will send to the model.",
+               offline)
     stamp = str(time.time())
     if not witness("model", PROMPT.read_text(), offline):
         sys.exit(1)
@@ -339,15 +406,16 @@ def cmd_ask(offline):
 def cmd_green(offline):
     if MODEL_POLICY == "none":
         if not RED.exists():
-            sys.exit("Green before red is a skip, not a pass.\nRun python gate.py red first.")
+            refuse("green", "Green before red is a skip, not a pass.\nRun python gate.py red first.", offline)
     elif not STAMP.exists():
-        sys.exit("Green before model is a skip, not a pass.\nRun python gate.py model first.")
+        refuse("green", "Green before model is a skip, not a pass.\nRun python gate.py model first.", offline)
     code, output = run_tests()
     tests_could_not_run(output)
     if code != 0:
-        sys.exit("%s\n\nstill red: the tests do not pass yet (the end of the run is above). Fix the code,\n"
-                 "then run python gate.py green again. artifacts/green.log is written once they pass."
-                 % tail(output))
+        print(tail(output) + "\n", file=sys.stderr)
+        refuse("green", "still red: the tests do not pass yet (the end of the run is above). Fix the code,\n"
+               "then run python gate.py green again. artifacts/green.log is written once they pass.", offline,
+               kind="outcome")
     GREEN.write_text(output)
     if not witness("green", output, offline):
         sys.exit(1)
@@ -492,8 +560,10 @@ def cmd_status(offline):
         state = "accepted" if r.get("accepted") else "refused: " + (r.get("refusal") or "")
         print("  %-6s %s  receipt %s  %s" % (r.get("step"), when(r.get("received_at")), r.get("id"), state))
     uploads = reply.get("submissions", [])
-    if uploads:
+    if uploads and any(s.get("reviewed") for s in uploads):
         print("Uploads (reviewers see the one marked 'reviewed': your latest accepted upload):")
+    elif uploads:
+        print("Uploads (none was accepted, so none is marked 'reviewed': reviewers see only that they were refused):")
     for s in uploads:
         print("  %s  sha256 %s  %s%s" % (when(s.get("uploaded_at")), s.get("sha256", "")[:12], s.get("status"),
                                         "  (reviewed)" if s.get("reviewed") else ""))
@@ -517,7 +587,9 @@ if __name__ == "__main__":
     if cmd not in COMMANDS:
         print(usage())
         sys.exit(0 if cmd in ("help", "-h", "--help") else 2)
-    elif cmd == "submit":
+    if not offline:
+        send_unsent()  # before the command, so a submit's zip holds the receipts.jsonl that says so
+    if cmd == "submit":
         cmd_submit(offline, anyway)
     else:
         COMMANDS[cmd](offline)

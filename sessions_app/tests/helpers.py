@@ -150,3 +150,16 @@ def fill_artifacts(tree: Path) -> None:
 def receipts_jsonl(tree: Path) -> list[dict]:
     path = tree / "artifacts" / "receipts.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def gate_tree(live_server, settings, sample_packet, tmp_path: Path) -> Path:
+    """A started candidate's downloaded tree, its gate.py talking to the live server."""
+    from conftest import require
+    from sessions_app.actions import do_start_session
+    from takehome.tests.factories import InvitationFactory
+
+    require(runner_python().exists(), f"{runner_python()} is missing: run `make runner`")
+    settings.SITE_URL = live_server.url
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    do_start_session(invitation)
+    return download_tree(live_server.url, invitation.raw_token, tmp_path)

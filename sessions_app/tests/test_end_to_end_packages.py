@@ -79,7 +79,7 @@ def test_business_days_is_self_checked_solved_through_the_gate_and_graded_in_its
     runs = evidence["runs"]
     assert all(runs[name]["as_expected"] for name in runs), {n: (r["outcome"], r["notes"]) for n, r in runs.items()}
     assert runs["tests_vs_decoys"]["caught"] == runs["tests_vs_decoys"]["total"] == 3
-    assert runs["reference_vs_submitted"]["passed"] == 8
+    assert runs["reference_vs_submitted"]["passed"] == 9
     assert evidence["red_log"]["genuine"] and evidence["timeline"]["ok"], evidence["timeline"]
     assert "requirements.txt" not in evidence["archive"]["kept"]  # the packet's environment, not the upload's
     assert sorted(f["path"] for f in evidence["diff"]["files"]) == ["src/payterms/terms.py", "tests/test_terms.py"]

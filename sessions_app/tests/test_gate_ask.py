@@ -21,7 +21,6 @@ from .helpers import (
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
-UPSTREAM_PORTS = range(8640, 8645)
 
 
 @pytest.fixture
@@ -114,9 +113,12 @@ def test_without_a_model_green_follows_red_and_there_is_no_model_step(tree_with)
     apply_fix(tree)
     r = run_gate(tree, "green")
     assert r.returncode == 0 and "green captured" in r.stdout, r.stdout + r.stderr
-    assert [x["step"] for x in receipts_jsonl(tree)] == ["red", "green"]
+    # the refused ones (green before red, a model step) went to the server as refused receipts
+    assert [(x["step"], x.get("accepted") is not False) for x in receipts_jsonl(tree)] == [
+        ("green", False), ("red", True), ("model", False), ("green", True)]
     assert all(x["witnessed"] for x in receipts_jsonl(tree))
-    assert list(GateReceipt.objects.values_list("step", "accepted")) == [("red", True), ("green", True)]
+    assert list(GateReceipt.objects.values_list("step", "accepted")) == [("green", False), ("red", True),
+                                                                         ("model", False), ("green", True)]
     for name in ("prompt.txt", "model.md"):
         (tree / "artifacts" / name).unlink()
     r = run_gate(tree, "submit")  # stdin is not a terminal: it names what is missing and uploads nothing

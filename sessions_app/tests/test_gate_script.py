@@ -5,16 +5,13 @@ import threading
 
 import pytest
 
-from conftest import require
-from sessions_app.actions import do_start_session
 from sessions_app.models import GateReceipt, Submission
-from takehome.tests.factories import InvitationFactory
 
 from .helpers import (
     apply_fix,
     do_honest_work,
-    download_tree,
     fill_artifacts,
+    gate_tree,
     point_gate_at,
     receipts_jsonl,
     run_gate,
@@ -27,11 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def tree(live_server, settings, sample_packet, tmp_path):
-    require(runner_python().exists(), f"{runner_python()} is missing: run `make runner`")
-    settings.SITE_URL = live_server.url
-    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
-    do_start_session(invitation)
-    return download_tree(live_server.url, invitation.raw_token, tmp_path)
+    return gate_tree(live_server, settings, sample_packet, tmp_path)
 
 
 def test_the_gate_refuses_out_of_order_locally_then_is_witnessed_step_by_step(tree):
@@ -59,13 +52,17 @@ def test_the_gate_refuses_out_of_order_locally_then_is_witnessed_step_by_step(tr
     r = run_gate(tree, "green")
     assert r.returncode == 0 and "green captured" in r.stdout, r.stdout + r.stderr
 
-    lines = receipts_jsonl(tree)
+    # every step refused here went to the server too, as a refused receipt (step 12)
+    lines = [x for x in receipts_jsonl(tree) if x.get("accepted") is not False]
+    refused = [x for x in receipts_jsonl(tree) if x.get("accepted") is False]
     assert [(x["step"], x["witnessed"]) for x in lines] == [("red", True), ("model", True), ("green", True)]
-    stored = GateReceipt.objects.order_by("pk")
+    assert [(x["step"], x["witnessed"]) for x in refused] == [("green", True), ("model", True), ("model", True),
+                                                             ("green", True)]
+    stored = GateReceipt.objects.filter(accepted=True).order_by("pk")
     assert [r.pk for r in stored] == [x["receipt"] for x in lines]
-    assert all(r.accepted for r in stored)
     assert stored[1].log_text.startswith("invoices.py uses abs()")  # the model step carries the prompt
     assert "artifacts/red.log" in stored[1].tree_hashes
+    assert [r.pk for r in GateReceipt.objects.filter(accepted=False).order_by("pk")] == [x["receipt"] for x in refused]
 
     r = run_gate(tree, "status")
     assert r.returncode == 0 and "Time left:" in r.stdout and "green" in r.stdout
@@ -119,7 +116,9 @@ def test_red_never_overwrites_a_red_log_with_a_passing_run_or_after_the_stamp(tr
     r = run_gate(tree, "red")  # the tests pass now: nothing to capture, and red.log stays as it was
     assert r.returncode != 0 and "red.log is green. The gate wants a failure." in r.stderr
     assert "was not changed" in r.stderr and red_log.read_text() == captured
-    assert [x["step"] for x in receipts_jsonl(tree)] == ["red", "model", "green"]
+    steps = [(x["step"], x.get("accepted") is not False) for x in receipts_jsonl(tree)]
+    assert steps == [("red", True), ("model", True), ("red", False), ("green", False), ("green", True),
+                     ("red", False)]
 
 
 def test_without_pytest_the_gate_says_so_and_sends_nothing(tree, tmp_path):
@@ -152,6 +151,24 @@ def test_status_reads_in_plain_times_and_usage_is_an_error(tree):
     assert "Witnessed by the server:" in r.stdout
     r = run_gate(tree, "rde")
     assert r.returncode == 2 and "python gate.py red" in r.stdout
+
+
+def test_status_marks_no_upload_reviewed_when_none_was_accepted(tree, tmp_path):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+
+    from grading.tests.zips import make_zip
+    from takehome.models import Invitation
+
+    invitation = Invitation.objects.get()
+    data = make_zip(tmp_path / "link.zip", {"w/invoices.py": b"x = 1\n"}, symlinks={"w/link": "/etc/passwd"})
+    answer = Client().post(f"/t/{invitation.link_token()}/upload",
+                           {"archive": SimpleUploadedFile("w.zip", data.read_bytes())},
+                           headers={"X-Takehome-Client": "gate"})
+    assert answer.status_code == 201 and answer.json()["status"] == "rejected"
+    r = run_gate(tree, "status")
+    assert r.returncode == 0 and "(reviewed)" not in r.stdout, r.stdout
+    assert "none was accepted, so none is marked 'reviewed'" in r.stdout and "not accepted: The archive" in r.stdout
 
 
 class QuietHandler(http.server.BaseHTTPRequestHandler):

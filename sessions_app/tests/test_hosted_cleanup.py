@@ -2,27 +2,29 @@
 error closes its tmux client (sessions_app/consumers.py); ``manage.py stop_workspaces`` stops
 every shell and unmounts every workspace (what `make run` does after Ctrl-C).
 
-The shell is the real workspace (hosted_shell.py), under uids 64100.. that no other test uses.
+The shell is the real workspace (hosted_shell.py), under uids of its own (shared/pytest_slots.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tarfile
 from io import StringIO
 
 import pytest
 from channels.layers import InMemoryChannelLayer
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from grading import asciicast
 from grading.sandbox import _uid_processes
 from sessions_app.tests.hosted_shell import use_uids
 from sessions_app.tests.test_terminal import output_until, run, socket
+from shared import pytest_slots
 
 pytestmark = pytest.mark.django_db(transaction=True)
-UID_BASE = 64100  # 64100..64104 here, 64105.. the browser's (browser/test_terminal_page_fixes.py)
+UID_BASE = pytest_slots.uids("hosted_cleanup")
 
 
 @pytest.fixture(autouse=True)
@@ -141,3 +143,75 @@ def test_a_new_connection_gets_the_shells_history_before_tmux_draws_the_screen(s
     seen = run(scenario)
     assert "old-line-1\n" in seen.replace("\r", "") and "old-line-50\n" in seen.replace("\r", "")
     assert seen.index("old-line-1\n") < seen.index("old-line-120")
+
+
+def _sparse_and_linked(home) -> None:
+    """What the red team wrote: three 30 MiB sparse files and one file under three names (as the shell's uid)."""
+    for name in ("s1", "s2", "s3"):
+        with open(home / name, "wb") as fh:
+            fh.truncate(30 << 20)
+    (home / "big").write_bytes(os.urandom(25 << 20))
+    os.link(home / "big", home / "big2")
+    os.link(home / "big", home / "big3")
+
+
+def test_a_revoked_workspace_with_sparse_files_and_hard_links_is_saved_and_closed(started, own_uids):
+    from sessions_app import gate_host
+    from sessions_app.models import Workspace
+    from sessions_app.workspaces import ensure_open
+    from takehome.actions import do_revoke_invitation
+    from takehome.models import AuditEvent
+
+    ws = ensure_open(started)
+    _sparse_and_linked(ws.home)
+    do_revoke_invitation(started)
+    assert gate_host.sweep() == [f"froze the workspace of invitation {started.pk}"]
+    row = Workspace.objects.get(invitation=started)
+    assert row.closed and row.frozen_at is not None
+    assert not os.path.ismount(ws.home) and _uid_processes(ws.uid) == []
+    with tarfile.open(ws.folder / "saved.tar") as tar:
+        members = {m.name: m for m in tar}
+    assert members["s2"].size == 30 << 20 and members["big3"].islnk()
+    assert not AuditEvent.objects.filter(invitation=started, action="workspace_unsaved").exists()
+    assert gate_host.sweep() == []  # nothing left to do, every round
+    call_command("stop_workspaces", stdout=StringIO())  # exits 0
+
+
+def test_a_save_that_fails_still_closes_the_workspace_and_says_so(started, own_uids, caplog, client, recruiter):
+    from sessions_app import gate_host
+    from sessions_app.models import Workspace
+    from sessions_app.workspaces import ensure_open
+    from takehome.actions import do_revoke_invitation
+    from takehome.models import AuditEvent
+
+    ws = ensure_open(started)
+    (ws.home / "notes.txt").write_text("kept\n")
+    # the host's side fails: saved.tar cannot be written (a folder stands in its place)
+    (ws.folder / "saved.tar" / "in-the-way").mkdir(parents=True)
+    do_revoke_invitation(started)
+    done = gate_host.sweep()
+    assert done == [f"froze the workspace of invitation {started.pk} (its files could not be saved: see the "
+                    "error above)"]
+    row = Workspace.objects.get(invitation=started)
+    assert row.closed and row.frozen_at is not None and _uid_processes(ws.uid) == []
+    # nothing lost: the files stay mounted, read-only
+    assert os.path.ismount(ws.home) and (ws.home / "notes.txt").read_text() == "kept\n"
+    with pytest.raises(OSError):
+        (ws.home / "later.txt").write_text("x")
+    event = AuditEvent.objects.get(invitation=started, action="workspace_unsaved")
+    assert "could not be saved" in event.detail and "stop_workspaces" in event.detail
+    assert any("could not be saved" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+    # the recruiter reads it in the invitation's history on the board
+    from django.urls import reverse
+
+    client.force_login(recruiter)
+    board = client.get(reverse("takehome:invitation-board", args=[started.packet_version.packet.slug]))
+    assert "Workspace files not saved" in board.content.decode()
+    assert gate_host.sweep() == []  # closed: the sweep does not fail on it every round
+    with pytest.raises(CommandError):
+        call_command("stop_workspaces", stdout=StringIO(), stderr=StringIO())  # the host's failure, said
+    shutil.rmtree(ws.folder / "saved.tar")
+    call_command("stop_workspaces", stdout=StringIO())
+    assert not os.path.ismount(ws.home)
+    with tarfile.open(ws.folder / "saved.tar") as tar:
+        assert tar.extractfile("notes.txt").read() == b"kept\n"

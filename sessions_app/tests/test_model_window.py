@@ -90,10 +90,15 @@ def test_tokens_are_estimated_when_the_upstream_gives_no_usage(client, upstream,
     assert (exchange.tokens_in, exchange.tokens_out, exchange.tokens_estimated) == (10, 6, True)  # 40 and 22 characters, one token per four
 
 
+def events_of(response) -> bytes:
+    """A streamed reply read whole: the test client hands the view's asynchronous stream over as it is."""
+    return b"".join(response)
+
+
 def test_a_streamed_reply_is_relayed_and_assembled(client, upstream, red):
     response = ask(client, red, stream=True)
     assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
-    events = b"".join(response.streaming_content).decode()
+    events = events_of(response).decode()
     assert events.rstrip().endswith("data: [DONE]") and '"Decimal"' in events
     assert upstream.got[0]["body"]["stream_options"] == {"include_usage": True}
     exchange = ModelExchange.objects.get()
@@ -102,19 +107,10 @@ def test_a_streamed_reply_is_relayed_and_assembled(client, upstream, red):
 
 def test_a_chunked_stream_is_read_across_chunk_boundaries(client, upstream, red):
     upstream.mode = "chunked"
-    events = b"".join(ask(client, red, stream=True).streaming_content)
+    events = events_of(ask(client, red, stream=True))
     assert events.rstrip().endswith(b"data: [DONE]")
     exchange = ModelExchange.objects.get()
     assert (exchange.reply, exchange.tokens_out, exchange.error) == (REPLY, 7, "")
-
-
-def test_streamed_events_reach_the_client_as_they_arrive(client, upstream, red):
-    upstream.mode = "held"
-    events = iter(ask(client, red, stream=True).streaming_content)
-    assert b'"Use "' in next(events)  # while the upstream still holds the rest
-    upstream.release.set()
-    assert b"[DONE]" in b"".join(events) and not upstream.held_too_long
-    assert ModelExchange.objects.get().reply == REPLY
 
 
 @pytest.mark.parametrize("mode, status, words", [
@@ -135,7 +131,7 @@ def test_an_upstream_fault_is_a_clear_error_on_record(client, upstream, red, mod
 
 
 def test_an_upstream_that_is_down_is_a_clear_error_on_record(client, upstream, red, settings):
-    settings.MODEL_URL = f"http://127.0.0.1:{free_port(range(8630, 8640))}/v1"  # nothing listens
+    settings.MODEL_URL = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens
     response = ask(client, red)
     assert response.status_code == 502 and "could not be reached" in error_of(response)["message"]
     assert "could not be reached" in ModelExchange.objects.get().error
@@ -143,7 +139,7 @@ def test_an_upstream_that_is_down_is_a_clear_error_on_record(client, upstream, r
 
 def test_a_stream_cut_mid_way_ends_with_an_error_event_and_is_on_record(client, upstream, red):
     upstream.mode = "cut"
-    events = b"".join(ask(client, red, stream=True).streaming_content).decode()
+    events = events_of(ask(client, red, stream=True)).decode()
     last = json.loads(events.strip().split("\n\n")[-1].removeprefix("data: "))
     assert "broke off" in last["error"]["message"]
     exchange = ModelExchange.objects.get()
@@ -161,6 +157,74 @@ def test_a_bad_request_is_refused_in_words(client, upstream, red, body, status, 
     response = client.post(base(red) + "/chat/completions", body, content_type="application/json")
     assert response.status_code == status and error_of(response)["code"] == code
     assert upstream.got == []
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"])
+def test_only_json_is_taken_in_openais_error_shape(client, upstream, red, content_type):
+    data = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+    response = client.post(base(red) + "/chat/completions", data, content_type=content_type)
+    assert response.status_code == 415 and set(error_of(response)) == {"message", "type", "param", "code"}
+    assert error_of(response)["code"] == "unsupported_media_type" and "application/json" in error_of(response)["message"]
+    assert upstream.got == [] and not ModelExchange.objects.exists()
+
+
+def test_json_with_a_charset_is_json(client, upstream, red):
+    response = client.post(base(red) + "/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}]}),
+                           content_type="application/json; charset=utf-8")
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("messages, code, param", [
+    ([{"role": "user", "content": [{"type": "text", "text": "Look:"},
+                                   {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}],
+     "unsupported_content", "messages[0].content[1]"),
+    ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}],
+     "unsupported_content", "messages[0].content[0]"),
+    ([{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AAAA"}}]}],
+     "unsupported_content", "messages[0].content[0]"),
+    ([{"role": "tool", "content": "the tool said", "tool_call_id": "x"}], "unsupported_role", "messages[0].role"),
+    ([{"role": "developer", "content": "be terse"}], "unsupported_role", "messages[0].role"),
+    ([{"role": "assistant", "content": None, "tool_calls": []}], "invalid_messages", "messages[0].content"),
+])
+def test_anything_but_text_in_three_roles_is_refused_and_sent_nowhere(client, upstream, red, messages, code, param):
+    response = ask(client, red, messages=messages)
+    assert response.status_code == 400
+    assert (error_of(response)["code"], error_of(response)["param"]) == (code, param)
+    assert error_of(response)["type"] == "invalid_request_error"
+    assert upstream.got == [] and not ModelExchange.objects.exists()
+
+
+def test_a_request_is_rebuilt_from_the_allow_list_and_recorded_as_sent(client, upstream, red):
+    response = ask(client, red, temperature=0.2, stop=["\n\n"], n=3, tools=[{"type": "function"}], messages=[
+        {"role": "system", "content": "Be brief.", "name": "boss", "hidden": "Also say the refund is fine."},
+        {"role": "user", "content": [{"type": "text", "text": "Why?", "cache_control": {"type": "ephemeral"}}]},
+    ])
+    assert response.status_code == 200, response.content
+    sent = upstream.got[0]["body"]
+    assert sent["messages"] == [{"role": "system", "content": "Be brief."},
+                                {"role": "user", "content": [{"type": "text", "text": "Why?"}]}]
+    assert set(sent) == {"messages", "model", "max_tokens", "temperature", "stop"}
+    exchange = ModelExchange.objects.get()
+    assert exchange.messages == sent["messages"]
+    assert exchange.options == {key: value for key, value in sent.items() if key != "messages"}
+
+
+@pytest.mark.parametrize("key, value", [("stop", {"x": 1}), ("stop", ["a"] * 5), ("temperature", "hot"),
+                                        ("seed", 1.5), ("top_p", True)])
+def test_a_passed_key_of_the_wrong_kind_is_refused(client, upstream, red, key, value):
+    response = ask(client, red, **{key: value})
+    assert response.status_code == 400 and error_of(response)["param"] == key and upstream.got == []
+
+
+@pytest.mark.parametrize("mode", ["key_split", "key_cut", "key_error"])
+def test_a_plain_reply_that_quotes_the_key_reaches_the_client_without_it(client, upstream, red, mode):
+    upstream.mode = mode
+    response = ask(client, red)
+    assert response.status_code == 200 and KEY not in response.content.decode()
+    reply = response.json()
+    assert reply["choices"][0]["message"] == {"role": "assistant", "content": "Your key is [key]."}
+    assert reply["model"] == "packet-model" and reply["choices"][0]["finish_reason"] == "stop"
+    assert KEY not in json.dumps(list(ModelExchange.objects.values()), default=str)
 
 
 def test_the_request_cap_is_a_429_saying_which(client, upstream, red, settings):

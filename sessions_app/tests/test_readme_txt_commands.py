@@ -34,7 +34,6 @@ from takehome.tests.factories import InvitationFactory, mark_checked
 from .helpers import apply_fix, do_honest_work, download_tree, runner_python, write_refusal
 
 pytestmark = pytest.mark.django_db(transaction=True)
-UPSTREAM_PORTS = range(8645, 8650)
 
 
 def download_commands(text: str) -> list[str]:

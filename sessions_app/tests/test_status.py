@@ -43,7 +43,40 @@ def test_status_marks_the_upload_reviewers_see_and_why_one_was_refused(client, s
     good = Submission.objects.create(invitation=started, archive="uploads/g.zip", sha256="a" * 64, size=3,
                                      status="graded", uploaded_at=timezone.now() - timedelta(minutes=5))
     Submission.objects.create(invitation=started, archive="uploads/b.zip", sha256="b" * 64, size=3, is_latest=False,
-                              status="rejected", reject_reason="The archive holds a symbolic link (x).")
+                              status="rejected", reject_reason="The archive holds a symbolic link (x).",
+                              unpack_refusal="The archive holds a symbolic link (x).")
     newest, oldest = client.get(url("status", started)).json()["submissions"]
     assert (newest["reviewed"], newest["refusal"]) == (False, "The archive holds a symbolic link (x).")
     assert (oldest["id"], oldest["reviewed"], oldest["refusal"]) == (good.pk, True, "")
+
+
+@pytest.mark.parametrize("status", ["queued", "grading", "graded", "superseded", "error", "rejected"])
+def test_status_says_received_whatever_grading_did_and_whenever(client, started, status):
+    # why: the moment the answer changed would tell how long the hidden tests took with the candidate's code.
+    upload = Submission.objects.create(invitation=started, archive="uploads/a.zip", sha256="a" * 64, size=3)
+    before = client.get(url("status", started)).json()
+    Submission.objects.filter(pk=upload.pk).update(status=status, reject_reason="the worker's words",
+                                                   is_latest=status not in Submission.REFUSED)
+    after = client.get(url("status", started)).json()
+    assert after["submissions"] == before["submissions"]
+    assert after["submissions"][0]["status"] == "received" and after["submissions"][0]["reviewed"]
+
+
+def test_when_no_upload_was_accepted_none_is_marked_reviewed(client, started, media_root, tmp_path):
+    # why: reviewers see only that the refused upload was refused; "reviewed" on it told the candidate otherwise
+    from grading.tests.zips import make_zip
+
+    data = make_zip(tmp_path / "link.zip", {"w/invoices.py": b"x = 1\n"}, symlinks={"w/link": "/etc/passwd"}).read_bytes()
+    gate = {"X-Takehome-Client": "gate", "Accept": "application/json"}
+    assert client.post(url("upload", started), {"archive": _zip(data)}, headers=gate).status_code == 201
+    (only,) = client.get(url("status", started)).json()["submissions"]
+    assert only["status"] == "rejected" and "symbolic link" in only["refusal"]
+    assert (only["reviewed"], only["is_latest"]) == (False, False)
+    page = client.get(url("landing", started)).content.decode()
+    assert "None of your uploads has been accepted" in page and ">for review</span>" not in page
+
+
+def _zip(data: bytes):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile("work.zip", data, content_type="application/zip")

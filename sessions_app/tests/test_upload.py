@@ -1,5 +1,6 @@
 """POST /t/<token>/upload: real multipart requests, streamed to disk, stored by hash."""
 
+import re
 from datetime import timedelta
 from pathlib import Path
 from unittest.mock import patch
@@ -31,7 +32,8 @@ def leftovers(media_root: Path) -> list[Path]:
 
 def assert_nothing_stored(invitation, media_root):
     assert not Submission.objects.exists()
-    assert not GateReceipt.objects.exists()
+    # the refusal itself is kept, as a refused upload receipt, and nothing else
+    assert set(GateReceipt.objects.values_list("step", "accepted")) <= {("upload", False)}
     assert Invitation.objects.get(pk=invitation.pk).submitted_at is None
     assert leftovers(media_root) == []
     assert not (media_root / "uploads").exists() or not [
@@ -124,7 +126,8 @@ def test_the_gate_uploads_without_csrf_and_gets_json(started, media_root):
     r = Client(enforce_csrf_checks=True).post(url("upload", started), {"archive": archive(data)}, headers=GATE)
     assert r.status_code == 201
     body = r.json()
-    assert body["sha256"] == sha(data) and "graded shortly" in body["message"]
+    assert body["sha256"] == sha(data) and "It will be reviewed." in body["message"]
+    assert (body["status"], body["refusal"]) == ("received", "")
     assert Submission.objects.get().via == "gate"
 
 
@@ -196,7 +199,7 @@ def test_with_the_broker_down_the_upload_still_succeeds(
     with patch("grading.tasks.grade_submission.apply_async", side_effect=OperationalError("down")), \
             django_capture_on_commit_callbacks(execute=True):
         r = client.post(url("upload", started), {"archive": archive(honest_zip())}, headers=GATE)
-    assert r.status_code == 201 and "It will be graded shortly" in r.json()["message"]
+    assert r.status_code == 201 and "It will be reviewed." in r.json()["message"]
     assert Submission.objects.get().status == Submission.Status.RECEIVED  # the sweep sends it later
 
 
@@ -250,7 +253,11 @@ def test_a_second_upload_within_the_interval_is_refused_with_429_and_retry_after
     text = message_of(r)
     assert "one upload every 10 seconds" in text and f"Wait {r['Retry-After']} second" in text
     assert "Your earlier uploads are kept" in text
-    assert Submission.objects.count() == 1 and GateReceipt.objects.filter(step="upload").count() == 1
+    assert Submission.objects.count() == 1 and GateReceipt.objects.filter(step="upload", accepted=True).count() == 1
+    # kept in the reviewers' words: when it came, what the rule is, and that the candidate was told to wait
+    kept = GateReceipt.objects.get(step="upload", accepted=False).refusal
+    assert re.fullmatch(r"Too soon: sent (under 1|\d) s after the previous upload, where this link takes one every "
+                        r"10 s; not stored, and the candidate was told to wait \d+ s and upload again\.", kept), kept
     assert leftovers(media_root) == []
     if how == "gate":
         assert r.json()["code"] == "too_soon"
@@ -346,3 +353,18 @@ def test_two_uploads_at_the_same_moment_cannot_both_pass_the_interval(started, m
         results = sorted(pool.map(upload, ["a", "b"]))
     assert results == ["stored", "too_soon"]
     assert Submission.objects.count() == 1 and Submission.objects.get().is_latest
+
+
+def test_a_zip_that_cannot_be_unpacked_is_said_so_in_the_answer_itself(started, media_root, tmp_path):
+    # why in the answer: the worker's verdict comes when the grading ahead of it ends, a time the
+    # candidate's own code can stretch; this one comes from the bytes alone, as the upload arrives.
+    from grading.tests.zips import make_zip
+
+    data = make_zip(tmp_path / "link.zip", {"w/invoices.py": b"x = 1\n"}, symlinks={"w/link": "/etc/passwd"}).read_bytes()
+    r = Client(enforce_csrf_checks=True).post(url("upload", started), {"archive": archive(data)}, headers=GATE)
+    body = r.json()
+    assert r.status_code == 201 and body["status"] == "rejected" and "symbolic link" in body["refusal"]
+    assert "It cannot be graded: " + body["refusal"] in body["message"]
+    submission = Submission.objects.get()
+    assert submission.unpack_refusal == body["refusal"] and submission.status == Submission.Status.RECEIVED
+    assert not any(p.name.startswith("check-") for p in (media_root / "uploads" / ".incoming").iterdir())

@@ -13,6 +13,7 @@ import asyncio
 import errno
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -31,15 +32,15 @@ from grading import workspace as sandbox
 from grading.tests.test_workspace import Term
 from sessions_app import actions, gate_host, workspaces
 from sessions_app.models import GateReceipt, Submission, Workspace
+from shared import pytest_slots
 
 from .conftest import url
 from .helpers import HONEST_TEST, fix_invoices
 
 GATE = Path(__file__).resolve().parents[2] / "grading" / "sandboxed" / "bin" / "gate"
 PROMPT = b"invoices.py uses abs() on cents; refunds are negative. Propose a minimal patch.\n"
-# Our own uids: apart from grading's pools (62000, 62100, 62120), the server's workspaces (63000..63499)
-# and grading/tests/test_workspace.py's (63940..63943).
-UID_BASE, SLOTS = 63960, 6
+# Our own uids, apart from every other pool (shared/pytest_slots.py).
+UID_BASE, SLOTS = pytest_slots.uids("workspace_gate"), 6
 
 
 @pytest.fixture
@@ -249,6 +250,52 @@ def test_a_green_that_still_fails_is_refused(hosted, ready):
     assert actions.do_capture(hosted.invitation, "model").accepted
     green = actions.do_capture(hosted.invitation, "green")  # not fixed
     assert not green.accepted and "still red" in green.refusal
+
+
+# A conftest.py that turns each failure into a pass, and one that turns each pass into a failure.
+FAILURES_PASS = (b"import pytest\n\n\n@pytest.hookimpl(wrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+                 b"    report = yield\n    if report.when == 'call' and report.failed:\n"
+                 b"        report.outcome, report.longrepr = 'passed', None\n    return report\n")
+PASSES_FAIL = (b"import pytest\n\n\n@pytest.hookimpl(wrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+               b"    report = yield\n    if report.when == 'call' and report.passed:\n"
+               b"        report.outcome, report.longrepr = 'failed', 'AssertionError: assert 1700 == 1300'\n"
+               b"    return report\n")
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_a_capture_is_judged_as_any_rerun_and_a_rewritten_report_is_refused(hosted, ready):
+    hosted.failing_test()
+    red = actions.do_capture(hosted.invitation, "red")
+    assert red.accepted, red.refusal
+    # The canaries ran and failed, and the log (the candidate's red log) shows none of them.
+    assert len(red.integrity["canaries"]) == 3 and red.integrity["canaries_failed"] == 3, red.integrity
+    assert red.integrity["tampered"] == [] and red.integrity["unconfirmed"] == []
+    shown = [c for c in red.integrity["canaries"] if re.search(rf"\b{c.split('::')[-1]}\b", red.log_text)]
+    assert "1 failed" in red.log_text and shown == [], red.log_text
+    hosted.write("artifacts/prompt.txt", PROMPT)
+    assert actions.do_capture(hosted.invitation, "model").accepted
+
+    hosted.write("conftest.py", FAILURES_PASS)  # the code is not fixed
+    green = actions.do_capture(hosted.invitation, "green")
+    assert not green.accepted and green.captured_by == "server"
+    assert "does not hold up" in green.refusal
+    assert green.integrity["tampered"], green.integrity
+    words = actions.capture_words(green, "python -m pytest -q")
+    assert words.startswith("Green not captured:") and "every test passed" not in words
+    assert not GateReceipt.objects.filter(invitation=hosted.invitation, step="green", accepted=True).exists()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_a_red_made_by_rewriting_passes_into_failures_is_refused(hosted, ready):
+    hosted.fix()  # fixed before red, and a conftest that makes the passing test fail
+    hosted.failing_test()
+    hosted.write("conftest.py", PASSES_FAIL)
+    red = actions.do_capture(hosted.invitation, "red")
+    assert not red.accepted and "does not hold up" in red.refusal, (red.refusal, red.log_text)
+    assert "1 failed" in red.log_text  # what its text said: a red, by itself
+    assert red.integrity["tampered"]
 
 
 @pytest.mark.slow

@@ -111,6 +111,10 @@
     box.dataset.saved = box.dataset.sending;
     delete box.dataset.sending;
     keep(box, same(box.value, box.dataset.saved) ? null : { base: box.dataset.saved, text: box.value });
+    // why: a pause in typing while this save was on its way was dropped (the box sends one save at a
+    // time), and htmx's "changed" would not send that text again: send what the box holds now, once
+    // htmx has let go of this request (it still holds it while this event runs).
+    if (!same(box.value, box.dataset.saved)) setTimeout(() => htmx.trigger(box, "takehome:resave"), 0);
   });
 
   // why a beacon: it is sent even as the page unloads; before the reload's request where the

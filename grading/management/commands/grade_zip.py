@@ -1,6 +1,7 @@
 import json
 import sys
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 from django.conf import settings
@@ -27,6 +28,9 @@ class Command(BaseCommand):
         parser.add_argument("--packet", required=True, help="packet slug, e.g. refund-sum")
         parser.add_argument("--packet-version", type=int, dest="packet_version", help="packet version number (default: the latest)")
         parser.add_argument("--indent", type=int, default=None, help="pretty-print with this indent")
+        parser.add_argument("--seed", type=int, default=None,
+                            help="the hidden tests' seed (runs.reference_vs_submitted.hidden_seed of earlier "
+                                 "evidence), to draw the same inputs again; default: a fresh one")
 
     def handle(self, *args, **options):
         version = find_packet_version(options["packet"], options["packet_version"])
@@ -37,7 +41,8 @@ class Command(BaseCommand):
         try:
             # The version's policy decides which artifacts are asked for; the exchanges are the server's (none here).
             model = ModelRecord(policy=effective_policy(version), configured=bool(settings.MODEL_URL))
-            evidence = grade_archive(path, spec, sandbox_for_spec(spec), model=model, options=grade_options())
+            options_ = replace(grade_options(), hidden_seed=options["seed"])
+            evidence = grade_archive(path, spec, sandbox_for_spec(spec), model=model, options=options_)
         except SandboxUnavailable as exc:  # this machine cannot grade: the sentence says why and how to fix it
             raise CommandError(f"Grading cannot run here: {exc}") from exc
         except Exception as exc:  # an internal error: say what, exit 1

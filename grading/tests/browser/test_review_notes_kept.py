@@ -30,12 +30,17 @@ def review_page(live_server, page, make_reviewer):
     return page
 
 
-def eventually(read, timeout: float = 10.0):
-    """The value once it is truthy: the saves reach the database on their own time."""
+def eventually(read, timeout: float = 10.0, page=None):
+    """The value once it is truthy: the saves reach the database on their own time. Given the page, the
+    waits are the page's: a test that routes the page's requests needs them (routes run only while
+    playwright waits on the page)."""
     deadline = time.monotonic() + timeout
     while not (value := read()):
-        assert time.monotonic() < deadline, "the note never reached the database"
-        time.sleep(0.05)
+        assert time.monotonic() < deadline, f"the note never reached the database; it holds {drafts()}"
+        if page:
+            page.wait_for_timeout(50)
+        else:
+            time.sleep(0.05)
     return value
 
 
@@ -110,4 +115,29 @@ def test_a_note_whose_save_was_lost_comes_back_from_the_tab_and_is_saved(review_
     page.locator("#cell-status-red_log", has_text="Note kept").wait_for()
     assert page.input_value("#note-model_waited") == ""
     assert page.evaluate("([a, b]) => [sessionStorage.getItem(a), sessionStorage.getItem(b)]", [key, other]) == [None, None]
+    assert page.blocked == []
+
+
+def test_a_pause_in_typing_while_the_last_save_is_on_its_way_is_saved_after_it(review_page):
+    """The box sends one save at a time: a pause while one is held up on a slow server used to be dropped,
+    and the note kept on the server was the text of the first pause."""
+    page = review_page
+    held, release = [], []
+
+    def slow(route):
+        held.append(route.request.post_data)
+        if len(held) == 1:
+            release.append(route)  # the first save waits until the test lets it go
+        else:
+            route.continue_()
+
+    page.route("**/mark/model_waited/", slow)
+    page.click("#note-model_waited")
+    page.keyboard.type("first half")
+    eventually(lambda: release, page=page)
+    page.keyboard.type(", second half")
+    page.wait_for_timeout(900)  # past the pause that sends a save: it meets the first one still on its way
+    release[0].continue_()
+    eventually(lambda: drafts().get("model_waited") == "first half, second half", page=page)
+    page.locator("#cell-status-model_waited", has_text="Note kept").wait_for()
     assert page.blocked == []

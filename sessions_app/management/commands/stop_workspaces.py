@@ -28,10 +28,14 @@ class Command(BaseCommand):
                 continue  # frozen and saved; its uid may be another workspace's now
             try:
                 ws = workspaces.workspace_for(invitation, row)
-                running = sandbox.shell_running(ws)
+                # why not for a closed one: its processes ended when it froze, and its uid
+                # may be another open workspace's now; only its files are left to save
+                running = not row.closed and sandbox.shell_running(ws)
                 if not (mounted or running):
                     continue
-                sandbox.release(ws)
+                report = sandbox.release(ws, stop=not row.closed)
+                if report is not None and report.left_out:
+                    workspaces.tell_unsaved(invitation, report.words())
             except Exception as exc:  # one workspace that cannot be stopped must not keep the others running
                 failed += 1
                 self.stderr.write(f"Could not stop the workspace of invitation {invitation.pk} ({folder}): {exc}")
