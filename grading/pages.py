@@ -327,12 +327,12 @@ def with_upload_verdicts(rows: list[dict], upload_receipts: list[GateReceipt], u
 
     why: an upload receipt says the server received the zip, not that it was
     accepted; a zip refused at unpack has an upload receipt all the same. The
-    receipt and its upload share the hash and the server's time (sessions_app.actions.do_accept_upload).
+    receipt points at its upload (GateReceipt.submission, set by sessions_app.actions.do_accept_upload).
     """
-    by_arrival = {(u.sha256, u.uploaded_at): u for u in uploads}
+    by_pk = {u.pk: u for u in uploads}
     why = {}
     for receipt in upload_receipts:
-        upload = by_arrival.get((receipt.sha256, receipt.received_at)) if receipt.accepted else None
+        upload = by_pk.get(receipt.submission_id) if receipt.accepted else None
         if upload is not None:
             why[receipt.pk] = not_accepted_reason(upload)
     return [{**r, "not_accepted": why.get(r.get("id"), "") if r.get("step") == "upload" else ""} for r in rows]

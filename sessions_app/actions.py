@@ -615,7 +615,7 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
                 unpack_refusal=refusal,
             )
             receipt = GateReceipt.objects.create(
-                invitation=locked, step=Step.UPLOAD, received_at=now, sha256=incoming.sha256
+                invitation=locked, step=Step.UPLOAD, received_at=now, sha256=incoming.sha256, submission=submission
             )
             locked.submitted_at = now
             locked.save(update_fields=["submitted_at"])

@@ -47,6 +47,11 @@ class GateReceipt(models.Model):
     # server's run held up, and grading vouches for a captured red log only when it did.
     integrity = models.JSONField(default=dict, blank=True,
                                  help_text="A server capture's integrity record: canaries, tampered, unconfirmed.")
+    # why a key: an upload's receipt and its Submission were matched by hash and time, which two uploads of
+    # the same zip in the same instant share; the key says which upload this receipt received.
+    submission = models.OneToOneField("Submission", null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="receipt",
+                                      help_text="The upload this receipt received (upload receipts that were accepted).")
 
     class Meta:
         ordering = ["received_at", "pk"]

@@ -503,8 +503,7 @@ def submission_detail(request: HttpRequest, invitation: Invitation, token: str, 
     submission = invitation.submissions.filter(pk=pk).first()
     if submission is None:
         return render(request, "sessions_app/invalid_link.html", status=404)
-    receipt = invitation.receipts.filter(step=GateReceipt.Step.UPLOAD, sha256=submission.sha256,
-                                         received_at=submission.uploaded_at).first()
+    receipt = GateReceipt.objects.filter(submission=submission).first()
     template = "sessions_app/submission_detail.html"
     if request.htmx:
         template += "#grading-state"
