@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -511,6 +512,34 @@ def screenshot(page, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+@contextmanager
+def warm_pools_end_with_it():
+    """A warm sandbox pool started in this process inside the block is ended when the block ends."""
+    from grading import sandbox
+
+    before = set(sandbox._POOLS)
+    try:
+        yield
+    finally:
+        with sandbox._POOLS_LOCK:
+            ending = [key for key in sandbox._POOLS if key not in before and key[0] == os.getpid()]
+            pools = [sandbox._POOLS.pop(key) for key in ending]
+        for pool in pools:
+            pool.close()
+
+
+@pytest.fixture(autouse=True)
+def _warm_pools_end_with_their_test():
+    """A warm sandbox pool a test started in this process (grading in-process starts one) ends with it.
+
+    why: a pool keeps refilling from a thread of its own for the life of the process, so every later test
+    of this worker shared its CPU with sandboxes nobody would take, and a process forked then (daphne for
+    the terminal tests) copied a process busy in that thread.
+    """
+    with warm_pools_end_with_it():
+        yield
 
 
 @pytest.fixture(autouse=True)

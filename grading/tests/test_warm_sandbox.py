@@ -20,6 +20,7 @@ import pytest
 from conftest import require
 from grading import sandbox as sandbox_module
 from grading.sandbox import (
+    _POOLS,
     WARM_STARTER,
     Sandbox,
     _uid_processes,
@@ -320,3 +321,14 @@ def test_a_pool_no_run_uses_any_more_stops_refilling(runner_dir, scratch_dir, tm
         time.sleep(0.05)
     time.sleep(1.5)
     assert pool.ready == []  # no longer refilled: its uid stays free for others
+
+
+def test_a_pool_a_test_started_is_ended_by_the_suite_when_the_test_ends(runner_dir, scratch_dir):
+    """conftest's autouse fixture: no pool outlives the test that started it, to refill beside later tests."""
+    from conftest import warm_pools_end_with_it
+
+    with warm_pools_end_with_it():
+        pool = ready(warm_sandbox(runner_dir, scratch_dir, warm=1))
+        kept = pool.ready[0]
+    assert pool.closed and pool not in _POOLS.values()
+    assert not kept.alive()

@@ -163,3 +163,20 @@ def gate_tree(live_server, settings, sample_packet, tmp_path: Path) -> Path:
     invitation = InvitationFactory(packet_version=sample_packet.latest_version())
     do_start_session(invitation)
     return download_tree(live_server.url, invitation.raw_token, tmp_path)
+
+
+def received_long_ago(submission_id: int, seconds: float = 3600) -> None:
+    """Make a received upload look ``seconds`` old, so the sweep (TAKEHOME_STALE_RECEIVED_S) takes it now.
+
+    why not a sleep past the threshold: a fixed wait is a guess about the clock; moving the time the status
+    last changed says the same at once.
+    """
+    from datetime import timedelta
+
+    from django.db.models import F
+
+    from sessions_app.models import Submission
+
+    changed = Submission.objects.filter(pk=submission_id, status=Submission.Status.RECEIVED).update(
+        status_changed_at=F("status_changed_at") - timedelta(seconds=seconds))
+    assert changed == 1, "the upload is no longer waiting as received"

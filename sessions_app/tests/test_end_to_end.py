@@ -35,6 +35,7 @@ from .helpers import (
     download_tree,
     honest_zip,
     receipts_jsonl,
+    received_long_ago,
     run_gate,
     slow_zip,
     write_refusal,
@@ -227,7 +228,7 @@ def test_an_upload_while_the_broker_is_down_is_graded_once_it_is_back(ready, cli
         assert Submission.objects.get(pk=submission_id).status == "received"
 
         stoppable_broker.start()
-        time.sleep(1.2)  # older than TAKEHOME_STALE_RECEIVED_S
+        received_long_ago(submission_id)
         sweep_submissions.delay()  # what beat sends every minute
         submission = wait_graded(submission_id, worker)
         # Uploaded without ever running the gate: the evidence says so.
