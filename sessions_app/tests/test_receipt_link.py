@@ -1,9 +1,11 @@
 """An upload's receipt points at the Submission it received (GateReceipt.submission), not at whichever
-upload shares its hash and server time."""
+upload shares its hash and server time; and sessions_app/actions.py is the only module that writes receipts."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+from pathlib import Path
 
 import pytest
 from django.apps import apps
@@ -60,3 +62,50 @@ def test_the_migration_links_the_receipts_stored_before_each_to_one_upload(start
     linked = {r.pk: r.submission_id for r in GateReceipt.objects.all()}
     assert sorted(linked[r.pk] for r in old) == sorted(u.pk for u in twins)
     assert linked[refused.pk] is None
+
+
+WRITES = {"create", "bulk_create", "update", "get_or_create", "update_or_create", "delete"}
+
+
+def receipt_writes(source: str) -> int:
+    """How many times ``source`` makes or changes GateReceipt rows (create, bulk_create, update, the constructor)."""
+    tree = ast.parse(source)
+    found = 0
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "GateReceipt":
+            found += 1
+        elif isinstance(func, ast.Attribute) and func.attr in WRITES:
+            names = {n.id for n in ast.walk(func.value) if isinstance(n, ast.Name)} | {
+                n.attr for n in ast.walk(func.value) if isinstance(n, ast.Attribute)}
+            found += bool({"GateReceipt", "receipts"} & names)
+    return found
+
+
+
+@pytest.mark.parametrize("source, writes", [
+    ("GateReceipt.objects.create(invitation=i, step='red')", 1),
+    ("GateReceipt(invitation=i).save()", 1),
+    ("invitation.receipts.create(step='red')", 1),
+    ("GateReceipt.objects.filter(pk=1).update(accepted=False)", 1),
+    ("GateReceipt.objects.filter(invitation=i).exclude(step='upload').count()", 0),
+    ("Submission.objects.create(invitation=i)", 0),
+])
+def test_the_write_finder_sees_receipts_made_or_changed(source, writes):
+    assert receipt_writes(source) == writes
+
+
+def test_only_sessions_app_actions_makes_receipts():
+    """The receipt's one owner: every receipt (and an upload's link to its Submission) is written there."""
+    root = Path(__file__).resolve().parents[2]
+    offenders = {}
+    for app in ("takehome", "sessions_app", "grading", "shared"):
+        for path in sorted((root / app).rglob("*.py")):
+            relative = path.relative_to(root).as_posix()
+            if "/tests/" in relative or "/migrations/" in relative or relative == "sessions_app/actions.py":
+                continue
+            if writes := receipt_writes(path.read_text()):
+                offenders[relative] = writes
+    assert offenders == {}, f"make receipts only in sessions_app/actions.py: {offenders}"
