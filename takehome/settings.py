@@ -179,6 +179,12 @@ elif DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # longer than this fails with lock_not_available, answered as 503.
     _lock_timeout = f"-c lock_timeout={int(DB_BUSY_TIMEOUT_S * 1000)}"
     _db_options["options"] = f"{_db_options.get('options', '')} {_lock_timeout}".strip()
+if "pytest" in sys.modules and not DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # why the test slot in the name: pytest-django names a server's test databases test_<name>_gw<N>, the same
+    # for two suites run beside each other against one server, which then dropped each other's; a slot is one
+    # test process's alone on this machine (shared/pytest_slots.py).
+    DATABASES["default"]["TEST"] = {
+        "NAME": f"test_{DATABASES['default']['NAME']}_slot{os.environ['TAKEHOME_TEST_SLOT']}"}
 # Seconds a client is told to wait (Retry-After) when a write could not be done:
 # BUSY when another write held the lock; FAULT when the disk is full or the
 # database refuses writes or cannot be reached (an operator has to act).

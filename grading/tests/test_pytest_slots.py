@@ -74,3 +74,22 @@ def test_an_xdist_worker_takes_a_slot_of_its_own_and_what_a_test_starts_keeps_it
     # a pytest-xdist worker started by this process (which inherits its environment): another slot
     slot, uids = entered(PYTEST_XDIST_WORKER=here + "-child")
     assert slot != mine and uids != os.environ["TAKEHOME_SANDBOX_UID_BASE"]
+
+
+SERVER_TEST_DATABASE = ("import pytest, django; from django.conf import settings; django.setup(); "
+                        "print(settings.DATABASES['default']['TEST']['NAME'])")
+
+
+def test_a_database_servers_test_database_is_named_for_the_slot():
+    """Two suites against one PostgreSQL never share a test database: pytest-django's names (test_<name>_gw<N>)
+    are the same in both, so the slot goes into the name."""
+    names = {}
+    for worker in ("", "-other"):
+        env = {**os.environ, "DATABASE_URL": "postgres://someone@127.0.0.1:5432/shop", "DEBUG": "true",
+               "PYTEST_XDIST_WORKER": os.environ.get("PYTEST_XDIST_WORKER", "") + worker}
+        done = subprocess.run([sys.executable, "-c", SERVER_TEST_DATABASE], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        names[worker] = done.stdout.strip()
+    assert names[""] == f"test_shop_slot{os.environ['TAKEHOME_TEST_SLOT']}"
+    assert names["-other"].startswith("test_shop_slot") and names["-other"] != names[""]
