@@ -71,19 +71,20 @@ def claim() -> int:
     raise RuntimeError(f"all {SLOTS} test slots are taken: at most {SLOTS} test processes run on one machine")
 
 
-def _number() -> int:
+def number() -> int:
+    """This process's slot (claimed now if it has none yet)."""
     return int(os.environ.get("TAKEHOME_TEST_SLOT") or claim())
 
 
 def ports() -> range:
     """This process's ports: nothing else on the machine that follows the slots takes them."""
-    start = PORT_BAND + _number() * PORTS_PER_SLOT
+    start = PORT_BAND + number() * PORTS_PER_SLOT
     return range(start, start + PORTS_PER_SLOT)
 
 
 def uids(pool: str) -> int:
     """The first of the TEST_POOL_SIZE uids the named test pool has in this process's slot."""
-    return UID_BAND + _number() * UIDS_PER_SLOT + TEST_POOLS[pool]
+    return UID_BAND + number() * UIDS_PER_SLOT + TEST_POOLS[pool]
 
 
 def _with_database(url: str, number: int) -> str:

@@ -184,7 +184,7 @@ if "pytest" in sys.modules and not DATABASES["default"]["ENGINE"].endswith("sqli
     # for two suites run beside each other against one server, which then dropped each other's; a slot is one
     # test process's alone on this machine (shared/pytest_slots.py).
     DATABASES["default"]["TEST"] = {
-        "NAME": f"test_{DATABASES['default']['NAME']}_slot{os.environ['TAKEHOME_TEST_SLOT']}"}
+        "NAME": f"test_{DATABASES['default']['NAME']}_slot{pytest_slots.number()}"}
 # Seconds a client is told to wait (Retry-After) when a write could not be done:
 # BUSY when another write held the lock; FAULT when the disk is full or the
 # database refuses writes or cannot be reached (an operator has to act).

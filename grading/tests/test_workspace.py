@@ -139,7 +139,7 @@ class Term:
         self.client = spawn_client(ws, cols, rows)
         self.seen = ""
 
-    def read_until(self, pattern: str, timeout: float = 10) -> re.Match:
+    def read_until(self, pattern: str, timeout: float = 60) -> re.Match:
         deadline = time.monotonic() + timeout
         while True:
             if m := re.search(pattern, self.seen):
@@ -157,7 +157,7 @@ class Term:
                 self.seen += re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-B]|\x1b[=>]", " ", data.decode(
                     "utf-8", "replace"))
 
-    def run(self, command: str, pattern: str, timeout: float = 10) -> re.Match:
+    def run(self, command: str, pattern: str, timeout: float = 60) -> re.Match:
         """Type ``command`` and wait for ``pattern`` in what follows (not in the typed line itself)."""
         self.read_until(r"candidate:/workspace\$")
         self.seen = ""
@@ -234,7 +234,7 @@ def test_shell_survives_the_process_that_started_it(make_ws):
     code = ("import sys; from pathlib import Path; from grading.workspace import *; "
             f"start_shell(Workspace(Path({str(ws.folder)!r}), {ws.uid}, Path({str(ws.runner_dir)!r}), "
             f"WorkspaceLimits(**{LIMITS.__dict__!r})))")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=30, cwd=Path(__file__).parents[2])
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300, cwd=Path(__file__).parents[2])
     time.sleep(0.3)
     assert shell_running(ws)
 
@@ -320,12 +320,12 @@ def test_neither_workspace_sees_the_other_nor_the_host(make_ws, term):
 def test_fork_bomb_stops_at_the_cap_and_the_other_shell_answers(make_ws, term):
     one, two = make_ws(), make_ws()
     t1, t2 = term(one), term(two)
-    m = t1.run("python bombs/forks.py", r"FORKS=(\d+) ERRNO=(\d+)", timeout=20)
+    m = t1.run("python bombs/forks.py", r"FORKS=(\d+) ERRNO=(\d+)", timeout=120)
     assert int(m.group(1)) < LIMITS.processes and m.group(2) == "11"  # EAGAIN
     # the cap that refused them is the workspace's cgroup, not the rlimit behind it
     pids = next(c for c in _cgroups(one, create=False) if (c / "pids.events").exists())
     assert _read_keys(pids / "pids.events").get("max", 0) > 0
-    t2.run("echo ALIVE=$((6*7))", r"ALIVE=42", timeout=5)
+    t2.run("echo ALIVE=$((6*7))", r"ALIVE=42", timeout=60)
 
 
 def test_without_a_cgroup_rlimits_stop_the_bombs(make_ws, term, monkeypatch):
@@ -336,11 +336,11 @@ def test_without_a_cgroup_rlimits_stop_the_bombs(make_ws, term, monkeypatch):
     ws = make_ws(limits)
     t = term(ws)
     assert _cgroups(ws, create=False) == []
-    m = t.run("python bombs/forks.py", r"FORKS=(\d+) ERRNO=(\d+)", timeout=20)
+    m = t.run("python bombs/forks.py", r"FORKS=(\d+) ERRNO=(\d+)", timeout=120)
     processes = limits.memory_bytes // workspace_module.FALLBACK_PROCESS_BYTES
     assert int(m.group(1)) < processes and m.group(2) == "11"
-    t.run("sleep 3.2; echo AFTER=$((6*7))", r"AFTER=42", timeout=10)  # the shell lives on once they end
-    m = t.run("python bombs/memory.py; echo RC=$?", r"RC=(\d+)", timeout=20)
+    t.run("sleep 3.2; echo AFTER=$((6*7))", r"AFTER=42", timeout=60)  # the shell lives on once they end
+    m = t.run("python bombs/memory.py; echo RC=$?", r"RC=(\d+)", timeout=120)
     assert "MemoryError" in t.seen and m.group(1) == "1"
     held = [int(n) for n in re.findall(r"HELD (\d+) MiB", t.seen)]
     assert max(held, default=0) <= (limits.memory_bytes // processes) >> 20
@@ -349,7 +349,7 @@ def test_without_a_cgroup_rlimits_stop_the_bombs(make_ws, term, monkeypatch):
 def test_memory_bomb_is_killed_by_the_cap(make_ws, term):
     ws = make_ws()
     t = term(ws)
-    m = t.run("python bombs/memory.py; echo RC=$?", r"RC=(\d+)", timeout=20)
+    m = t.run("python bombs/memory.py; echo RC=$?", r"RC=(\d+)", timeout=120)
     assert m.group(1) == "137", t.seen[-1500:]
     held = [int(n) for n in re.findall(r"HELD (\d+) MiB", t.seen)]
     assert held and max(held) <= LIMITS.memory_bytes >> 20
@@ -358,7 +358,7 @@ def test_memory_bomb_is_killed_by_the_cap(make_ws, term):
 def test_disk_bomb_hits_the_size_and_inode_caps(make_ws, term):
     ws = make_ws()
     t = term(ws)
-    t.run("python bombs/disk.py", r"TMP=\d+ ERRNO=\d+", timeout=20)
+    t.run("python bombs/disk.py", r"TMP=\d+ ERRNO=\d+", timeout=120)
     size = re.search(r"BYTES=(\d+) ERRNO=(\d+)", t.seen)
     files = re.search(r"FILES=(\d+) ERRNO=(\d+)", t.seen)
     assert size.group(2) == "28" and int(size.group(1)) <= LIMITS.disk_bytes
@@ -420,7 +420,7 @@ def test_exit_ends_the_shell_and_the_next_start_is_fresh(make_ws, term):
     ws = make_ws()
     t = term(ws)
     t.run("export MARK=old; exit", r"$", timeout=2)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while shell_running(ws) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not shell_running(ws), "the shell's exit did not end its sandbox"

@@ -321,7 +321,7 @@ def test_submit_at_a_terminal_asks_before_uploading_an_incomplete_folder(tree, a
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={"PATH": os.environ.get("PATH", ""), "HOME": str(tree.parent), "NO_PROXY": "*"})
         os.write(primary, answer)
-        out, err = gate.communicate(timeout=60)
+        out, err = gate.communicate(timeout=300)
     finally:
         os.close(primary)
         os.close(secondary)

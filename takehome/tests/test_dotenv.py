@@ -34,7 +34,7 @@ def values(text: str) -> dict:
 
 def settings_value(name: str, env_file: Path, **env) -> subprocess.CompletedProcess:
     code = f"from django.conf import settings; print(settings.{name})"
-    return subprocess.run([sys.executable, "manage.py", "shell", "--no-imports", "-c", code], cwd=ROOT, timeout=60,
+    return subprocess.run([sys.executable, "manage.py", "shell", "--no-imports", "-c", code], cwd=ROOT, timeout=300,
                           env=clean_env(TAKEHOME_ENV_FILE=str(env_file), **env), capture_output=True, text=True)
 
 
@@ -103,7 +103,7 @@ def busy_port():
 
 
 def run_supervised(tmp_path, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(["scripts/run-supervised"], cwd=ROOT, timeout=30, capture_output=True, text=True,
+    return subprocess.run(["scripts/run-supervised"], cwd=ROOT, timeout=300, capture_output=True, text=True,
                           env=clean_env(TAKEHOME_VAR_DIR=str(tmp_path / "var"), **env))
 
 

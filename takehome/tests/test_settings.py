@@ -19,7 +19,7 @@ def manage(*args, drop_env=(), **env):
     base = {k: v for k, v in os.environ.items() if k not in drop}
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env={**base, **env},
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=600,  # a guard against a hang, not a measurement
     )
 
 
