@@ -288,23 +288,10 @@ def _write_files(root: Path, files: Iterator[tuple[str, bytes, int]], uid: int) 
     try:
         for name, data, mode in files:
             rel = _check_relative(name)
-            dir_fd = os.dup(root_fd)
+            dir_fd = _folder_of(root_fd, rel, uid)
             try:
-                for part in rel.parts[:-1]:
-                    try:
-                        os.mkdir(part, 0o755, dir_fd=dir_fd)
-                        os.chown(part, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
-                    except FileExistsError:
-                        pass
-                    nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
-                    os.close(dir_fd)
-                    dir_fd = nxt
                 if data is None:  # a folder
-                    try:
-                        os.mkdir(rel.name, 0o755, dir_fd=dir_fd)
-                        os.chown(rel.name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
-                    except FileExistsError:
-                        pass
+                    _make_folder(rel.name, dir_fd, uid)
                     continue
                 fd = os.open(rel.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode & 0o755,
                              dir_fd=dir_fd)
@@ -586,11 +573,7 @@ def _restore(root: Path, saved: Path, uid: int) -> None:
                 dir_fd = _folder_of(root_fd, rel, uid)
                 try:
                     if info.isdir():
-                        try:
-                            os.mkdir(rel.name, 0o755, dir_fd=dir_fd)
-                            os.chown(rel.name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
-                        except FileExistsError:
-                            pass
+                        _make_folder(rel.name, dir_fd, uid)
                     elif info.issym():
                         os.symlink(info.linkname, rel.name, dir_fd=dir_fd)
                         os.chown(rel.name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
@@ -610,15 +593,20 @@ def _restore(root: Path, saved: Path, uid: int) -> None:
         os.close(root_fd)
 
 
+def _make_folder(name: str, dir_fd: int, uid: int) -> None:
+    """The folder ``name`` in ``dir_fd``, made (``uid``'s, 0755) unless it is there."""
+    try:
+        os.mkdir(name, 0o755, dir_fd=dir_fd)
+        os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+    except FileExistsError:
+        pass
+
+
 def _folder_of(root_fd: int, rel: PurePosixPath, uid: int) -> int:
     """A descriptor of the folder ``rel`` lies in, made (``uid``'s) where missing; never through a link."""
     dir_fd = os.dup(root_fd)
     for part in rel.parts[:-1]:
-        try:
-            os.mkdir(part, 0o755, dir_fd=dir_fd)
-            os.chown(part, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
-        except FileExistsError:
-            pass
+        _make_folder(part, dir_fd, uid)
         try:
             nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
         finally:

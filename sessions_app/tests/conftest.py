@@ -216,29 +216,14 @@ def upstream(settings):
 
 
 @pytest.fixture
-def daphne_url(upstream, settings):
+def daphne_url(upstream, settings, monkeypatch):
     """daphne serving takehome.asgi in a forked process (the test's settings and the fake upstream go
     with it), on a port of this test process's own; yields its URL. The test needs the database
     in transaction mode, so that the forked server sees its rows."""
-    from daphne.testing import DaphneProcess
+    from .helpers import daphne_serving
 
-    from conftest import free_port
-
-    def application():
-        from takehome.asgi import application
-
-        return application
-
-    server = DaphneProcess("127.0.0.1", application,
-                           port=free_port())
-    server.daemon = True
-    server.start()
-    try:
-        assert server.ready.wait(timeout=30), "daphne did not start"
-        yield f"http://127.0.0.1:{server.port.value}"
-    finally:
-        server.terminate()
-        server.join(timeout=10)
+    with daphne_serving(settings, monkeypatch) as url:
+        yield url
 
 
 @pytest.fixture

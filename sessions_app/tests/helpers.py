@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 LOGS = Path(__file__).resolve().parents[2] / "grading" / "tests" / "logs"
@@ -180,3 +181,32 @@ def received_long_ago(submission_id: int, seconds: float = 3600) -> None:
     changed = Submission.objects.filter(pk=submission_id, status=Submission.Status.RECEIVED).update(
         status_changed_at=F("status_changed_at") - timedelta(seconds=seconds))
     assert changed == 1, "the upload is no longer waiting as received"
+
+
+def asgi_application():
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    from takehome.asgi import application
+
+    return ASGIStaticFilesHandler(application)
+
+
+@contextmanager
+def daphne_serving(settings, monkeypatch):
+    """daphne serving takehome.asgi in a forked process (the workspace settings go with it); yields its URL."""
+    from daphne.testing import DaphneProcess
+
+    from conftest import free_port
+    from sessions_app import consumers
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    monkeypatch.setattr(consumers, "RECHECK_S", 1.0)
+    server = DaphneProcess("127.0.0.1", asgi_application, port=free_port())
+    server.daemon = True
+    server.start()
+    try:
+        assert server.ready.wait(timeout=20), "daphne did not start"
+        yield f"http://127.0.0.1:{server.port.value}"
+    finally:
+        server.terminate()
+        server.join(timeout=10)

@@ -22,8 +22,7 @@ from sessions_app.models import GateReceipt, Submission
 from takehome.models import Invitation
 from takehome.tests.factories import InvitationFactory
 
-from .browser.test_terminal_page import daphne_serving
-from .helpers import honest_zip
+from .helpers import daphne_serving, honest_zip
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

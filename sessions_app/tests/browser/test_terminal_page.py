@@ -4,42 +4,14 @@ The shell is the real workspace (hosted_shell.py: tmux in bubblewrap).
 """
 
 import re
-from contextlib import contextmanager
 
 import pytest
 
-from conftest import free_port
-from sessions_app import consumers
 from sessions_app.actions import do_start_session
 from sessions_app.tests.browser.terminal import wait_connected
+from sessions_app.tests.helpers import daphne_serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def asgi_application():
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-
-    from takehome.asgi import application
-
-    return ASGIStaticFilesHandler(application)
-
-
-@contextmanager
-def daphne_serving(settings, monkeypatch):
-    """daphne serving takehome.asgi in a forked process (the workspace settings go with it); yields its URL."""
-    from daphne.testing import DaphneProcess
-
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    monkeypatch.setattr(consumers, "RECHECK_S", 1.0)
-    server = DaphneProcess("127.0.0.1", asgi_application, port=free_port())
-    server.daemon = True
-    server.start()
-    try:
-        assert server.ready.wait(timeout=20), "daphne did not start"
-        yield f"http://127.0.0.1:{server.port.value}"
-    finally:
-        server.terminate()
-        server.join(timeout=10)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 
 from sessions_app.actions import do_start_session
 from sessions_app.tests.browser.terminal import wait_connected
-from sessions_app.tests.browser.test_terminal_page import daphne_serving
+from sessions_app.tests.helpers import daphne_serving
 from sessions_app.tests.hosted_shell import use_uids
 from shared import pytest_slots
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from sessions_app.tests.browser.terminal import wait_connected
-from sessions_app.tests.browser.test_terminal_page import daphne_serving
+from sessions_app.tests.helpers import daphne_serving
 from sessions_app.tests.hosted_shell import use_uids
 from sessions_app.tests.test_terminal_stuck import BOMB, UID_BASE, wait_for_the_cap
 from takehome.tests.browser.test_every_page import axe_problems
