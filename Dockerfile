@@ -16,7 +16,7 @@ ENV TAKEHOME_VAR_DIR=/data \
 # every sandbox uid can read.
 # collectstatic runs in production mode so whitenoise's manifest is written;
 # the key here only lets the settings load during the build.
-RUN python -m grading.runner /opt/takehome-runner && \
+RUN python -m grading.engine.runner /opt/takehome-runner && \
     DEBUG=false SECRET_KEY=build-time-only-never-used-to-sign-anything-0123456789 \
     python manage.py collectstatic --noinput -v0
 ENV TAKEHOME_RUNNER_DIR=/opt/takehome-runner

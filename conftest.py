@@ -517,7 +517,7 @@ def screenshot(page, name: str) -> Path:
 @contextmanager
 def warm_pools_end_with_it():
     """A warm sandbox pool started in this process inside the block is ended when the block ends."""
-    from grading import sandbox
+    from grading.engine import sandbox
 
     before = set(sandbox._POOLS)
     try:
@@ -561,7 +561,7 @@ def _runner_wheels() -> Path:
     """The runner's pinned wheels, downloaded once into var/ (for each version of the pins)."""
     from django.conf import settings
 
-    from grading.runner import RUNNER_REQUIREMENTS
+    from grading.engine.runner import RUNNER_REQUIREMENTS
 
     digest = hashlib.sha256(RUNNER_REQUIREMENTS.read_bytes()).hexdigest()[:12]
     folder = Path(settings.VAR_DIR) / "test-wheels" / digest

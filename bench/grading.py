@@ -78,8 +78,8 @@ ROOT = HERE.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
-from grading.archive import safe_extract  # noqa: E402
-from grading.core import (  # noqa: E402
+from grading.engine.archive import safe_extract  # noqa: E402
+from grading.engine.core import (  # noqa: E402
     EXPECTED,
     RUN_NAMES,
     STAND_IN,
@@ -90,8 +90,8 @@ from grading.core import (  # noqa: E402
     rerun_trees,
     write_tree,
 )
-from grading.runner import RunnerUnavailable, ensure_runner, runner_python, sandbox_home  # noqa: E402
-from grading.sandbox import (  # noqa: E402
+from grading.engine.runner import RunnerUnavailable, ensure_runner, runner_python, sandbox_home  # noqa: E402
+from grading.engine.sandbox import (  # noqa: E402
     BWRAP,
     JUNIT_IN_SANDBOX,
     SANDBOXED_DIR,
@@ -100,7 +100,7 @@ from grading.sandbox import (  # noqa: E402
     pytest_command,
     wait_for_warm,
 )
-from grading.spec import read_tree, sample_spec  # noqa: E402
+from grading.engine.spec import read_tree, sample_spec  # noqa: E402
 from grading.tests.corpus import honest_files, zip_with_times  # noqa: E402
 
 RATIO_TARGET = 0.8
@@ -469,8 +469,8 @@ def compare_packets(args: argparse.Namespace, sandbox: Sandbox, scratch: Path) -
     """--packets: business-days in its own environment against refund-sum in the shared runner."""
     from dataclasses import replace
 
-    from grading.pythons import choose, discover
-    from grading.runner import SYSTEM_PYTHON, ensure_env, env_ready
+    from grading.engine.pythons import choose, discover
+    from grading.engine.runner import SYSTEM_PYTHON, ensure_env, env_ready
     from grading.tests.corpus import BUSINESS_DAYS, REFUND_SUM
 
     packets = {p.slug: p for p in (REFUND_SUM, BUSINESS_DAYS)}

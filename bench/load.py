@@ -56,7 +56,7 @@ ROOT = HERE.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
-from grading.runner import RunnerUnavailable, ensure_runner, sandbox_home  # noqa: E402
+from grading.engine.runner import RunnerUnavailable, ensure_runner, sandbox_home  # noqa: E402
 
 VIEW_THREADS = 16  # as the Dockerfile and `make run` serve it: one daphne process, ASGI_THREADS
 WORKER_CONCURRENCY = 2  # as `make run` grades

@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import load  # noqa: E402
 from bench.load import Servers, answers, runner_dir, start_redis, wait_for  # noqa: E402
-from grading.runner import RunnerUnavailable, ensure_runner  # noqa: E402
+from grading.engine.runner import RunnerUnavailable, ensure_runner  # noqa: E402
 
 ECHO_TIMEOUT_S = 10.0  # a character not echoed by then counts as lost
 COMMAND_TIMEOUT_S = 180.0  # a command (the tests included) that has not finished by then counts as stuck
@@ -268,9 +268,9 @@ def uid_rss(uid: int) -> int:
 
 def workspace_memory(ws) -> tuple[int, str]:
     """(bytes, how measured) of one workspace: its memory cgroup's usage, else its uid's processes' RSS."""
-    from grading import workspace
+    from grading.engine.sandbox import shell
 
-    for path in workspace._cgroups(ws, create=False)[:1]:
+    for path in shell._cgroups(ws, create=False)[:1]:
         for name in ("memory.current", "memory.usage_in_bytes"):
             try:
                 return int((path / name).read_text()), "cgroup"
@@ -281,9 +281,9 @@ def workspace_memory(ws) -> tuple[int, str]:
 
 def workspace_peak(ws) -> int:
     """The highest memory use of the workspace's cgroup since it was made (0 without a cgroup that keeps it)."""
-    from grading import workspace
+    from grading.engine.sandbox import shell
 
-    for path in workspace._cgroups(ws, create=False)[:1]:
+    for path in shell._cgroups(ws, create=False)[:1]:
         for name in ("memory.peak", "memory.max_usage_in_bytes"):
             try:
                 return int((path / name).read_text())
@@ -312,7 +312,7 @@ def shell_latencies(path: Path) -> list[float]:
     The part of the echo spent behind the pty (tmux, the shell and back, and daphne's
     turn to read it); the rest of the echo is the socket, daphne's receive and the client.
     """
-    from grading.asciicast import read_events
+    from grading.engine.asciicast import read_events
 
     try:
         _, events = read_events(path)
@@ -423,13 +423,13 @@ def report(args: argparse.Namespace, result: dict) -> int:
 
 def close_workspaces(workspaces: list) -> None:
     """Every workspace's processes ended, its files unmounted, its cgroups removed."""
-    from grading import workspace
+    from grading.engine.sandbox import shell
 
     for ws in workspaces:
         try:
-            workspace.stop_shell(ws)
-            if workspace._is_mounted(ws.home):
-                workspace._umount(ws.home)
+            shell.stop_shell(ws)
+            if shell._is_mounted(ws.home):
+                shell._umount(ws.home)
         except Exception as exc:  # noqa: BLE001 - clean the others; say which one is left
             print(f"sessions: could not close the workspace {ws.folder}: {exc}", file=sys.stderr)
 
@@ -472,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
 
         django.setup()
         invitations = make_invitations(args.sessions)
-        from sessions_app.workspaces import workspace_for
+        from sessions_app.hosted.workspaces import workspace_for
 
         workspaces = [workspace_for(inv) for inv in invitations]
         servers.start("web", [sys.executable, "-m", "daphne", "takehome.asgi:application", "--bind", "127.0.0.1",

@@ -15,7 +15,7 @@ from sessions_app.models import Submission
 from takehome import funnel
 from takehome.models import Invitation
 
-from .agreement import Table, pair_tables
+from .engine.agreement import Table, pair_tables
 from .models import CELLS_BEFORE_DIFF, AgreementTally, Cell, Mark, Review
 
 TALLY_COUNTS = ("both_pass", "a_pass_b_fail", "a_fail_b_pass", "both_fail")  # Table's fields, in its order

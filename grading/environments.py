@@ -1,7 +1,7 @@
 """Which virtualenv a packet version's tests run in, from the settings.
 
-The plain-Python parts are grading/runner.py (building), grading/requirements.py
-(what a requirements file may say) and grading/pythons.py (which interpreters
+The plain-Python parts are grading/engine/runner.py (building), grading/engine/requirements.py
+(what a requirements file may say) and grading/engine/pythons.py (which interpreters
 this server has); this module reads the settings and picks. A version with no
 requirements on the default Python runs in the one shared runner
 (``TAKEHOME_RUNNER_DIR``); any other gets its own under ``TAKEHOME_RUNNERS_DIR``,
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .pythons import Interpreter, PythonUnavailable, choose, discover
-from .requirements import RequirementsRefused, check_requirements
-from .runner import (
+from .engine.pythons import Interpreter, PythonUnavailable, choose, discover
+from .engine.requirements import RequirementsRefused, check_requirements
+from .engine.runner import (
     SYSTEM_PYTHON,
     RunnerUnavailable,
     ensure_env,
@@ -27,8 +27,8 @@ from .runner import (
     prune_envs,
     runner_python,
 )
-from .sandbox import Sandbox
-from .spec import PacketSpec
+from .engine.sandbox import Sandbox
+from .engine.spec import PacketSpec
 
 
 @functools.cache

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from sessions_app.models import Submission
 
-from . import rubric
+from .engine import rubric
 
 
 class InvalidTransition(Exception):
@@ -104,9 +104,9 @@ class Evidence(models.Model):
 
 
 class Cell(models.TextChoices):
-    """The four rubric cells as database choices, in grading.rubric's one order.
+    """The four rubric cells as database choices, in grading.engine.rubric's one order.
 
-    The ids and default labels come from grading.rubric; a packet version
+    The ids and default labels come from grading.engine.rubric; a packet version
     words each cell its own way (PacketVersion.rubric_cells()).
     """
 

@@ -24,9 +24,9 @@ from shared.paging import beyond
 from takehome import funnel
 from takehome.models import Candidate, Decision, Invitation, Packet
 
-from . import display, replay, rubric
 from .actions import TALLY_COUNTS, diff_unfolded
-from .agreement import PairAgreement, Table
+from .engine import display, replay, rubric
+from .engine.agreement import PairAgreement, Table
 from .models import AgreementTally, Evidence, Mark, Review
 
 

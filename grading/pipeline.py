@@ -23,16 +23,14 @@ from sessions_app.uploads import unpack_limits
 from takehome.models import effective_policy
 
 from . import lifecycle
-from .checks.model import Exchange, ModelRecord
-from .checks.timeline import Receipt
-from .core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
-from .display import is_tampered
-from .environments import sandbox_for
-from .models import Evidence, GradingRun
-from .pythons import PythonUnavailable
-from .requirements import RequirementsRefused
-from .runner import RunnerUnavailable
-from .sandbox import (
+from .engine.checks.model import Exchange, ModelRecord
+from .engine.checks.timeline import Receipt
+from .engine.core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
+from .engine.display import is_tampered
+from .engine.pythons import PythonUnavailable
+from .engine.requirements import RequirementsRefused
+from .engine.runner import RunnerUnavailable
+from .engine.sandbox import (
     Sandbox,
     SandboxLimits,
     SandboxUnavailable,
@@ -40,7 +38,9 @@ from .sandbox import (
     close_warm_sandboxes,
     start_warm_sandboxes,
 )
-from .spec import PacketSpec
+from .engine.spec import PacketSpec
+from .environments import sandbox_for
+from .models import Evidence, GradingRun
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 First the packet's environment: its requirements install into a runner
 virtualenv (built outside the sandbox, by pip, never running the packet's
-code; see grading/runner.py). Then four checks, each run in the sandbox (the
+code; see grading/engine/runner.py). Then four checks, each run in the sandbox (the
 packet's code is as untrusted as a candidate's: whoever wrote it, it runs only
 inside bubblewrap):
 
@@ -26,10 +26,10 @@ from pathlib import Path
 
 from shared.words import counted
 
-from .requirements import requirement_names
-from .runner import installed
-from .sandbox import RunResult, Sandbox
-from .spec import PacketSpec, is_test_path
+from .engine.requirements import requirement_names
+from .engine.runner import installed
+from .engine.sandbox import RunResult, Sandbox
+from .engine.spec import PacketSpec, is_test_path
 
 CHECKS = (
     ("environment", "The packet's environment installs"),
@@ -60,7 +60,7 @@ def hidden_tree(spec: PacketSpec, production: Mapping[str, bytes]) -> dict[str, 
     """The fixture with ``production`` files over it, its own tests out and the hidden tests in.
 
     The fixture's conftest.py files and data stay: the hidden tests may rely
-    on them, as they do when grading a candidate (grading.core.hidden_test_tree).
+    on them, as they do when grading a candidate (grading.engine.core.hidden_test_tree).
     """
     tree = {p: d for p, d in spec.fixture.items()
             if not is_test_path(p) or p.rsplit("/", 1)[-1] == "conftest.py"}

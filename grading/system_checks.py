@@ -3,7 +3,7 @@ and which Pythons packets may choose (TAKEHOME_PYTHONS).
 
 Warnings, not errors: a web-only host (or ``build_runner`` itself, before the
 runner exists) must still run its commands; the worker refuses to grade
-without the sandbox on its own (grading.sandbox.SandboxUnavailable).
+without the sandbox on its own (grading.engine.sandbox.SandboxUnavailable).
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from sessions_app.models import Submission
 from shared.tasks import record_heartbeat, retry_countdown
 
 from . import lifecycle, pipeline, publish
+from .engine.runner import RunnerUnavailable, ensure_runner
 from .environments import build_runners
 from .models import InvalidTransition
-from .runner import RunnerUnavailable, ensure_runner
 
 log = logging.getLogger(__name__)
 

@@ -27,13 +27,13 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from grading import lifecycle
-from grading.checks.receipts import (
+from grading.engine.checks.receipts import (
     GATE_REFUSED_OFFLINE,
     GATE_REFUSED_ORDER,
     GATE_REFUSED_OUTCOME,
     gate_refusal_kind,
 )
-from grading.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
+from grading.engine.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
 from shared.words import counted, listed
 from takehome import funnel
 from takehome.models import Invitation, PacketVersion, effective_policy
@@ -482,7 +482,9 @@ def do_reserve_model_exchange(invitation: Invitation, body_within_caps) -> tuple
     lock: on PostgreSQL it makes the checks take turns; on SQLite the
     IMMEDIATE transaction already does (settings.py).
     """
-    from .upstream import rough_tokens  # why here: the upstream client is the model window's, not every action's
+    from .model_window.upstream import (
+        rough_tokens,  # why here: the upstream client is the model window's, not every action's
+    )
 
     with transaction.atomic():
         Invitation.objects.select_for_update().filter(pk=invitation.pk).first()
@@ -508,7 +510,7 @@ def do_finish_model_exchange(exchange: ModelExchange, *, reply: str, model: str,
     Token counts are the upstream's usage, or (None) estimated at one per four
     characters of the prompt and of the reply.
     """
-    from .upstream import rough_tokens
+    from .model_window.upstream import rough_tokens
 
     estimated = tokens_in is None or tokens_out is None
     if estimated:
@@ -647,7 +649,7 @@ def hosted_words(message: str, model_window: bool = False) -> str:
     """A refusal written for gate.py, said for the hosted session: "run `python gate.py red`" -> "capture red".
 
     ``model_window``: the server provides the model, so asking it in the
-    model window takes the model step too (sessions_app.model_window).
+    model window takes the model step too (sessions_app.model_window.window).
     """
 
     def said(match: re.Match) -> str:
@@ -700,7 +702,7 @@ def _capture_lock(invitation: Invitation):
     why a file lock: the buttons run in the web process, `gate red` in the gate
     host; two sandboxes over one workspace at once would only race.
     """
-    from .workspaces import folder_for
+    from .hosted.workspaces import folder_for
 
     folder = folder_for(invitation)
     folder.mkdir(parents=True, exist_ok=True)
@@ -729,7 +731,7 @@ def _check_hosted(invitation: Invitation) -> None:
 
 
 def _snapshot(invitation: Invitation) -> dict[str, bytes]:
-    from . import workspaces
+    from .hosted import workspaces
 
     sandbox = workspaces.backend()
     try:
@@ -748,12 +750,12 @@ def _run_tests(invitation: Invitation, files: Mapping[str, bytes], step: str) ->
     """The packet's test command over ``files`` in a fresh grading sandbox, judged as any rerun.
 
     Returns what it printed, why the step is refused on what the run really
-    did (None: it holds up; grading.integrity.capture_refusal) and the run's
+    did (None: it holds up; grading.engine.integrity.capture_refusal) and the run's
     integrity record ({} for a command that is not pytest's).
     """
-    from grading.integrity import capture_refusal, run_capture
+    from grading.engine.integrity import capture_refusal, run_capture
+    from grading.engine.sandbox import SandboxUnavailable
     from grading.pipeline import sandbox_for_spec
-    from grading.sandbox import SandboxUnavailable
 
     spec = invitation.packet_version.to_spec()
     try:
@@ -780,7 +782,7 @@ def do_capture(invitation: Invitation, step: str) -> GateReceipt:
     another capture of this workspace runs, and when the workspace cannot be read.
     No transaction is open while the sandbox runs.
     """
-    from .workspaces import append_marker
+    from .hosted.workspaces import append_marker
 
     if step not in CAPTURE_STEPS:
         raise SessionRefused(f"Unknown step {step!r}: capture red, model or green.", "unknown_step")
@@ -916,7 +918,7 @@ def do_submit_workspace(invitation: Invitation, *, anyway: bool = False) -> Uplo
     SessionRefused as do_accept_upload does, and when the workspace is too big
     or cannot be read.
     """
-    from .workspaces import append_marker
+    from .hosted.workspaces import append_marker
 
     _check_hosted(invitation)
     try:

@@ -31,7 +31,7 @@ class GateReceipt(models.Model):
 
     class CapturedBy(models.TextChoices):
         CANDIDATE = "candidate"  # gate.py on the candidate's machine sent the log
-        SERVER = "server"  # a hosted session: the server ran the tests itself (sessions_app.workspaces)
+        SERVER = "server"  # a hosted session: the server ran the tests itself (sessions_app.hosted.workspaces)
 
     invitation = models.ForeignKey(Invitation, on_delete=models.CASCADE, related_name="receipts")
     step = models.CharField(max_length=10, choices=Step.choices)
@@ -43,7 +43,7 @@ class GateReceipt(models.Model):
     tree_hashes = models.JSONField(default=dict, blank=True)
     sha256 = models.CharField(max_length=64, blank=True)
     captured_by = models.CharField(max_length=10, choices=CapturedBy.choices, default=CapturedBy.CANDIDATE)
-    # why: a capture is judged as any rerun (grading.integrity.run_capture); the record says the
+    # why: a capture is judged as any rerun (grading.engine.integrity.run_capture); the record says the
     # server's run held up, and grading vouches for a captured red log only when it did.
     integrity = models.JSONField(default=dict, blank=True,
                                  help_text="A server capture's integrity record: canaries, tampered, unconfirmed.")
@@ -195,7 +195,7 @@ class Submission(models.Model):
 
 
 class ModelExchange(models.Model):
-    """One request through the model window (sessions_app/model_window.py) and what came back.
+    """One request through the model window (sessions_app/model_window/window.py) and what came back.
 
     Written in two steps by sessions_app.actions: reserved (``finished`` False)
     before the upstream is called, so the caps count it from then on, and
@@ -235,7 +235,7 @@ class ModelExchange(models.Model):
 class Workspace(models.Model):
     """The hosted session of one invitation: its sandbox uid and what happened to its shell.
 
-    The files live under TAKEHOME_WORKSPACES_DIR (see sessions_app.workspaces);
+    The files live under TAKEHOME_WORKSPACES_DIR (see sessions_app.hosted.workspaces);
     this row says which uid owns them. A uid is unique among open workspaces
     of one host (``closed`` False), so two shells never share one; a closed workspace (its
     deadline passed, frozen) gives its uid back. ``last_seen_at`` moves with

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile, StopUpload
 
-from grading.archive import Limits, UnsafeArchive, safe_extract
+from grading.engine.archive import Limits, UnsafeArchive, safe_extract
 from takehome.unavailable import NO_SPACE_ERRNOS
 
 FIELD = "archive"
@@ -200,7 +200,7 @@ def unpack_limits() -> Limits:
 def unpack_refusal(path: Path, media_root: Path) -> str:
     """Why the zip at ``path`` cannot be unpacked for grading, or "" when it can.
 
-    The same check the worker makes first (grading.archive.safe_extract, same
+    The same check the worker makes first (grading.engine.archive.safe_extract, same
     limits), made here as the upload arrives, so the candidate learns at once
     and from the bytes alone. why not wait for the worker: when its verdict
     appears depends on how long the grading ahead of it took, which the

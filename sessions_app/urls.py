@@ -2,7 +2,9 @@
 
 from django.urls import path
 
-from . import model_views, views, workspace_views
+from . import views
+from .hosted import views as hosted_views
+from .model_window import views as model_views
 
 app_name = "sessions_app"
 
@@ -17,9 +19,9 @@ urlpatterns = [
     path("<str:token>/upload", views.upload, name="upload"),
     path("<str:token>/uploads/<int:pk>", views.submission_detail, name="submission-detail"),
     # The hosted session's gate buttons (the workspace page and its terminal are beside them).
-    path("<str:token>/workspace/capture/<str:step>", workspace_views.capture, name="workspace-capture"),
-    path("<str:token>/workspace/submit", workspace_views.submit, name="workspace-submit"),
-    path("<str:token>/workspace/restart", workspace_views.restart, name="workspace-restart"),
+    path("<str:token>/workspace/capture/<str:step>", hosted_views.capture, name="workspace-capture"),
+    path("<str:token>/workspace/submit", hosted_views.submit, name="workspace-submit"),
+    path("<str:token>/workspace/restart", hosted_views.restart, name="workspace-restart"),
     # The model window, OpenAI-compatible: a client's base URL is /t/<token>/model/v1.
     path("<str:token>/model/v1/chat/completions", model_views.chat_completions, name="model-chat"),
     path("<str:token>/model/v1/models", model_views.models, name="model-list"),

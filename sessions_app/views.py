@@ -31,10 +31,11 @@ from takehome.models import Invitation, PacketVersion, effective_policy
 from takehome.templatetags.takehome_tags import utc_time
 from takehome.unavailable import NO_SPACE, Unavailable
 
-from . import actions, model_window
+from . import actions
 from .bundle import VENV_STEPS, build_bundle, model_base_url, server_python
 from .forms import GateReceiptForm, UploadForm
 from .links import TooManyLookups, invitation_for
+from .model_window import window as model_window
 from .models import GateReceipt, ModelExchange, Submission
 from .uploads import HashingUploadHandler, human_size
 
@@ -513,8 +514,8 @@ def submission_detail(request: HttpRequest, invitation: Invitation, token: str, 
 
 
 def workspace_context(invitation: Invitation, token: str) -> dict:
-    from .consumers import hosted_allowed
-    from .workspace_views import gate_panel_context
+    from .hosted.consumers import hosted_allowed
+    from .hosted.views import gate_panel_context
 
     return {
         **clock_context(invitation, token),

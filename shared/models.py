@@ -8,7 +8,7 @@ class WorkerHeartbeat(models.Model):
 
     hostname = models.CharField(max_length=200, unique=True)
     seen_at = models.DateTimeField()
-    # Which run-wide caps the worker's sandbox enforces (grading/cgroups.py).
+    # Which run-wide caps the worker's sandbox enforces (grading/engine/sandbox/cgroups.py).
     caps = models.CharField(max_length=500, blank=True, default="")
 
     class Meta:

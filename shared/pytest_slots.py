@@ -61,7 +61,7 @@ def claim() -> int:
     global _held, slot
     if slot is not None:
         return slot
-    from grading.sandbox import flock_free
+    from grading.engine.sandbox import flock_free
 
     folder = _lock_dir()
     free = flock_free(((number, folder / f"slot-{number}.lock") for number in range(SLOTS)), 1)
@@ -124,7 +124,7 @@ def enter(default_var_dir: Path) -> None:
     """
     if os.environ.get("TAKEHOME_TEST_SLOT") and os.environ.get("TAKEHOME_TEST_SLOT_WORKER", "") == _xdist_worker():
         return
-    from grading.runner import sandbox_home
+    from grading.engine.runner import sandbox_home
 
     number = claim()
     var_dir = Path(os.environ.get("TAKEHOME_VAR_DIR") or default_var_dir).resolve()

@@ -17,9 +17,16 @@ from django.db.models import Max
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from grading import rubric
-from grading.archive import Limits, UnsafeArchive, safe_extract
-from grading.spec import DECOY_NAME_RE, SAMPLE_PACKET_DIR, SAMPLE_PACKETS_DIR, join_decoys, load_spec_dir, split_decoys
+from grading.engine import rubric
+from grading.engine.archive import Limits, UnsafeArchive, safe_extract
+from grading.engine.spec import (
+    DECOY_NAME_RE,
+    SAMPLE_PACKET_DIR,
+    SAMPLE_PACKETS_DIR,
+    join_decoys,
+    load_spec_dir,
+    split_decoys,
+)
 from shared.words import counted
 
 from . import funnel
@@ -351,12 +358,12 @@ def do_run_packet_check(check_id: int, final: bool = True) -> PacketCheck | None
     back to the queue (``final=False``, the task retries) or ends in error,
     saying why; the version stays unpublished either way.
     """
+    from grading.engine.pythons import PythonUnavailable
+    from grading.engine.requirements import RequirementsRefused
+    from grading.engine.runner import RunnerUnavailable
+    from grading.engine.sandbox import SandboxUnavailable
     from grading.environments import sandbox_for
     from grading.pipeline import sandbox_from_settings
-    from grading.pythons import PythonUnavailable
-    from grading.requirements import RequirementsRefused
-    from grading.runner import RunnerUnavailable
-    from grading.sandbox import SandboxUnavailable
     from grading.selfcheck import check_packet, environment_failed, environment_result
 
     check = claim_packet_check(check_id)
@@ -383,7 +390,7 @@ def do_run_packet_check(check_id: int, final: bool = True) -> PacketCheck | None
 
 
 def _finish_check(check: PacketCheck, status: str, results: list[dict], error: str) -> PacketCheck:
-    from grading.core import clean_evidence
+    from grading.engine.core import clean_evidence
 
     check.status, check.results, check.error = status, clean_evidence(results), error
     check.finished_at = timezone.now()
@@ -529,7 +536,7 @@ def do_revoke_invitation(invitation: Invitation, actor=None) -> None:
 
 def _close_terminals_of(invitation_id: int) -> None:
     """Close the hosted terminals of a revoked invitation, with the reason; the revocation stands if this fails."""
-    from sessions_app.consumers import NOT_ALLOWED, REASON_REVOKED, close_terminals
+    from sessions_app.hosted.consumers import NOT_ALLOWED, REASON_REVOKED, close_terminals
 
     try:
         close_terminals(invitation_id, NOT_ALLOWED, REASON_REVOKED)

@@ -12,7 +12,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from sessions_app.consumers import TerminalConsumer  # noqa: E402
+from sessions_app.hosted.consumers import TerminalConsumer  # noqa: E402
 from shared.request_start import install_daphne_hook  # noqa: E402
 
 # why: uploads are judged by when their request began, which only daphne sees (shared/request_start.py)

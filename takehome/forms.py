@@ -7,10 +7,10 @@ import shlex
 
 from django import forms
 
-from grading import rubric
+from grading.engine import rubric
+from grading.engine.requirements import check_requirements
+from grading.engine.spec import split_decoys
 from grading.environments import environment_problems, usable_versions
-from grading.requirements import check_requirements
-from grading.spec import split_decoys
 
 from .actions import PacketError, VersionContent, read_decoys_zip, read_zip_tree
 from .invites import parse_invite_lines

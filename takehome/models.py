@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.crypto import get_random_string, salted_hmac
 
-from grading import rubric
-from grading.spec import PacketSpec, split_decoys
+from grading.engine import rubric
+from grading.engine.spec import PacketSpec, split_decoys
 
 
 class ImmutableRowError(Exception):
@@ -70,12 +70,12 @@ class PacketVersion(models.Model):
     forbidden_patterns = models.JSONField(default=dict, blank=True)
     refusal_hints = models.JSONField(default=dict, blank=True)
     time_limit_minutes = models.PositiveIntegerField(default=90)
-    # The environment the tests run in (grading/runner.py): a pip requirements
+    # The environment the tests run in (grading/engine/runner.py): a pip requirements
     # file, pinned, from the package index only ("" = pytest alone), and a
     # Python version such as "3.11" ("" = the server's default interpreter).
     requirements = models.TextField(blank=True, default="")
     python_version = models.CharField(max_length=20, blank=True, default="")
-    # Who provides the model (sessions_app/model_window.py): "" = provided when
+    # Who provides the model (sessions_app/model_window/window.py): "" = provided when
     # TAKEHOME_MODEL_URL is set, else own; "provided" = this server's model
     # window; "own" = the candidate's own model; "none" = no model at all.
     # model_name overrides TAKEHOME_MODEL_NAME for this version ("" = the setting).

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from csp.constants import NONE, SELF
 
-from grading.cgroups import MODES as SANDBOX_CAP_MODES
-from grading.cgroups import TMPFS_MODES as SANDBOX_TMPFS_MODES
-from grading.runner import sandbox_home
+from grading.engine.runner import sandbox_home
+from grading.engine.sandbox.cgroups import MODES as SANDBOX_CAP_MODES
+from grading.engine.sandbox.cgroups import TMPFS_MODES as SANDBOX_TMPFS_MODES
 from shared.settings_env import Env, SettingError
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -383,7 +383,7 @@ LOGGING = {
 # Grading. The sandbox runs candidate code as unprivileged uids, so the runner
 # virtualenv and the scratch folder must sit where any user can traverse.
 # Under VAR_DIR when every folder above it lets other users through, else
-# under /var/tmp/takehome-<hash> (see grading.runner.sandbox_home).
+# under /var/tmp/takehome-<hash> (see grading.engine.runner.sandbox_home).
 SANDBOX_HOME = sandbox_home(VAR_DIR)
 env.section("Grading")
 _UNDER_SANDBOX_HOME = "`<TAKEHOME_VAR_DIR>/{0}`, or `/var/tmp/takehome-<hash>/{0}` when a folder above it is private"
@@ -397,7 +397,7 @@ GRADING_SCRATCH_DIR = env.path("TAKEHOME_SCRATCH_DIR", SANDBOX_HOME / "scratch",
                                    "users through.")
 # Packets that need more than pytest (a requirements.txt, another Python) run in
 # a virtualenv of their own, built once per (Python, requirements) under
-# RUNNERS_DIR (grading/runner.py); PYTHONS lists the interpreters a packet may
+# RUNNERS_DIR (grading/engine/runner.py); PYTHONS lists the interpreters a packet may
 # choose from, the first being the default; PIP_INDEX_URL, when set, is the
 # package index those builds use (else pip's own configuration decides).
 GRADING_RUNNERS_DIR = env.path("TAKEHOME_RUNNERS_DIR", SANDBOX_HOME / "runners",
@@ -418,7 +418,7 @@ GRADING_UID_BASE = env.int("TAKEHOME_SANDBOX_UID_BASE", 62000,
 GRADING_SANDBOX_SLOTS = env.int("TAKEHOME_SANDBOX_SLOTS", 16,
                                 doc="How many sandboxes may exist at once (uids from the base); keep at least "
                                     "workers x (`TAKEHOME_WARM_SANDBOXES` + 2).")
-# How they work: grading/sandbox.py, "warm sandboxes".
+# How they work: grading/engine/sandbox/__init__.py, "warm sandboxes".
 GRADING_WARM_SANDBOXES = env.int("TAKEHOME_WARM_SANDBOXES", 6,
                                  doc="Sandboxes kept ready per worker process, pytest imported, each for one "
                                      "run; 0: every run starts cold.")
@@ -430,7 +430,7 @@ GRADING_RUN_WALL_S = env.duration("TAKEHOME_RUN_WALL_S", 60, doc="Wall-clock lim
 GRADING_CALL_LIMIT_S = env.duration("TAKEHOME_GRADING_CALL_LIMIT_S", 2.0, above=0,
                                     doc="Time limit of each call of a packet's hidden tests into the "
                                         "candidate's code.")
-# Caps on each sandboxed run as a whole (grading/cgroups.py): the memory of all
+# Caps on each sandboxed run as a whole (grading/engine/sandbox/cgroups.py): the memory of all
 # its processes together, its processes, and files per tmpfs (/tree, /tmp,
 # /dev/shm). TAKEHOME_SANDBOX_CAPS picks how: auto (the strongest that works
 # here), cgroup2, cgroup1, or rlimit (per-process limits, at most
@@ -551,7 +551,7 @@ UPLOAD_INTERVAL_S = env.duration("TAKEHOME_UPLOAD_INTERVAL_S", 10,
                                  doc="Per invitation, at most one upload this often; 0: no limit.")
 UPLOAD_MAX_COUNT = env.int("TAKEHOME_UPLOAD_MAX_COUNT", 30, doc="Per invitation, at most this many uploads; "
                            "0: no limit.")
-# The model window (sessions_app/model_window.py): an OpenAI-compatible chat API the
+# The model window (sessions_app/model_window/window.py): an OpenAI-compatible chat API the
 # candidate reaches through /t/<token>/model/v1 once a red run is witnessed. The
 # base URL ends before /chat/completions, e.g. http://127.0.0.1:11434/v1 for Ollama;
 # empty: no model is provided, and candidates use their own. The key (or the file

@@ -8,7 +8,7 @@ from shared.tasks import retry_countdown
 @shared_task(bind=True, acks_late=True, max_retries=3, soft_time_limit=300, time_limit=360)
 def check_packet_version(self, check_id: int) -> str:
     """Run one packet version's self-check (takehome.actions.do_run_packet_check); retries a sandbox that cannot start."""
-    from grading.sandbox import SandboxUnavailable
+    from grading.engine.sandbox import SandboxUnavailable
 
     from .actions import do_run_packet_check
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from grading.requirements import requirement_names
+from grading.engine.requirements import requirement_names
 from shared import paging
 from shared.access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, recruiter_required
 from shared.http import htmx_redirect

@@ -4,8 +4,8 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from grading import display
-from grading.agreement import describe_kappa
+from grading.engine import display
+from grading.engine.agreement import describe_kappa
 
 register = template.Library()
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from grading.runner import ensure_runner
-from grading.sandbox import Sandbox, SandboxLimits, wait_for_warm
-from grading.spec import sample_spec
+from grading.engine.runner import ensure_runner
+from grading.engine.sandbox import Sandbox, SandboxLimits, wait_for_warm
+from grading.engine.spec import sample_spec
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from grading.spec import SAMPLE_PACKETS_DIR, PacketSpec, sample_spec
+from grading.engine.spec import SAMPLE_PACKETS_DIR, PacketSpec, sample_spec
 
 from .zips import RawEntry, extended_time, write_raw_zip
 

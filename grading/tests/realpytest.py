@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grading.spec import sample_spec
+from grading.engine.spec import sample_spec
 
 PYTEST_VERSIONS = ("7.4.4", "8.3.5", "9.2.0")
 OTHER_PYTHONS = ("python3.10", "python3.13")

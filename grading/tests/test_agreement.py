@@ -2,7 +2,7 @@
 
 import pytest
 
-from grading.agreement import Table, cohens_kappa, describe_kappa, percent_agreement, table_from_pairs
+from grading.engine.agreement import Table, cohens_kappa, describe_kappa, percent_agreement, table_from_pairs
 
 
 def test_the_textbook_example():

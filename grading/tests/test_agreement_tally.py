@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 
 from grading.actions import do_rebuild_agreement, do_submit_review
-from grading.agreement import table_from_pairs
+from grading.engine.agreement import table_from_pairs
 from grading.models import AgreementTally, Cell, Mark
 from grading.pages import pair_agreements
 from grading.tests.reviewing import make_submission, score
@@ -21,7 +21,7 @@ from takehome.models import Packet, PacketVersion
 
 
 def expected_figures(packet) -> dict[tuple[str, str, str], tuple]:
-    """What grading.agreement says of the submitted marks, built in Python from every mark of the packet."""
+    """What grading.engine.agreement says of the submitted marks, built in Python from every mark of the packet."""
     marks: dict[int, dict[str, dict[str, bool]]] = defaultdict(dict)
     found = Mark.objects.filter(
         review__submitted_at__isnull=False, review__submission__invitation__packet_version__packet=packet

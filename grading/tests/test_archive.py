@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from grading import archive as archive_mod
-from grading.archive import EntryTime, Limits, UnsafeArchive, safe_extract
+from grading.engine import archive as archive_mod
+from grading.engine.archive import EntryTime, Limits, UnsafeArchive, safe_extract
 from grading.tests import zips
 from grading.tests.zips import RawEntry, make_zip, write_raw_zip
 

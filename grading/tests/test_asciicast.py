@@ -1,4 +1,4 @@
-"""The hosted terminal's recording (grading/asciicast.py): asciicast v2 lines, the size cap, markers, the reader."""
+"""The hosted terminal's recording (grading/engine/asciicast.py): asciicast v2 lines, the size cap, markers, the reader."""
 
 import json
 import multiprocessing
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from grading import asciicast
+from grading.engine import asciicast
 
 
 def lines(path):

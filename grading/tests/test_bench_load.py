@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import _wait_for, free_port, require
-from grading.cgroups import _zombie
+from grading.engine.sandbox.cgroups import _zombie
 
 ROOT = Path(__file__).resolve().parents[2]
 LOAD = ROOT / "bench" / "load.py"

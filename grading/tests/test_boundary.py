@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from conftest import require
-from grading.core import STAND_IN, write_tree
-from grading.sandbox import PROXY_SERVER, SANDBOXED_DIR, STARTED_MARKER, Sandbox, SandboxUnavailable
+from grading.engine.core import STAND_IN, write_tree
+from grading.engine.sandbox import PROXY_SERVER, SANDBOXED_DIR, STARTED_MARKER, Sandbox, SandboxUnavailable
 
 sys.path.insert(0, str(SANDBOXED_DIR))
 import takehome_proxy as proxy  # noqa: E402

@@ -1,4 +1,4 @@
-"""grading.workspace.CapWatch: when a workspace's processes are pinned at their cap (a fork bomb), and
+"""grading.engine.sandbox.shell.CapWatch: when a workspace's processes are pinned at their cap (a fork bomb), and
 when an honest build that meets the cap is not.
 
 The traces are counts as measured on the real workspace (128 processes, counted every 0.25 s):
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from grading.workspace import PINNED_S, CapWatch, ProcessCount
+from grading.engine.sandbox.shell import PINNED_S, CapWatch, ProcessCount
 
 STEP = 0.25
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from grading.checks.artifacts import ARTIFACT_NAMES, check_artifacts, read_artifact
+from grading.engine.checks.artifacts import ARTIFACT_NAMES, check_artifacts, read_artifact
 
 LOG = "F  [100%]\n1 failed in 0.03s\n"
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from grading.checks.diff import MAX_DIFF_CHARS, diff_trees
-from grading.spec import sample_spec
+from grading.engine.checks.diff import MAX_DIFF_CHARS, diff_trees
+from grading.engine.spec import sample_spec
 
 SPEC = sample_spec()
 FIXED = SPEC.solution["invoices.py"]

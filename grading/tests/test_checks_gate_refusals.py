@@ -9,7 +9,7 @@ gate ran without the server make a warning for the stamp's headline.
 
 from __future__ import annotations
 
-from grading.checks.receipts import (
+from grading.engine.checks.receipts import (
     GATE_REFUSED_OFFLINE,
     GATE_REFUSED_ORDER,
     GATE_REFUSED_OUTCOME,

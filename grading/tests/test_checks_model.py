@@ -2,8 +2,8 @@
 
 from datetime import UTC, datetime
 
-from grading.checks.model import Exchange, ModelRecord, model_section
-from grading.core import empty_evidence
+from grading.engine.checks.model import Exchange, ModelRecord, model_section
+from grading.engine.core import empty_evidence
 
 AT = datetime(2026, 11, 30, 9, 5, tzinfo=UTC)
 

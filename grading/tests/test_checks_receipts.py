@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from grading.checks.receipts import (
+from grading.engine.checks.receipts import (
     LOG_LIMIT,
     check_receipts,
     content_hashes,
@@ -21,8 +21,8 @@ from grading.checks.receipts import (
     same_log,
     witness_timeline,
 )
-from grading.checks.timeline import Receipt
-from grading.spec import sample_spec
+from grading.engine.checks.timeline import Receipt
+from grading.engine.spec import sample_spec
 from grading.tests import corpus
 
 T0 = datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC)
@@ -446,7 +446,7 @@ def test_a_blank_model_md_older_than_red_is_not_a_reply():
 
 
 def corpus_time(seconds: float):
-    from grading.checks.timeline import ZipTime
+    from grading.engine.checks.timeline import ZipTime
 
     at = T0 + timedelta(seconds=seconds)
     return ZipTime(local=at.replace(tzinfo=None), utc=at)

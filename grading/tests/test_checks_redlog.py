@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from grading.checks.artifacts import decode_text
-from grading.checks.pytestlog import section_title
-from grading.checks.redlog import analyse_red_log, clean_log, collect_test_ids, normalise_id
-from grading.checks.reproduction import Reproduction, normalise_text
-from grading.spec import sample_spec
+from grading.engine.checks.artifacts import decode_text
+from grading.engine.checks.pytestlog import section_title
+from grading.engine.checks.redlog import analyse_red_log, clean_log, collect_test_ids, normalise_id
+from grading.engine.checks.reproduction import Reproduction, normalise_text
+from grading.engine.spec import sample_spec
 
 LOGS = Path(__file__).parent / "logs"
 ORIGINAL_FAILURES = {"test_invoices.py::test_charges_only"}

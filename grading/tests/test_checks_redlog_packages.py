@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from grading.checks.artifacts import decode_text
-from grading.checks.redlog import analyse_red_log, collect_test_ids
-from grading.checks.reproduction import Reproduction
-from grading.core import write_tree
+from grading.engine.checks.artifacts import decode_text
+from grading.engine.checks.redlog import analyse_red_log, collect_test_ids
+from grading.engine.checks.reproduction import Reproduction
+from grading.engine.core import write_tree
 
 from . import corpus
 

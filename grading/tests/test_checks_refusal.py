@@ -2,8 +2,8 @@
 
 import pytest
 
-from grading.checks.refusal import check_refusal
-from grading.spec import sample_spec
+from grading.engine.checks.refusal import check_refusal
+from grading.engine.spec import sample_spec
 
 HINTS = sample_spec().refusal_hints
 

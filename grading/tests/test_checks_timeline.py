@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from grading.checks.timeline import Receipt, ZipTime, build_timeline, parse_stamp
+from grading.engine.checks.timeline import Receipt, ZipTime, build_timeline, parse_stamp
 
 UTC = UTC
 T0 = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)  # the red run, in UTC

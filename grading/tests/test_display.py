@@ -2,7 +2,7 @@
 
 import pytest
 
-from grading.display import clean_terminal_text, highlight_diff, layout_timeline, order_files
+from grading.engine.display import clean_terminal_text, highlight_diff, layout_timeline, order_files
 
 
 @pytest.mark.parametrize(
@@ -95,13 +95,13 @@ def test_refused_receipts_are_drawn_apart_and_flagged_by_their_own_problems():
     (None, ""),
 ])
 def test_the_candidates_clock_is_written_out(text, shown):
-    from grading.display import candidate_clock
+    from grading.engine.display import candidate_clock
 
     assert candidate_clock(text) == shown
 
 
 def test_a_model_exchange_is_drawn_from_its_request_to_the_end_of_its_reply():
-    from grading.display import exchange_events, layout_timeline
+    from grading.engine.display import exchange_events, layout_timeline
 
     events = exchange_events([{"at": "2026-11-30T10:00:00+00:00", "latency_s": 120},
                               {"at": "not a time", "latency_s": "x"}, "junk"])

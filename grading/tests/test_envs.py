@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from grading import runner
-from grading.pythons import Interpreter, discover
-from grading.requirements import RequirementsRefused
-from grading.runner import (
+from grading.engine import runner
+from grading.engine.pythons import Interpreter, discover
+from grading.engine.requirements import RequirementsRefused
+from grading.engine.runner import (
     MARKER,
     RUNNER_REQUIREMENTS,
     RunnerUnavailable,
@@ -170,7 +170,7 @@ def test_builds_an_env_with_the_packet_s_package_and_pytest(env_root, system_pyt
 
 
 def test_the_sandbox_runs_tests_that_import_the_package(env_root, system_python, local_index, scratch_dir, tmp_path):
-    from grading.sandbox import Sandbox, SandboxLimits
+    from grading.engine.sandbox import Sandbox, SandboxLimits
 
     require(shutil.which("bwrap") is not None, "bwrap is missing (apt-get install bubblewrap)")
     env = build(env_root, system_python, "tinylib==1.1\n", local_index)
@@ -186,9 +186,9 @@ def test_the_sandbox_runs_tests_that_import_the_package(env_root, system_python,
     ("srconly==1.0\n", "srconly 1.0 has no wheel for Python 3.11 on this platform, and the server never "
                        "builds packages from source"),
     ("needsnew==1.0\n", "needsnew 1.0 needs Python >=3.99, and this packet uses Python 3.11."),
-    ("pluggy==0.9\n", "conflict with each other or with the runner's pytest (grading/runner-requirements.txt): "
+    ("pluggy==0.9\n", "conflict with each other or with the runner's pytest (grading/engine/runner-requirements.txt): "
                       "pytest 9.2.0 depends on pluggy<2 and >=1.6; The user requested (constraint) pluggy==0.9."),
-    ("clash==1.0\n", "conflict with each other or with the runner's pytest (grading/runner-requirements.txt): "
+    ("clash==1.0\n", "conflict with each other or with the runner's pytest (grading/engine/runner-requirements.txt): "
                      "clash 1.0 has requirement pluggy<1, but you have pluggy 1.7.0."),
     ("clash==1.0 --hash=sha256:{clash}\n", "In hash-checking mode every package installed, dependencies too, "
                                            "needs a line name==version --hash=...; these have none: pluggy<1 (needed by clash==1.0)."),

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from grading.checks.model import ModelRecord
-from grading.core import RUN_NAMES, GradeOptions, grade_archive
-from grading.spec import sample_spec
+from grading.engine.checks.model import ModelRecord
+from grading.engine.core import RUN_NAMES, GradeOptions, grade_archive
+from grading.engine.spec import sample_spec
 
 from . import corpus
 from .zips import finder_zip, make_zip, windows_zip
@@ -242,7 +242,7 @@ def test_a_hand_typed_red_log_with_every_section_is_not_genuine(grade, tmp_path)
 
 
 def test_the_original_runs_cache_keeps_its_log_and_ignores_files_without_one(tmp_path):
-    from grading.core import OriginalRunCache
+    from grading.engine.core import OriginalRunCache
 
     spec = sample_spec()
     cache = OriginalRunCache(tmp_path)
@@ -568,7 +568,7 @@ def test_a_pytest_py_in_the_upload_is_flagged_and_cannot_pass(grade, tmp_path):
 
 
 def test_the_reference_check_needs_every_packet_test_reported_as_passed():
-    from grading.core import check_reference_run
+    from grading.engine.core import check_reference_run
 
     def run(tests):
         return {"outcome": "passed", "as_expected": True, "notes": [],
@@ -585,7 +585,7 @@ def test_the_reference_check_needs_every_packet_test_reported_as_passed():
 
 
 def test_hostile_production_code_is_flagged_and_honest_code_is_not(tmp_path):
-    from grading.checks.diff import diff_trees
+    from grading.engine.checks.diff import diff_trees
 
     spec = sample_spec()
     tree = tmp_path / "tree"
@@ -608,7 +608,7 @@ def test_hostile_production_code_is_flagged_and_honest_code_is_not(tmp_path):
               "tests/test_broken.py": b"import pytest\n\ndef test_(:\n"}
     write = {**spec.fixture, **honest, **cases, "csv.py": b"x = 1\n", "_pytest/__init__.py": b"",
              "pytest.ini": b"[pytest]\naddopts = -x\n"}
-    from grading.core import write_tree
+    from grading.engine.core import write_tree
 
     write_tree(write, tree)
     flags = diff_trees(spec.fixture, tree, protected_paths=spec.protected_paths,
@@ -637,7 +637,7 @@ def test_nul_and_bad_bytes_in_candidate_output_leave_readable_storable_evidence(
 
 
 def test_clean_evidence_replaces_nul_and_lone_surrogates_everywhere():
-    from grading.core import clean_evidence
+    from grading.engine.core import clean_evidence
 
     dirty = {"a\x00": ["x\x00y", {"k": "\ud800z"}], "n": 1, "b": None, "t": True}
     assert clean_evidence(dirty) == {"a\ufffd": ["x\ufffdy", {"k": "\ufffdz"}], "n": 1, "b": None, "t": True}
@@ -747,7 +747,7 @@ def test_an_honest_layout_that_leaves_test_files_out_grades_the_same_every_time(
 ], ids=["held-up", "tampered", "unconfirmed", "not-judged"])
 def test_a_server_capture_is_genuine_by_construction_only_when_its_run_held_up(grading_sandbox, spec, tmp_path,
                                                                                integrity, by_construction):
-    from grading.checks.timeline import Receipt
+    from grading.engine.checks.timeline import Receipt
 
     log = b"=== short test summary info ===\nFAILED test_invoices.py::test_charges_only - assert 1700 == 1500\n" \
           b"1 failed in 0.01s\n"  # what a hosted red capture stored: analysed alone, it is no log

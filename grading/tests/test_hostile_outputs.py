@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from grading.core import GradeOptions, grade_archive, write_tree
-from grading.integrity import judge_run, plant_canaries
-from grading.sandbox import JUNIT_MAX_ELEMENTS, parse_junit
-from grading.spec import sample_spec
+from grading.engine.core import GradeOptions, grade_archive, write_tree
+from grading.engine.integrity import judge_run, plant_canaries
+from grading.engine.sandbox import JUNIT_MAX_ELEMENTS, parse_junit
+from grading.engine.spec import sample_spec
 
 from . import corpus
 

@@ -14,9 +14,9 @@ import random
 
 import pytest
 
-from grading.core import write_tree
-from grading.integrity import Planted, _canary_source, canary_args, judge_run, plant_canaries
-from grading.sandbox import RunResult, SandboxLimits, TestCase
+from grading.engine.core import write_tree
+from grading.engine.integrity import Planted, _canary_source, canary_args, judge_run, plant_canaries
+from grading.engine.sandbox import RunResult, SandboxLimits, TestCase
 
 PYTEST = ("python", "-m", "pytest", "-q")
 
@@ -372,8 +372,8 @@ def test_a_run_cut_short_by_a_limit_keeps_its_outcome():
 
 
 def test_a_packet_run_by_another_test_runner_is_not_judged_as_pytest(grading_sandbox, tmp_path):
-    from grading.core import GradeOptions, grade_archive
-    from grading.spec import PacketSpec
+    from grading.engine.core import GradeOptions, grade_archive
+    from grading.engine.spec import PacketSpec
 
     from .zips import make_zip
 

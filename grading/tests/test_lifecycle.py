@@ -18,9 +18,9 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from conftest import ROOT, require
-from grading.cgroups import owned_name, work_dir_for
+from grading.engine.sandbox import clean_stale_scratch
+from grading.engine.sandbox.cgroups import owned_name, work_dir_for
 from grading.models import GradingRun
-from grading.sandbox import clean_stale_scratch
 from grading.tasks import sweep_submissions
 from grading.tests.reviewing import make_submission
 from sessions_app.models import Submission
@@ -175,7 +175,7 @@ MAKE_FOLDER = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, sys.argv[1])
     from pathlib import Path
-    from grading.cgroups import owned_name, work_dir_for
+    from grading.engine.sandbox.cgroups import owned_name, work_dir_for
     folder = Path(sys.argv[2]) / owned_name(sys.argv[3])
     folder.mkdir()
     (folder / "tree.py").write_text("x = 1")

@@ -15,9 +15,9 @@ import hashlib
 
 import pytest
 
-from grading.core import GradeOptions, grade_archive, write_tree
-from grading.integrity import judge_run, plant_canaries
-from grading.spec import sample_spec
+from grading.engine.core import GradeOptions, grade_archive, write_tree
+from grading.engine.integrity import judge_run, plant_canaries
+from grading.engine.spec import sample_spec
 
 from . import corpus
 

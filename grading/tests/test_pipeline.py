@@ -12,8 +12,8 @@ from django.core.files import File
 from django.utils import timezone
 
 from grading import lifecycle, pipeline, tasks
+from grading.engine.sandbox import SandboxUnavailable
 from grading.models import Evidence, GradingRun, InvalidTransition
-from grading.sandbox import SandboxUnavailable
 from sessions_app.models import GateReceipt, ModelExchange, Submission
 
 from . import corpus
@@ -127,7 +127,7 @@ def sha(data: bytes) -> str:
 
 def test_every_receipt_up_to_the_upload_reaches_the_evidence(invitation, media_root, tmp_path, settings):
     """What gate.py sends (log, hashes, clock) for an honest run, a refusal, and the invitation's deadline."""
-    from grading.spec import sample_spec
+    from grading.engine.spec import sample_spec
 
     settings.GRADING_MIN_RED_TO_GREEN_S = 60
     spec = sample_spec()
@@ -267,7 +267,7 @@ def test_nul_bytes_in_candidate_output_are_stored(invitation, media_root, tmp_pa
 def test_record_evidence_cleans_what_it_stores(invitation, media_root, tmp_path):
     submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()),
                         status=Submission.Status.GRADING)
-    from grading.core import empty_evidence
+    from grading.engine.core import empty_evidence
 
     evidence = empty_evidence("x")
     evidence["archive"].update(accepted=True, reason=None)

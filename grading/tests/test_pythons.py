@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from grading.pythons import Interpreter, PythonUnavailable, choose, discover
+from grading.engine.pythons import Interpreter, PythonUnavailable, choose, discover
 
 SYSTEM = Path("/usr/bin/python3")
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from grading.checks.artifacts import decode_text
-from grading.checks.pytestlog import read_failures
-from grading.checks.redlog import Reproduction, analyse_red_log, clean_log, collect_test_ids
-from grading.checks.reproduction import steady_failures
-from grading.spec import sample_spec
+from grading.engine.checks.artifacts import decode_text
+from grading.engine.checks.pytestlog import read_failures
+from grading.engine.checks.redlog import Reproduction, analyse_red_log, clean_log, collect_test_ids
+from grading.engine.checks.reproduction import steady_failures
+from grading.engine.spec import sample_spec
 
 from . import realpytest
 from .realpytest import MAIN, OTHER_PYTHON_PYTEST, PYTEST_VERSIONS, VenvUnavailable, build_venv, trees, write_files

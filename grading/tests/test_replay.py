@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
+from grading.engine.replay import UnreadableRecording, read_recording
 from grading.pages import recording_path, session_replay
-from grading.replay import UnreadableRecording, read_recording
 from sessions_app.models import Submission
 
 from .casts import SESSION, cast_for, write_cast

@@ -2,7 +2,7 @@
 
 import pytest
 
-from grading.requirements import (
+from grading.engine.requirements import (
     MAX_REQUIREMENTS_BYTES,
     RequirementsRefused,
     check_requirements,

@@ -322,7 +322,7 @@ def test_the_page_polls_while_grading_and_reloads_when_done(rob, sample_packet):
 
 
 def test_a_refused_archive_says_why(rob, sample_packet):
-    from grading.core import empty_evidence
+    from grading.engine.core import empty_evidence
 
     submission = make_submission(sample_packet, evidence=empty_evidence("the zip holds a symlink"),
                                  status=Submission.Status.REJECTED)
@@ -337,7 +337,7 @@ def test_a_zip_refused_at_unpack_is_received_not_accepted_and_the_timeline_says_
     from django.test import Client
 
     from grading import pipeline
-    from grading.core import empty_evidence
+    from grading.engine.core import empty_evidence
     from grading.tests.zips import make_zip
     from sessions_app.actions import do_start_session
 
@@ -376,7 +376,7 @@ def test_refused_uploads_are_listed_with_their_reason_above_the_four_sections(ro
 
     from django.utils import timezone
 
-    from grading.core import empty_evidence
+    from grading.engine.core import empty_evidence
     from grading.tests.reviewing import upload_again
 
     good = make_submission(sample_packet, uploaded_at=timezone.now() - timedelta(minutes=10))

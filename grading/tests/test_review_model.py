@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from grading.checks.model import Exchange, ModelRecord, model_section
+from grading.engine.checks.model import Exchange, ModelRecord, model_section
 from grading.tests.reviewing import ideal_evidence, make_submission
 
 pytestmark = pytest.mark.django_db

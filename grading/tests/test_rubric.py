@@ -7,9 +7,9 @@ import json
 import pytest
 from django.apps import apps
 
-from grading import rubric
+from grading.engine import rubric
+from grading.engine.spec import SAMPLE_PACKET_DIR
 from grading.models import CELLS_BEFORE_DIFF, Cell
-from grading.spec import SAMPLE_PACKET_DIR
 from grading.tests.reviewing import make_submission, score
 from takehome.actions import do_create_version, sample_content
 from takehome.models import PacketVersion

@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 
-from grading.runner import sandbox_home
+from grading.engine.runner import sandbox_home
 
 
 def test_a_traversable_var_dir_holds_the_sandbox_files():

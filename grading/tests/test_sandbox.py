@@ -25,10 +25,9 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from grading import sandbox as sandbox_module
-from grading import spawn
-from grading.runner import ensure_runner, runner_python
-from grading.sandbox import (
+from grading.engine import sandbox as sandbox_module
+from grading.engine.runner import ensure_runner, runner_python
+from grading.engine.sandbox import (
     STARTED_MARKER,
     Sandbox,
     SandboxLimits,
@@ -38,6 +37,7 @@ from grading.sandbox import (
     _warm_pool,
     clean_stale_scratch,
     close_warm_sandboxes,
+    spawn,
     wait_for_warm,
 )
 from shared import pytest_slots
@@ -168,7 +168,7 @@ class Spawns:
     def __enter__(self) -> Spawns:
         self.watching = True
         # why also this: where the worker starts bwrap under the run's uid itself, one thread of its
-        # own makes the Popen (grading/spawn.py); what this thread asked it for is recorded here.
+        # own makes the Popen (grading/engine/sandbox/spawn.py); what this thread asked it for is recorded here.
         self.popen_as = spawn.popen_as
 
         def popen_as(uid, gid, argv, **kwargs):
@@ -260,7 +260,7 @@ def test_the_workers_tree_writer_never_writes_outside_its_folder(tmp_path):
     require(os.geteuid() == 0, "the worker writes the tree as root (chown)")
     from tarfile import DIRTYPE, REGTYPE, SYMTYPE
 
-    from grading.sandbox import TreeRefused, _write_entries, write_tree_into
+    from grading.engine.sandbox import TreeRefused, _write_entries, write_tree_into
 
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -368,7 +368,7 @@ def test_concurrent_runs_get_distinct_uids(sandbox, tmp_path):
 
 
 def test_missing_runner_says_how_to_build_it(scratch_dir, runner_dir, tmp_path):
-    with pytest.raises(SandboxUnavailable, match="python -m grading.runner"):
+    with pytest.raises(SandboxUnavailable, match="python -m grading.engine.runner"):
         Sandbox(tmp_path / "no-runner", scratch_dir).run(tmp_path, ("true",))
 
 
@@ -409,7 +409,7 @@ def test_ensure_runner_is_idempotent(runner_dir):
 
 @pytest.fixture
 def private_sandboxed(tmp_path, monkeypatch) -> Path:
-    """grading/sandboxed/ as in a checkout under a folder others cannot traverse (/root, mode 0700)."""
+    """grading/engine/sandbox/sandboxed/ as in a checkout under a folder others cannot traverse (/root, mode 0700)."""
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     copy = home / "checkout" / "grading" / "sandboxed"
@@ -754,7 +754,7 @@ def test_collect_only_is_not_a_pass(sandbox, tmp_path):
 
 
 def test_a_junit_report_that_is_not_utf8_cannot_smuggle_a_doctype():
-    from grading.sandbox import parse_junit
+    from grading.engine.sandbox import parse_junit
 
     doc = ('<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE t [<!ENTITY a "test_ok">]>'
            '<testsuites><testsuite><testcase classname="x" name="&a;"/></testsuite></testsuites>')
@@ -867,7 +867,7 @@ def test_a_sandbox_whose_gate_stays_shut_runs_nothing(sandbox, tmp_path):
 def test_a_runs_tmpfs_mounts_leave_the_hosts_mount_table_once_the_sandbox_holds_them(sandbox, tmp_path):
     # why: every sandbox start copies the host's mount table, and bubblewrap reads it
     # for each bind it makes; live runs' mounts there made every other start slower.
-    from grading.cgroups import _mounts, mount_dir_for
+    from grading.engine.sandbox.cgroups import _mounts, mount_dir_for
 
     require(sandbox.caps_in_force().tmpfs == "mount", "the worker may not mount a tmpfs here (run as root)")
     mounts = str(mount_dir_for(sandbox.scratch_dir)) + "/"

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from grading.cgroups import RunBudget, RunCaps, _mounts, detect
-from grading.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, _uid_processes
+from grading.engine.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, _uid_processes
+from grading.engine.sandbox.cgroups import RunBudget, RunCaps, _mounts, detect
 from grading.tests.test_sandbox import FORK_BOMB, make_tree
 from shared import pytest_slots
 
@@ -350,7 +350,7 @@ def test_the_worker_builds_its_sandbox_from_the_cap_settings(settings):
 def test_a_cgroup_that_could_not_be_capped_is_not_left_made(capped, monkeypatch):
     # why: join and wrap make the run's cgroups when they are missing; one made but left without its
     # limits (the write of pids.max failed) must not count as made, or a process would join it uncapped
-    from grading import cgroups
+    from grading.engine.sandbox import cgroups
     real_write = cgroups._write
 
     def failing_write(path, text):
@@ -373,7 +373,7 @@ def test_a_cgroup_that_could_not_be_capped_is_not_left_made(capped, monkeypatch)
 def test_a_name_whose_owner_ended_but_is_not_yet_reaped_is_gone():
     import subprocess as sp
 
-    from grading import cgroups
+    from grading.engine.sandbox import cgroups
 
     child = sp.Popen(["true"])
     deadline = time.monotonic() + 10

@@ -1,4 +1,4 @@
-"""bwrap started under the run's uid by the worker itself (grading/spawn.py), and setpriv where it cannot be."""
+"""bwrap started under the run's uid by the worker itself (grading/engine/sandbox/spawn.py), and setpriv where it cannot be."""
 
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from grading import sandbox as sandbox_module
-from grading import spawn
-from grading.sandbox import Sandbox, SandboxLimits, _uid_processes
+from grading.engine import sandbox as sandbox_module
+from grading.engine.sandbox import Sandbox, SandboxLimits, _uid_processes, spawn
 from shared import pytest_slots
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -282,7 +281,7 @@ GREEN = """\
 from gevent import monkey
 monkey.patch_all()
 import json
-from grading import spawn
+from grading.engine.sandbox import spawn
 reason = spawn.unavailable()
 status = spawn.thread_status()
 try:

@@ -7,7 +7,8 @@ import io
 import pytest
 from django.core.management import call_command
 
-from grading import cgroups, sandbox
+from grading.engine import sandbox
+from grading.engine.sandbox import cgroups
 
 
 def check_output(**env) -> str:

@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import pytest
 
-from grading.core import STAND_IN, GradeOptions, grade_archive, hidden_test_tree, write_tree
-from grading.spec import sample_spec
+from grading.engine.core import STAND_IN, GradeOptions, grade_archive, hidden_test_tree, write_tree
+from grading.engine.spec import sample_spec
 
 from . import corpus
 

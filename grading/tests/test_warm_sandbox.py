@@ -1,4 +1,4 @@
-"""Warm sandboxes (grading/sandbox.py): pre-started, single-use, as isolated as a cold run.
+"""Warm sandboxes (grading/engine/sandbox/__init__.py): pre-started, single-use, as isolated as a cold run.
 
 Real bubblewrap, real cgroups: each test waits until its pool holds started
 sandboxes, runs through them, and reads what the kernel and pytest did. A test
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from grading import sandbox as sandbox_module
-from grading.sandbox import (
+from grading.engine import sandbox as sandbox_module
+from grading.engine.sandbox import (
     _POOLS,
     WARM_STARTER,
     Sandbox,
@@ -240,8 +240,8 @@ def test_a_cold_run_takes_a_uid_back_from_idle_warm_sandboxes(runner_dir, scratc
 
 
 def test_warm_and_cold_give_the_same_results_for_the_samples_reruns(runner_dir, scratch_dir, tmp_path):
-    from grading.core import decoy_trees, plant_canaries, rerun_trees
-    from grading.spec import sample_spec
+    from grading.engine.core import decoy_trees, plant_canaries, rerun_trees
+    from grading.engine.spec import sample_spec
 
     spec = sample_spec()
     ideal = Path(__file__).resolve().parents[2] / "takehome" / "sample_packets" / "refund-sum" / "solution"

@@ -138,7 +138,7 @@ def test_regrade_replaces_the_evidence_and_keeps_the_reviews(client, started, ce
 
 
 def sandbox_leftovers(pids: set[int]) -> list[Path]:
-    """The cgroups and tmpfs mount folders named as owned by one of ``pids`` (see grading.cgroups.owned_name)."""
+    """The cgroups and tmpfs mount folders named as owned by one of ``pids`` (see grading.engine.sandbox.cgroups.owned_name)."""
     found = []
     for parent in [*Path("/sys/fs/cgroup").glob("*/takehome"), Path("/sys/fs/cgroup/takehome"),
                    *Path("/dev/shm").glob("takehome-mounts-*")]:

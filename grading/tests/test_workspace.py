@@ -1,4 +1,4 @@
-"""The hosted workspace (grading/workspace.py) through the real sandbox: tmux in bubblewrap, real caps.
+"""The hosted workspace (grading/engine/sandbox/shell.py) through the real sandbox: tmux in bubblewrap, real caps.
 
 No mocks: each test types into a real tmux client on a real pty and reads what
 the shell printed, or reads what the kernel did. Tests that need root, a
@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port, require
-from grading.archive import Limits
-from grading.cgroups import _mounts, _read_keys, detect
-from grading.sandbox import _uid_processes
-from grading.workspace import (
+from grading.engine.archive import Limits
+from grading.engine.sandbox import _uid_processes
+from grading.engine.sandbox.cgroups import _mounts, _read_keys, detect
+from grading.engine.sandbox.shell import (
     Workspace,
     WorkspaceLimits,
     WorkspaceTooBig,
@@ -212,7 +212,7 @@ def test_nano_and_vim_edit_a_file(make_ws, term):
 
 
 def test_our_commands_under_sandboxed_bin_run_from_the_path(make_ws, term, tmp_path, monkeypatch):
-    import grading.sandbox as sandbox_module
+    import grading.engine.sandbox as sandbox_module
 
     ours = tmp_path / "sandboxed"
     shutil.copytree(sandbox_module.SANDBOXED_DIR, ours, ignore=shutil.ignore_patterns("__pycache__"))
@@ -231,7 +231,7 @@ def test_our_commands_under_sandboxed_bin_run_from_the_path(make_ws, term, tmp_p
 
 def test_shell_survives_the_process_that_started_it(make_ws):
     ws = make_ws()
-    code = ("import sys; from pathlib import Path; from grading.workspace import *; "
+    code = ("import sys; from pathlib import Path; from grading.engine.sandbox.shell import *; "
             f"start_shell(Workspace(Path({str(ws.folder)!r}), {ws.uid}, Path({str(ws.runner_dir)!r}), "
             f"WorkspaceLimits(**{LIMITS.__dict__!r})))")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300, cwd=Path(__file__).parents[2])
@@ -329,15 +329,15 @@ def test_fork_bomb_stops_at_the_cap_and_the_other_shell_answers(make_ws, term):
 
 
 def test_without_a_cgroup_rlimits_stop_the_bombs(make_ws, term, monkeypatch):
-    import grading.workspace as workspace_module
+    import grading.engine.sandbox.shell as shell_module
 
-    monkeypatch.setattr(workspace_module, "CAPS_MODE", "rlimit")
+    monkeypatch.setattr(shell_module, "CAPS_MODE", "rlimit")
     limits = replace(LIMITS, memory_bytes=512 << 20)
     ws = make_ws(limits)
     t = term(ws)
     assert _cgroups(ws, create=False) == []
     m = t.run("python bombs/forks.py", r"FORKS=(\d+) ERRNO=(\d+)", timeout=120)
-    processes = limits.memory_bytes // workspace_module.FALLBACK_PROCESS_BYTES
+    processes = limits.memory_bytes // shell_module.FALLBACK_PROCESS_BYTES
     assert int(m.group(1)) < processes and m.group(2) == "11"
     t.run("sleep 3.2; echo AFTER=$((6*7))", r"AFTER=42", timeout=60)  # the shell lives on once they end
     m = t.run("python bombs/memory.py; echo RC=$?", r"RC=(\d+)", timeout=120)
@@ -510,7 +510,7 @@ def test_where_no_tmpfs_can_be_mounted_the_workspace_does_not_open(make_ws):
     # root without CAP_SYS_ADMIN, as in a container that may not mount
     ws = make_ws()
     release(ws)
-    code = ("from pathlib import Path; from grading.workspace import *\n"
+    code = ("from pathlib import Path; from grading.engine.sandbox.shell import *\n"
             f"ws = Workspace(Path({str(ws.folder)!r}), {ws.uid}, Path({str(ws.runner_dir)!r}))\n"
             "try:\n    open_workspace(ws, {})\nexcept WorkspaceUnavailable as exc:\n    print('REFUSED', exc)\n")
     out = subprocess.run(["setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", sys.executable, "-c", code],

@@ -16,9 +16,9 @@ import shutil
 import sys
 
 from conftest import require
-from grading.cgroups import work_dir_for
-from grading.core import grade_archive
-from grading.spec import sample_spec
+from grading.engine.core import grade_archive
+from grading.engine.sandbox.cgroups import work_dir_for
+from grading.engine.spec import sample_spec
 from grading.tests.corpus import honest_files, zip_with_times
 
 # Writes that are no copy of the tree: cgroups, the uid pool's locks, tmpfs mounts and our tmpfs work folder.
@@ -34,7 +34,7 @@ def test_grading_an_upload_writes_no_file_of_it_on_disk(grading_sandbox, scratch
     watching = [True]
 
     def audit(event, args):
-        # why absolute paths only: grading.archive writes through folder descriptors
+        # why absolute paths only: grading.engine.archive writes through folder descriptors
         # (relative names), below a destination folder it makes by its absolute path.
         if not watching[0] or not isinstance(args[0], (str, bytes, os.PathLike)):
             return

@@ -86,7 +86,7 @@ def runner_python() -> Path:
     """A plain Python with pytest and nothing of ours (the sandbox's runner venv, used unsandboxed)."""
     from django.conf import settings
 
-    from grading.runner import runner_python as python_in
+    from grading.engine.runner import runner_python as python_in
 
     return python_in(settings.GRADING_RUNNER_DIR)
 
@@ -197,7 +197,7 @@ def daphne_serving(settings, monkeypatch):
     from daphne.testing import DaphneProcess
 
     from conftest import free_port
-    from sessions_app import consumers
+    from sessions_app.hosted import consumers
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     monkeypatch.setattr(consumers, "RECHECK_S", 1.0)

@@ -25,9 +25,9 @@ SLOTS = 10
 
 
 def _workspaces_under(folder: Path):
-    """grading.workspace.Workspace of every row whose folder is under ``folder``."""
+    """grading.engine.sandbox.shell.Workspace of every row whose folder is under ``folder``."""
+    from sessions_app.hosted.workspaces import folder_for, workspace_for
     from sessions_app.models import Workspace as Row
-    from sessions_app.workspaces import folder_for, workspace_for
 
     for row in Row.objects.select_related("invitation__packet_version"):
         if folder_for(row.invitation).parent == folder:
@@ -36,24 +36,23 @@ def _workspaces_under(folder: Path):
 
 def stop_all(folder: Path) -> None:
     """Every shell of the test's workspaces ended, its files unmounted, its cgroups and folder gone."""
-    from grading import workspace
-    from grading.sandbox import _uid_processes
+    from grading.engine.sandbox import _uid_processes, shell
 
     for ws in _workspaces_under(folder):
-        workspace.stop_shell(ws)
-        workspace.release(ws)
+        shell.stop_shell(ws)
+        shell.release(ws)
         assert _uid_processes(ws.uid) == [], f"a process of uid {ws.uid} outlived stop_shell"
-        assert workspace._cgroups(ws, create=False) == [], "a workspace's cgroup was not removed"
+        assert shell._cgroups(ws, create=False) == [], "a workspace's cgroup was not removed"
     shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
 def shells(settings, transactional_db, monkeypatch):
     """The consumer's real open_client; ``clients`` are the ones opened in this process."""
-    from grading.cgroups import detect
-    from grading.runner import ensure_runner
-    from grading.sandbox import _uid_processes
-    from sessions_app import consumers
+    from grading.engine.runner import ensure_runner
+    from grading.engine.sandbox import _uid_processes
+    from grading.engine.sandbox.cgroups import detect
+    from sessions_app.hosted import consumers
 
     require(os.geteuid() == 0, "the workspace mounts a tmpfs: run the tests as root")
     for tool, package in (("bwrap", "bubblewrap"), ("tmux", "tmux"), ("setpriv", "util-linux")):
@@ -81,7 +80,7 @@ def shells(settings, transactional_db, monkeypatch):
 
 def use_uids(settings, base: int, slots: int) -> None:
     """Move the ``shells`` fixture's workspaces to uids base..base+slots-1 (a test file's own range)."""
-    from grading.sandbox import _uid_processes
+    from grading.engine.sandbox import _uid_processes
 
     settings.WORKSPACE_UID_BASE, settings.WORKSPACE_SLOTS = base, slots
     for uid in range(base, base + slots):  # left over by a test run that was killed

@@ -20,7 +20,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from conftest import Worker, _wait_for, screenshot
-from grading.cgroups import owner_gone, work_dir_for
+from grading.engine.sandbox.cgroups import owner_gone, work_dir_for
 from grading.models import Evidence, GradingRun
 from grading.tasks import sweep_submissions
 from sessions_app.actions import do_start_session

@@ -17,9 +17,9 @@ import pytest
 
 from conftest import Worker, _wait_for
 from grading import environments
+from grading.engine.runner import MARKER, runner_python
 from grading.environments import ready_runner
 from grading.models import Evidence
-from grading.runner import MARKER, runner_python
 from grading.tests.corpus import BUSINESS_DAYS
 from sessions_app.models import Submission
 from takehome.actions import do_load_sample_packet

@@ -4,8 +4,8 @@ import pytest
 from django.template.loader import render_to_string
 
 from sessions_app import actions
+from sessions_app.hosted.views import PANEL, gate_panel_context
 from sessions_app.models import GateReceipt
-from sessions_app.workspace_views import PANEL, gate_panel_context
 
 pytestmark = pytest.mark.django_db
 SERVER = GateReceipt.CapturedBy.SERVER

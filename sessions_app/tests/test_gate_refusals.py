@@ -8,7 +8,7 @@ marked so, the next time the gate reaches the server.
 
 import pytest
 
-from grading.checks.receipts import GATE_REFUSED_OFFLINE, GATE_REFUSED_ORDER, GATE_REFUSED_OUTCOME
+from grading.engine.checks.receipts import GATE_REFUSED_OFFLINE, GATE_REFUSED_ORDER, GATE_REFUSED_OUTCOME
 from sessions_app.models import GateReceipt
 
 from .helpers import do_honest_work, gate_tree, point_gate_at, receipts_jsonl, run_gate

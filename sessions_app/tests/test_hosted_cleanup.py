@@ -1,5 +1,5 @@
 """Nothing of a hosted workspace outlives what ends it: a terminal connection that ends by an
-error closes its tmux client (sessions_app/consumers.py); ``manage.py stop_workspaces`` stops
+error closes its tmux client (sessions_app/hosted/consumers.py); ``manage.py stop_workspaces`` stops
 every shell and unmounts every workspace (what `make run` does after Ctrl-C).
 
 The shell is the real workspace (hosted_shell.py), under uids of its own (shared/pytest_slots.py).
@@ -17,8 +17,8 @@ import pytest
 from channels.layers import InMemoryChannelLayer
 from django.core.management import CommandError, call_command
 
-from grading import asciicast
-from grading.sandbox import _uid_processes
+from grading.engine import asciicast
+from grading.engine.sandbox import _uid_processes
 from sessions_app.tests.hosted_shell import use_uids
 from sessions_app.tests.test_terminal import output_until, run, socket
 from shared import pytest_slots
@@ -102,8 +102,8 @@ def test_a_pump_that_fails_closes_the_client_and_the_socket(started, own_uids, m
 
 
 def test_stop_workspaces_stops_the_shell_saves_the_files_and_unmounts(started, own_uids):
+    from sessions_app.hosted.workspaces import ensure_open
     from sessions_app.models import Workspace
-    from sessions_app.workspaces import ensure_open
 
     ws = ensure_open(started)
     assert ws.uid >= UID_BASE and _uid_processes(ws.uid), "the shell did not start"
@@ -156,9 +156,9 @@ def _sparse_and_linked(home) -> None:
 
 
 def test_a_revoked_workspace_with_sparse_files_and_hard_links_is_saved_and_closed(started, own_uids):
-    from sessions_app import gate_host
+    from sessions_app.hosted import gate_host
+    from sessions_app.hosted.workspaces import ensure_open
     from sessions_app.models import Workspace
-    from sessions_app.workspaces import ensure_open
     from takehome.actions import do_revoke_invitation
     from takehome.models import AuditEvent
 
@@ -178,9 +178,9 @@ def test_a_revoked_workspace_with_sparse_files_and_hard_links_is_saved_and_close
 
 
 def test_a_save_that_fails_still_closes_the_workspace_and_says_so(started, own_uids, caplog, client, recruiter):
-    from sessions_app import gate_host
+    from sessions_app.hosted import gate_host
+    from sessions_app.hosted.workspaces import ensure_open
     from sessions_app.models import Workspace
-    from sessions_app.workspaces import ensure_open
     from takehome.actions import do_revoke_invitation
     from takehome.models import AuditEvent
 

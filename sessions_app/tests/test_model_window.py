@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 
 from conftest import free_port
-from sessions_app import model_window
+from sessions_app.model_window import window as model_window
 from sessions_app.models import GateReceipt, ModelExchange
 from takehome.models import PacketVersion
 

@@ -13,11 +13,11 @@ import pytest
 from django.template.loader import render_to_string
 from django.test import Client
 
-from grading.checks.receipts import GATE_REFUSED_ORDER
+from grading.engine.checks.receipts import GATE_REFUSED_ORDER
 from grading.tests.reviewing import make_submission
 from sessions_app import actions
+from sessions_app.hosted.views import PANEL, gate_panel_context
 from sessions_app.models import GateReceipt
-from sessions_app.workspace_views import PANEL, gate_panel_context
 from takehome.tests.factories import InvitationFactory, make_packet
 
 from .conftest import url

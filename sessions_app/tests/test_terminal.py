@@ -1,4 +1,4 @@
-"""The hosted terminal's WebSocket (sessions_app/consumers.py) through channels' WebsocketCommunicator.
+"""The hosted terminal's WebSocket (sessions_app/hosted/consumers.py) through channels' WebsocketCommunicator.
 
 The shell behind it is the real workspace (hosted_shell.py: tmux in bubblewrap under a uid
 of its own); the socket, its checks, the frames and the recording are real.
@@ -19,9 +19,9 @@ from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 
 from conftest import require
-from grading import asciicast
-from sessions_app import consumers
-from sessions_app.workspaces import cast_path
+from grading.engine import asciicast
+from sessions_app.hosted import consumers
+from sessions_app.hosted.workspaces import cast_path
 from takehome.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)

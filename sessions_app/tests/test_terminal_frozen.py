@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-import grading.workspace
+import grading.engine.sandbox.shell
 from sessions_app.models import Workspace
 from sessions_app.tests.test_terminal import closed_with, run, socket
 
@@ -26,8 +26,8 @@ def test_a_frozen_or_closed_workspace_refuses_the_terminal_without_starting_a_sh
     Workspace.objects.create(invitation=invitation, uid=63999, closed=frozen == "closed",
                              frozen_at=timezone.now() if frozen == "frozen" else None)
     opened = []
-    monkeypatch.setattr(grading.workspace, "spawn_client", lambda *a: opened.append(a))
-    monkeypatch.setattr(grading.workspace, "start_shell", lambda *a: opened.append(a))
+    monkeypatch.setattr(grading.engine.sandbox.shell, "spawn_client", lambda *a: opened.append(a))
+    monkeypatch.setattr(grading.engine.sandbox.shell, "start_shell", lambda *a: opened.append(a))
 
     async def scenario():
         message = await closed_with(socket(invitation))

@@ -1,6 +1,6 @@
 """A fork bomb no longer locks the candidate out of their terminal: an attached terminal is told when the
 shell pins the workspace's process cap ({"stuck": ...}), a new one is not attached to a pinned shell but
-told it is stuck (4503), and the page's restart (sessions_app.workspace_views.restart) ends the
+told it is stuck (4503), and the page's restart (sessions_app.hosted.views.restart) ends the
 workspace's processes and keeps its files.
 
 The shell is the real workspace (hosted_shell.py) under the real caps of the settings, uids of its own
@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from grading.cgroups import _read_keys
-from grading.sandbox import _uid_processes
-from grading.workspace import _cgroups, shell_running
-from sessions_app import consumers
+from grading.engine.sandbox import _uid_processes
+from grading.engine.sandbox.cgroups import _read_keys
+from grading.engine.sandbox.shell import _cgroups, shell_running
+from sessions_app.hosted import consumers
 from sessions_app.tests.hosted_shell import use_uids
 from sessions_app.tests.test_terminal import output_until, run, socket
 from shared import pytest_slots
@@ -61,8 +61,8 @@ def wait_for_the_cap(ws, timeout: float = 60) -> None:
 
 def bombed(invitation, before: bytes = b""):
     """A terminal of the workspace (as the page's first one, not the consumer's) that ran BOMB until the cap."""
-    from grading.workspace import spawn_client
-    from sessions_app.workspaces import ensure_open
+    from grading.engine.sandbox.shell import spawn_client
+    from sessions_app.hosted.workspaces import ensure_open
 
     ws = ensure_open(invitation)
     bomber = spawn_client(ws, 100, 30)
@@ -101,7 +101,7 @@ async def until_control(comm, key: str, timeout: float = 60) -> dict:
 
 def test_an_attached_terminal_is_offered_the_restart_when_the_shell_pins_the_process_cap(started, shells):
     """The terminal stays attached, and the page is told: then told again once the bomb is stopped."""
-    from sessions_app.workspaces import ensure_open
+    from sessions_app.hosted.workspaces import ensure_open
 
     ws = ensure_open(started)
     (ws.home / "bomb.py").write_text(BOMB)
@@ -128,7 +128,7 @@ def test_an_attached_terminal_is_offered_the_restart_when_the_shell_pins_the_pro
 
 def test_a_connect_to_a_shell_pinned_at_the_process_cap_gets_the_offer_at_once(started, shells):
     """No client is attached to a flooded screen (none is even started): the socket says stuck (4503)."""
-    from grading.workspace import process_count
+    from grading.engine.sandbox.shell import process_count
 
     ws, bomber = bombed(started)
     try:
@@ -192,20 +192,20 @@ def test_a_fork_bomb_is_met_by_an_offer_to_restart_and_the_restart_keeps_the_fil
 
 def test_a_client_that_ends_well_is_no_stuck_shell(started):
     """A detach (exit 0) or a shell that exited is not offered a restart: the page reconnects."""
-    from sessions_app.workspaces import ensure_open
+    from sessions_app.hosted.workspaces import ensure_open
 
     ensure_open(started)
     assert not consumers.shell_stuck(started.pk, 0)
     assert consumers.shell_stuck(started.pk, 1)
-    from grading.workspace import stop_shell
+    from grading.engine.sandbox.shell import stop_shell
 
     stop_shell(ensure_open(started))
     assert not consumers.shell_stuck(started.pk, 1)  # no shell: reconnecting starts one
 
 
 def test_a_closed_workspace_is_not_restarted(started, client):
+    from sessions_app.hosted.workspaces import ensure_open
     from sessions_app.models import Workspace
-    from sessions_app.workspaces import ensure_open
 
     ws = ensure_open(started)
     shell = ws.part("shell.pid").read_text()

@@ -17,8 +17,9 @@ import uuid
 
 import pytest
 
-from sessions_app import actions, model_window
+from sessions_app import actions
 from sessions_app.actions import GateReport, do_start_session, refusal_for
+from sessions_app.model_window import window as model_window
 from sessions_app.models import GateReceipt, Submission
 from takehome.tests.factories import InvitationFactory, make_packet
 

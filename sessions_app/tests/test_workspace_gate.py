@@ -2,7 +2,7 @@
 sandbox, submit through grading, the `gate` command over a real unix socket, typed into a real shell, and the
 sweep (idle stop, deadline freeze) with its real effects.
 
-The workspaces are grading.workspace's own: a size-capped tmpfs per invitation, a tmux shell in bubblewrap
+The workspaces are grading.engine.sandbox.shell's own: a size-capped tmpfs per invitation, a tmux shell in bubblewrap
 under a uid of our test range. Tests that open one need root, a writable cgroup and tmux; they are marked
 slow, and under CI=true a missing part is a failure.
 """
@@ -28,9 +28,10 @@ import pytest
 from django.utils import timezone
 
 from conftest import require
-from grading import workspace as sandbox
+from grading.engine.sandbox import shell
 from grading.tests.test_workspace import Term
-from sessions_app import actions, gate_host, workspaces
+from sessions_app import actions
+from sessions_app.hosted import gate_host, workspaces
 from sessions_app.models import GateReceipt, Submission, Workspace
 from shared import pytest_slots
 
@@ -57,31 +58,31 @@ def ws_settings(settings):
 def _clean_up(folder: Path) -> None:
     """End every process and cgroup of our uid range, unmount every workspace under ``folder``, remove it."""
     for uid in range(UID_BASE, UID_BASE + SLOTS):
-        sandbox.stop_shell(sandbox.Workspace(folder / "none", uid, folder))
-    for point, _, _ in sandbox._mounts():
+        shell.stop_shell(shell.Workspace(folder / "none", uid, folder))
+    for point, _, _ in shell._mounts():
         if point.startswith(f"{folder.resolve()}/"):
-            sandbox._umount(Path(point))
+            shell._umount(Path(point))
     shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
 def real_workspaces(ws_settings):
-    """grading.workspace for real; every workspace, shell and cgroup of the test is gone after it."""
+    """grading.engine.sandbox.shell for real; every workspace, shell and cgroup of the test is gone after it."""
     require(os.geteuid() == 0, "a workspace mounts a tmpfs: run the tests as root")
-    require(sandbox.detect("auto", "bwrap").mode in ("cgroup1", "cgroup2"), "no writable cgroup here")
+    require(shell.detect("auto", "bwrap").mode in ("cgroup1", "cgroup2"), "no writable cgroup here")
     require(shutil.which("tmux") is not None, "tmux is missing (apt-get install tmux)")
     folder = Path(ws_settings.WORKSPACES_DIR)
     _clean_up(folder)
-    yield sandbox
+    yield shell
     _clean_up(folder)
     for uid in range(UID_BASE, UID_BASE + SLOTS):
-        assert sandbox._uid_processes(uid) == [], f"a process of uid {uid} outlived the test"
+        assert shell._uid_processes(uid) == [], f"a process of uid {uid} outlived the test"
 
 
 @dataclass
 class Hosted:
     invitation: object
-    ws: sandbox.Workspace
+    ws: shell.Workspace
 
     @property
     def home(self) -> Path:
@@ -89,7 +90,7 @@ class Hosted:
 
     def write(self, path: str, data: bytes) -> None:
         """Write into the mounted workspace, owned by its uid, as the candidate's own files are."""
-        sandbox._write_files(self.home, iter([(path, data, 0o644)]), self.ws.uid)
+        shell._write_files(self.home, iter([(path, data, 0o644)]), self.ws.uid)
 
     def failing_test(self) -> None:
         self.write("test_invoices.py", HONEST_TEST)
@@ -124,8 +125,8 @@ def test_opening_seeds_the_fixture_and_gives_each_open_workspace_its_own_uid(hos
     third = InvitationFactory(packet_version=hosted.invitation.packet_version)
     assert workspaces.workspace_row(third).uid == settings.WORKSPACE_UID_BASE
     # the files on the workspace's own tmpfs, the candidate's uid's; its shell running
-    assert sandbox._is_mounted(hosted.home) and (hosted.home / "invoices.py").stat().st_uid == row.uid
-    assert sandbox.shell_running(hosted.ws) and hosted.ws.uid == row.uid
+    assert shell._is_mounted(hosted.home) and (hosted.home / "invoices.py").stat().st_uid == row.uid
+    assert shell.shell_running(hosted.ws) and hosted.ws.uid == row.uid
 
 
 @pytest.mark.django_db
@@ -344,10 +345,10 @@ def test_a_second_capture_while_one_runs_is_refused(started, ws_settings, monkey
 @pytest.mark.slow
 @pytest.mark.django_db
 def test_a_workspace_too_big_is_refused_in_words(hosted, monkeypatch):
-    from grading.archive import Limits
+    from grading.engine.archive import Limits
 
     monkeypatch.setattr(actions, "_run_tests", lambda *a: pytest.fail("a workspace too big was run"))
-    sandbox._write_files(hosted.home, ((f"many/{n}", b"", 0o644) for n in range(Limits().max_entries)), hosted.ws.uid)
+    shell._write_files(hosted.home, ((f"many/{n}", b"", 0o644) for n in range(Limits().max_entries)), hosted.ws.uid)
     with pytest.raises(actions.SessionRefused, match=f"more than {Limits().max_entries} files"):
         actions.do_capture(hosted.invitation, "red")
     assert not receipts(hosted.invitation, "red")
@@ -357,7 +358,7 @@ def test_a_workspace_too_big_is_refused_in_words(hosted, monkeypatch):
 @pytest.mark.django_db
 def test_a_workspace_the_server_cannot_read_is_refused_in_words_and_nothing_is_kept(hosted, monkeypatch):
     monkeypatch.setattr(actions, "_run_tests", lambda *a: pytest.fail("an unreadable workspace was run"))
-    sandbox.release(hosted.ws)
+    shell.release(hosted.ws)
     hosted.ws.part("saved.tar").write_bytes(b"not a tar file")
     with pytest.raises(actions.SessionRefused, match="could not read your workspace") as refused:
         actions.do_capture(hosted.invitation, "red")
@@ -381,7 +382,7 @@ def test_the_submitted_zip_carries_the_servers_logs_not_the_candidates(hosted):
     hosted.write("artifacts/green.log", b"forged green\n")
     hosted.write("artifacts/model_allowed.at", b"1.0")
     hosted.write("artifacts/notes.md", b"my notes\n")
-    data = actions.hosted_archive(hosted.invitation, sandbox.snapshot_files(hosted.ws))
+    data = actions.hosted_archive(hosted.invitation, shell.snapshot_files(hosted.ws))
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         names = {n.split("/", 1)[1]: n for n in zf.namelist()}
         assert zf.read(names["artifacts/red.log"]) == b"the server's red\n"
@@ -392,8 +393,8 @@ def test_the_submitted_zip_carries_the_servers_logs_not_the_candidates(hosted):
 
 
 def test_server_capture_is_the_accepted_server_receipt_with_that_log():
-    from grading.checks.receipts import server_capture
-    from grading.checks.timeline import Receipt
+    from grading.engine.checks.receipts import server_capture
+    from grading.engine.checks.timeline import Receipt
 
     now = timezone.now()
     server = Receipt(step="red", at=now, log_text="1 failed in 0.1s\n", captured_by="server", id=7)
@@ -605,33 +606,33 @@ def test_the_sweep_stops_idle_shells_and_freezes_workspaces_past_the_deadline(ho
     frozen = Workspace.objects.get(invitation=late)
     assert frozen.closed and frozen.frozen_at is not None
     # the idle shell ended, its files saved and its tmpfs given back; the frozen one likewise, for good
-    assert not sandbox.shell_running(hosted.ws) and not sandbox._is_mounted(hosted.home)
+    assert not shell.shell_running(hosted.ws) and not shell._is_mounted(hosted.home)
     assert hosted.ws.part("saved.tar").is_file()
-    assert not sandbox.shell_running(late_ws) and not sandbox._uid_processes(late_ws.uid)
-    assert not sandbox._is_mounted(late_ws.home) and late_ws.part("frozen").exists()
-    assert not Workspace.objects.get(invitation=busy).shell_stopped_at and sandbox.shell_running(busy_ws)
+    assert not shell.shell_running(late_ws) and not shell._uid_processes(late_ws.uid)
+    assert not shell._is_mounted(late_ws.home) and late_ws.part("frozen").exists()
+    assert not Workspace.objects.get(invitation=busy).shell_stopped_at and shell.shell_running(busy_ws)
     assert gate_host.sweep() == []  # nothing twice
     # a capture reads the idle workspace's saved files, and starts no shell
     red = actions.do_capture(hosted.invitation, "red")
     assert red.accepted and red.tree_hashes["notes.md"] == actions._file_hashes({"x": b"written before the idle "
                                                                                      b"stop\n"})["x"]
-    assert not sandbox.shell_running(hosted.ws)
+    assert not shell.shell_running(hosted.ws)
     # the files it mounted again go back to disk at the next sweep, once
     assert gate_host.sweep() == [f"saved the files of invitation {hosted.invitation.pk} again"]
-    assert not sandbox._is_mounted(hosted.home) and gate_host.sweep() == []
+    assert not shell._is_mounted(hosted.home) and gate_host.sweep() == []
     # the next visit starts the idle shell again, with its files
     workspaces.ensure_open(hosted.invitation)
     idle_row.refresh_from_db()
-    assert idle_row.shell_stopped_at is None and sandbox.shell_running(hosted.ws)
+    assert idle_row.shell_stopped_at is None and shell.shell_running(hosted.ws)
     assert (hosted.home / "notes.md").read_bytes() == b"written before the idle stop\n"
     # a visit to the frozen one shows its files read-only, and starts no shell
     late_ws = workspaces.ensure_open(late)
-    assert (late_ws.home / "invoices.py").is_file() and not sandbox.shell_running(late_ws)
+    assert (late_ws.home / "invoices.py").is_file() and not shell.shell_running(late_ws)
     with pytest.raises(OSError) as refused:
         (late_ws.home / "invoices.py").write_bytes(b"after the deadline\n")
     assert refused.value.errno == errno.EROFS
     # and its files still make a snapshot (what a reviewer or a late submit would read)
-    assert "invoices.py" in sandbox.snapshot_files(late_ws)
+    assert "invoices.py" in shell.snapshot_files(late_ws)
 
 
 @pytest.mark.slow
@@ -641,14 +642,14 @@ def test_a_workspace_released_when_idle_is_frozen_at_the_deadline_all_the_same(h
     Workspace.objects.filter(invitation=hosted.invitation).update(
         last_seen_at=timezone.now() - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES + 1))
     assert gate_host.sweep() == [f"stopped the idle shell of invitation {hosted.invitation.pk}"]
-    assert not sandbox._is_mounted(hosted.home)
+    assert not shell._is_mounted(hosted.home)
     type(hosted.invitation).objects.filter(pk=hosted.invitation.pk).update(
         deadline=timezone.now() - timedelta(seconds=settings.UPLOAD_GRACE_S + 1))
     assert gate_host.sweep() == [f"froze the workspace of invitation {hosted.invitation.pk}"]
     assert Workspace.objects.get(invitation=hosted.invitation).closed
     hosted.invitation.refresh_from_db()
     ws = workspaces.ensure_open(hosted.invitation)
-    assert (ws.home / "notes.md").read_bytes() == b"mine\n" and not sandbox.shell_running(ws)
+    assert (ws.home / "notes.md").read_bytes() == b"mine\n" and not shell.shell_running(ws)
     with pytest.raises(OSError) as refused:
         (ws.home / "notes.md").write_bytes(b"late\n")
     assert refused.value.errno == errno.EROFS
@@ -668,11 +669,11 @@ def test_one_workspace_the_sweep_cannot_stop_does_not_keep_the_others_running(ho
         last_seen_at=timezone.now() - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES + 1))
 
     def broken(ws):
-        raise sandbox.WorkspaceUnavailable("umount failed")
+        raise shell.WorkspaceUnavailable("umount failed")
 
-    monkeypatch.setattr(sandbox, "freeze", broken)
+    monkeypatch.setattr(shell, "freeze", broken)
     assert gate_host.sweep() == [f"stopped the idle shell of invitation {hosted.invitation.pk}"]
-    assert not sandbox.shell_running(hosted.ws)
+    assert not shell.shell_running(hosted.ws)
     assert not Workspace.objects.get(invitation=late).closed  # tried again at the next sweep
 
 
@@ -689,7 +690,7 @@ def test_serve_workspaces_once_sweeps_and_a_second_host_is_refused(hosted, setti
     out = io.StringIO()
     call_command("serve_workspaces", "--once", stdout=out)
     assert f"stopped the idle shell of invitation {hosted.invitation.pk}" in out.getvalue()
-    assert not sandbox.shell_running(hosted.ws)
+    assert not shell.shell_running(hosted.ws)
     with (settings.WORKSPACES_DIR / "serve_workspaces.lock").open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with pytest.raises(CommandError, match="Another serve_workspaces"):
@@ -707,7 +708,7 @@ def test_the_whole_gate_typed_into_the_shell_ends_in_a_hosted_submission_with_th
 
     ws = workspaces.ensure_open(started)
     wait_for_socket(started)
-    # the copy of grading/sandboxed grading.workspace keeps beside the workspaces is no workspace of the host's
+    # the copy of grading/engine/sandbox/sandboxed grading.engine.sandbox.shell keeps beside the workspaces is no workspace of the host's
     assert list(Path(ws.folder).parent.glob("sandboxed-*")) and set(host.servers) == {started.pk}
     term = Term(ws)
     try:

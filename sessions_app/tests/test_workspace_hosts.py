@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from sessions_app import actions, gate_host, workspaces
+from sessions_app import actions
 from sessions_app.actions import SessionRefused
+from sessions_app.hosted import gate_host, workspaces
 from sessions_app.models import Workspace
 from takehome.tests.factories import InvitationFactory
 

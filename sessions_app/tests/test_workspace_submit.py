@@ -13,7 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from sessions_app import actions, artifacts, workspaces
+from sessions_app import actions, artifacts
+from sessions_app.hosted import workspaces
 from sessions_app.models import GateReceipt, Submission
 from takehome.models import PacketVersion
 

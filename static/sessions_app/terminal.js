@@ -1,4 +1,4 @@
-// The hosted terminal: xterm.js over the WebSocket /t/<token>/terminal (sessions_app/consumers.py).
+// The hosted terminal: xterm.js over the WebSocket /t/<token>/terminal (sessions_app/hosted/consumers.py).
 // Frames: text is raw input and output; a JSON object text frame is a control message:
 // {"resize": [cols, rows]} from here, {"close": {"code", "reason"}} from the server before it closes,
 // {"stuck": reason or null} from the server while the shell's processes are pinned at the workspace's

@@ -3,7 +3,7 @@
 from django.db import migrations, models
 
 # The rubric's defaults as they were when this migration was written (frozen here: later
-# changes to grading.rubric must not rewrite what existing versions said).
+# changes to grading.engine.rubric must not rewrite what existing versions said).
 LABELS = {'red_log': 'Red log is a real pytest failure',
  'model_waited': 'Model waited',
  'refusal_specific': 'Refusal is specific',

@@ -5,7 +5,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from grading.spec import sample_spec
+from grading.engine.spec import sample_spec
 from takehome.models import Invitation, Packet
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +52,7 @@ def test_the_sample_packet_in_the_database_is_the_one_on_disk(sample_packet):
 
 @pytest.mark.parametrize("slug", ["refund-sum", "business-days"])
 def test_every_sample_prompt_forbids_pasting_a_tree_already_green_elsewhere(slug):
-    from grading.spec import SAMPLE_PACKETS_DIR
+    from grading.engine.spec import SAMPLE_PACKETS_DIR
     from takehome.actions import do_load_sample_packet
 
     packet, _ = do_load_sample_packet(send_check=False, folder=SAMPLE_PACKETS_DIR / slug)

@@ -59,7 +59,7 @@ def test_the_web_server_holds_a_streamed_model_reply_and_serves_websockets():
 
 def test_dockerfile_installs_the_sandbox():
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "bubblewrap" in dockerfile and "grading.runner" in dockerfile
+    assert "bubblewrap" in dockerfile and "grading.engine.runner" in dockerfile
 
 
 def test_compose_never_runs_with_debug_from_a_development_env():

@@ -191,7 +191,7 @@ def test_the_rubric_wording_and_definitions_are_edited_in_the_packet_form(recrui
     version = sample_packet.latest_version()
     assert version.number == 2
     assert version.rubric_definitions["model_waited"] == "Pass: stamp after red. Fail: no stamp."
-    from grading.rubric import REFUSAL_SPECIFIC
+    from grading.engine.rubric import REFUSAL_SPECIFIC
     assert version.rubric_definitions["refusal_specific"] == REFUSAL_SPECIFIC.definition
 
 

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from grading import environments
-from grading.sandbox import interpreter_binds
+from grading.engine.sandbox import interpreter_binds
 from grading.system_checks import pythons_available
 from sessions_app.tests.conftest import url
 from takehome.actions import VersionContent, do_check_version_now, do_create_version, sample_content
@@ -134,7 +134,7 @@ def test_the_shared_runner_serves_packets_with_no_requirements(settings):
 
 
 def _spec(content, requirements, python):
-    from grading.spec import PacketSpec
+    from grading.engine.spec import PacketSpec
 
     return PacketSpec(slug="x", version=1, fixture=content.fixture, solution=content.solution,
                       reference_tests=content.reference_tests, requirements=requirements, python=python)

@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from grading.spec import SAMPLE_PACKET_DIR, read_tree
+from grading.engine.spec import SAMPLE_PACKET_DIR, read_tree
 from grading.tests.zips import make_zip, write_raw_zip, zeros_entry
 from takehome.actions import PacketError, do_import_packet, do_load_sample_packet
 from takehome.models import Packet, PacketCheck, PacketFile, PacketVersion

@@ -8,7 +8,7 @@ import zipfile
 import pytest
 from django.urls import reverse
 
-from grading.spec import SAMPLE_PACKETS_DIR
+from grading.engine.spec import SAMPLE_PACKETS_DIR
 from takehome.actions import PacketError, VersionContent, do_create_version, do_import_packet, sample_content
 from takehome.models import Packet, PacketVersion
 from takehome.packet_zip import export_zip

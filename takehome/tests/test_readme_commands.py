@@ -226,7 +226,7 @@ FILL = {
     "manage.py invite --packet SLUG --name NAME --email EMAIL [--no-email]": Run(r"^http://127\.0\.0\.1:8000/t/\w+/\Z"),
     "manage.py grade_zip PATH --packet SLUG [--packet-version N] [--indent N] [--seed N]": Run('"reference_vs_submitted"'),
     "manage.py regrade ID... | --packet SLUG [--packet-version N] | --errored [--dry-run]": Run(r"for grading again|nothing sent"),
-    ".venv/bin/python -m grading.runner PATH": Run(r"^runner ready: ", values={"PATH": "{runner}"}),
+    ".venv/bin/python -m grading.engine.runner PATH": Run(r"^runner ready: ", values={"PATH": "{runner}"}),
     "manage.py serve_workspaces [--sweep-every S] [--once]": Run(),
     "manage.py rebuild_funnel [SLUG...]": Run(r"^refund-sum: \d+ invited, counted again\.$"),
 }

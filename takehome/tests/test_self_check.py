@@ -212,7 +212,7 @@ def test_load_sample_packet_checks_here_without_a_message_to_the_broker(django_c
 @pytest.fixture
 def no_runner(settings):
     """No sandbox here: the runner is missing. The warm pool made for it retries for ever; it ends with the test."""
-    from grading.sandbox import close_warm_sandboxes
+    from grading.engine.sandbox import close_warm_sandboxes
 
     settings.GRADING_RUNNER_DIR = settings.VAR_DIR / "no-such-runner"
     yield
@@ -262,7 +262,7 @@ def test_the_packet_list_marks_versions_that_are_not_published(client, recruiter
 
 def ran(outcome: str, **counts):
     """A sandboxed run's result as the sandbox reports it, with no test unless counted."""
-    from grading.sandbox import RunResult
+    from grading.engine.sandbox import RunResult
 
     numbers = dict.fromkeys(("passed", "failed", "errors", "skipped", "xfailed", "xpassed"), 0)
     numbers.update(counts)
@@ -280,8 +280,8 @@ class EveryRun:
 
 
 def test_runs_that_failed_with_no_test_reported_pass_no_check():
+    from grading.engine.spec import PacketSpec
     from grading.selfcheck import check_packet
-    from grading.spec import PacketSpec
 
     spec = PacketSpec("calc", 1, {"calc.py": BUG, "test_calc.py": OWN_TEST}, {"calc.py": FIX},
                       {"test_hidden_calc.py": HIDDEN}, decoys={"special-case": {"calc.py": SPECIAL_CASE}})

@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from grading.runner import RunnerUnavailable, ensure_runner
+from grading.engine.runner import RunnerUnavailable, ensure_runner
 
 
 class Command(BaseCommand):

@@ -7,11 +7,11 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from grading.checks.model import ModelRecord
-from grading.core import grade_archive
+from grading.engine.checks.model import ModelRecord
+from grading.engine.core import grade_archive
+from grading.engine.sandbox import SandboxUnavailable
 from grading.management.packets import find_packet_version
 from grading.pipeline import grade_options, sandbox_for_spec
-from grading.sandbox import SandboxUnavailable
 from takehome.models import effective_policy
 
 

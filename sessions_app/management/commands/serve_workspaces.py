@@ -7,7 +7,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions_app.gate_host import GateHost, sweep
+from sessions_app.hosted.gate_host import GateHost, sweep
 
 
 class Command(BaseCommand):

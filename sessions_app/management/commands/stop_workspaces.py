@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from sessions_app import workspaces
+from sessions_app.hosted import workspaces
 from sessions_app.models import Workspace
 
 

@@ -20,9 +20,9 @@ from grading.models import Evidence
 from grading.tests.browser.test_replay_browser import CURRENT, wait_until
 from sessions_app.models import GateReceipt, Submission
 from sessions_app.tests.browser.terminal import wait_connected
+from sessions_app.tests.test_end_to_end import wait_graded
 from takehome.tests.factories import InvitationFactory
 
-from ..test_end_to_end import wait_graded
 from .test_terminal_page import asgi_server  # noqa: F401  (daphne with the real shell)
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]

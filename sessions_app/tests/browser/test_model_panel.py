@@ -3,8 +3,7 @@
 import pytest
 
 from sessions_app.models import ModelExchange
-
-from ..conftest import REPLY
+from sessions_app.tests.conftest import REPLY
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -38,7 +38,7 @@ def test_the_offer_is_in_view_without_scrolling_over_the_attached_terminal_and_a
     from axe_playwright_python.sync_playwright import Axe
 
     from sessions_app.actions import do_start_session
-    from sessions_app.workspaces import ensure_open
+    from sessions_app.hosted.workspaces import ensure_open
 
     use_uids(settings, UID_BASE, slots=3)
     do_start_session(invitation)
@@ -91,7 +91,7 @@ def test_the_offer_is_in_view_without_scrolling_over_the_attached_terminal_and_a
 def test_a_fork_bomb_offers_a_restart_on_the_page_and_the_shell_comes_back(settings, monkeypatch, shells,
                                                                             page, invitation, tmp_path):
     from sessions_app.actions import do_start_session
-    from sessions_app.workspaces import ensure_open
+    from sessions_app.hosted.workspaces import ensure_open
 
     use_uids(settings, UID_BASE, slots=3)
     do_start_session(invitation)

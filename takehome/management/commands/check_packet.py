@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from grading.sandbox import SandboxUnavailable
+from grading.engine.sandbox import SandboxUnavailable
 from takehome.actions import do_check_version_now
 from takehome.management.lookup import packet_version
 from takehome.models import PacketCheck

@@ -4,7 +4,7 @@ from pathlib import Path
 from django.core.files import File
 from django.core.management.base import BaseCommand, CommandError
 
-from grading.sandbox import SandboxUnavailable
+from grading.engine.sandbox import SandboxUnavailable
 from takehome.actions import PacketError, do_import_packet, do_run_packet_check
 from takehome.models import PacketCheck
 

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from grading.sandbox import SandboxUnavailable
+from grading.engine.sandbox import SandboxUnavailable
 from takehome.actions import (
     do_load_sample_packet,
     do_queue_packet_check,

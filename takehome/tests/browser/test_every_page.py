@@ -40,8 +40,8 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
     """
     from django.contrib.auth.models import User
 
+    from grading.engine.spec import SAMPLE_PACKETS_DIR
     from grading.models import Submission
-    from grading.spec import SAMPLE_PACKETS_DIR
     from grading.tests.casts import cast_for
     from grading.tests.reviewing import make_submission, score
     from sessions_app.actions import do_start_session

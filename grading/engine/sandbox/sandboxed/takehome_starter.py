@@ -1,4 +1,4 @@
-"""Starts a sandbox's pytest before its tree is known (grading/sandbox.py, "warm sandboxes").
+"""Starts a sandbox's pytest before its tree is known (grading/engine/sandbox/__init__.py, "warm sandboxes").
 
 Run as ``python -P /opt/takehome/takehome_starter.py`` inside a sandbox that was
 launched exactly as a cold one is (its own uid, namespaces, cgroup, tmpfs

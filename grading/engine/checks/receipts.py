@@ -48,8 +48,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..archive import JUNK_FILES, JUNK_PARTS
-from ..spec import ARTIFACTS_DIR, BUNDLE_PATHS
+from grading.engine.archive import JUNK_FILES, JUNK_PARTS
+from grading.engine.spec import ARTIFACTS_DIR, BUNDLE_PATHS
+
 from .artifacts import decode_text
 from .timeline import EntryTime, Receipt, build_timeline
 

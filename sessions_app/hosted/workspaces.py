@@ -1,7 +1,7 @@
 """The Django side of hosted sessions: which workspace an invitation has, and opening it.
 
 The sandbox itself (mounts, the shell under tmux, saving, freezing, the
-snapshot) is grading.workspace, plain Python; this module reads the settings,
+snapshot) is grading.engine.sandbox.shell, plain Python; this module reads the settings,
 keeps the Workspace row (its uid, when it was last used) and seeds a new
 workspace with the packet version's fixture, as the download carries it.
 """
@@ -18,11 +18,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from grading.asciicast import append_marker as recorder_marker
+from grading.engine.asciicast import append_marker as recorder_marker
 from grading.environments import runner_for
+from sessions_app.models import Workspace
 from takehome.models import Invitation, PacketFile
-
-from .models import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +34,12 @@ class WorkspaceFull(Exception):
 
 
 def backend():
-    """grading.workspace (part A of step 10), imported when first needed.
+    """grading.engine.sandbox.shell (part A of step 10), imported when first needed.
 
     why late: this module is imported by the views, and they must load even on
     a server that never opens a workspace.
     """
-    return importlib.import_module("grading.workspace")
+    return importlib.import_module("grading.engine.sandbox.shell")
 
 
 def folder_for(invitation: Invitation) -> Path:
@@ -106,7 +105,7 @@ def workspace_row(invitation: Invitation) -> Workspace:
 
 
 def workspace_for(invitation: Invitation, row: Workspace | None = None):
-    """grading.workspace.Workspace of the invitation: its folder, uid, the packet's runner and the caps."""
+    """grading.engine.sandbox.shell.Workspace of the invitation: its folder, uid, the packet's runner and the caps."""
     row = row or workspace_row(invitation)
     spec = invitation.packet_version.to_spec()
     return backend().Workspace(folder=folder_for(invitation), uid=row.uid, runner_dir=runner_for(spec),
@@ -127,7 +126,7 @@ def open_files(invitation: Invitation):
 
     why: a capture or submit must read a workspace the sweep released (idle:
     its files only in saved.tar) or froze, without starting a shell the
-    candidate did not ask for. Idempotent; raises grading.workspace's errors.
+    candidate did not ask for. Idempotent; raises grading.engine.sandbox.shell's errors.
     """
     ws = workspace_for(invitation)
     backend().open_workspace(ws, seed_files(invitation))

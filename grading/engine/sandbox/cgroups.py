@@ -30,7 +30,7 @@ and, for the tmpfs mounts a sandbox writes to:
 Every process a run launches joins its cgroup before anything of the run's
 starts: through ``RunCaps.wrap`` (an sh that joins, then execs), or, as the
 sandbox does it, by the worker with ``RunCaps.join`` while the process waits
-(grading/sandbox.py, ``Sandbox._launch``). A typical run::
+(grading/engine/sandbox/__init__.py, ``Sandbox._launch``). A typical run::
 
     caps = detect()                                 # once per process, cached
     with RunCaps(caps, RunBudget(memory_bytes=1 << 30, processes=64)) as run:

@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from .archive import ExtractReport, Limits, UnsafeArchive, safe_extract
-from .cgroups import owned_name, work_dir_for
 from .checks.artifacts import ARTIFACT_NAMES, MODEL_ARTIFACTS, check_artifacts, read_artifact
 from .checks.diff import diff_trees
 from .checks.model import ModelRecord, has_model_step, model_section
@@ -32,6 +31,7 @@ from .checks.reproduction import steady_failures
 from .checks.timeline import Receipt
 from .integrity import Planted, canary_args, judge_run, plant_canaries
 from .sandbox import CALL_LIMIT_S, RunResult, Sandbox, is_pytest
+from .sandbox.cgroups import owned_name, work_dir_for
 from .spec import ARTIFACTS_DIR, BUNDLE_PATHS, PacketSpec, is_test_path, read_tree
 
 GRADER_VERSION = "1"
@@ -50,7 +50,7 @@ RERUN_PURPOSE = {
     "reference_vs_submitted": "The packet's hidden tests, in a process of their own, calling the candidate's code "
                               "in another sandbox, protected data restored: must pass (the fix is right).",
 }
-# Runs that execute the candidate's tests: each gets canaries and is judged by grading.integrity.
+# Runs that execute the candidate's tests: each gets canaries and is judged by grading.engine.integrity.
 CANDIDATE_TEST_RUNS = ("submitted", "tests_vs_original", "tests_vs_solution")
 # The hidden tests' seed: a packet's tests may draw their inputs from it (random.Random(int(...))).
 HIDDEN_SEED_VAR = "TAKEHOME_HIDDEN_SEED"

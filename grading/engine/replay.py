@@ -1,6 +1,6 @@
 """Read a hosted session's recording (asciicast v2) for the reviewer's replay: when it began and its markers.
 
-The recording is written by the terminal (grading/asciicast.py): a header
+The recording is written by the terminal (grading/engine/asciicast.py): a header
 line ``{"version": 2, "width", "height", "timestamp"}``, then one event per
 line, ``[t, code, data]`` with ``t`` in seconds since the header's
 timestamp. Markers are ``[t, "m", label]`` ("red captured", "green

@@ -3,7 +3,7 @@
 The default one (:func:`ensure_runner`) is built from Debian's ``/usr/bin/python3``
 (never the pyenv interpreter under ``/root``: mode 0700, so the sandbox's
 unprivileged uid could not execute it), under a world-readable folder, with only
-the pinned pytest: ``python -m grading.runner PATH`` builds it for ``make``, and
+the pinned pytest: ``python -m grading.engine.runner PATH`` builds it for ``make``, and
 the worker calls it on start. A packet that declares requirements or a Python
 gets its own (:func:`ensure_env`), one per (Python, requirements), shared by
 every packet that asks for the same. Plain Python, no Django.
@@ -319,7 +319,7 @@ def _explain_pip_failure(output: str, pip: _Pip, python_version: str, ours: set[
     causes = _indented_after(output, "The conflict is caused by:")
     if causes:
         return RequirementsRefused("The requirements conflict with each other or with the runner's pytest "
-                                   f"(grading/runner-requirements.txt): {'; '.join(causes)}.")
+                                   f"(grading/engine/runner-requirements.txt): {'; '.join(causes)}.")
     missing = _missing(output, pip, python_version)
     if missing:
         name, why = missing
@@ -358,7 +358,7 @@ def _build_env(staging: Path, python: Interpreter, packet: list[Pin], pip: _Pip)
         output = (done.stdout + done.stderr).strip()
         conflicts = "; ".join(line.strip().rstrip(".") for line in output.splitlines()[-20:] if line.strip())
         raise RequirementsRefused("The requirements conflict with each other or with the runner's pytest "
-                                  f"(grading/runner-requirements.txt): {conflicts}.")
+                                  f"(grading/engine/runner-requirements.txt): {conflicts}.")
 
 
 def ensure_env(root: Path, python: Interpreter, requirements: str, *, index_url: str | None = None,
@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m grading.runner",
+        prog="python -m grading.engine.runner",
         description="Build (or check) the sandbox's runner virtualenv: pinned pytest, from Debian's "
         "python3, world-readable. Does nothing if it is already current.",
     )

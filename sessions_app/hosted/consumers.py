@@ -15,9 +15,9 @@ packet is not worked in a hosted session), 4410 time is up, 4503 the shell runs
 but no terminal can attach to it (its processes or memory are at the cap: a
 fork bomb, or a connect to a workspace already pinned at its process cap, which
 is not attached to a flooded screen); the reason says which in words, and for
-4503 the page offers to restart the shell (sessions_app.workspaces.restart_shell).
+4503 the page offers to restart the shell (sessions_app.hosted.workspaces.restart_shell).
 While a terminal is attached, the server counts the workspace's processes every
-CAP_SAMPLE_S (grading.workspace.CapWatch says when they are pinned). The socket
+CAP_SAMPLE_S (grading.engine.sandbox.shell.CapWatch says when they are pinned). The socket
 joins a group per invitation, so the server can close every terminal of an
 invitation (``close_terminals``).
 
@@ -25,7 +25,7 @@ Output is sent in chunks of at most CHUNK_BYTES and at most OUTPUT_BYTES_PER_S
 per socket: past that the pty is not read until the next second, so a program
 that floods its output waits (as on a slow terminal) instead of the server
 queueing it without bound. Input, output and resizes are recorded
-(grading.asciicast) in the workspace's session.cast.
+(grading.engine.asciicast) in the workspace's session.cast.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
-from grading.asciicast import Recorder
+from grading.engine.asciicast import Recorder
 from takehome.models import PacketVersion
 
 log = logging.getLogger(__name__)
@@ -91,9 +91,9 @@ def close_terminals(invitation_id: int, code: int, reason: str) -> None:
 # The two calls into the workspace (parts C1 and A).
 def open_client(invitation, cols: int, rows: int):
     """Open the invitation's workspace and shell, and attach a fresh client of it on a pty."""
-    from grading.workspace import spawn_client
+    from grading.engine.sandbox.shell import spawn_client
+    from sessions_app.models import Workspace
 
-    from .models import Workspace
     from .workspaces import ensure_open
 
     # why: a frozen workspace has given its uid back, which another open workspace may hold now;
@@ -104,8 +104,8 @@ def open_client(invitation, cols: int, rows: int):
 
 
 def history_for(invitation) -> str:
-    """The shell's history above its screen (grading.workspace.pane_history); "" when there is none."""
-    from grading.workspace import pane_history
+    """The shell's history above its screen (grading.engine.sandbox.shell.pane_history); "" when there is none."""
+    from grading.engine.sandbox.shell import pane_history
 
     from .workspaces import workspace_for
 
@@ -136,7 +136,7 @@ def shell_stuck(invitation_id: int, exit_code: int | None) -> bool:
     not even start (bwrap cannot fork under the workspace's process cap) or lost its way ends with
     another, and then a shell still running means the terminal is locked out of it.
     """
-    from grading.workspace import shell_running
+    from grading.engine.sandbox.shell import shell_running
     from takehome.models import Invitation
 
     from .workspaces import workspace_for
@@ -155,7 +155,8 @@ def shell_stuck(invitation_id: int, exit_code: int | None) -> bool:
 
 def live_workspace(invitation):
     """The invitation's workspace when it is open on this host (its uid its own), else None: nothing to count."""
-    from .models import Workspace
+    from sessions_app.models import Workspace
+
     from .workspaces import workspace_for
 
     # why not a frozen or closed one: it has given its uid back, and that uid's cgroup may be another's now
@@ -169,8 +170,8 @@ def live_workspace(invitation):
 
 
 async def count_processes(ws):
-    """grading.workspace.process_count, off the event loop (under rlimits it reads all of /proc)."""
-    from grading.workspace import process_count
+    """grading.engine.sandbox.shell.process_count, off the event loop (under rlimits it reads all of /proc)."""
+    from grading.engine.sandbox.shell import process_count
 
     return await asyncio.get_running_loop().run_in_executor(None, process_count, ws)
 
@@ -178,9 +179,9 @@ async def count_processes(ws):
 async def pinned_now(ws) -> bool:
     """Whether the workspace is pinned at its process cap: counts until one is below it, PINNED_S at most.
 
-    why not one count: a build may touch the cap for a moment (grading.workspace.CapWatch).
+    why not one count: a build may touch the cap for a moment (grading.engine.sandbox.shell.CapWatch).
     """
-    from grading.workspace import CapWatch
+    from grading.engine.sandbox.shell import CapWatch
 
     loop = asyncio.get_running_loop()
     watch, start = CapWatch(), loop.time()
@@ -239,7 +240,7 @@ def _size(query: dict, name: str, allowed: range, default: int) -> int:
 
 def refusal_for(invitation) -> tuple[int, str] | None:
     """Why the invitation's terminal may not be open now (code, reason), or None."""
-    from .actions import session_phase
+    from sessions_app.actions import session_phase
 
     if invitation.revoked_at is not None:
         return NOT_ALLOWED, REASON_REVOKED
@@ -255,7 +256,7 @@ def refusal_for(invitation) -> tuple[int, str] | None:
 
 def check_link(token: str, address: str):
     """(invitation, None) when the terminal may open, else (None or the invitation, (code, reason))."""
-    from .links import TooManyLookups, invitation_for
+    from sessions_app.links import TooManyLookups, invitation_for
 
     try:
         invitation = invitation_for(SimpleNamespace(META={"REMOTE_ADDR": address}), token)
@@ -268,9 +269,8 @@ def check_link(token: str, address: str):
 
 def recheck(invitation_id: int) -> tuple[tuple[int, str] | None, float]:
     """The invitation read again: (why its terminal must close, or None; seconds until its workspace closes)."""
+    from sessions_app.actions import upload_closes_at
     from takehome.models import Invitation
-
-    from .actions import upload_closes_at
 
     invitation = Invitation.objects.select_related("packet_version").filter(pk=invitation_id).first()
     if invitation is None:
@@ -349,7 +349,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         for part in history_frames(history, rows):
             await self.send(text_data=part)
         self.recorder = Recorder(path, cols, rows, settings.RECORDING_MAX_BYTES)
-        # why: marks where this connection begins; a redraw after it is no new output (grading/replay.py)
+        # why: marks where this connection begins; a redraw after it is no new output (grading/engine/replay.py)
         self.recorder.resize(cols, rows)
         self.drawn = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -392,7 +392,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         why while attached: a client that attached before the bomb filled the cap (or a reload that
         slipped in) shows a flood of "fork: retry" and nothing else; the page offers the restart.
         """
-        from grading.workspace import CapWatch
+        from grading.engine.sandbox.shell import CapWatch
 
         loop = asyncio.get_running_loop()
         watch = CapWatch()

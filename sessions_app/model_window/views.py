@@ -19,15 +19,16 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from sessions_app import actions
+from sessions_app.links import TooManyLookups, invitation_for
+from sessions_app.models import ModelExchange
+from sessions_app.uploads import human_size
+from sessions_app.views import INVALID, TOO_MANY
 from takehome.models import Invitation
 
-from . import actions, model_window
-from .links import TooManyLookups, invitation_for
-from .model_window import WindowRefused
-from .models import ModelExchange
-from .uploads import human_size
+from . import window as model_window
 from .upstream import Call, UpstreamError
-from .views import INVALID, TOO_MANY
+from .window import WindowRefused
 
 
 def _error(refused: WindowRefused) -> JsonResponse:

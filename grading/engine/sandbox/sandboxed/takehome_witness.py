@@ -5,7 +5,7 @@ descriptor named by ``TAKEHOME_WITNESS_FD``: what the test really raised, read
 before any other hook wrapper can change it, and the outcome of the report
 pytest finally logged. At the end it writes pytest's own exit status. The
 worker compares these lines with pytest's JUnit report, its text summary and
-the process's exit code (grading/integrity.py): a report rewritten by a
+the process's exit code (grading/engine/integrity.py): a report rewritten by a
 conftest or a plugin, or an exit code changed after pytest decided, shows as
 a disagreement.
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import Count, Sum
 
+from sessions_app import actions
+from sessions_app.models import GateReceipt, ModelExchange
 from shared.words import counted
 from takehome.models import Invitation, PacketVersion, effective_policy
 
-from . import actions
-from .models import GateReceipt, ModelExchange
 from .upstream import Upstream
 
 # Keys passed on to the upstream, each with the kind of value it takes; everything else a client sends is

@@ -57,7 +57,7 @@ class PacketSpec:
     decoys: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
     # The environment the tests run in: a pip requirements file (pinned, from
     # the package index only; "" = pytest alone) and a Python version such as
-    # "3.11" ("" = the server's default interpreter). See grading/runner.py.
+    # "3.11" ("" = the server's default interpreter). See grading/engine/runner.py.
     requirements: str = ""
     python: str = ""
 
@@ -124,7 +124,7 @@ def load_spec_dir(root: Path, version: int = 1) -> PacketSpec:
     )
 
 
-SAMPLE_PACKET_DIR = Path(__file__).resolve().parent.parent / "takehome" / "sample_packets" / "refund-sum"
+SAMPLE_PACKET_DIR = Path(__file__).resolve().parents[2] / "takehome" / "sample_packets" / "refund-sum"
 SAMPLE_PACKETS_DIR = SAMPLE_PACKET_DIR.parent
 
 

@@ -1,7 +1,7 @@
 """A candidate's hosted workspace: files on a capped tmpfs, and a tmux shell in bubblewrap.
 
-Plain Python, no Django (sessions_app/workspaces.py is the glue). The shell
-runs in the same kind of sandbox as grading (see grading/sandbox.py and
+Plain Python, no Django (sessions_app/hosted/workspaces.py is the glue). The shell
+runs in the same kind of sandbox as grading (see grading/engine/sandbox/__init__.py and
 docs/security.md: each measure there answers an attack), but lives
 for hours, not for one run, and must survive the web server's restart.
 
@@ -17,7 +17,7 @@ Host layout of one workspace (``Workspace.folder``, root's, mode 0711)::
     lock           flocked while the workspace is opened, started, stopped, released or frozen
     saved.tar      the files, saved when the workspace is released (idle, restart)
     frozen         present once the deadline froze the workspace: it stays read-only
-    session.cast   the recording (grading/asciicast.py), never visible inside
+    session.cast   the recording (grading/engine/asciicast.py), never visible inside
 
 Caps: a cgroup per workspace (``takehome/ws-<uid>`` in the memory, pids and,
 where there is one, cpu hierarchies) holds the tmux server, the shell and
@@ -57,7 +57,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .archive import JUNK_FILES, JUNK_PARTS, Limits, _size
+from grading.engine.archive import JUNK_FILES, JUNK_PARTS, Limits, _size
+
+from . import (
+    BWRAP,
+    ENV,
+    PRLIMIT,
+    RUNNER_IN_SANDBOX,
+    SANDBOXED_IN_SANDBOX,
+    SETPRIV,
+    _kill_uid,
+    _sandboxed_copy,
+    _uid_processes,
+    interpreter_binds,
+)
 from .cgroups import (
     ENTER_CGROUP,
     PARENT,
@@ -74,18 +87,6 @@ from .cgroups import (
     _umount,
     _write,
     detect,
-)
-from .sandbox import (
-    BWRAP,
-    ENV,
-    PRLIMIT,
-    RUNNER_IN_SANDBOX,
-    SANDBOXED_IN_SANDBOX,
-    SETPRIV,
-    _kill_uid,
-    _sandboxed_copy,
-    _uid_processes,
-    interpreter_binds,
 )
 
 log = logging.getLogger(__name__)
@@ -104,14 +105,14 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT = 0x1, 0x2, 0x4, 0x20
 CHUNK = 1 << 16
 MAX_SIDE = 1000  # columns or rows a client may ask for
 # Which cap on memory and processes: auto (the strongest this machine offers) |
-# cgroup2 | cgroup1 | rlimit, as grading's (grading/cgroups.py). The Django glue
+# cgroup2 | cgroup1 | rlimit, as grading's (grading/engine/sandbox/cgroups.py). The Django glue
 # may set it from the settings; a mode asked for that does not work is an error.
 CAPS_MODE = "auto"
 FALLBACK_PROCESS_BYTES = 48 << 20
 SAVED_MAX_BYTES = 1 << 30  # a saved.tar larger than this is not ours
 
 TMUX_CONF = f"""\
-# Written by grading/workspace.py. The server runs in the foreground (-D) as the
+# Written by grading/engine/sandbox/shell.py. The server runs in the foreground (-D) as the
 # sandbox's main process and ends with the last session: the shell's exit ends it.
 set -s exit-empty on
 set -s escape-time 0
@@ -128,7 +129,7 @@ set -as terminal-overrides ',xterm*:smcup@:rmcup@'
 new-session -d -s {SESSION} -c {WORKSPACE_IN_SANDBOX}
 """
 BASHRC = f"""\
-# Written by grading/workspace.py
+# Written by grading/engine/sandbox/shell.py
 PS1='{PROMPT}'
 HISTFILE={HOME_IN_SANDBOX}/.bash_history
 alias ls='ls --color=auto'
@@ -895,7 +896,7 @@ def _check_tools(ws: Workspace) -> tuple[Path, Path]:
     try:
         sandboxed = _sandboxed_copy(Path(ws.folder).resolve().parent)
     except OSError as exc:
-        raise WorkspaceUnavailable(f"could not copy grading/sandboxed next to {ws.folder}: {exc}") from None
+        raise WorkspaceUnavailable(f"could not copy grading/engine/sandbox/sandboxed next to {ws.folder}: {exc}") from None
     return runner, sandboxed
 
 

@@ -44,7 +44,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from grading.spec import is_test_path
+from grading.engine.spec import is_test_path
 
 MAX_DIFF_CHARS = 200_000
 MAX_DIFF_INPUT = 1_000_000  # bytes per side beyond which difflib is too slow

@@ -7,20 +7,20 @@ answers an attack that succeeded without it. A failure of *our* side raises
 a :class:`RunResult`, never an exception.
 
 The tree of a run is never copied on the worker's disk. Where the worker
-mounts the run's capped tmpfs mounts itself (mount mode, grading/cgroups.py),
+mounts the run's capped tmpfs mounts itself (mount mode, grading/engine/sandbox/cgroups.py),
 it writes a cold run's tree straight into the one for ``/tree`` while the
 sandbox starts, before its gate opens (``write_tree_into``: owned by the
 run's uid, never through a link); otherwise, and for a warm sandbox, the tree goes in as a tar in memory
 (a memfd or a pipe on the sandbox's stdin, see ``tree_stream``) and is
 unpacked there into ``/tree``. On the host side, under ``scratch_dir`` (mode 0711)::
 
-    sandboxed-<hash>/         a copy of grading/sandboxed/, bound read-only at
+    sandboxed-<hash>/         a copy of grading/engine/sandbox/sandboxed/, bound read-only at
                               /opt/takehome (<hash>: of its content; kept)
 
 and, in /dev/shm/takehome-mounts-<hash of scratch_dir>/ (or ``scratch_dir/mounts``
 where /dev/shm is no tmpfs)::
 
-    run-<owner>-<random>/N-tmp    the run's tmpfs mounts (see grading/cgroups.py)
+    run-<owner>-<random>/N-tmp    the run's tmpfs mounts (see grading/engine/sandbox/cgroups.py)
 
 and ``/run/lock/takehome-sandbox/uid-<N>.lock``, flocked for the whole run.
 
@@ -32,7 +32,7 @@ waiting they hold their uid and caps; a cold run that finds no free uid
 touches ``/run/lock/takehome-sandbox/wanted`` and the pools give one back.
 Each run is also capped as a whole (memory and processes by a cgroup of its
 own, tmpfs inodes by mounts of its own, or rlimits where neither can be had):
-see :mod:`grading.cgroups`.
+see :mod:`grading.engine.sandbox.cgroups`.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class SandboxLimits:
     nofile: int = 256
     tmpfs_bytes: int = 256 << 20
     output_bytes: int = 256 << 10
-    # The run as a whole (grading/cgroups.py): all its processes together, and
+    # The run as a whole (grading/engine/sandbox/cgroups.py): all its processes together, and
     # files per tmpfs. ``nproc`` above is the run's process cap.
     memory_bytes: int = 1 << 30
     tmpfs_inodes: int = 16384
@@ -170,7 +170,7 @@ class RunResult:
     tests: tuple[TestCase, ...] = ()
     notes: tuple[str, ...] = ()
     decided_by: tuple[str, ...] = ()  # the notes of ``notes`` that explain the outcome (a re-decision replaces them)
-    witness: str = ""  # the witness plugin's JSON lines (pytest runs), read by grading.integrity
+    witness: str = ""  # the witness plugin's JSON lines (pytest runs), read by grading.engine.integrity
     server_log: str = ""  # what the candidate's side printed, for a run across the process boundary
 
 
@@ -217,7 +217,7 @@ def pytest_command(command: Sequence[str]) -> tuple[str, ...]:
         f"--junitxml={JUNIT_IN_SANDBOX}",
         "-o", "junit_family=xunit1",  # xunit1 adds file= so node ids can be rebuilt
         "-p", "no:cacheprovider",
-        # why: the witness reports what each test really raised (grading.integrity).
+        # why: the witness reports what each test really raised (grading.engine.integrity).
         "-p", "takehome_witness",
         # why: the grader's canary tests (--takehome-canary) run whatever the
         # candidate's configuration collects or deselects (sandboxed/takehome_canary.py).
@@ -1200,7 +1200,7 @@ class Sandbox:
     uid_base: int = 62000
     slots: int = 8
     limits: SandboxLimits = field(default_factory=SandboxLimits)
-    caps: str = "auto"  # auto | cgroup2 | cgroup1 | rlimit (see grading/cgroups.py)
+    caps: str = "auto"  # auto | cgroup2 | cgroup1 | rlimit (see grading/engine/sandbox/cgroups.py)
     tmpfs: str = "auto"  # auto | mount | bwrap
     # Pre-started single-use sandboxes kept ready per process (0: every run cold), and how long one may wait.
     warm: int = 0
@@ -1222,7 +1222,7 @@ class Sandbox:
         runner = Path(self.runner_dir).resolve()
         if not (runner / "bin" / "python").exists():
             missing.append(f"no runner venv at {runner}: build it with 'python manage.py build_runner' "
-                           f"(or 'python -m grading.runner {runner}')")
+                           f"(or 'python -m grading.engine.runner {runner}')")
         return missing
 
     @staticmethod
@@ -1296,7 +1296,7 @@ class Sandbox:
         and ``caps.tmpfs(...)`` for its writable mounts, and joins the cgroup
         before anything of the run's starts (``caps.join``, see _launch, or
         ``caps.wrap(argv)``); read ``caps.report()`` after the processes end,
-        before the block does (see grading/cgroups.py).
+        before the block does (see grading/engine/sandbox/cgroups.py).
         """
         return RunCaps(self.caps_in_force(), self.budget(), defer_cgroups)
 
@@ -1352,7 +1352,7 @@ class Sandbox:
         """The command line of one sandbox: setpriv, then bwrap, then our sh wrapper (pid 1 inside).
 
         setpriv is left out where the worker starts bwrap under the uid itself
-        (grading/spawn.py, see _launch).
+        (grading/engine/sandbox/spawn.py, see _launch).
 
         It is started by :meth:`_launch`, with an empty environment, and held
         at the wrapper's gate until it is in the run's cgroup. ``tree_written``:
@@ -1496,7 +1496,7 @@ class Sandbox:
                 )
                 prefix = _setpriv(uid)
                 if argv[:len(prefix)] == prefix and spawn.unavailable() is None:
-                    # bwrap started under the uid by the worker: no setpriv run (see grading/spawn.py)
+                    # bwrap started under the uid by the worker: no setpriv run (see grading/engine/sandbox/spawn.py)
                     proc = spawn.popen_as(uid, uid, argv[len(prefix):], **options)
                 else:
                     proc = subprocess.Popen(argv, **options)

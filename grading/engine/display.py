@@ -100,7 +100,7 @@ def stamp_read(events) -> datetime | None:
 
 REFUSED = " (refused)"
 EXCHANGE = "model exchange"
-RECORDING = "session recording"  # a hosted session's marker (grading/replay.py): a gate step or a test run
+RECORDING = "session recording"  # a hosted session's marker (grading/engine/replay.py): a gate step or a test run
 
 
 def _kind(event: Mapping) -> str:

@@ -1,7 +1,7 @@
 """A pytest plugin loaded into every sandboxed pytest run (``-p takehome_canary``): the grader's canary tests run.
 
 The grader plants canary tests in the candidate's test files
-(grading/integrity.py) and names each one to this plugin with
+(grading/engine/integrity.py) and names each one to this plugin with
 ``--takehome-canary PATH::NAME`` (PATH from the tree's root). Whatever the
 candidate's configuration says about collection, every named canary runs:
 
@@ -23,7 +23,7 @@ nothing of them (no progress letter, no line, no section, not in the counts
 or "collected N items"), so the log reads as the candidate's tests alone.
 
 It runs inside the candidate's interpreter, like the witness: it is never a
-proof on its own (grading/integrity.py compares what several witnesses say).
+proof on its own (grading/engine/integrity.py compares what several witnesses say).
 
 PYTEST_DONT_REWRITE: imported before the tree is on sys.path (the sandbox's
 boot code and the warm starter), so a file of the same name in the tree

@@ -1,6 +1,6 @@
 """The hosted session's gate buttons: capture red, model or green, and submit (POST, htmx-friendly).
 
-The terminal and the workspace page are sessions_app.consumers and the
+The terminal and the workspace page are sessions_app.hosted.consumers and the
 workspace view; these answer a button. An htmx request gets the gate panel
 back with the outcome in it; a plain form post is redirected to the
 workspace page with the outcome as a message. A submit of a workspace that
@@ -19,11 +19,12 @@ from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
+from sessions_app import actions
+from sessions_app.models import GateReceipt, Submission
+from sessions_app.views import not_offered, with_invitation, workspace_context
 from takehome.models import Invitation, PacketVersion, effective_policy
 
-from . import actions, workspaces
-from .models import GateReceipt, Submission
-from .views import not_offered, with_invitation, workspace_context
+from . import workspaces
 
 PANEL = "sessions_app/_workspace_gate.html"
 

@@ -35,10 +35,11 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
+from sessions_app import actions
+from sessions_app.models import Workspace
 from takehome.models import Invitation
 
-from . import actions, workspaces
-from .models import Workspace
+from . import workspaces
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def answer(invitation_id: int, command: str, anyway: bool = False) -> dict:
 
 
 def _close_terminals(invitation_id: int, reason: str) -> None:
-    """Close the invitation's terminals with 4410 when the terminal part (sessions_app.consumers) offers it."""
+    """Close the invitation's terminals with 4410 when the terminal part (sessions_app.hosted.consumers) offers it."""
     try:
         from .consumers import close_terminals
     except ImportError:
@@ -136,7 +137,7 @@ def sweep(now=None) -> list[str]:
                 ws = workspaces.workspace_for(invitation, row)
                 workspaces.backend().freeze(ws)
                 # why release too: the frozen files wait in saved.tar, not in memory; a visit
-                # mounts them again, read-only (grading.workspace keeps the frozen mark). A save
+                # mounts them again, read-only (grading.engine.sandbox.shell keeps the frozen mark). A save
                 # that fails is told and never keeps the workspace from closing.
                 saved = workspaces.close_files(invitation, ws)
                 Workspace.objects.filter(pk=row.pk).update(frozen_at=now, closed=True,

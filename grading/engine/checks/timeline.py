@@ -89,7 +89,7 @@ class Receipt:
     ``tree_hashes`` the sha256 of every file of the candidate's folder then.
     ``captured_by`` is "server" when the server ran the tests itself (a hosted
     session), "candidate" when the gate on the candidate's machine sent the log.
-    ``integrity``: a server capture's integrity record (grading.integrity),
+    ``integrity``: a server capture's integrity record (grading.engine.integrity),
     empty for a receipt from before the server judged its captures.
     """
 
