@@ -38,7 +38,7 @@ from shared import pytest_slots
 from .conftest import url
 from .helpers import HONEST_TEST, fix_invoices
 
-GATE = Path(__file__).resolve().parents[2] / "grading" / "sandboxed" / "bin" / "gate"
+GATE = Path(__file__).resolve().parents[2] / "grading" / "engine" / "sandbox" / "sandboxed" / "bin" / "gate"
 PROMPT = b"invoices.py uses abs() on cents; refunds are negative. Propose a minimal patch.\n"
 # Our own uids, apart from every other pool (shared/pytest_slots.py).
 UID_BASE, SLOTS = pytest_slots.uids("workspace_gate"), 6
