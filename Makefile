@@ -35,6 +35,10 @@ status:
 test: SYSTEM_FLAGS = --browser
 test: export DEBUG ?= true
 test: export TAKEHOME_VAR_DIR ?= $(CURDIR)/var
+# Bytecode is written (a shell that sets PYTHONDONTWRITEBYTECODE would have every test process, worker and
+# server it starts compile the project again, and pytest rewrite every test module's asserts again), under var/.
+test: export PYTHONDONTWRITEBYTECODE =
+test: export PYTHONPYCACHEPREFIX = $(CURDIR)/var/pycache
 # TEST_PROCESSES: pytest-xdist's workers (0 runs the suite in this process); on two cores most tests wait on a
 # server, a browser or a sandbox, so four keep both busy. PYTEST_ARGS: more for pytest (-m services, -k NAME).
 TEST_PROCESSES ?= 4

@@ -87,6 +87,9 @@ def uids(pool: str) -> int:
     return UID_BAND + number() * UIDS_PER_SLOT + TEST_POOLS[pool]
 
 
+TEST_WARM_SANDBOXES = 2
+
+
 def _with_database(url: str, number: int) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss"):
@@ -107,6 +110,10 @@ def environment(number: int, var_dir: Path) -> dict[str, str]:
     broker = os.environ.get("CELERY_BROKER_URL")
     if broker:
         env["CELERY_BROKER_URL"] = _with_database(broker, number)
+    # why fewer warm sandboxes than a worker's six: the suite starts dozens of workers and stacks, and grades in
+    # its own processes, each keeping its pool full; two still send every grading through the warm path, and
+    # the rest was CPU spent starting sandboxes no test took. A value given to the run is kept.
+    env["TAKEHOME_WARM_SANDBOXES"] = os.environ.get("TAKEHOME_WARM_SANDBOXES", str(TEST_WARM_SANDBOXES))
     return env
 
 

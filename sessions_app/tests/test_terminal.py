@@ -177,9 +177,10 @@ def test_typing_echoes_and_a_resize_reaches_the_pty(started, shells):
         await comm.send_to(text_data="stty size\n")
         await output_until(comm, "30 100")
         await comm.send_to(text_data=json.dumps({"resize": [120, 40]}))
-        await asyncio.sleep(0.5)  # why: the pty tells the tmux client, which tells its server, which resizes
-        await comm.send_to(text_data="stty size\n")
-        await output_until(comm, "40 120")
+        # why the shell waits, not the test: the pty tells the tmux client, which tells its server, which
+        # resizes, in a time no fixed wait can promise under load; the quotes keep the echo from matching
+        await comm.send_to(text_data='until [ "$(stty size)" = "40 120" ]; do sleep 0.05; done; echo RE""SIZED\n')
+        await output_until(comm, "RESIZED")
         await comm.disconnect()
 
     run(scenario)
