@@ -55,8 +55,12 @@ def _locked_append(path: Path, lines: list[str], header: Header | None = None) -
         if size == 0:
             # whole seconds, as the file says it, so every writer counts from the same instant
             header = Header(*(astuple(header)[:2] if header else (80, 24)), float(int(time.time())))
-            lines = [json.dumps({"version": 2, "width": header.width, "height": header.height,
-                                 "timestamp": int(header.timestamp)}), *lines]
+            lines = [
+                json.dumps(
+                    {"version": 2, "width": header.width, "height": header.height, "timestamp": int(header.timestamp)}
+                ),
+                *lines,
+            ]
         else:
             header = read_header(path)
         data = "".join(line + "\n" for line in lines).encode()
