@@ -14,11 +14,13 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from .archive import ExtractReport, Limits, UnsafeArchive, safe_extract
 from .checks.artifacts import ARTIFACT_NAMES, MODEL_ARTIFACTS, check_artifacts, read_artifact
@@ -150,7 +152,7 @@ def decoy_trees(candidate: Mapping[str, bytes], spec: PacketSpec) -> dict[str, d
     }
 
 
-def decoys_to_dict(results: Mapping[str, tuple[RunResult, dict]]) -> dict:
+def decoys_to_dict(results: Mapping[str, tuple[RunResult, dict | None]]) -> dict:
     """The ``tests_vs_decoys`` run: each decoy, and whether the candidate's tests rejected it.
 
     A decoy is caught when the candidate's tests do not pass over it
@@ -162,7 +164,7 @@ def decoys_to_dict(results: Mapping[str, tuple[RunResult, dict]]) -> dict:
     can see (one about the sample's numbers cannot see a decoy that special-
     cases them): ``caught`` of ``total`` says how many, for the reviewer.
     """
-    decoys = []
+    decoys: list[dict[str, Any]] = []
     for name, (result, integrity) in results.items():
         decoys.append(
             {
@@ -273,7 +275,7 @@ def run_to_dict(name: str, result: RunResult | None, integrity: dict | None = No
         # why: a skipped or xfailed test is not a passing test.
         as_expected = False
         notes.append(f"{result.skipped} skipped and {result.xfailed} xfailed: a skip is not a pass")
-    extra = {}
+    extra: dict[str, Any] = {}
     if integrity is not None:
         extra["integrity"] = integrity
     if result.server_log:
@@ -431,8 +433,8 @@ def grade_tree(
 
     # why no folder per rerun: each tree goes into its sandbox as the files themselves,
     # unpacked there into the sandbox's own tmpfs (Sandbox.run), never written on disk here.
-    calls = {
-        name: (
+    calls: dict[str, Callable[[], RunResult]] = {
+        name: partial(
             sandbox.run,
             jobs[name],
             (*spec.test_command, *canary_args(planted[name])) if name in planted else spec.test_command,
@@ -445,7 +447,7 @@ def grade_tree(
     # why a fresh seed each time: a packet's hidden tests may draw their inputs from it, so what one
     # grading's inputs were tells nothing of the next one's (docs/evidence.md).
     seed = new_hidden_seed() if hidden_seed is None else hidden_seed
-    calls["reference_vs_submitted"] = (
+    calls["reference_vs_submitted"] = partial(
         sandbox.run_across_boundary,
         jobs["hidden-tests"],
         spec.test_command,
@@ -455,7 +457,7 @@ def grade_tree(
     )
     workers = workers or max(1, min(len(calls), os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {name: pool.submit(*call) for name, call in calls.items()}
+        futures = {name: pool.submit(call) for name, call in calls.items()}
         # why here: what does not depend on the runs is read while they run.
         original_ids = collect_test_ids(spec.fixture)
         reference_ids = collect_test_ids(spec.reference_tests)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 
 from pygments import highlight
@@ -48,7 +48,7 @@ def clean_tree(value):
 
 
 def had_terminal_codes(text: str | None) -> bool:
-    return bool(text) and bool(_ANSI.search(text))
+    return bool(text and _ANSI.search(text))
 
 
 _DIFF_FORMATTER = HtmlFormatter(nowrap=True)
@@ -91,9 +91,10 @@ def stamp_read(events) -> datetime | None:
     """The time the grader read in model_allowed.at (its "stamp value" event): aware when the text was UTC."""
     for event in events or ():
         if isinstance(event, Mapping) and event.get("name") == "stamp value":
+            at = event.get("at")
             try:
-                return datetime.fromisoformat(event.get("at"))
-            except (TypeError, ValueError):
+                return datetime.fromisoformat(at) if isinstance(at, str) else None
+            except ValueError:
                 return None
     return None
 
@@ -144,16 +145,20 @@ def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
     listed under ``undated``.
     """
     problems = list(problems)
-    dated, undated = [], []
+    dated: list[tuple[Mapping, datetime, datetime | None]] = []
+    undated: list[Mapping] = []
     for event in events:
         when = _parse(event.get("at"))
-        (dated if when else undated).append((event, when, _parse(event.get("until"))))
+        if when:
+            dated.append((event, when, _parse(event.get("until"))))
+        else:
+            undated.append(event)
     times = [w for _, w, _ in dated] + [u for _, _, u in dated if u]
-    start, end = (min(times), max(times)) if times else (None, None)
-    span = (end - start).total_seconds() if times else 0
+    start, end = min(times, default=None), max(times, default=None)
+    span = (end - start).total_seconds() if start and end else 0
 
     def x_of(when: datetime) -> float:
-        if span > 0:
+        if start and span > 0:
             return AXIS_LEFT + (AXIS_RIGHT - AXIS_LEFT) * (when - start).total_seconds() / span
         return (AXIS_LEFT + AXIS_RIGHT) / 2
 
@@ -188,7 +193,7 @@ def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
         "rows": rows,
         "start": start.strftime("%Y-%m-%d %H:%M:%S") if start else None,
         "end": end.strftime("%H:%M:%S") if end else None,
-        "undated": [str(e.get("name", "")) for e, _, _ in undated],
+        "undated": [str(e.get("name", "")) for e in undated],
     }
 
 
@@ -257,7 +262,7 @@ WITNESS_WORDS = {
 }
 
 
-def receipt_witness(receipt: Mapping, exchange_times: set[str]) -> str:
+def receipt_witness(receipt: Mapping, exchange_times: Collection[object]) -> str:
     """Who witnessed one receipt: "server" (captured), "window" (the model window's record) or "gate"."""
     if receipt.get("captured_by") == "server":
         return "server"
@@ -377,7 +382,7 @@ def exchange_rows(exchanges) -> list[dict]:
     for number, e in enumerate(exchanges if isinstance(exchanges, list) else [], start=1):
         if not isinstance(e, Mapping):
             continue
-        messages = e.get("messages") if isinstance(e.get("messages"), list) else []
+        messages = sent if isinstance(sent := e.get("messages"), list) else []
         latency = _seconds(e.get("latency_s"))
         rows.append(
             {
@@ -411,7 +416,7 @@ def comparison_rows(model) -> list[dict]:
         ("prompt_matches", "prompt.txt", "what was sent"),
         ("reply_matches", "model.md", "the reply received"),
     ):
-        c = model.get(key) if isinstance(model.get(key), Mapping) else {}
+        c = found if isinstance(found := model.get(key), Mapping) else {}
         rows.append(
             {
                 "name": name,

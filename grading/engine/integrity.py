@@ -37,7 +37,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from .sandbox import RunResult, SandboxLimits, counts_from_text, decide_outcome, is_pytest
+from .sandbox import RunResult, SandboxLimits, counts_from_text, decide_outcome, is_pytest, run_counts
 from .spec import is_test_path
 
 CANARY_COUNT = 3
@@ -399,7 +399,7 @@ def judge_run(
         counts["errors" if t.outcome == "error" else t.outcome] += 1
     if report_ok and result.exit_code in (0, 1):
         # The exit code pytest would have given without the canaries.
-        exit_code = 1 if counts["failed"] or counts["errors"] else (0 if real else 5)
+        exit_code: int | None = 1 if counts["failed"] or counts["errors"] else (0 if real else 5)
     else:
         exit_code = result.exit_code
     outcome, why = decide_outcome(
@@ -426,7 +426,10 @@ def judge_run(
         outcome = "error"
         notes = [f"cannot be confirmed: {reason}" for reason in unconfirmed] + notes
     record["tampered"], record["unconfirmed"] = tampered, unconfirmed
-    return replace(result, outcome=outcome, tests=real, notes=tuple(notes), decided_by=tuple(why), **counts), record
+    judged = replace(
+        result, outcome=outcome, tests=real, notes=tuple(notes), decided_by=tuple(why), **run_counts(counts)
+    )
+    return judged, record
 
 
 # --- a capture: the server's own run of a hosted session's tests ------------------------------

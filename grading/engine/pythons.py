@@ -101,6 +101,6 @@ def choose(interpreters: Sequence[Interpreter], version: str) -> Interpreter:
     if broken:
         raise PythonUnavailable(f"Python {version} cannot be used on this server: {broken[0].problem}")
     if not version:
-        problems = " ".join(python.problem for python in interpreters) or "none is listed."
+        problems = " ".join(python.problem or "" for python in interpreters) or "none is listed."
         raise PythonUnavailable(f"No Python on this server can be used (TAKEHOME_PYTHONS): {problems}")
     raise PythonUnavailable(f"Python {version} is not on this server; it has {have} (TAKEHOME_PYTHONS).")

@@ -338,9 +338,9 @@ def _explain_pip_failure(output: str, pip: _Pip, python_version: str, ours: set[
             "The requirements conflict with each other or with the runner's pytest "
             f"(grading/engine/runner-requirements.txt): {'; '.join(causes)}."
         )
-    missing = _missing(output, pip, python_version)
-    if missing:
-        name, why = missing
+    not_found = _missing(output, pip, python_version)
+    if not_found:
+        name, why = not_found
         return (
             RunnerUnavailable(f"the runner's own pins cannot be installed: {why}")
             if name in ours

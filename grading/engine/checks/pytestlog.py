@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass
+from typing import TypeGuard
 
 # Separator lines: pytest centres "=== title ===" to the terminal width.
 SEP_RE = re.compile(r"^(?P<left>([=_!-])\2*) (?P<title>\S(?:.*\S)?) (?P<right>\2+)$")
@@ -83,6 +84,11 @@ class Failure:
         return self.frames[-1] if self.frames else None
 
     @property
+    def last_statement(self) -> str:
+        """The last frame's failing line of code, stripped ('' when there is none)."""
+        return self.frames[-1].statement if self.frames else ""
+
+    @property
     def explained(self) -> bool:
         """The error is pytest's rewritten ``assert ...`` explanation."""
         return any(unprefixed(t).startswith("assert ") for _, t in self.head)
@@ -122,12 +128,12 @@ def failure_sections(lines: list[str]) -> list[tuple[str, int, list[tuple[int, s
         m = SEP_RE.match(line)
         char = m.group(2) if m else ""
         if char in ("=", "!") or (not m and line.startswith("===")):
-            in_block = bool(m) and m["title"] in BLOCK_TITLES
+            in_block = m is not None and m["title"] in BLOCK_TITLES
             captured = True
             continue
         if not in_block:
             continue
-        if char == "_" and set(m["title"]) - {"_", " "}:
+        if m and char == "_" and set(m["title"]) - {"_", " "}:
             sections.append((m["title"], i, []))
             captured = False
         elif char == "-":
@@ -298,8 +304,8 @@ def _runs(lines: list[str], closing_re: re.Pattern) -> list[tuple[int, int]]:
     return runs
 
 
-def _balanced(m: re.Match | None) -> bool:
-    return bool(m) and len(m["right"]) - len(m["left"]) in (0, 1)
+def _balanced(m: re.Match[str] | None) -> TypeGuard[re.Match[str]]:
+    return m is not None and len(m["right"]) - len(m["left"]) in (0, 1)
 
 
 def unwrapped(lines: list[str]) -> list[str]:

@@ -519,17 +519,17 @@ def check_receipts(
 
     # Steps after the deadline, in one sentence.
     if deadline is not None:
-        late = {step: [r for r in accepted[step] if r.at > deadline] for step in GATE_STEPS}
-        late = {step: rs[0] for step, rs in late.items() if rs}
-        if len(late) == 1:
-            ((step, r),) = late.items()
+        after = {step: [r for r in accepted[step] if r.at > deadline] for step in GATE_STEPS}
+        first_after = {step: rs[0] for step, rs in after.items() if rs}
+        if len(first_after) == 1:
+            ((step, r),) = first_after.items()
             problems.append(
                 f"server receipts: the '{step}' step was witnessed at {_fmt(r.at)}, after the "
                 f"deadline ({_fmt(deadline)})"
             )
-        elif late:
-            names = [f"'{step}'" for step in late]
-            first_late = min(r.at for r in late.values())
+        elif first_after:
+            names = [f"'{step}'" for step in first_after]
+            first_late = min(r.at for r in first_after.values())
             problems.append(
                 f"server receipts: the {', '.join(names[:-1])} and {names[-1]} steps were witnessed "
                 f"after the deadline ({_fmt(deadline)}), the first at {_fmt(first_late)}"

@@ -505,6 +505,10 @@ def collect_test_ids(tree: Path | Mapping[str, bytes]) -> set[str]:
     return ids
 
 
+def _returning(data: bytes) -> Callable[[], bytes]:
+    return lambda: data
+
+
 def _python_files(tree: Path | Mapping[str, bytes]) -> Iterator[tuple[str, Callable[[], bytes]]]:
     """(posix path, a function reading it) for each .py file pytest would look at, small enough to parse."""
     if isinstance(tree, Mapping):
@@ -515,7 +519,7 @@ def _python_files(tree: Path | Mapping[str, bytes]) -> Iterator[tuple[str, Calla
                 and not any(d in SKIP_DIRS or d.startswith(".") for d in parts[:-1])
                 and len(tree[rel]) <= MAX_TEST_FILE_BYTES
             ):
-                yield rel, (lambda data=tree[rel]: data)
+                yield rel, _returning(tree[rel])
         return
     root = Path(tree)
     for dirpath, dirnames, filenames in os.walk(root):

@@ -204,7 +204,9 @@ def own_findings(failure: Failure, name: str, where_rule: bool = True) -> list[s
     findings: list[str] = []
     head_i, head = failure.head[-1]
     for i, _, text in failure.wheres:
-        value = WHERE_RE.match(text)["rest"].split(" = ", 1)[0].strip()
+        where = WHERE_RE.match(text)
+        assert where is not None  # read_failure keeps only the lines WHERE_RE matches
+        value = where["rest"].split(" = ", 1)[0].strip()
         others = failure.error_text.replace(" ".join(text.split()), "", 1)
         if value and not _contains(others, value):
             findings.append(
@@ -302,7 +304,9 @@ def _compare_one(
         )
         return
     if not same_stmt:
-        shown = f"`> {excerpt(last.statement)}` (red.log's line {last.statement_at + 1})" if stmt else "its frames"
+        shown = (
+            f"`> {excerpt(last.statement)}` (red.log's line {last.statement_at + 1})" if last and stmt else "its frames"
+        )
         theirs = sorted(
             {
                 f"`> {excerpt(real.last.statement)}` ({rep.label})"
@@ -355,7 +359,7 @@ def _compare_error(red: Failure, same_stmt: list[tuple[Reproduction, Failure]], 
             lines = " and ".join(f"`E {excerpt(t, 70)}`" for t in extra[:2])
             out.verdicts.append(
                 f"lines a real run prints: under the same failing line "
-                f"`> {excerpt(real.last.statement)}` "
+                f"`> {excerpt(real.last_statement)}` "
                 f"the {rep.label} run prints {lines}{' and more' if len(extra) > 2 else ''} for "
                 f"{name}; red.log's error (line {head_i + 1} `E {excerpt(red.head[-1][1])}`) "
                 f"has {len(red.wheres) or 'no'} `+ where` line{'s' if len(red.wheres) != 1 else ''}"
@@ -366,7 +370,7 @@ def _compare_error(red: Failure, same_stmt: list[tuple[Reproduction, Failure]], 
             out.verdicts.append(
                 f"lines a real run prints: red.log's line {i + 1} `E {excerpt(text, 70)}` for {name} "
                 f"is not among the {len(real.wheres)} `+ where` lines the {rep.label} run prints "
-                f"under the same failing line `> {excerpt(real.last.statement)}`"
+                f"under the same failing line `> {excerpt(real.last_statement)}`"
             )
         return
     if not any(_same_values(red, real) for _, real in same_stmt):

@@ -68,8 +68,14 @@ ORDER = ("red.log", "prompt.txt", "model_allowed.at", "model.md", "green.log", "
 
 
 class EntryTime(Protocol):
-    utc: datetime | None  # aware UTC, from the extended-timestamp field
-    local: datetime  # naive DOS time, zone unknown
+    # read-only, so that a frozen dataclass (grading.engine.archive.EntryTime) is one
+    @property
+    def utc(self) -> datetime | None:
+        """Aware UTC, from the extended-timestamp field."""
+
+    @property
+    def local(self) -> datetime:
+        """Naive DOS time, zone unknown."""
 
 
 @dataclass(frozen=True)
@@ -166,27 +172,21 @@ def _fmt(value: datetime) -> str:
     return value.isoformat(sep=" ", timespec="seconds")
 
 
-def _zip_pair(a: EntryTime, b: EntryTime) -> tuple[datetime, datetime] | None:
-    """Two entries' times on the same clock, or None when they cannot be compared."""
+def _zip_pair(a: EntryTime, b: EntryTime) -> tuple[datetime, datetime]:
+    """Two entries' times on the same clock: UTC when both have it, else their DOS times."""
     if a.utc is not None and b.utc is not None:
         return a.utc, b.utc
-    if a.local is not None and b.local is not None:
-        return a.local, b.local
-    return None
+    return a.local, b.local
 
 
-def _stamp_slack(stamp: datetime, entry: EntryTime) -> tuple[datetime, timedelta] | None:
+def _stamp_slack(stamp: datetime, entry: EntryTime) -> tuple[datetime, timedelta]:
     """The entry's time comparable with the stamp, and how far apart they may be."""
-    aware = stamp.tzinfo is not None
-    if aware and entry.utc is not None:
-        return entry.utc, SAME
-    if not aware and entry.local is not None:
+    if stamp.tzinfo is None:
         return entry.local, SAME
-    other = entry.local if aware else entry.utc
-    if other is None:
-        return None
+    if entry.utc is not None:
+        return entry.utc, SAME
     # Unknown zone: drop the zone from both and allow the widest offset.
-    return other.replace(tzinfo=None), ZONE + SAME
+    return entry.local.replace(tzinfo=None), ZONE + SAME
 
 
 def _dst_fold(earlier: datetime, later: datetime) -> bool:
@@ -325,9 +325,8 @@ def build_timeline(
     # value later than the file (a stamp typed by hand, far in the future)
     # cannot be. A time before 1980-01-02 is no date.
     if stamp is not None and stamp_file is not None:
-        found = _stamp_slack(stamp, stamp_file)
-        if found is not None and found[0].replace(tzinfo=None) >= NO_DATE:
-            when, slack = found
+        when, slack = _stamp_slack(stamp, stamp_file)
+        if when.replace(tzinfo=None) >= NO_DATE:
             value = stamp.replace(tzinfo=None) if slack > SAME else stamp
             if value > when + slack + CLOCK_SKEW:
                 problems.append(
@@ -382,7 +381,7 @@ def _reply_problems(
 
     def touched_after(later_name: str, step: str) -> bool:
         later = entries.get(later_name)
-        pair = _zip_pair(red, later) if later is not None else None
+        pair = _zip_pair(red, later) if red is not None and later is not None else None
         return (
             pair is not None
             and pair[0] > pair[1] + SAME
@@ -405,9 +404,8 @@ def _reply_problems(
         )
 
     if stamp is not None and zip_shows_order:
-        found = _stamp_slack(stamp, reply)
-        if found is not None and found[0].replace(tzinfo=None) >= NO_DATE:
-            when, slack = found
+        when, slack = _stamp_slack(stamp, reply)
+        if when.replace(tzinfo=None) >= NO_DATE:
             value = stamp.replace(tzinfo=None) if slack > SAME else stamp
             if when + slack < value:
                 problems.append(

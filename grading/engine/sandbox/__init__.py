@@ -55,10 +55,11 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import IO, Any, TextIO, TypedDict, TypeVar
 
 import defusedxml.ElementTree as DefusedET
 from defusedxml.common import DefusedXmlException
@@ -104,10 +105,13 @@ SLOT_WAIT_S = 30.0
 LOCK_DIR = Path("/run/lock/takehome-sandbox")
 
 
-def flock_free(candidates, count: int) -> list[tuple[object, object]] | None:
+K = TypeVar("K")
+
+
+def flock_free(candidates: Iterable[tuple[K, Path]], count: int) -> list[tuple[K, TextIO]] | None:
     """The first ``count`` of ``(key, lock file path)`` whose file nobody holds, each as ``(key, open file)``
     flocked until it is closed (or the process ends), or None with nothing held. Safe across processes."""
-    held = []
+    held: list[tuple[K, TextIO]] = []
     for key, path in candidates:
         fh = open(path, "a")
         try:
@@ -118,8 +122,8 @@ def flock_free(candidates, count: int) -> list[tuple[object, object]] | None:
         held.append((key, fh))
         if len(held) == count:
             return held
-    for _, fh in held:
-        fh.close()
+    for _, lock in held:
+        lock.close()
     return None
 
 
@@ -172,6 +176,29 @@ class RunResult:
     decided_by: tuple[str, ...] = ()  # the notes of ``notes`` that explain the outcome (a re-decision replaces them)
     witness: str = ""  # the witness plugin's JSON lines (pytest runs), read by grading.engine.integrity
     server_log: str = ""  # what the candidate's side printed, for a run across the process boundary
+
+
+class Counts(TypedDict):
+    """A run's six counts, as RunResult's fields of the same names."""
+
+    passed: int
+    failed: int
+    errors: int
+    skipped: int
+    xfailed: int
+    xpassed: int
+
+
+def run_counts(counts: Mapping[str, int]) -> Counts:
+    """The six counts of ``counts`` (counted by outcome name), to be passed on as RunResult's fields."""
+    return Counts(
+        passed=counts["passed"],
+        failed=counts["failed"],
+        errors=counts["errors"],
+        skipped=counts["skipped"],
+        xfailed=counts["xfailed"],
+        xpassed=counts["xpassed"],
+    )
 
 
 # Replaces ``-m pytest``: pytest, its built-in plugins and what they import
@@ -331,10 +358,11 @@ def _tree_arg(tree: Path | Mapping[str, bytes]) -> Path | Mapping[str, bytes]:
 
 def _write_tree(out, tree: Path | Mapping[str, bytes]) -> None:
     for kind, name, mode, payload in _tree_entries(tree):
-        if kind == tarfile.REGTYPE:
+        if kind == tarfile.REGTYPE and isinstance(payload, bytes):
             _tar_file(out, name, mode, payload)
         else:
-            out.write(_tar_header(name, kind, mode, link=payload if kind == tarfile.SYMTYPE else ""))
+            link = payload if kind == tarfile.SYMTYPE and isinstance(payload, str) else ""
+            out.write(_tar_header(name, kind, mode, link=link))
     out.write(b"\0" * (2 * _TAR_BLOCK))  # the end of the archive
 
 
@@ -775,6 +803,12 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def _output(proc: subprocess.Popen) -> IO[bytes]:
+    """The pipe of a sandbox's output (_launch starts every sandbox with stdout=PIPE)."""
+    assert proc.stdout is not None
+    return proc.stdout
+
+
 def _setpriv(uid: int) -> list[str]:
     """setpriv's part of a sandbox's command line: the run's uid and gid, no groups, capabilities or new privileges."""
     return [
@@ -886,14 +920,20 @@ class _Watched:
 
     launch: _Launch
     fds: _Fds
-    proc: subprocess.Popen | None = None
-    log: _CappedBuffer | None = None
+    log: _CappedBuffer
+    proc: subprocess.Popen | None = None  # set once launched
     junit: bytearray = field(default_factory=bytearray)
     witness: bytearray = field(default_factory=bytearray)
     status: bytearray = field(default_factory=bytearray)
     junit_too_big: bool = False
     stopped: bool = False  # killed by us once the primary was done (a companion)
     detached: bool = False  # its run's tmpfs mounts are out of the host's mount table
+
+    @property
+    def launched(self) -> subprocess.Popen:
+        """Its process: _watch is handed launched ones only."""
+        assert self.proc is not None
+        return self.proc
 
     def take(self, kind: str, data: bytes) -> None:
         if kind == "log":
@@ -961,7 +1001,7 @@ class _Warm:
     """A pre-started sandbox: its uid's lock, its run's caps, its report pipes, waiting for one run."""
 
     uid: int
-    lock: object
+    lock: TextIO
     caps: RunCaps
     fds: _Fds
     proc: subprocess.Popen
@@ -1000,7 +1040,7 @@ class _Warm:
             _kill_group(self.proc)
         self.proc.wait()
         self.fds.close_all()
-        self.proc.stdout.close()
+        _output(self.proc).close()
         if not _ended(self.child):
             _kill_uid(self.uid)
         self.caps.close()
@@ -1068,9 +1108,9 @@ class _WarmPool:
     def tick(self) -> None:
         """One round: end the expired, give a uid back to a waiting cold run, start one more when idle."""
         now = time.monotonic()
-        ending = []
+        ending: list[_Warm] = []
         with self.lock:
-            keep = []
+            keep: list[_Warm] = []
             for warm in self.ready:
                 (keep if warm.alive() and now - warm.started < self.sandbox.warm_idle_s else ending).append(warm)
                 warm.warmed()  # why: detaches its mounts once it is ready
@@ -1094,16 +1134,18 @@ class _WarmPool:
             with self.starting:
                 if self.closed:
                     return
-                warm = self.sandbox._start_warm()
-                if warm is None:
+                started = self.sandbox._start_warm()
+                if started is None:
                     self.hold_until = time.monotonic() + WARM_HOLD_S  # every uid busy: try again later
                     return
                 self.failures = 0
                 with self.lock:
                     if self.closed:
-                        ending = [warm]
+                        # why an ignore: mypy takes self.closed as False since the check above, but
+                        # close() may have run in another thread while this one started the sandbox
+                        ending = [started]  # type: ignore[unreachable]
                     else:
-                        self.ready.append(warm)
+                        self.ready.append(started)
                         ending = []
                 for extra in ending:
                     extra.end()
@@ -1403,7 +1445,7 @@ class Sandbox:
             for _, fh in held:
                 fh.close()  # closing releases the lock
 
-    def _try_slots(self, count: int) -> list[tuple[int, object]] | None:
+    def _try_slots(self, count: int) -> list[tuple[int, TextIO]] | None:
         """``count`` free uids of the pool, each with its flocked lock file, or None (nothing held then)."""
         LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         uids = range(self.uid_base, self.uid_base + self.slots)
@@ -1567,7 +1609,7 @@ class Sandbox:
             os.fchown(gate_r, uid, uid)  # so the wrapper can open it as /proc/self/fd/N
             try:
                 argv = argv_for(gate_r)
-                options = dict(
+                options: dict[str, Any] = dict(
                     # why an empty environment, not bwrap --clearenv: bwrap's own pid 1 would
                     # otherwise keep the worker's (SECRET_KEY...) in /proc/1/environ.
                     env={},
@@ -1601,7 +1643,7 @@ class Sandbox:
             except BaseException:
                 _kill_group(proc)
                 proc.wait()
-                proc.stdout.close()
+                _output(proc).close()
                 raise
             return proc, child
         finally:
@@ -1900,7 +1942,7 @@ class Sandbox:
                     w.proc.wait()
                 w.fds.close_all()
                 if w.proc is not None:
-                    w.proc.stdout.close()
+                    _output(w.proc).close()
             raise
         return self._watch(watched, caps, start)
 
@@ -1912,7 +1954,7 @@ class Sandbox:
         try:
             sel = selectors.DefaultSelector()
             for i, w in enumerate(watched):
-                sel.register(w.proc.stdout.fileno(), selectors.EVENT_READ, (i, "log"))
+                sel.register(_output(w.launched).fileno(), selectors.EVENT_READ, (i, "log"))
                 sel.register(w.fds.junit_r, selectors.EVENT_READ, (i, "junit"))
                 sel.register(w.fds.status_r, selectors.EVENT_READ, (i, "status"))
                 sel.register(w.fds.witness_r, selectors.EVENT_READ, (i, "witness"))
@@ -1929,7 +1971,7 @@ class Sandbox:
                 if grace_end is not None and now >= grace_end:
                     for w in watched[1:]:
                         w.stopped = True
-                        _kill_group(w.proc)
+                        _kill_group(w.launched)
                     grace_end = float("inf")
                 wait = min(deadline, grace_end or deadline) - now
                 for key, _ in sel.select(max(0.01, wait)):
@@ -1948,7 +1990,7 @@ class Sandbox:
             for w in watched:
                 if not timed_out:
                     try:
-                        w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                        w.launched.wait(timeout=max(0.1, deadline - time.monotonic()))
                     except subprocess.TimeoutExpired:
                         timed_out = True
         finally:
@@ -1960,11 +2002,11 @@ class Sandbox:
                     w.proc.wait()
                 w.fds.close_all()
                 if w.proc is not None:
-                    w.proc.stdout.close()
+                    _output(w.proc).close()
         duration = time.monotonic() - start
         results = []
         for i, w in enumerate(watched):
-            exit_code = None if timed_out else w.proc.returncode
+            exit_code = None if timed_out else w.launched.returncode
             started, text = _split_marker(w.log.text())
             if not started and not timed_out and not w.stopped:
                 # why the wrapper's start line, not bwrap's "child-pid": bwrap reports
@@ -2065,5 +2107,5 @@ class Sandbox:
             notes=tuple(cap_notes + notes + why),
             decided_by=tuple(why),
             witness=witness.decode("utf-8", "replace"),
-            **counts,
+            **run_counts(counts),
         )

@@ -412,7 +412,7 @@ def _enable_controllers(root: Path) -> None:
 
 def _detect_cgroup1() -> tuple[Path, Path]:
     """The parent folders for runs' cgroups in the memory and pids v1 hierarchies; raises CapsUnavailable."""
-    roots = {}
+    roots: dict[str, Path] = {}
     for point, fstype, options in _mounts():
         if fstype == "cgroup":
             for controller in ("memory", "pids"):
@@ -546,7 +546,8 @@ def detect(mode: str = "auto", tmpfs: str = "auto", mount_dir: Path | None = Non
 
 def _detect(mode: str, tmpfs: str, mount_dir: Path | None) -> Caps:
     why: list[str] = ["rlimits chosen by configuration"] if mode == "rlimit" else []
-    chosen, parents = "rlimit", (None, None)
+    chosen = "rlimit"
+    parents: tuple[Path | None, Path | None] = (None, None)
     for candidate, probe in (("cgroup2", _detect_cgroup2), ("cgroup1", _detect_cgroup1)):
         if mode not in ("auto", candidate):
             continue
@@ -712,9 +713,11 @@ class RunCaps:
             return ["--bind", str(host), where]  # mounted already (see tmpfs_root)
         try:
             if self._mount_root is None:
-                _own_folder(Path(self.caps.mount_dir))  # made again if it went missing
+                mount_dir = self.caps.mount_dir
+                assert mount_dir is not None  # mount mode is chosen only with a folder (_detect_mount)
+                _own_folder(Path(mount_dir))  # made again if it went missing
                 # why 0711 (root's): the sandbox's uid passes through to its own mount, lists nothing
-                (root := Path(self.caps.mount_dir) / self.name).mkdir(mode=0o711)
+                (root := Path(mount_dir) / self.name).mkdir(mode=0o711)
                 self._mount_root = root
             host = self._mount_root / f"{len(self._mounts)}{re.sub(r'[^a-z0-9]+', '-', where.lower())}"
             host.mkdir(mode=0o700)
@@ -740,7 +743,9 @@ class RunCaps:
         if self.caps.tmpfs != "mount":
             return None
         self.tmpfs(where, size_bytes, uid)
-        return self._roots[self._host(where)]
+        host = self._host(where)
+        assert host is not None  # tmpfs() mounted it, or raised
+        return self._roots[host]
 
     def _host(self, where: str) -> Path | None:
         return next((host for mounted, host in self._mounts if mounted == where), None)
@@ -771,7 +776,8 @@ class RunCaps:
 
     def report(self) -> CapReport:
         """Which caps the run ran into so far; call it after the processes end, inside the block."""
-        kills = peak = hits = 0
+        kills = hits = 0
+        peak: int | None = 0
         if self.cgroups:
             memory, pids = self.cgroups[0], self.cgroups[-1]
             if self.caps.mode == "cgroup2":
@@ -861,7 +867,7 @@ def _stale_mount_roots(mount_dir: Path | None) -> list[Path]:
         )
     except OSError:
         pass
-    roots = []
+    roots: list[Path] = []
     for folder in sorted(folders):
         try:
             roots.extend(r for r in folder.iterdir() if r.is_dir() and owner_gone(r.name))

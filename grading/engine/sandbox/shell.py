@@ -56,6 +56,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import cast
 
 from grading.engine.archive import JUNK_FILES, JUNK_PARTS, Limits, _size
 
@@ -186,16 +187,16 @@ class Workspace:
 
 
 def _is_mounted(path: Path) -> bool:
-    path = str(Path(path).resolve())
-    return any(point == path for point, _, _ in _mounts())
+    where = str(Path(path).resolve())
+    return any(point == where for point, _, _ in _mounts())
 
 
 def _mount_options(path: Path) -> str | None:
-    path = str(Path(path).resolve())
+    where = str(Path(path).resolve())
     with open("/proc/self/mountinfo") as fh:
         for line in fh:
             fields = line.split(" - ")[0].split()
-            if len(fields) >= 6 and fields[4] == path:
+            if len(fields) >= 6 and fields[4] == where:
                 return fields[5]
     return None
 
@@ -288,8 +289,8 @@ def _check_relative(name: str) -> PurePosixPath:
     return rel
 
 
-def _write_files(root: Path, files: Iterator[tuple[str, bytes, int]], uid: int) -> None:
-    """Write (relative name, content, mode) under ``root``, owned by ``uid``; never through a link."""
+def _write_files(root: Path, files: Iterator[tuple[str, bytes | None, int]], uid: int) -> None:
+    """Write (relative name, content or None for a folder, mode) under ``root``, as ``uid``'s; never through a link."""
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         for name, data, mode in files:
@@ -636,10 +637,12 @@ def _restore_file(tar: tarfile.TarFile, info: tarfile.TarInfo, name: str, dir_fd
     try:
         os.fchown(fd, uid, uid)
         os.fchmod(fd, 0o755 if info.mode & 0o100 else 0o644)
+        segments: list[tuple[int, int]]
         if info.sparse is not None:
             # why by hand: tarfile would hand the holes over as zeros, and zeros written take space
             tar.fileobj.seek(info.offset_data)
-            segments = info.sparse
+            # why a cast: typeshed calls it bytes, but tarfile keeps a sparse member's (offset, size) pairs there
+            segments = cast("list[tuple[int, int]]", info.sparse)
         else:
             tar.fileobj.seek(info.offset_data)
             segments = [(0, info.size)]
@@ -755,7 +758,7 @@ def _cgroups(ws: Workspace, create: bool) -> list[Path]:
     if caps.mode == "cgroup1":
         cpu_parent = _cpu_parent()
         cpu = cpu_parent / name if cpu_parent else None
-    elif _v2_cpu(caps.memory_parent, create):
+    elif caps.memory_parent is not None and _v2_cpu(caps.memory_parent, create):
         cpu = paths[0]
     if cpu is not None and cpu not in paths:
         paths.append(cpu)
@@ -861,7 +864,10 @@ def process_count(ws: Workspace) -> ProcessCount | None:
     if caps.mode == "rlimit":
         return ProcessCount(len(_uid_processes(ws.uid)), _rlimits(ws, [])[1], None)
     # the pids cgroup of _cgroups: its own hierarchy under cgroup v1, the one folder under v2
-    path = (caps.pids_parent or caps.memory_parent) / _cgroup_name(ws)
+    parent = caps.pids_parent or caps.memory_parent
+    if parent is None:
+        return None
+    path = parent / _cgroup_name(ws)
     current, limit = _read_int(path / "pids.current"), _read_int(path / "pids.max")  # "max": no cap
     if current is None or limit is None:
         return None
@@ -892,7 +898,7 @@ class CapWatch:
             return self.pinned
         if self._since is None:
             self._since = now
-        refused = at_cap and (count.refused is None or count.refused > self._refused_below)
+        refused = at_cap and count is not None and (count.refused is None or count.refused > self._refused_below)
         if now - self._since >= self.hold_s and (self.pinned or refused):
             self.pinned, self._since = at_cap, None
         return self.pinned

@@ -181,6 +181,7 @@ class _Spawner:
             raise
         if request.error is not None:
             raise request.error
+        assert request.proc is not None  # done: the thread set either the process or the error
         return request.proc
 
     def _wait(self, request: _Request) -> None:
