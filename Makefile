@@ -57,9 +57,12 @@ screenshots: setup dev
 	  $$(grep -rl --include='test_*.py' 'screenshot(' takehome sessions_app grading)
 
 # The house's guards (see docs/contributing.md): ruff's lint (ruff.toml), and grading's core imports neither
-# Django nor the apps, nor shared the recruiter or candidate side (.importlinter).
+# Django nor the apps, nor shared the recruiter or candidate side (.importlinter). grading's engine is also
+# kept as `ruff format` writes it, and mypy checks its types (mypy.ini).
 lint: dev
 	$(VENV)/bin/ruff check --quiet
+	$(VENV)/bin/ruff format --check --quiet grading/engine
+	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
 dotenv:

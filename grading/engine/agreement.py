@@ -50,8 +50,9 @@ class Table:
         return Table(**{**self.__dict__, name: getattr(self, name) + count})
 
 
-def pair_tables(reviewer: int, marks: dict[str, bool],
-                others: Iterable[tuple[int, str, bool]]) -> dict[tuple[int, int, str], Table]:
+def pair_tables(
+    reviewer: int, marks: dict[str, bool], others: Iterable[tuple[int, str, bool]]
+) -> dict[tuple[int, int, str], Table]:
     """The tables one newly submitted review adds: one per other reviewer and cell both marked.
 
     `marks` is the new review's {cell: passed}; `others` the (reviewer, cell,

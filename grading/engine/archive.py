@@ -56,11 +56,29 @@ from types import MappingProxyType
 
 CHUNK = 64 * 1024
 ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a first entry, or an empty archive
-OTHER_FORMATS = {b"\x1f\x8b": "a gzip or .tar.gz file", b"7z\xbc\xaf": "a 7-Zip file",
-                 b"Rar!": "a RAR file", b"BZh": "a bzip2 file", b"\xfd7zXZ": "an xz file"}
+OTHER_FORMATS = {
+    b"\x1f\x8b": "a gzip or .tar.gz file",
+    b"7z\xbc\xaf": "a 7-Zip file",
+    b"Rar!": "a RAR file",
+    b"BZh": "a bzip2 file",
+    b"\xfd7zXZ": "an xz file",
+}
 READABLE_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
-JUNK_PARTS = {"__MACOSX", "__pycache__", ".git", ".hg", ".svn", ".venv", "node_modules", ".pytest_cache",
-              ".mypy_cache", ".ruff_cache", ".tox", ".idea", ".vscode"}
+JUNK_PARTS = {
+    "__MACOSX",
+    "__pycache__",
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "node_modules",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    ".idea",
+    ".vscode",
+}
 JUNK_FILES = {".DS_Store", "Thumbs.db", "desktop.ini"}
 VENV_OWN = {"pyvenv.cfg", "bin", "Scripts", "lib", "lib64", "Lib", "include", "Include"}
 BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -103,8 +121,7 @@ REASONS = {  # every refusal, one sentence each; {name} is escaped and shortened
     "total_ratio": "The archive expands more than {limit} times when unpacked, which is how a zip bomb "
     f"looks; {AGAIN}.",
     "file_size": "{name} unpacks to more than {limit}, the limit for one file; leave it out and zip again.",
-    "total_size": "The archive unpacks to more than {limit}; zip only the project, without data sets "
-    "or build output.",
+    "total_size": "The archive unpacks to more than {limit}; zip only the project, without data sets or build output.",
 }
 
 
@@ -183,8 +200,13 @@ def safe_extract(archive: Path, dest: Path, limits: Limits = Limits()) -> Extrac
             # why: a refused upload must leave no partial tree for later steps to grade
             _remove_written(dest, created)
             raise
-    return ExtractReport(root=dest, kept=tuple(sorted(times)), skipped=tuple(sorted(skipped)),
-                         times=MappingProxyType(times), stripped_prefix=prefix)
+    return ExtractReport(
+        root=dest,
+        kept=tuple(sorted(times)),
+        skipped=tuple(sorted(skipped)),
+        times=MappingProxyType(times),
+        stripped_prefix=prefix,
+    )
 
 
 def _check_magic(archive: Path) -> None:
@@ -294,7 +316,7 @@ def _is_junk(entry: _Entry, venvs: dict[str, bool]) -> bool:
             return True
         inside = f"{folder}/" if folder else ""
         if entry.path.startswith(inside) and entry.path != folder:
-            if whole or entry.path[len(inside):].split("/")[0] in VENV_OWN:
+            if whole or entry.path[len(inside) :].split("/")[0] in VENV_OWN:
                 return True
     return False
 
@@ -392,8 +414,9 @@ def _remove_written(dest: Path, created: bool) -> None:
             child.unlink()
 
 
-def _write_tree(zf: zipfile.ZipFile, kept: list[_Entry], prefix: str | None, dest: Path, limits: Limits,
-                archive_size: int) -> dict[str, EntryTime]:
+def _write_tree(
+    zf: zipfile.ZipFile, kept: list[_Entry], prefix: str | None, dest: Path, limits: Limits, archive_size: int
+) -> dict[str, EntryTime]:
     """Write every kept entry under dest; return kept file path -> time."""
     times: dict[str, EntryTime] = {}
     real_dest, total = dest.resolve(), 0
@@ -405,7 +428,7 @@ def _write_tree(zf: zipfile.ZipFile, kept: list[_Entry], prefix: str | None, des
     folder_fd = -1
     try:
         for entry in kept:
-            rel = entry.path[len(prefix) + 1:] if prefix else entry.path
+            rel = entry.path[len(prefix) + 1 :] if prefix else entry.path
             if not rel:
                 continue  # the wrapping folder's own entry
             parts = rel.split("/")
@@ -414,8 +437,11 @@ def _write_tree(zf: zipfile.ZipFile, kept: list[_Entry], prefix: str | None, des
             # path is resolved for the first entry of each folder, and the next
             # ones of that folder only add a plain name to it (created with
             # O_EXCL | O_NOFOLLOW, so an existing link in its place is never followed)
-            if (folder_parts != folder and not (dest / rel).resolve().is_relative_to(real_dest)
-                    or parts[-1] in ("", ".", "..")):
+            if (
+                folder_parts != folder
+                and not (dest / rel).resolve().is_relative_to(real_dest)
+                or parts[-1] in ("", ".", "..")
+            ):
                 raise refuse("escape", entry.name)
             if folder_parts != folder:
                 if folder_fd >= 0:
@@ -452,8 +478,9 @@ def _open_dirs(root_fd: int, parts: list[str]) -> int:
     return fd
 
 
-def _write_file(zf: zipfile.ZipFile, entry: _Entry, dir_fd: int, base: str, total: int, limits: Limits,
-                archive_size: int) -> int:
+def _write_file(
+    zf: zipfile.ZipFile, entry: _Entry, dir_fd: int, base: str, total: int, limits: Limits, archive_size: int
+) -> int:
     """Stream one entry into a new file, counting real bytes; return the bytes written."""
     # why: O_EXCL never reuses or truncates a file, O_NOFOLLOW never follows a link
     fd = os.open(base, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
@@ -516,7 +543,7 @@ def _extra_fields(extra: bytes) -> Iterator[tuple[int, bytes]]:
         tag, size = struct.unpack_from("<HH", extra, pos)
         if pos + 4 + size > len(extra):
             return
-        yield tag, extra[pos + 4:pos + 4 + size]
+        yield tag, extra[pos + 4 : pos + 4 + size]
         pos += 4 + size
 
 
@@ -534,9 +561,11 @@ def _ntfs_mtime(data: bytes) -> datetime | None:
 
 def _show(name: str, width: int = 80) -> str:
     """A name made safe to print: control characters escaped, long names cut."""
-    shown = "".join(c.encode("unicode_escape").decode() if unicodedata.category(c) == "Cc" or c in BIDI_CONTROLS
-                    else c for c in name)
-    return shown if len(shown) <= width else shown[:width - 1] + "…"
+    shown = "".join(
+        c.encode("unicode_escape").decode() if unicodedata.category(c) == "Cc" or c in BIDI_CONTROLS else c
+        for c in name
+    )
+    return shown if len(shown) <= width else shown[: width - 1] + "…"
 
 
 def _size(n: int) -> str:

@@ -22,7 +22,7 @@ import fcntl
 import json
 import os
 import time
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 CAP_MARKER = "recording stopped: the size cap was reached"
@@ -54,9 +54,14 @@ def _locked_append(path: Path, lines: list[str], header: Header | None = None) -
         size = os.fstat(fd).st_size
         if size == 0:
             # whole seconds, as the file says it, so every writer counts from the same instant
-            header = Header(*(astuple(header)[:2] if header else (80, 24)), float(int(time.time())))
-            lines = [json.dumps({"version": 2, "width": header.width, "height": header.height,
-                                 "timestamp": int(header.timestamp)}), *lines]
+            width, height = (header.width, header.height) if header else (80, 24)
+            header = Header(width, height, float(int(time.time())))
+            lines = [
+                json.dumps(
+                    {"version": 2, "width": header.width, "height": header.height, "timestamp": int(header.timestamp)}
+                ),
+                *lines,
+            ]
         else:
             header = read_header(path)
         data = "".join(line + "\n" for line in lines).encode()

@@ -14,11 +14,13 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from .archive import ExtractReport, Limits, UnsafeArchive, safe_extract
 from .checks.artifacts import ARTIFACT_NAMES, MODEL_ARTIFACTS, check_artifacts, read_artifact
@@ -48,16 +50,18 @@ RERUN_PURPOSE = {
     "tests_vs_original": "The candidate's tests over the original production code: must fail (the test catches the bug).",
     "tests_vs_solution": "The candidate's tests over the reference solution: must pass (the test is not simply broken).",
     "reference_vs_submitted": "The packet's hidden tests, in a process of their own, calling the candidate's code "
-                              "in another sandbox, protected data restored: must pass (the fix is right).",
+    "in another sandbox, protected data restored: must pass (the fix is right).",
 }
 # Runs that execute the candidate's tests: each gets canaries and is judged by grading.engine.integrity.
 CANDIDATE_TEST_RUNS = ("submitted", "tests_vs_original", "tests_vs_solution")
 # The hidden tests' seed: a packet's tests may draw their inputs from it (random.Random(int(...))).
 HIDDEN_SEED_VAR = "TAKEHOME_HIDDEN_SEED"
 # The stand-in for a production module in the hidden tests' tree (see sandboxed/takehome_proxy.py).
-STAND_IN = (b'"""Stands in for the candidate\'s module: every use runs in another sandbox (docs/evidence.md)."""\n'
-            b"import takehome_proxy as _proxy\n\n"
-            b"__getattr__, __dir__ = _proxy.module_hooks(__name__, __file__)\n")
+STAND_IN = (
+    b'"""Stands in for the candidate\'s module: every use runs in another sandbox (docs/evidence.md)."""\n'
+    b"import takehome_proxy as _proxy\n\n"
+    b"__getattr__, __dir__ = _proxy.module_hooks(__name__, __file__)\n"
+)
 SERVER_LOG_LIMIT = 20_000
 TEXT_ARTIFACTS = ("red.log", "prompt.txt", "model.md", "green.log", "refuse.md", "notes.md", "model_allowed.at")
 TEXT_LIMIT = 64 * 1024
@@ -143,11 +147,12 @@ def decoy_trees(candidate: Mapping[str, bytes], spec: PacketSpec) -> dict[str, d
     solution's (a decoy may replace only some production files).
     """
     work, protected = _without_artifacts(candidate), _protected(spec)
-    return {name: {**work, **dict(spec.solution), **dict(files), **protected}
-            for name, files in sorted(spec.decoys.items())}
+    return {
+        name: {**work, **dict(spec.solution), **dict(files), **protected} for name, files in sorted(spec.decoys.items())
+    }
 
 
-def decoys_to_dict(results: Mapping[str, tuple[RunResult, dict]]) -> dict:
+def decoys_to_dict(results: Mapping[str, tuple[RunResult, dict | None]]) -> dict:
     """The ``tests_vs_decoys`` run: each decoy, and whether the candidate's tests rejected it.
 
     A decoy is caught when the candidate's tests do not pass over it
@@ -159,11 +164,21 @@ def decoys_to_dict(results: Mapping[str, tuple[RunResult, dict]]) -> dict:
     can see (one about the sample's numbers cannot see a decoy that special-
     cases them): ``caught`` of ``total`` says how many, for the reviewer.
     """
-    decoys = []
+    decoys: list[dict[str, Any]] = []
     for name, (result, integrity) in results.items():
-        decoys.append({"name": name, "caught": result.outcome in ("failed", "error"), "outcome": result.outcome,
-                       "passed": result.passed, "failed": result.failed, "errors": result.errors,
-                       "log": result.log, "notes": list(result.notes), "integrity": integrity})
+        decoys.append(
+            {
+                "name": name,
+                "caught": result.outcome in ("failed", "error"),
+                "outcome": result.outcome,
+                "passed": result.passed,
+                "failed": result.failed,
+                "errors": result.errors,
+                "log": result.log,
+                "notes": list(result.notes),
+                "integrity": integrity,
+            }
+        )
     caught = sum(d["caught"] for d in decoys)
     if not decoys:
         outcome = "not_run"
@@ -172,13 +187,20 @@ def decoys_to_dict(results: Mapping[str, tuple[RunResult, dict]]) -> dict:
     else:
         outcome = "failed" if caught else "passed"
     return {
-        "outcome": outcome, "caught": caught, "total": len(decoys), "decoys": decoys,
-        "passed": sum(d["passed"] for d in decoys), "failed": sum(d["failed"] for d in decoys),
-        "errors": sum(d["errors"] for d in decoys), "duration_s": 0.0, "log": "",
+        "outcome": outcome,
+        "caught": caught,
+        "total": len(decoys),
+        "decoys": decoys,
+        "passed": sum(d["passed"] for d in decoys),
+        "failed": sum(d["failed"] for d in decoys),
+        "errors": sum(d["errors"] for d in decoys),
+        "duration_s": 0.0,
+        "log": "",
         "notes": [f"the candidate's tests reject {caught} of the {len(decoys)} wrong fixes"] if decoys else [],
-        "expected": "failed", "as_expected": outcome == "failed",
+        "expected": "failed",
+        "as_expected": outcome == "failed",
         "purpose": "The candidate's tests over each of the packet's decoys, plausible wrong fixes: "
-                   "a test that catches the bug fails on each one it can see.",
+        "a test that catches the bug fails on each one it can see.",
     }
 
 
@@ -195,8 +217,11 @@ def hidden_test_tree(spec: PacketSpec) -> dict[str, bytes]:
     module, through which every use of the candidate's code crosses to the
     other sandbox (``Sandbox.run_across_boundary``).
     """
-    tree = {p: d for p, d in spec.fixture.items()
-            if (not is_test_path(p) or p.rsplit("/", 1)[-1] == "conftest.py") and p not in spec.solution}
+    tree = {
+        p: d
+        for p, d in spec.fixture.items()
+        if (not is_test_path(p) or p.rsplit("/", 1)[-1] == "conftest.py") and p not in spec.solution
+    }
     tree.update({p: STAND_IN for p in spec.production_paths if p.endswith(".py")})
     tree.update(spec.reference_tests)
     return tree
@@ -233,8 +258,16 @@ def run_to_dict(name: str, result: RunResult | None, integrity: dict | None = No
     """One rerun in the evidence's RUN shape, with whether it did what it must."""
     if result is None:
         return {
-            "outcome": "not_run", "passed": 0, "failed": 0, "errors": 0, "duration_s": 0.0, "log": "",
-            "expected": EXPECTED[name], "as_expected": False, "notes": [], "purpose": RERUN_PURPOSE[name],
+            "outcome": "not_run",
+            "passed": 0,
+            "failed": 0,
+            "errors": 0,
+            "duration_s": 0.0,
+            "log": "",
+            "expected": EXPECTED[name],
+            "as_expected": False,
+            "notes": [],
+            "purpose": RERUN_PURPOSE[name],
         }
     notes = list(result.notes)
     as_expected = result.outcome == EXPECTED[name]
@@ -242,7 +275,7 @@ def run_to_dict(name: str, result: RunResult | None, integrity: dict | None = No
         # why: a skipped or xfailed test is not a passing test.
         as_expected = False
         notes.append(f"{result.skipped} skipped and {result.xfailed} xfailed: a skip is not a pass")
-    extra = {}
+    extra: dict[str, Any] = {}
     if integrity is not None:
         extra["integrity"] = integrity
     if result.server_log:
@@ -325,10 +358,18 @@ def empty_evidence(reason: str, skipped: Iterable[str] = (), model: ModelRecord 
     return {
         "grader_version": GRADER_VERSION,
         "archive": {"accepted": False, "reason": reason, "kept": [], "skipped": list(skipped)},
-        "artifacts": {name: None if name in MODEL_ARTIFACTS and not has_model_step(model) else False
-                      for name in ARTIFACT_NAMES},
-        "red_log": {"present": False, "failed": False, "genuine": False, "signals": [], "missing": [],
-                    "failing_ids": [], "captured_by": "candidate"},
+        "artifacts": {
+            name: None if name in MODEL_ARTIFACTS and not has_model_step(model) else False for name in ARTIFACT_NAMES
+        },
+        "red_log": {
+            "present": False,
+            "failed": False,
+            "genuine": False,
+            "signals": [],
+            "missing": [],
+            "failing_ids": [],
+            "captured_by": "candidate",
+        },
         "timeline": {"ok": False, "events": [], "problems": []},
         "runs": {**{name: run_to_dict(name, None) for name in RUN_NAMES}, "tests_vs_decoys": decoys_to_dict({})},
         "diff": {"files": [], "flags": []},
@@ -392,18 +433,31 @@ def grade_tree(
 
     # why no folder per rerun: each tree goes into its sandbox as the files themselves,
     # unpacked there into the sandbox's own tmpfs (Sandbox.run), never written on disk here.
-    calls = {name: (sandbox.run, jobs[name], (*spec.test_command, *canary_args(planted[name])) if name in planted
-                    else spec.test_command) for name in jobs if name != "hidden-tests"}
+    calls: dict[str, Callable[[], RunResult]] = {
+        name: partial(
+            sandbox.run,
+            jobs[name],
+            (*spec.test_command, *canary_args(planted[name])) if name in planted else spec.test_command,
+        )
+        for name in jobs
+        if name != "hidden-tests"
+    }
     # why across a boundary: the packet's hidden tests decide whether the fix is
     # right, so no candidate code may run in their interpreter.
     # why a fresh seed each time: a packet's hidden tests may draw their inputs from it, so what one
     # grading's inputs were tells nothing of the next one's (docs/evidence.md).
     seed = new_hidden_seed() if hidden_seed is None else hidden_seed
-    calls["reference_vs_submitted"] = (sandbox.run_across_boundary, jobs["hidden-tests"], spec.test_command,
-                                       jobs["reference_vs_submitted"], call_limit_s, {HIDDEN_SEED_VAR: str(seed)})
+    calls["reference_vs_submitted"] = partial(
+        sandbox.run_across_boundary,
+        jobs["hidden-tests"],
+        spec.test_command,
+        jobs["reference_vs_submitted"],
+        call_limit_s,
+        {HIDDEN_SEED_VAR: str(seed)},
+    )
     workers = workers or max(1, min(len(calls), os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {name: pool.submit(*call) for name, call in calls.items()}
+        futures = {name: pool.submit(call) for name, call in calls.items()}
         # why here: what does not depend on the runs is read while they run.
         original_ids = collect_test_ids(spec.fixture)
         reference_ids = collect_test_ids(spec.reference_tests)
@@ -416,9 +470,13 @@ def grade_tree(
         red_text = read_artifact(tree, "red.log")
         texts = {name: read_artifact(tree, name, limit=TEXT_LIMIT) for name in TEXT_ARTIFACTS}
         timeline = witness_timeline(
-            artifact_times, texts.get("model_allowed.at"), receipts, candidate,
+            artifact_times,
+            texts.get("model_allowed.at"),
+            receipts,
+            candidate,
             {p: spec.fixture[p] for p in spec.production_paths if p in spec.fixture},
-            deadline=deadline, min_red_to_green=timedelta(seconds=min_red_to_green_s),
+            deadline=deadline,
+            min_red_to_green=timedelta(seconds=min_red_to_green_s),
             model_step=has_model_step(model),
         )
         diff = diff_trees(
@@ -442,21 +500,36 @@ def grade_tree(
         known_test_ids=original_ids | tree_ids,
         original_failures=set(original["failing_ids"]),
         # The real runs the red log is compared with, line by line.
-        reproductions=[Reproduction("original", original_log, tuple(spec.fixture), original_steady),
-                       Reproduction("tests_vs_original", rerun.log, spec.production_paths, rerun_steady)],
+        reproductions=[
+            Reproduction("original", original_log, tuple(spec.fixture), original_steady),
+            Reproduction("tests_vs_original", rerun.log, spec.production_paths, rerun_steady),
+        ],
     )
     captured = server_capture(red_text, receipts)
     doubt = capture_confirmed(captured) if captured is not None else None
     if captured is not None and doubt is None:
         # why genuine outright: the server ran the tests itself, its judge found the run sound,
         # and the log came from its receipt.
-        red = replace(red, genuine=True, captured_by="server",
-                      signals=(f"captured by the server (receipt {captured.id}): it ran the tests itself, "
-                               "and the run held up", *red.signals))
+        red = replace(
+            red,
+            genuine=True,
+            captured_by="server",
+            signals=(
+                f"captured by the server (receipt {captured.id}): it ran the tests itself, and the run held up",
+                *red.signals,
+            ),
+        )
     elif captured is not None:
         # why judged as any log: a run the server cannot vouch for is no proof by construction.
-        red = replace(red, missing=(f"the server captured this log (receipt {captured.id}) but cannot vouch for "
-                                    f"it: {doubt}; it is judged as any red log", *red.missing))
+        red = replace(
+            red,
+            missing=(
+                f"the server captured this log (receipt {captured.id}) but cannot vouch for "
+                f"it: {doubt}; it is judged as any red log",
+                *red.missing,
+            ),
+        )
+
     def judge(name: str) -> tuple[RunResult, dict | None]:
         if not judged:
             return results[name], None
@@ -465,8 +538,9 @@ def grade_tree(
     runs = {name: run_to_dict(name, *judge(name)) for name in RUN_NAMES}
     check_reference_run(runs["reference_vs_submitted"], reference_ids)
     runs["reference_vs_submitted"].update(hidden_seed=seed, call_limit_s=call_limit_s)
-    runs["tests_vs_decoys"] = decoys_to_dict({
-        name.removeprefix("decoy:"): judge(name) for name in sorted(results) if name.startswith("decoy:")})
+    runs["tests_vs_decoys"] = decoys_to_dict(
+        {name.removeprefix("decoy:"): judge(name) for name in sorted(results) if name.startswith("decoy:")}
+    )
     return {
         "grader_version": GRADER_VERSION,
         "archive": {
@@ -523,10 +597,20 @@ def grade_archive(
             report = safe_extract(Path(archive), work / "tree", options.limits)
         except UnsafeArchive as exc:
             return clean_evidence(empty_evidence(exc.reason, model=model))
-        return clean_evidence(grade_tree(
-            report, spec, sandbox, receipts=receipts, model=model, deadline=deadline,
-            min_red_to_green_s=options.min_red_to_green_s, cache=OriginalRunCache(options.cache_dir),
-            workers=options.workers, call_limit_s=options.call_limit_s, hidden_seed=options.hidden_seed,
-        ))
+        return clean_evidence(
+            grade_tree(
+                report,
+                spec,
+                sandbox,
+                receipts=receipts,
+                model=model,
+                deadline=deadline,
+                min_red_to_green_s=options.min_red_to_green_s,
+                cache=OriginalRunCache(options.cache_dir),
+                workers=options.workers,
+                call_limit_s=options.call_limit_s,
+                hidden_seed=options.hidden_seed,
+            )
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)

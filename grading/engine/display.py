@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 
 from pygments import highlight
@@ -48,7 +48,7 @@ def clean_tree(value):
 
 
 def had_terminal_codes(text: str | None) -> bool:
-    return bool(text) and bool(_ANSI.search(text))
+    return bool(text and _ANSI.search(text))
 
 
 _DIFF_FORMATTER = HtmlFormatter(nowrap=True)
@@ -91,9 +91,10 @@ def stamp_read(events) -> datetime | None:
     """The time the grader read in model_allowed.at (its "stamp value" event): aware when the text was UTC."""
     for event in events or ():
         if isinstance(event, Mapping) and event.get("name") == "stamp value":
+            at = event.get("at")
             try:
-                return datetime.fromisoformat(event.get("at"))
-            except (TypeError, ValueError):
+                return datetime.fromisoformat(at) if isinstance(at, str) else None
+            except ValueError:
                 return None
     return None
 
@@ -144,16 +145,20 @@ def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
     listed under ``undated``.
     """
     problems = list(problems)
-    dated, undated = [], []
+    dated: list[tuple[Mapping, datetime, datetime | None]] = []
+    undated: list[Mapping] = []
     for event in events:
         when = _parse(event.get("at"))
-        (dated if when else undated).append((event, when, _parse(event.get("until"))))
+        if when:
+            dated.append((event, when, _parse(event.get("until"))))
+        else:
+            undated.append(event)
     times = [w for _, w, _ in dated] + [u for _, _, u in dated if u]
-    start, end = (min(times), max(times)) if times else (None, None)
-    span = (end - start).total_seconds() if times else 0
+    start, end = min(times, default=None), max(times, default=None)
+    span = (end - start).total_seconds() if start and end else 0
 
     def x_of(when: datetime) -> float:
-        if span > 0:
+        if start and span > 0:
             return AXIS_LEFT + (AXIS_RIGHT - AXIS_LEFT) * (when - start).total_seconds() / span
         return (AXIS_LEFT + AXIS_RIGHT) / 2
 
@@ -161,22 +166,24 @@ def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
     for i, (event, when, until) in enumerate(dated):
         y = TOP + i * ROW_HEIGHT
         x = x_of(when)
-        rows.append({
-            "name": str(event.get("name", "")),
-            "source": str(event.get("source", "")),
-            "precision": str(event.get("precision", "")),
-            "local_time": event.get("local_time"),
-            "when": when.strftime("%Y-%m-%d %H:%M:%S"),
-            "x": round(x, 1),
-            "y": y,
-            "kind": _kind(event),
-            "flagged": any(_mentioned(event, p) for p in problems),
-            "points": f"{x:.1f},{y - 6} {x + 6:.1f},{y} {x:.1f},{y + 6} {x - 6:.1f},{y}",
-            # why: a label near the right edge would run out of the drawing.
-            "label_x": round(x - 9, 1) if x > AXIS_RIGHT - 70 else round(x + 9, 1),
-            "anchor": "end" if x > AXIS_RIGHT - 70 else "start",
-            "x_end": round(x_of(until), 1) if until else None,
-        })
+        rows.append(
+            {
+                "name": str(event.get("name", "")),
+                "source": str(event.get("source", "")),
+                "precision": str(event.get("precision", "")),
+                "local_time": event.get("local_time"),
+                "when": when.strftime("%Y-%m-%d %H:%M:%S"),
+                "x": round(x, 1),
+                "y": y,
+                "kind": _kind(event),
+                "flagged": any(_mentioned(event, p) for p in problems),
+                "points": f"{x:.1f},{y - 6} {x + 6:.1f},{y} {x:.1f},{y + 6} {x - 6:.1f},{y}",
+                # why: a label near the right edge would run out of the drawing.
+                "label_x": round(x - 9, 1) if x > AXIS_RIGHT - 70 else round(x + 9, 1),
+                "anchor": "end" if x > AXIS_RIGHT - 70 else "start",
+                "x_end": round(x_of(until), 1) if until else None,
+            }
+        )
     return {
         "width": SVG_WIDTH,
         "height": TOP + max(len(rows), 1) * ROW_HEIGHT + 8,
@@ -186,7 +193,7 @@ def layout_timeline(events: Iterable[Mapping], problems: Iterable[str]) -> dict:
         "rows": rows,
         "start": start.strftime("%Y-%m-%d %H:%M:%S") if start else None,
         "end": end.strftime("%H:%M:%S") if end else None,
-        "undated": [str(e.get("name", "")) for e, _, _ in undated],
+        "undated": [str(e.get("name", "")) for e in undated],
     }
 
 
@@ -233,9 +240,11 @@ def candidate_clock(text) -> str:
 
 def receipt_rows(receipts: Iterable[Mapping]) -> list[dict]:
     """The evidence's receipts as the page lists them: both clocks written out for reading."""
-    return [{**r, "when": _when(r.get("at")), "at_utc": _aware(r.get("at")),
-             "local": candidate_clock(r.get("local_time"))}
-            for r in receipts if isinstance(r, Mapping)]
+    return [
+        {**r, "when": _when(r.get("at")), "at_utc": _aware(r.get("at")), "local": candidate_clock(r.get("local_time"))}
+        for r in receipts
+        if isinstance(r, Mapping)
+    ]
 
 
 def with_witness(rows: list[dict], exchanges: Iterable[Mapping]) -> list[dict]:
@@ -253,7 +262,7 @@ WITNESS_WORDS = {
 }
 
 
-def receipt_witness(receipt: Mapping, exchange_times: set[str]) -> str:
+def receipt_witness(receipt: Mapping, exchange_times: Collection[object]) -> str:
     """Who witnessed one receipt: "server" (captured), "window" (the model window's record) or "gate"."""
     if receipt.get("captured_by") == "server":
         return "server"
@@ -263,8 +272,9 @@ def receipt_witness(receipt: Mapping, exchange_times: set[str]) -> str:
     return "gate"
 
 
-def step_witnesses(receipts: Iterable[Mapping], exchanges: Iterable[Mapping], *, model_step: bool = True,
-                   work_mode: str = "zip") -> list[dict]:
+def step_witnesses(
+    receipts: Iterable[Mapping], exchanges: Iterable[Mapping], *, model_step: bool = True, work_mode: str = "zip"
+) -> list[dict]:
     """Per gate step, how the server witnessed it: the strongest of its accepted receipts, or nothing.
 
     ``unexpected``: a hosted-only version's step that came from outside the
@@ -276,8 +286,14 @@ def step_witnesses(receipts: Iterable[Mapping], exchanges: Iterable[Mapping], *,
         mine = [r for r in receipts if isinstance(r, Mapping) and r.get("step") == step]
         kinds = {receipt_witness(r, times) for r in mine if r.get("accepted")}
         how = next((k for k in ("server", "window", "gate") if k in kinds), "refused" if mine else "none")
-        rows.append({"step": step, "how": how, "words": WITNESS_WORDS[how],
-                     "unexpected": work_mode == "hosted" and "gate" in kinds})
+        rows.append(
+            {
+                "step": step,
+                "how": how,
+                "words": WITNESS_WORDS[how],
+                "unexpected": work_mode == "hosted" and "gate" in kinds,
+            }
+        )
     return rows
 
 
@@ -311,11 +327,15 @@ def exchange_events(exchanges) -> list[dict]:
             continue
         sent = _parse(e.get("at") if isinstance(e.get("at"), str) else None)
         latency = _seconds(e.get("latency_s"))
-        events.append({
-            "name": f"{EXCHANGE} {number} ({latency:.1f} s)", "at": e.get("at") if sent else None,
-            "until": (sent + timedelta(seconds=latency)).isoformat() if sent else None,
-            "source": "server exchange", "precision": "server clock",
-        })
+        events.append(
+            {
+                "name": f"{EXCHANGE} {number} ({latency:.1f} s)",
+                "at": e.get("at") if sent else None,
+                "until": (sent + timedelta(seconds=latency)).isoformat() if sent else None,
+                "source": "server exchange",
+                "precision": "server clock",
+            }
+        )
     return events
 
 
@@ -326,23 +346,34 @@ def _sent_text(message: Mapping) -> str:
     then passed on as sent (image parts, extra keys); a reviewer sees all of it.
     """
     content = message.get("content")
-    others = [p for p in content if not (isinstance(p, Mapping) and p.get("type") == "text"
-                                         and isinstance(p.get("text"), str))] if isinstance(content, list) else []
+    others = (
+        [
+            p
+            for p in content
+            if not (isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str))
+        ]
+        if isinstance(content, list)
+        else []
+    )
     if not isinstance(content, (str, list)) and content is not None:
         others.append(content)
     extra = {k: v for k, v in message.items() if k not in ("role", "content")}
     if extra:
         others.append(extra)
-    return content_text(content) + "".join(f"\n[also sent] {json.dumps(o, ensure_ascii=False, default=str)}"
-                                           for o in others)
+    return content_text(content) + "".join(
+        f"\n[also sent] {json.dumps(o, ensure_ascii=False, default=str)}" for o in others
+    )
 
 
 def _options_text(options) -> str:
     """The request's other keys as sent ("max_tokens 4096 · temperature 0.2"), the stream's own keys aside."""
     if not isinstance(options, Mapping):
         return ""
-    return " · ".join(f"{key} {json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value}"
-                      for key, value in options.items() if key not in ("model", "stream", "stream_options"))
+    return " · ".join(
+        f"{key} {json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value}"
+        for key, value in options.items()
+        if key not in ("model", "stream", "stream_options")
+    )
 
 
 def exchange_rows(exchanges) -> list[dict]:
@@ -351,18 +382,28 @@ def exchange_rows(exchanges) -> list[dict]:
     for number, e in enumerate(exchanges if isinstance(exchanges, list) else [], start=1):
         if not isinstance(e, Mapping):
             continue
-        messages = e.get("messages") if isinstance(e.get("messages"), list) else []
+        messages = sent if isinstance(sent := e.get("messages"), list) else []
         latency = _seconds(e.get("latency_s"))
-        rows.append({
-            "number": number, "at_utc": _aware(e.get("at")), "when": _when(e.get("at")),
-            "messages": [{"role": str(m.get("role", "")), "text": _sent_text(m)}
-                         for m in messages if isinstance(m, Mapping)],
-            "options": _options_text(e.get("options")), "client_gone": e.get("client_gone") is True,
-            "unfinished": e.get("finished") is False,
-            "reply": str(e.get("reply") or ""), "model": str(e.get("model") or ""),
-            "tokens_in": e.get("tokens_in"), "tokens_out": e.get("tokens_out"),
-            "latency_s": round(latency, 1), "slow": latency >= SLOW_S, "error": str(e.get("error") or ""),
-        })
+        rows.append(
+            {
+                "number": number,
+                "at_utc": _aware(e.get("at")),
+                "when": _when(e.get("at")),
+                "messages": [
+                    {"role": str(m.get("role", "")), "text": _sent_text(m)} for m in messages if isinstance(m, Mapping)
+                ],
+                "options": _options_text(e.get("options")),
+                "client_gone": e.get("client_gone") is True,
+                "unfinished": e.get("finished") is False,
+                "reply": str(e.get("reply") or ""),
+                "model": str(e.get("model") or ""),
+                "tokens_in": e.get("tokens_in"),
+                "tokens_out": e.get("tokens_out"),
+                "latency_s": round(latency, 1),
+                "slow": latency >= SLOW_S,
+                "error": str(e.get("error") or ""),
+            }
+        )
     return rows
 
 
@@ -371,11 +412,20 @@ def comparison_rows(model) -> list[dict]:
     if not isinstance(model, Mapping):
         return []
     rows = []
-    for key, name, what in (("prompt_matches", "prompt.txt", "what was sent"),
-                            ("reply_matches", "model.md", "the reply received")):
-        c = model.get(key) if isinstance(model.get(key), Mapping) else {}
-        rows.append({"name": name, "what": what, "result": str(c.get("result") or "absent"),
-                     "exchange": c.get("exchange"), "diff": str(c.get("diff") or "")})
+    for key, name, what in (
+        ("prompt_matches", "prompt.txt", "what was sent"),
+        ("reply_matches", "model.md", "the reply received"),
+    ):
+        c = found if isinstance(found := model.get(key), Mapping) else {}
+        rows.append(
+            {
+                "name": name,
+                "what": what,
+                "result": str(c.get("result") or "absent"),
+                "exchange": c.get("exchange"),
+                "diff": str(c.get("diff") or ""),
+            }
+        )
     return rows
 
 
@@ -400,6 +450,10 @@ def tampered_runs(runs: Mapping) -> list[dict]:
             found.append({"run": name, "reasons": list((run.get("integrity") or {}).get("tampered") or [])})
     for decoy in (runs.get("tests_vs_decoys") or {}).get("decoys") or []:
         if decoy.get("outcome") == "tampered":
-            found.append({"run": f"decoy {decoy.get('name', '')}",
-                          "reasons": list((decoy.get("integrity") or {}).get("tampered") or [])})
+            found.append(
+                {
+                    "run": f"decoy {decoy.get('name', '')}",
+                    "reasons": list((decoy.get("integrity") or {}).get("tampered") or []),
+                }
+            )
     return found

@@ -37,13 +37,31 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from .sandbox import RunResult, SandboxLimits, counts_from_text, decide_outcome, is_pytest
+from .sandbox import RunResult, SandboxLimits, counts_from_text, decide_outcome, is_pytest, run_counts
 from .spec import is_test_path
 
 CANARY_COUNT = 3
 # Words a test name is made of when the tree's own tests give too few.
-FALLBACK_WORDS = ("rows", "value", "empty", "input", "case", "parse", "returns", "handles", "items",
-                  "negative", "zero", "line", "amount", "result", "order", "single", "many", "records")
+FALLBACK_WORDS = (
+    "rows",
+    "value",
+    "empty",
+    "input",
+    "case",
+    "parse",
+    "returns",
+    "handles",
+    "items",
+    "negative",
+    "zero",
+    "line",
+    "amount",
+    "result",
+    "order",
+    "single",
+    "many",
+    "records",
+)
 _NAME_RE = re.compile(r"^def (test_\w+)\(", re.M)
 # Every test-like name in a file, methods too: a canary's name is unique in the whole tree.
 _ANY_NAME_RE = re.compile(r"^\s*(?:async\s+)?def (test\w*)\(", re.M)
@@ -80,8 +98,9 @@ def _canary_source(name: str, rng: random.Random) -> str:
     return f"\n\ndef {name}():\n    values = {values!r}\n    assert sum(values) == {wrong}\n"
 
 
-def plant_canaries(files: Mapping[str, bytes], rng: random.Random | None = None,
-                   count: int = CANARY_COUNT) -> tuple[dict[str, bytes], Planted]:
+def plant_canaries(
+    files: Mapping[str, bytes], rng: random.Random | None = None, count: int = CANARY_COUNT
+) -> tuple[dict[str, bytes], Planted]:
     """``files`` with ``count`` failing canary tests appended to its test files.
 
     Canaries go into test files that already parse (so they run with the
@@ -94,8 +113,11 @@ def plant_canaries(files: Mapping[str, bytes], rng: random.Random | None = None,
     """
     rng = rng or secrets.SystemRandom()
     words = _words(files)
-    hosts = sorted(p for p, d in files.items() if is_test_path(p) and p.endswith(".py")
-                   and not p.endswith("conftest.py") and _parses(d))
+    hosts = sorted(
+        p
+        for p, d in files.items()
+        if is_test_path(p) and p.endswith(".py") and not p.endswith("conftest.py") and _parses(d)
+    )
     out = dict(files)
     if not hosts:
         new = "test_" + "_".join(rng.sample(words, 2)) + ".py"
@@ -104,8 +126,12 @@ def plant_canaries(files: Mapping[str, bytes], rng: random.Random | None = None,
         out[new] = b""
         hosts = [new]
     ids, paths = [], []
-    taken = {name for p, d in files.items() if p.endswith(".py")
-             for name in _ANY_NAME_RE.findall(d.decode("utf-8", "replace"))}
+    taken = {
+        name
+        for p, d in files.items()
+        if p.endswith(".py")
+        for name in _ANY_NAME_RE.findall(d.decode("utf-8", "replace"))
+    }
     for _ in range(count):
         path = rng.choice(hosts)
         name = "test_" + "_".join(rng.sample(words, rng.randint(2, 3)))
@@ -184,8 +210,10 @@ def _witness_findings(records: list[dict], result: RunResult) -> tuple[list[str]
     called = {t.nodeid for t in result.tests if t.outcome in ("passed", "failed", "xpassed")}
     if not any(r.get("start") for r in records):
         if called:
-            tampered.append(f"the witness plugin never started, yet the JUnit report holds {len(called)} tests "
-                            "that ran: something kept it out of the run")
+            tampered.append(
+                f"the witness plugin never started, yet the JUnit report holds {len(called)} tests "
+                "that ran: something kept it out of the run"
+            )
         elif result.exit_code in (0, 1):
             unconfirmed.append("the witness plugin never started although pytest ran tests")
         return tampered, unconfirmed
@@ -193,19 +221,30 @@ def _witness_findings(records: list[dict], result: RunResult) -> tuple[list[str]
         unconfirmed.append("the witness plugin did not see pytest finish (the process was ended early)")
     rewritten = [r for r in records if "id" in r and not _allowed(r)]
     for r in rewritten[:3]:
-        tampered.append(f"{r['id']} ({r.get('when')}): the test {_raw_words(r.get('raw'))}, but pytest "
-                        f"logged it as {r.get('final')}")
+        tampered.append(
+            f"{r['id']} ({r.get('when')}): the test {_raw_words(r.get('raw'))}, but pytest "
+            f"logged it as {r.get('final')}"
+        )
     if len(rewritten) > 3:
         more = len(rewritten) - 3
-        tampered.append(f"and {more} more report{'s' if more > 1 else ''} that differ{'' if more > 1 else 's'} "
-                        "from what the tests did")
-    calls = [r for r in records if r.get("when") == "call" and isinstance(r.get("id"), str)
-             and "Subtest" not in str(r.get("report"))]
-    replaced = sorted({n for r in records if isinstance(r.get("replaced"), list)
-                       for n in r["replaced"] if isinstance(n, str)})
+        tampered.append(
+            f"and {more} more report{'s' if more > 1 else ''} that differ{'' if more > 1 else 's'} "
+            "from what the tests did"
+        )
+    calls = [
+        r
+        for r in records
+        if r.get("when") == "call" and isinstance(r.get("id"), str) and "Subtest" not in str(r.get("report"))
+    ]
+    replaced = sorted(
+        {n for r in records if isinstance(r.get("replaced"), list) for n in r["replaced"] if isinstance(n, str)}
+    )
     if replaced:
-        tampered.append("pytest's runner was changed while the tests ran: " + ", ".join(replaced[:5])
-                        + (f" and {len(replaced) - 5} more" if len(replaced) > 5 else ""))
+        tampered.append(
+            "pytest's runner was changed while the tests ran: "
+            + ", ".join(replaced[:5])
+            + (f" and {len(replaced) - 5} more" if len(replaced) > 5 else "")
+        )
     not_run = []
     for r in calls:
         why = _call_problem(r)
@@ -218,8 +257,9 @@ def _witness_findings(records: list[dict], result: RunResult) -> tuple[list[str]
         tampered.append(f"and {len(not_run) - 3} more tests whose verdict their own code did not give")
     witnessed = {r["id"] for r in calls if r.get("seen") is True}
     if len(called) > len(witnessed):
-        tampered.append(f"the JUnit report holds {len(called)} tests that ran, the witness saw {len(witnessed)} "
-                        "of them called")
+        tampered.append(
+            f"the JUnit report holds {len(called)} tests that ran, the witness saw {len(witnessed)} of them called"
+        )
     statuses = [r["exitstatus"] for r in records if isinstance(r.get("exitstatus"), int)]
     if statuses and result.exit_code is not None and 0 <= result.exit_code < 128 and statuses[-1] != result.exit_code:
         tampered.append(f"pytest decided exit status {statuses[-1]}, but the process exited {result.exit_code}")
@@ -227,8 +267,11 @@ def _witness_findings(records: list[dict], result: RunResult) -> tuple[list[str]
     # with subtests (pytest 9) is marked failed after its own report was
     # logged as passed when one of its subtests failed: not compared.
     with_subtests = {r.get("id") for r in records if "Subtest" in str(r.get("report"))}
-    logged = {r["id"]: r.get("final") for r in records if r.get("when") == "call" and "id" in r
-              and r["id"] not in with_subtests}
+    logged = {
+        r["id"]: r.get("final")
+        for r in records
+        if r.get("when") == "call" and "id" in r and r["id"] not in with_subtests
+    }
     junit_word = {"passed": "passed", "xpassed": "passed", "failed": "failed"}
     for t in result.tests:
         said = junit_word.get(t.outcome)
@@ -264,16 +307,21 @@ def _call_problem(record: dict) -> str | None:
 
 
 def _raw_words(raw) -> str:
-    return {"passed": "raised nothing", "failed": "raised an error", "skipped": "was skipped",
-            "xfailed": "called pytest.xfail"}.get(raw, "did something unknown")
+    return {
+        "passed": "raised nothing",
+        "failed": "raised an error",
+        "skipped": "was skipped",
+        "xfailed": "called pytest.xfail",
+    }.get(raw, "did something unknown")
 
 
 def _name(nodeid: str) -> str:
     return _base(nodeid).rsplit("::", 1)[-1]
 
 
-def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits,
-              quiet: bool = False) -> tuple[RunResult, dict]:
+def judge_run(
+    result: RunResult, planted: Planted, limits: SandboxLimits, quiet: bool = False
+) -> tuple[RunResult, dict]:
     """The run as it really went: canaries removed, outcome ``tampered`` on any disagreement.
 
     A canary is known by its name, unique in the tree (``plant_canaries``):
@@ -299,11 +347,15 @@ def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits,
     passed = [t.nodeid for t in canaries if t.outcome in ("passed", "xpassed")]
     record["canaries_failed"] = sum(t.outcome == "failed" for t in canaries)
     if passed:
-        tampered.append(f"{len(passed)} of the {len(planted.ids)} planted canary tests passed ({', '.join(passed)}); "
-                        "a canary cannot pass unless pytest's verdicts were changed")
+        tampered.append(
+            f"{len(passed)} of the {len(planted.ids)} planted canary tests passed ({', '.join(passed)}); "
+            "a canary cannot pass unless pytest's verdicts were changed"
+        )
     if report_ok and planted.ids and len(canaries) < len(planted.ids) and real:
-        unconfirmed.append(f"{len(planted.ids) - len(canaries)} of the {len(planted.ids)} planted canary tests "
-                           "were not run (deselected or removed from collection)")
+        unconfirmed.append(
+            f"{len(planted.ids) - len(canaries)} of the {len(planted.ids)} planted canary tests "
+            "were not run (deselected or removed from collection)"
+        )
 
     records = _witness_lines(result.witness)
     found_tampered, found_unconfirmed = _witness_findings(records, result)
@@ -318,7 +370,9 @@ def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits,
             # why the slack: a test that passed and then errored in teardown is
             # one "passed" and one "error" in the text, one error in JUnit; a
             # failed subtest is one more "failed" in the text, none in JUnit.
-            failed_subtests = sum(1 for r in records if "Subtest" in str(r.get("report")) and r.get("final") == "failed")
+            failed_subtests = sum(
+                1 for r in records if "Subtest" in str(r.get("report")) and r.get("final") == "failed"
+            )
 
             def disagree(tests) -> tuple[int, int] | None:
                 failed = sum(t.outcome == "failed" for t in tests)
@@ -333,8 +387,10 @@ def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits,
             if differ and quiet:
                 differ = disagree(real) and differ
             if differ:
-                tampered.append(f"pytest's text summary counts {text['failed']} failed and {text_passed} passed, "
-                                f"its JUnit report {differ[0]} failed and {differ[1]} passed")
+                tampered.append(
+                    f"pytest's text summary counts {text['failed']} failed and {text_passed} passed, "
+                    f"its JUnit report {differ[0]} failed and {differ[1]} passed"
+                )
         if result.exit_code == 0 and junit_failed:
             tampered.append(f"the process exited 0 although the JUnit report holds {junit_failed} failed tests")
 
@@ -343,15 +399,26 @@ def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits,
         counts["errors" if t.outcome == "error" else t.outcome] += 1
     if report_ok and result.exit_code in (0, 1):
         # The exit code pytest would have given without the canaries.
-        exit_code = 1 if counts["failed"] or counts["errors"] else (0 if real else 5)
+        exit_code: int | None = 1 if counts["failed"] or counts["errors"] else (0 if real else 5)
     else:
         exit_code = result.exit_code
-    outcome, why = decide_outcome(exit_code, counts, bool(real), False, result.duration_s, limits, result.log,
-                                  pytest_run=True, report_ok=report_ok)
+    outcome, why = decide_outcome(
+        exit_code,
+        counts,
+        bool(real),
+        False,
+        result.duration_s,
+        limits,
+        result.log,
+        pytest_run=True,
+        report_ok=report_ok,
+    )
     notes = [n for n in result.notes if n not in result.decided_by] + why
     if record["canaries_failed"]:
-        notes.append(f"{record['canaries_failed']} planted canary tests failed, as they must (they are the "
-                     "grader's, not the candidate's, and are left out of the counts)")
+        notes.append(
+            f"{record['canaries_failed']} planted canary tests failed, as they must (they are the "
+            "grader's, not the candidate's, and are left out of the counts)"
+        )
     if tampered:
         outcome = "tampered"
         notes = [f"tampered: {reason}" for reason in tampered] + notes
@@ -359,7 +426,10 @@ def judge_run(result: RunResult, planted: Planted, limits: SandboxLimits,
         outcome = "error"
         notes = [f"cannot be confirmed: {reason}" for reason in unconfirmed] + notes
     record["tampered"], record["unconfirmed"] = tampered, unconfirmed
-    return replace(result, outcome=outcome, tests=real, notes=tuple(notes), decided_by=tuple(why), **counts), record
+    judged = replace(
+        result, outcome=outcome, tests=real, notes=tuple(notes), decided_by=tuple(why), **run_counts(counts)
+    )
+    return judged, record
 
 
 # --- a capture: the server's own run of a hosted session's tests ------------------------------
@@ -394,13 +464,17 @@ def capture_refusal(step: str, judged: RunResult, record: dict | None) -> str | 
     if record is None:
         return None
     if record["tampered"]:
-        return ("The server's run of your tests does not hold up: what pytest reported is not what the tests did "
-                "(something in your tree, such as a conftest.py or a plugin, changes pytest's reports). Nothing "
-                "was captured; remove it and capture again.")
+        return (
+            "The server's run of your tests does not hold up: what pytest reported is not what the tests did "
+            "(something in your tree, such as a conftest.py or a plugin, changes pytest's reports). Nothing "
+            "was captured; remove it and capture again."
+        )
     if record["unconfirmed"]:
-        return ("The server could not confirm its run of your tests: pytest's own record of the run was missing "
-                "or cut short (tests removed from the run, or pytest stopped early). Nothing was captured; "
-                "capture again with a plain pytest run.")
+        return (
+            "The server could not confirm its run of your tests: pytest's own record of the run was missing "
+            "or cut short (tests removed from the run, or pytest stopped early). Nothing was captured; "
+            "capture again with a plain pytest run."
+        )
     if step == "green" and judged.outcome != "passed":
         why = judged.decided_by[0] if judged.decided_by else judged.outcome
         return f"still red: the server's run of your tests is not a pass ({why})."

@@ -53,9 +53,13 @@ def _unreachable(path: Path, base_prefix: str) -> str | None:
     # way to the interpreter and its standard library, and execute the file itself.
     closed = _closed_folders(path) + _closed_folders(Path(base_prefix) / "lib")
     if closed:
-        modes = ", ".join(f"{folder} (mode {stat.S_IMODE(folder.stat().st_mode):04o})" for folder in sorted(set(closed)))
-        return (f"{path} cannot be run by the sandbox's unprivileged users: they cannot enter {modes}. "
-                "Use an interpreter outside private folders, such as /usr/bin/python3.")
+        modes = ", ".join(
+            f"{folder} (mode {stat.S_IMODE(folder.stat().st_mode):04o})" for folder in sorted(set(closed))
+        )
+        return (
+            f"{path} cannot be run by the sandbox's unprivileged users: they cannot enter {modes}. "
+            "Use an interpreter outside private folders, such as /usr/bin/python3."
+        )
     if not path.resolve().stat().st_mode & stat.S_IXOTH:
         return f"{path} cannot be run by the sandbox's unprivileged users: it is not executable by others (chmod o+x)."
     return None
@@ -73,7 +77,9 @@ def _inspect(path: Path) -> Interpreter:
         return Interpreter(path, "", f"{path} did not run as a Python interpreter.")
     version = facts["version"]
     if not facts["venv"]:
-        return Interpreter(path, version, f"{path} has no venv module (on Debian: apt-get install python{version}-venv).")
+        return Interpreter(
+            path, version, f"{path} has no venv module (on Debian: apt-get install python{version}-venv)."
+        )
     return Interpreter(path, version, _unreachable(path, facts["base_prefix"]))
 
 
@@ -95,6 +101,6 @@ def choose(interpreters: Sequence[Interpreter], version: str) -> Interpreter:
     if broken:
         raise PythonUnavailable(f"Python {version} cannot be used on this server: {broken[0].problem}")
     if not version:
-        problems = " ".join(python.problem for python in interpreters) or "none is listed."
+        problems = " ".join(python.problem or "" for python in interpreters) or "none is listed."
         raise PythonUnavailable(f"No Python on this server can be used (TAKEHOME_PYTHONS): {problems}")
     raise PythonUnavailable(f"Python {version} is not on this server; it has {have} (TAKEHOME_PYTHONS).")

@@ -38,7 +38,8 @@ PRINTED = "printed: "
 # pytest's closing line, its colours and "=" rule taken off: counts, then " in <seconds>s".
 SUMMARY_RE = re.compile(
     r"^=*\s*((?:\d+ (?:failed|passed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)(?:, )?)+"
-    r"|no tests ran) in \d+(?:\.\d+)?s\b")
+    r"|no tests ran) in \d+(?:\.\d+)?s\b"
+)
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 
 
@@ -93,10 +94,15 @@ class Recording:
         """The markers as timeline events (the evidence's event shape), on the server's clock."""
         if self.started_at is None:
             return []
-        return [{"name": f"recording: {m.label}", "at": (self.started_at + timedelta(seconds=m.t)).isoformat(),
-                 "source": "session recording",
-                 "precision": "server clock, of a line the terminal printed" if m.printed else "server clock"}
-                for m in self.markers]
+        return [
+            {
+                "name": f"recording: {m.label}",
+                "at": (self.started_at + timedelta(seconds=m.t)).isoformat(),
+                "source": "session recording",
+                "precision": "server clock, of a line the terminal printed" if m.printed else "server clock",
+            }
+            for m in self.markers
+        ]
 
 
 def _number(value) -> float | None:

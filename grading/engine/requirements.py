@@ -21,9 +21,7 @@ HASH_LENGTHS = {"sha256": 64, "sha384": 96, "sha512": 128}
 COMMENT = re.compile(r"(^|\s+)#.*$")
 URL = re.compile(r"^([a-z][a-z0-9+.-]*://|(git|hg|svn|bzr)\+|file:)", re.IGNORECASE)
 ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar")
-SOURCE_OPTIONS = {
-    "-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--trusted-host", "--no-index",
-}
+SOURCE_OPTIONS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--trusted-host", "--no-index"}
 INCLUDE_OPTIONS = {"-r", "--requirement", "-c", "--constraint"}
 EDITABLE_OPTIONS = {"-e", "--editable"}
 
@@ -68,25 +66,35 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
 def _refuse_option(number: int, option: str) -> str:
     name = option.split("=", 1)[0]
     if name in SOURCE_OPTIONS:
-        return (f"Line {number}: {name} changes where packages come from; packets install from the "
-                "server's package index only, so remove it.")
+        return (
+            f"Line {number}: {name} changes where packages come from; packets install from the "
+            "server's package index only, so remove it."
+        )
     if name in INCLUDE_OPTIONS:
         return f"Line {number}: {name} includes another file; put every requirement in this one file instead."
     if name in EDITABLE_OPTIONS:
-        return (f"Line {number}: {name} installs from a local folder or a repository; name a package from "
-                "the index as name==version instead.")
-    return (f"Line {number}: the option {name} is not allowed; only name==version lines, each with "
-            "optional --hash=sha256:..., are accepted.")
+        return (
+            f"Line {number}: {name} installs from a local folder or a repository; name a package from "
+            "the index as name==version instead."
+        )
+    return (
+        f"Line {number}: the option {name} is not allowed; only name==version lines, each with "
+        "optional --hash=sha256:..., are accepted."
+    )
 
 
 def _where_from(number: int, spec: str) -> str | None:
     """A sentence if ``spec`` points at a URL or a local path instead of naming a package."""
     if URL.match(spec) or "://" in spec:
-        return (f"Line {number}: {spec} is a URL; packets install packages from the package index only, "
-                "named as name==version.")
+        return (
+            f"Line {number}: {spec} is a URL; packets install packages from the package index only, "
+            "named as name==version."
+        )
     if spec.startswith((".", "/", "~")) or "/" in spec.split(";")[0] or "\\" in spec or spec.endswith(ARCHIVE_SUFFIXES):
-        return (f"Line {number}: {spec} is a local path; packets install packages from the package index "
-                "only, named as name==version.")
+        return (
+            f"Line {number}: {spec} is a local path; packets install packages from the package index "
+            "only, named as name==version."
+        )
     return None
 
 
@@ -105,8 +113,9 @@ def _hashes(number: int, options: list[str]) -> tuple[list[str], list[str]]:
         value = token.split("=", 1)[1]
         algorithm, _, digest = value.partition(":")
         if HASH_LENGTHS.get(algorithm) != len(digest) or not re.fullmatch(r"[0-9a-fA-F]+", digest):
-            problems.append(f"Line {number}: {token} is not a hash pip can check; write it as "
-                            "--hash=sha256:<64 hex digits>.")
+            problems.append(
+                f"Line {number}: {token} is not a hash pip can check; write it as --hash=sha256:<64 hex digits>."
+            )
         else:
             hashes.append(f"{algorithm}:{digest.lower()}")
     return hashes, problems
@@ -128,16 +137,20 @@ def _parse_line(number: int, line: str) -> tuple[Pin | None, list[str]]:
         reason = str(exc).splitlines()[0]
         return None, [f"Line {number}: {spec} is not a requirement pip can read ({reason}); write it as name==version."]
     if requirement.url:
-        return None, [f"Line {number}: {spec} points at a URL; packets install packages from the package "
-                      "index only, named as name==version."]
+        return None, [
+            f"Line {number}: {spec} points at a URL; packets install packages from the package "
+            "index only, named as name==version."
+        ]
     hashes, problems = _hashes(number, options)
     specifiers = list(requirement.specifier)
     name = requirement.name
     if not specifiers:
         problems.append(f"Line {number}: {name} has no version; pin one exactly, as {name}==<version>.")
     elif len(specifiers) > 1 or specifiers[0].operator != "==" or "*" in specifiers[0].version:
-        problems.append(f"Line {number}: {name}{requirement.specifier} is not pinned to one version; pin "
-                        f"it exactly, as {name}==<version>.")
+        problems.append(
+            f"Line {number}: {name}{requirement.specifier} is not pinned to one version; pin "
+            f"it exactly, as {name}==<version>."
+        )
     if problems:
         return None, problems
     requirement.name = canonicalize_name(name)
@@ -159,8 +172,10 @@ def _pins(text: str | bytes) -> tuple[list[Pin], list[str]]:
     except UnicodeEncodeError:  # a str holding lone surrogates, from a lax decode
         return [], [not_utf8.format("")]
     if size > MAX_REQUIREMENTS_BYTES:
-        return [], [f"requirements.txt is {size:,} bytes; the limit is {MAX_REQUIREMENTS_BYTES:,} bytes "
-                    f"({MAX_REQUIREMENTS_BYTES // 1024} KB). List only the packages the packet imports."]
+        return [], [
+            f"requirements.txt is {size:,} bytes; the limit is {MAX_REQUIREMENTS_BYTES:,} bytes "
+            f"({MAX_REQUIREMENTS_BYTES // 1024} KB). List only the packages the packet imports."
+        ]
     found: list[Pin] = []
     problems: list[tuple[int, str]] = []
     seen: dict[str, int] = {}
@@ -170,15 +185,23 @@ def _pins(text: str | bytes) -> tuple[list[Pin], list[str]]:
         if pin is None:
             continue
         if pin.name in seen:
-            problems.append((number, f"Line {number}: {pin.name} is already on line {seen[pin.name]}; "
-                                     "give each package once."))
+            problems.append(
+                (number, f"Line {number}: {pin.name} is already on line {seen[pin.name]}; give each package once.")
+            )
             continue
         seen[pin.name] = number
         found.append(pin)
     if any(pin.hashes for pin in found):
         # why: pip's hash-checking mode refuses the whole file if one requirement lacks a hash.
-        problems += [(pin.line, f"Line {pin.line}: {pin.name} has no --hash, but other lines have one; in "
-                                "hash-checking mode every line needs one.") for pin in found if not pin.hashes]
+        problems += [
+            (
+                pin.line,
+                f"Line {pin.line}: {pin.name} has no --hash, but other lines have one; in "
+                "hash-checking mode every line needs one.",
+            )
+            for pin in found
+            if not pin.hashes
+        ]
     return found, [problem for _number, problem in sorted(problems, key=lambda item: item[0])]
 
 

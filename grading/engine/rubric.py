@@ -23,29 +23,39 @@ class CellDefault:
 
 
 RED_LOG = CellDefault(
-    "red_log", "red-log", "Red log is a real pytest failure",
+    "red_log",
+    "red-log",
+    "Red log is a real pytest failure",
     "Pass: red.log is a real pytest run that shows FAILED, written before the model stamp. "
     "Fail: it is missing, empty, already green, or written by hand.",
 )
 MODEL_WAITED = CellDefault(
-    "model_waited", "stamp", "Model waited",
+    "model_waited",
+    "stamp",
+    "Model waited",
     "Pass: model_allowed.at comes after the red log, so the model was asked only once the bug was seen. "
     "Fail: a patch arrived with no stamp, or the stamp comes before the red log.",
 )
 # The second cell of a take-home that uses no model (its policy "none"): there is no stamp, only red then green.
 PATCH_WAITED = CellDefault(
-    "model_waited", "stamp", "The patch waited for red",
+    "model_waited",
+    "stamp",
+    "The patch waited for red",
     "Pass: green.log comes after the red log, so the code was changed only once the bug was seen. "
     "Fail: there is no red log, or it comes after the fix.",
 )
 REFUSAL_SPECIFIC = CellDefault(
-    "refusal_specific", "refusal", "Refusal is specific",
+    "refusal_specific",
+    "refusal",
+    "Refusal is specific",
     "Pass: refuse.md names one concrete harmful patch (one that hides the bug, drops data or weakens a test) "
     "and why it is wrong. Fail: it is missing, or says only something like \u201cI would be careful\u201d with "
     "no example.",
 )
 TEST_NAMES_BUG = CellDefault(
-    "test_names_bug", "diff", "Test names the bug",
+    "test_names_bug",
+    "diff",
+    "Test names the bug",
     "Pass: a test's name or assertion says the case that breaks in plain words (the input and what it should give). "
     "Fail: only variables were renamed, or the expectation was changed to match the bug.",
 )
@@ -89,7 +99,12 @@ def cells(
 
     defaults = (PATCH_WAITED if no_model and c is MODEL_WAITED else c for c in CELLS)
     return tuple(
-        RubricCell(c.key, c.section, word(labels.get(c.key), d.label, c.label),
-                   word(definitions.get(c.key), d.definition, c.definition), n)
+        RubricCell(
+            c.key,
+            c.section,
+            word(labels.get(c.key), d.label, c.label),
+            word(definitions.get(c.key), d.definition, c.definition),
+            n,
+        )
         for n, (c, d) in enumerate(zip(CELLS, defaults), start=1)
     )

@@ -89,11 +89,7 @@ def _make_world_readable(root: Path) -> None:
 
 def _is_current(runner_dir: Path, wanted: str) -> bool:
     marker = runner_dir / MARKER
-    return (
-        marker.is_file()
-        and marker.read_text().strip() == wanted
-        and runner_python(runner_dir).exists()
-    )
+    return marker.is_file() and marker.read_text().strip() == wanted and runner_python(runner_dir).exists()
 
 
 def _check_reachable(folder: Path) -> None:
@@ -160,8 +156,10 @@ def _run(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=max(timeout_s, 1))
     except subprocess.TimeoutExpired:
-        raise RunnerUnavailable(f"building a runner environment took longer than its time limit at "
-                                f"{' '.join(argv[:4])}; try again, or raise the limit") from None
+        raise RunnerUnavailable(
+            f"building a runner environment took longer than its time limit at "
+            f"{' '.join(argv[:4])}; try again, or raise the limit"
+        ) from None
 
 
 def _make_venv(python: Path, staging: Path, timeout_s: float = 300) -> None:
@@ -178,11 +176,13 @@ def _make_venv(python: Path, staging: Path, timeout_s: float = 300) -> None:
 
 def _build_runner(staging: Path) -> None:
     _make_venv(SYSTEM_PYTHON, staging)
+    # fmt: off
     argv = [
         str(runner_python(staging)), "-m", "pip", "install", "--quiet",
         "--disable-pip-version-check", "--no-cache-dir",
         "-r", str(RUNNER_REQUIREMENTS),
     ]
+    # fmt: on
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
         raise RunnerUnavailable(
@@ -236,7 +236,9 @@ class _Pip:
 
     def versions(self, name: str) -> list[str]:
         """Every version of ``name`` on the index, wheel or not, newest first ([] if it has none)."""
-        found = re.search(r"^Available versions: (.+)$", self("index", "versions", "--pre", *self.index, name).stdout, re.M)
+        found = re.search(
+            r"^Available versions: (.+)$", self("index", "versions", "--pre", *self.index, name).stdout, re.M
+        )
         return found.group(1).split(", ") if found else []
 
 
@@ -264,10 +266,14 @@ def _why_missing(output: str, pip: _Pip, python_version: str, wanted: Requiremen
         return f"{name} is not on the package index: check the name's spelling."
     matching = [version for version in available if wanted.specifier.contains(version, prereleases=True)]
     if not matching:
-        return (f"{name} has no version {str(wanted.specifier).removeprefix('==')} on the package index; "
-                f"its latest are {', '.join(available[:5])}.")
-    return (f"{name} {matching[0]} has no wheel for Python {python_version} on this platform, and the "
-            "server never builds packages from source: choose a version that publishes a wheel.")
+        return (
+            f"{name} has no version {str(wanted.specifier).removeprefix('==')} on the package index; "
+            f"its latest are {', '.join(available[:5])}."
+        )
+    return (
+        f"{name} {matching[0]} has no wheel for Python {python_version} on this platform, and the "
+        "server never builds packages from source: choose a version that publishes a wheel."
+    )
 
 
 def _indented_after(output: str, heading: str) -> list[str]:
@@ -296,35 +302,50 @@ def _explain_pip_failure(output: str, pip: _Pip, python_version: str, ours: set[
 
     ``ours`` holds the runner's own pin names: pip missing one of those is the server's problem.
     """
-    if re.search(r"NewConnectionError|Failed to establish a new connection|ConnectTimeoutError|"
-                 r"Temporary failure in name resolution|ProxyError|SSLError", output):
-        return RunnerUnavailable("the package index could not be reached, so nothing could be installed; "
-                                 f"try again later:\n{output.strip()[-PIP_OUTPUT_KEPT:]}")
+    if re.search(
+        r"NewConnectionError|Failed to establish a new connection|ConnectTimeoutError|"
+        r"Temporary failure in name resolution|ProxyError|SSLError",
+        output,
+    ):
+        return RunnerUnavailable(
+            "the package index could not be reached, so nothing could be installed; "
+            f"try again later:\n{output.strip()[-PIP_OUTPUT_KEPT:]}"
+        )
     if "No space left on device" in output:
         return RunnerUnavailable("the disk is full: no runner environment can be built until space is freed")
     if "DO NOT MATCH THE HASHES" in output:
         found = re.findall(r"^\s+(\S+)==(\S+) from .*\n\s+Expected sha256 \S+\n\s+Got\s+(\S+)", output, re.M)
         named = "; ".join(f"{name} {version} (the index has sha256:{got})" for name, version, got in found)
-        return RequirementsRefused(f"These downloads do not match the --hash given for them: {named or output[-PIP_OUTPUT_KEPT:]}. "
-                                   "Fix the hash or the version.")
+        return RequirementsRefused(
+            f"These downloads do not match the --hash given for them: {named or output[-PIP_OUTPUT_KEPT:]}. "
+            "Fix the hash or the version."
+        )
     for heading in ("Hashes are required in --require-hashes mode", "all requirements must have their versions pinned"):
         missing = [_unhashed(line) for line in _indented_after(output, heading)]
         if missing:
-            return RequirementsRefused("In hash-checking mode every package installed, dependencies too, needs "
-                                       f"a line name==version --hash=...; these have none: {'; '.join(missing)}.")
+            return RequirementsRefused(
+                "In hash-checking mode every package installed, dependencies too, needs "
+                f"a line name==version --hash=...; these have none: {'; '.join(missing)}."
+            )
     too_new = re.search(r"Package '(\S+)' requires a different Python: \S+ not in '([^']+)'", output)
     if too_new:
-        return RequirementsRefused(f"{too_new.group(1)} needs Python {too_new.group(2)}, and this packet uses "
-                                   f"Python {python_version}.")
+        return RequirementsRefused(
+            f"{too_new.group(1)} needs Python {too_new.group(2)}, and this packet uses Python {python_version}."
+        )
     causes = _indented_after(output, "The conflict is caused by:")
     if causes:
-        return RequirementsRefused("The requirements conflict with each other or with the runner's pytest "
-                                   f"(grading/engine/runner-requirements.txt): {'; '.join(causes)}.")
-    missing = _missing(output, pip, python_version)
-    if missing:
-        name, why = missing
-        return RunnerUnavailable(f"the runner's own pins cannot be installed: {why}") if name in ours \
+        return RequirementsRefused(
+            "The requirements conflict with each other or with the runner's pytest "
+            f"(grading/engine/runner-requirements.txt): {'; '.join(causes)}."
+        )
+    not_found = _missing(output, pip, python_version)
+    if not_found:
+        name, why = not_found
+        return (
+            RunnerUnavailable(f"the runner's own pins cannot be installed: {why}")
+            if name in ours
             else RequirementsRefused(why)
+        )
     return RequirementsRefused(f"pip could not install the requirements:\n{output.strip()[-PIP_OUTPUT_KEPT:]}")
 
 
@@ -341,12 +362,17 @@ def _build_env(staging: Path, python: Interpreter, packet: list[Pin], pip: _Pip)
         constraints.append(str(requirement))
     with tempfile.TemporaryDirectory() as scratch:
         files = {}
-        for name, lines in (("packet.txt", [pin.for_pip() for pin in packet]),
-                            ("runner.txt", [pin.requirement for pin in runner]), ("constraints.txt", constraints)):
+        for name, lines in (
+            ("packet.txt", [pin.for_pip() for pin in packet]),
+            ("runner.txt", [pin.requirement for pin in runner]),
+            ("constraints.txt", constraints),
+        ):
             files[name] = Path(scratch) / name
             files[name].write_text("".join(line + "\n" for line in lines))
         # why: --only-binary: no setup.py of any package ever runs on the server.
-        steps = [["install", "--only-binary=:all:", "-r", str(files["runner.txt"]), "-c", str(files["constraints.txt"])]]
+        steps = [
+            ["install", "--only-binary=:all:", "-r", str(files["runner.txt"]), "-c", str(files["constraints.txt"])]
+        ]
         if packet:
             steps.insert(0, ["install", "--only-binary=:all:", "-r", str(files["packet.txt"])])
         for step in steps:
@@ -357,12 +383,21 @@ def _build_env(staging: Path, python: Interpreter, packet: list[Pin], pip: _Pip)
     if done.returncode != 0:
         output = (done.stdout + done.stderr).strip()
         conflicts = "; ".join(line.strip().rstrip(".") for line in output.splitlines()[-20:] if line.strip())
-        raise RequirementsRefused("The requirements conflict with each other or with the runner's pytest "
-                                  f"(grading/engine/runner-requirements.txt): {conflicts}.")
+        raise RequirementsRefused(
+            "The requirements conflict with each other or with the runner's pytest "
+            f"(grading/engine/runner-requirements.txt): {conflicts}."
+        )
 
 
-def ensure_env(root: Path, python: Interpreter, requirements: str, *, index_url: str | None = None,
-               isolated: bool = False, timeout_s: float = 900) -> Path:
+def ensure_env(
+    root: Path,
+    python: Interpreter,
+    requirements: str,
+    *,
+    index_url: str | None = None,
+    isolated: bool = False,
+    timeout_s: float = 900,
+) -> Path:
     """The runner environment for this Python and these requirements, ``root/<env_key>``, built if missing.
 
     The packet's pins are installed from wheels only, then the runner's pytest pins (less the
@@ -442,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"runner ready: {runner_python(path)}")
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

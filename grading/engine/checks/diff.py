@@ -53,27 +53,85 @@ IGNORED_DIRS = {".pytest_cache", "__pycache__", ".git"}
 IGNORED_SUFFIXES = (".pyc", ".pyo")
 IGNORED_NAMES = {".DS_Store"}
 DOC_SUFFIXES = (".md", ".rst")
-REPORT_HOOKS = frozenset({
-    "pytest_runtest_makereport", "pytest_report_teststatus", "pytest_collection_modifyitems",
-    "pytest_runtest_logreport", "pytest_terminal_summary", "pytest_sessionfinish",
-    "pytest_runtest_protocol", "pytest_runtest_call", "pytest_pyfunc_call", "pytest_collectreport",
-    "pytest_ignore_collect", "pytest_collect_file", "pytest_pycollect_makeitem",
-    "pytest_runtestloop", "pytest_configure", "pytest_unconfigure", "pytest_assertrepr_compare",
-    "pytest_runtest_setup", "pytest_exception_interact",
-})
+REPORT_HOOKS = frozenset(
+    {
+        "pytest_runtest_makereport",
+        "pytest_report_teststatus",
+        "pytest_collection_modifyitems",
+        "pytest_runtest_logreport",
+        "pytest_terminal_summary",
+        "pytest_sessionfinish",
+        "pytest_runtest_protocol",
+        "pytest_runtest_call",
+        "pytest_pyfunc_call",
+        "pytest_collectreport",
+        "pytest_ignore_collect",
+        "pytest_collect_file",
+        "pytest_pycollect_makeitem",
+        "pytest_runtestloop",
+        "pytest_configure",
+        "pytest_unconfigure",
+        "pytest_assertrepr_compare",
+        "pytest_runtest_setup",
+        "pytest_exception_interact",
+    }
+)
 CONFIG_NAMES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
-RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "packaging", "pygments",
-                            "_distutils_hack", "setuptools", "pkg_resources", "pip"})
+RUNNER_MODULES = frozenset(
+    {
+        "pytest",
+        "_pytest",
+        "pluggy",
+        "py",
+        "iniconfig",
+        "packaging",
+        "pygments",
+        "_distutils_hack",
+        "setuptools",
+        "pkg_resources",
+        "pip",
+    }
+)
 SHADOWABLE = frozenset(sys.stdlib_module_names) | RUNNER_MODULES
 AUTOLOADED = ("sitecustomize.py", "usercustomize.py")
 # Module imports and attribute chains by which imported code reaches the runner or the interpreter.
-TAMPER_IMPORTS = frozenset({"pytest", "_pytest", "pluggy", "builtins", "__builtin__", "ctypes", "atexit",
-                            "gc", "importlib", "site", "runpy", "faulthandler", "takehome_witness"})
+TAMPER_IMPORTS = frozenset(
+    {
+        "pytest",
+        "_pytest",
+        "pluggy",
+        "builtins",
+        "__builtin__",
+        "ctypes",
+        "atexit",
+        "gc",
+        "importlib",
+        "site",
+        "runpy",
+        "faulthandler",
+        "takehome_witness",
+    }
+)
 # What a test file imports to be one: pytest's public API (``_pytest`` and the rest stay signs).
 TEST_IMPORTS = frozenset({"pytest"})
-TAMPER_ATTRS = frozenset({"sys.modules", "sys.meta_path", "sys.path_hooks", "sys.settrace", "sys.setprofile",
-                          "sys._getframe", "sys.addaudithook", "sys.excepthook", "os._exit", "os.kill",
-                          "os.killpg", "inspect.currentframe", "inspect.stack", "inspect.getouterframes"})
+TAMPER_ATTRS = frozenset(
+    {
+        "sys.modules",
+        "sys.meta_path",
+        "sys.path_hooks",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys._getframe",
+        "sys.addaudithook",
+        "sys.excepthook",
+        "os._exit",
+        "os.kill",
+        "os.killpg",
+        "inspect.currentframe",
+        "inspect.stack",
+        "inspect.getouterframes",
+    }
+)
 TAMPER_NAMES = frozenset({"__builtins__", "__import__", "pytest_plugins"})
 TAMPER_STRINGS = ("_pytest", "junit", "/tmp/.takehome", "PYTEST_", "TAKEHOME_")
 
@@ -88,8 +146,13 @@ class FileDiff:
     tampering: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        data = {"path": self.path, "status": self.status, "diff": self.diff,
-                "is_test": self.is_test, "binary": self.binary}
+        data = {
+            "path": self.path,
+            "status": self.status,
+            "diff": self.diff,
+            "is_test": self.is_test,
+            "binary": self.binary,
+        }
         if self.tampering:  # only where there is something to say
             data["tampering"] = list(self.tampering)
         return data
@@ -112,8 +175,13 @@ def _read_tree(tree: Path, exclude_prefixes: tuple[str, ...]) -> dict[str, Path]
         for name in filenames:
             path = Path(dirpath) / name
             rel = PurePosixPath(path.relative_to(root)).as_posix()
-            if (name in IGNORED_NAMES or name.endswith(IGNORED_SUFFIXES) or path.is_symlink()
-                    or not path.is_file() or rel.startswith(exclude_prefixes)):
+            if (
+                name in IGNORED_NAMES
+                or name.endswith(IGNORED_SUFFIXES)
+                or path.is_symlink()
+                or not path.is_file()
+                or rel.startswith(exclude_prefixes)
+            ):
                 continue
             found[rel] = path
     return found
@@ -168,8 +236,11 @@ def _hooks(text: str | None) -> set[str]:
     except (SyntaxError, ValueError):
         # Cannot parse: fall back on the names, so a hook cannot hide behind a syntax trick.
         return {h for h in REPORT_HOOKS if re.search(rf"\bdef\s+{h}\b", text)}
-    return {n.name for n in ast.walk(module)
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in REPORT_HOOKS}
+    return {
+        n.name
+        for n in ast.walk(module)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in REPORT_HOOKS
+    }
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -269,9 +340,14 @@ def _unified(path: str, old: str | None, new: str | None, old_size: int, new_siz
         return f"file too large to diff ({old_size} -> {new_size} bytes)"
     a = (old or "").splitlines(keepends=True)
     b = (new or "").splitlines(keepends=True)
-    text = "".join(difflib.unified_diff(
-        a, b, fromfile="/dev/null" if old is None else f"a/{path}",
-        tofile="/dev/null" if new is None else f"b/{path}"))
+    text = "".join(
+        difflib.unified_diff(
+            a,
+            b,
+            fromfile="/dev/null" if old is None else f"a/{path}",
+            tofile="/dev/null" if new is None else f"b/{path}",
+        )
+    )
     if len(text) > MAX_DIFF_CHARS:
         text = text[:MAX_DIFF_CHARS] + f"\n... diff truncated ({len(text) - MAX_DIFF_CHARS} more characters)\n"
     return text
@@ -295,8 +371,9 @@ def diff_trees(
     current = _read_tree(tree, tuple(exclude_prefixes))
     originals = {p: d for p, d in original.items() if not p.startswith(tuple(exclude_prefixes))}
     files: list[FileDiff] = []
-    flags: dict[str, list[str]] = {k: [] for k in ("protected", "added", "removed", "forbidden", "hooks", "config",
-                                                   "tampering", "shadowing")}
+    flags: dict[str, list[str]] = {
+        k: [] for k in ("protected", "added", "removed", "forbidden", "hooks", "config", "tampering", "shadowing")
+    }
     forbidden_found: set[str] = set()
 
     for path in sorted(set(current) | set(originals)):

@@ -33,10 +33,19 @@ class Exchange:
     finished: bool = True  # False: the server stopped during the call and never wrote its end
 
     def to_dict(self) -> dict:
-        return {"at": self.at.isoformat(), "messages": self.messages, "reply": self.reply, "model": self.model,
-                "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
-                "latency_s": round(self.latency_s, 3), "error": self.error or None,
-                "options": self.options or {}, "client_gone": self.client_gone, "finished": self.finished}
+        return {
+            "at": self.at.isoformat(),
+            "messages": self.messages,
+            "reply": self.reply,
+            "model": self.model,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "latency_s": round(self.latency_s, 3),
+            "error": self.error or None,
+            "options": self.options or {},
+            "client_gone": self.client_gone,
+            "finished": self.finished,
+        }
 
 
 @dataclass(frozen=True)
@@ -58,8 +67,11 @@ def content_text(content) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(p["text"] for p in content
-                         if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str))
+        return "\n".join(
+            p["text"]
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        )
     return ""
 
 
@@ -99,8 +111,9 @@ def compare(text: str | None, sent: Iterable[tuple[int, str]], name: str) -> dic
         if _same(text, s):
             return {"result": MATCHES, "exchange": number, "diff": ""}
     number, s = sent[-1]
-    diff = difflib.unified_diff(_lines(s), _lines(text), f"exchange {number} (server)", f"artifacts/{name}",
-                                lineterm="")
+    diff = difflib.unified_diff(
+        _lines(s), _lines(text), f"exchange {number} (server)", f"artifacts/{name}", lineterm=""
+    )
     return {"result": DIFFERS, "exchange": number, "diff": "\n".join(diff) + "\n"}
 
 

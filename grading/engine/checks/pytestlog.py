@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass
+from typing import TypeGuard
 
 # Separator lines: pytest centres "=== title ===" to the terminal width.
 SEP_RE = re.compile(r"^(?P<left>([=_!-])\2*) (?P<title>\S(?:.*\S)?) (?P<right>\2+)$")
@@ -26,8 +27,10 @@ EQ_TITLES_RE = re.compile(
     r"XFAILURES|XPASSES|slowest (?:\d+ )?durations|rerun test summary info|"
     r"(?:\d+ [a-z]+(?: [a-z]+)?(?:, \d+ [a-z]+(?: [a-z]+)?)*|no tests ran) in \d.*)$"
 )
-DASH_TITLES_RE = re.compile(r"^(?:Captured (?:stdout|stderr|log) (?:setup|call|teardown)|live log \w+|"
-                            r"generated xml file: .*)$")
+DASH_TITLES_RE = re.compile(
+    r"^(?:Captured (?:stdout|stderr|log) (?:setup|call|teardown)|live log \w+|"
+    r"generated xml file: .*)$"
+)
 TEST_TITLE_RE = re.compile(r"^(?:ERROR at (?:setup|teardown) of |ERROR collecting |\[doctest\] )?\S.*$")
 BLOCK_TITLES = ("FAILURES", "ERRORS")
 MIN_WIDTH = 39  # pytest uses 80 columns below 40; Windows keeps one column free
@@ -38,8 +41,10 @@ CARET_RE = re.compile(r"^\s*[\^~]+\s*$")
 E_RE = re.compile(r"^E(?: |$)")
 DEF_RE = re.compile(r"^[> ]\s*(?:async\s+)?def\s+(?P<name>\w+)\s*\(")
 WHERE_RE = re.compile(r"^\+(?P<pad>\s+)(?:where|and)\b\s*(?P<rest>.*)$")
-CHAINED = ("The above exception was the direct cause of the following exception:",
-           "During handling of the above exception, another exception occurred:")
+CHAINED = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
 LIBRARY_RE = re.compile(r"(?:^|/)(?:site-packages|dist-packages|_pytest|pluggy|lib/python\d[\d.]*|Lib)/|^<")
 SUMMARY_FAILED_RE = re.compile(r"^FAILED (?P<id>\S+?\.py::\S.*?)(?: - (?P<msg>.*))?$")
 
@@ -53,11 +58,11 @@ class Frame:
 
     path: str
     line: int
-    statement: str           # the failing line's code, stripped ('' when not printed)
+    statement: str  # the failing line's code, stripped ('' when not printed)
     listing: tuple[str, ...]  # --tb=long: the function's source as printed; () in other styles
-    at: int                   # index of the frame's location line
-    statement_at: int = -1    # index of the failing line of code, -1 when not printed
-    function: str = ""        # the frame's function, when the style shows it
+    at: int  # index of the frame's location line
+    statement_at: int = -1  # index of the failing line of code, -1 when not printed
+    function: str = ""  # the frame's function, when the style shows it
 
 
 @dataclass(frozen=True)
@@ -67,16 +72,21 @@ class Failure:
     title: str
     at: int
     frames: tuple[Frame, ...] = ()
-    statement: str = ""                   # the last frame's whole failing statement, dedented
+    statement: str = ""  # the last frame's whole failing statement, dedented
     head: tuple[tuple[int, str], ...] = ()  # error lines at the error's own indent: (index, text)
     wheres: tuple[tuple[int, int, str], ...] = ()  # (index, level, text) of "+ where" / "+ and"
-    error_text: str = ""                  # every error line, joined, for containment checks
-    details: bool = False                 # diff lines under the assertion (pytest's own comparison)
+    error_text: str = ""  # every error line, joined, for containment checks
+    details: bool = False  # diff lines under the assertion (pytest's own comparison)
     truncated: bool = False
 
     @property
     def last(self) -> Frame | None:
         return self.frames[-1] if self.frames else None
+
+    @property
+    def last_statement(self) -> str:
+        """The last frame's failing line of code, stripped ('' when there is none)."""
+        return self.frames[-1].statement if self.frames else ""
 
     @property
     def explained(self) -> bool:
@@ -86,7 +96,7 @@ class Failure:
 
 def unprefixed(text: str) -> str:
     """``text`` without a leading ``AssertionError: `` (pytest prints it or not, depending on quotes)."""
-    return text[len(ASSERTION_PREFIX):] if text.startswith(ASSERTION_PREFIX) else text
+    return text[len(ASSERTION_PREFIX) :] if text.startswith(ASSERTION_PREFIX) else text
 
 
 def basename(path: str) -> str:
@@ -118,12 +128,12 @@ def failure_sections(lines: list[str]) -> list[tuple[str, int, list[tuple[int, s
         m = SEP_RE.match(line)
         char = m.group(2) if m else ""
         if char in ("=", "!") or (not m and line.startswith("===")):
-            in_block = bool(m) and m["title"] in BLOCK_TITLES
+            in_block = m is not None and m["title"] in BLOCK_TITLES
             captured = True
             continue
         if not in_block:
             continue
-        if char == "_" and set(m["title"]) - {"_", " "}:
+        if m and char == "_" and set(m["title"]) - {"_", " "}:
             sections.append((m["title"], i, []))
             captured = False
         elif char == "-":
@@ -136,7 +146,7 @@ def failure_sections(lines: list[str]) -> list[tuple[str, int, list[tuple[int, s
 def _last_chunk(body: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """The last exception's traceback of a chain ("The above exception was the direct cause...")."""
     starts = [k for k, (_, line) in enumerate(body) if line.strip() in CHAINED]
-    return body[starts[-1] + 1:] if starts else body
+    return body[starts[-1] + 1 :] if starts else body
 
 
 def _native(body: list[tuple[int, str]]) -> tuple[list[Frame], list[tuple[int, str]]]:
@@ -146,13 +156,23 @@ def _native(body: list[tuple[int, str]]) -> tuple[list[Frame], list[tuple[int, s
     for k, (i, line) in enumerate(body):
         m = NATIVE_FRAME_RE.match(line)
         if m:
-            nxt = next((l for _, l in body[k + 1:k + 2] if l.startswith("    ")), "")
-            frames.append(Frame(m["path"], int(m["line"]), nxt.strip(), (), i, i + 1 if nxt else -1,
-                                (m["func"] or "").strip()))
+            nxt = next((l for _, l in body[k + 1 : k + 2] if l.startswith("    ")), "")
+            frames.append(
+                Frame(m["path"], int(m["line"]), nxt.strip(), (), i, i + 1 if nxt else -1, (m["func"] or "").strip())
+            )
             last = k + (2 if nxt else 1)
-    error = [(i, "E " + line) for i, line in body[last:]
-             if line.strip() and not CARET_RE.match(line) and not line.startswith("    ")
-             and not line.startswith("Traceback ")] if last >= 0 else []
+    error = (
+        [
+            (i, "E " + line)
+            for i, line in body[last:]
+            if line.strip()
+            and not CARET_RE.match(line)
+            and not line.startswith("    ")
+            and not line.startswith("Traceback ")
+        ]
+        if last >= 0
+        else []
+    )
     return [f for f in frames if not _is_library(f.path)], error
 
 
@@ -181,13 +201,23 @@ def _pytest_frames(body: list[tuple[int, str]]) -> tuple[list[Frame], list[tuple
             else:
                 stmt = statement[0].strip() if statement else ""
                 defined = next((d["name"] for d in map(DEF_RE.match, listing) if d), "")
-                frames.append(Frame(loc["path"], int(loc["line"]), stmt, tuple(listing), i,
-                                    statement_at if statement else -1, defined))
+                frames.append(
+                    Frame(
+                        loc["path"],
+                        int(loc["line"]),
+                        stmt,
+                        tuple(listing),
+                        i,
+                        statement_at if statement else -1,
+                        defined,
+                    )
+                )
             listing, in_statement = [], False
             continue
         if short_pending and line.startswith("    "):
-            frames[-1] = Frame(frames[-1].path, frames[-1].line, line.strip(), (), frames[-1].at, i,
-                               frames[-1].function)
+            frames[-1] = Frame(
+                frames[-1].path, frames[-1].line, line.strip(), (), frames[-1].at, i, frames[-1].function
+            )
             statement = [line[4:]]
             short_pending = False
             continue
@@ -250,8 +280,7 @@ def read_failure(title: str, at: int, body: list[tuple[int, str]]) -> Failure:
         else:
             details = True
     error_text = " ".join(" ".join(t for _, t in texts).split())
-    return Failure(title, at, tuple(frames), statement, tuple(head), tuple(wheres), error_text,
-                   details, truncated)
+    return Failure(title, at, tuple(frames), statement, tuple(head), tuple(wheres), error_text, details, truncated)
 
 
 def read_failures(lines: list[str]) -> list[Failure]:
@@ -264,8 +293,7 @@ def _runs(lines: list[str], closing_re: re.Pattern) -> list[tuple[int, int]]:
     runs, start = [], 0
     for i, line in enumerate(lines):
         m = SEP_RE.match(line)
-        if m and m["title"] == "test session starts" and i > start and any(
-                SEP_RE.match(l) for l in lines[start:i]):
+        if m and m["title"] == "test session starts" and i > start and any(SEP_RE.match(l) for l in lines[start:i]):
             runs.append((start, i))
             start = i
         elif closing_re.match(line):
@@ -276,8 +304,8 @@ def _runs(lines: list[str], closing_re: re.Pattern) -> list[tuple[int, int]]:
     return runs
 
 
-def _balanced(m: re.Match | None) -> bool:
-    return bool(m) and len(m["right"]) - len(m["left"]) in (0, 1)
+def _balanced(m: re.Match[str] | None) -> TypeGuard[re.Match[str]]:
+    return m is not None and len(m["right"]) - len(m["left"]) in (0, 1)
 
 
 def unwrapped(lines: list[str]) -> list[str]:
@@ -332,9 +360,11 @@ def separator_findings(lines: list[str], closing_re: re.Pattern, coloured: bool)
                 continue
             left, right = len(m["left"]), len(m["right"])
             if not _balanced(m):
-                findings.append(f"separator widths: red.log's line {i + 1} `{excerpt(line, 60)}` has {left} "
-                                f"'{char}' on the left and {right} on the right; pytest centres its "
-                                "separators, with at most one more on the right")
+                findings.append(
+                    f"separator widths: red.log's line {i + 1} `{excerpt(line, 60)}` has {left} "
+                    f"'{char}' on the left and {right} on the right; pytest centres its "
+                    "separators, with at most one more on the right"
+                )
             elif left > 1:
                 seps.append((i, line))
         if not seps:
@@ -342,16 +372,20 @@ def separator_findings(lines: list[str], closing_re: re.Pattern, coloured: bool)
         first_i, first = seps[0]
         for i, line in seps[1:]:
             if len(line) != len(first):
-                findings.append(f"separator widths: red.log's line {i + 1} `{excerpt(line, 60)}` is {len(line)} "
-                                f"columns wide where line {first_i + 1} `{excerpt(first, 60)}` is "
-                                f"{len(first)}; pytest centres every separator of a run to the same terminal width")
+                findings.append(
+                    f"separator widths: red.log's line {i + 1} `{excerpt(line, 60)}` is {len(line)} "
+                    f"columns wide where line {first_i + 1} `{excerpt(first, 60)}` is "
+                    f"{len(first)}; pytest centres every separator of a run to the same terminal width"
+                )
                 break
         narrow = [(i, line) for i, line in seps if len(line) < MIN_WIDTH]
         if narrow:
             i, line = narrow[0]
-            findings.append(f"separator widths: red.log's line {i + 1} `{excerpt(line, 60)}` is {len(line)} "
-                            f"columns wide; pytest never prints separators narrower than {MIN_WIDTH} "
-                            "(it uses 80 columns for a narrower terminal)")
+            findings.append(
+                f"separator widths: red.log's line {i + 1} `{excerpt(line, 60)}` is {len(line)} "
+                f"columns wide; pytest never prints separators narrower than {MIN_WIDTH} "
+                "(it uses 80 columns for a narrower terminal)"
+            )
     return findings
 
 

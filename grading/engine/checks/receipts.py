@@ -71,14 +71,29 @@ def gate_refusal_kind(refusal: str | None) -> str | None:
     if refusal.startswith(GATE_REFUSED_OUTCOME):
         return "outcome"
     return None
+
+
 # What a receipt keeps of a log (gate.py's and sessions_app.actions' LOG_LIMIT).
 LOG_LIMIT = 200_000
 GATE_STEPS = ("red", "model", "green")
 STEP_ARTIFACT = {"red": "red.log", "model": "model_allowed.at", "green": "green.log"}
 RECEIPTS_LOG = f"{ARTIFACTS_DIR}/receipts.jsonl"
 # Folders the gate leaves out when it hashes the tree (gate.py's SKIP_DIRS).
-GATE_SKIP_DIRS = {".venv", "venv", "env", ".git", ".hg", "__pycache__", ".pytest_cache", ".mypy_cache",
-                  ".ruff_cache", ".tox", "node_modules", ".idea", ".vscode"}
+GATE_SKIP_DIRS = {
+    ".venv",
+    "venv",
+    "env",
+    ".git",
+    ".hg",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    "node_modules",
+    ".idea",
+    ".vscode",
+}
 DOC_SUFFIXES = (".md", ".txt", ".rst")
 MAX_LOG_LINES = 500
 MAX_LINE_CHARS = 500
@@ -108,10 +123,17 @@ class ReceiptRow:
 
     def to_dict(self) -> dict:
         r = self.receipt
-        return {"id": r.id, "step": r.step, "at": r.at.isoformat(), "accepted": r.accepted,
-                "refusal": r.refusal or None, "local_time": r.local_time or None,
-                "after_deadline": self.after_deadline, "checks": [c.to_dict() for c in self.checks],
-                "captured_by": r.captured_by}
+        return {
+            "id": r.id,
+            "step": r.step,
+            "at": r.at.isoformat(),
+            "accepted": r.accepted,
+            "refusal": r.refusal or None,
+            "local_time": r.local_time or None,
+            "after_deadline": self.after_deadline,
+            "checks": [c.to_dict() for c in self.checks],
+            "captured_by": r.captured_by,
+        }
 
 
 @dataclass(frozen=True)
@@ -130,9 +152,18 @@ class GateLogLine:
     known: bool | None = None  # the server holds that receipt (None: nothing to look up)
 
     def to_dict(self) -> dict:
-        return {"line": self.number, "text": self.text, "step": self.step, "local_time": self.local_time,
-                "witnessed": self.witnessed, "why": self.why, "receipt": self.receipt,
-                "refused": self.refused, "refusal": self.refusal, "known": self.known}
+        return {
+            "line": self.number,
+            "text": self.text,
+            "step": self.step,
+            "local_time": self.local_time,
+            "witnessed": self.witnessed,
+            "why": self.why,
+            "receipt": self.receipt,
+            "refused": self.refused,
+            "refusal": self.refusal,
+            "known": self.known,
+        }
 
 
 @dataclass(frozen=True)
@@ -160,9 +191,11 @@ def offline_warning(lines: Iterable[GateLogLine]) -> str | None:
         if what not in steps:
             steps.append(what)
     whys = sorted({_short(line.why or "no reason given", 60) for line in offline})
-    return (f"Offline work: artifacts/receipts.jsonl records {len(offline)} step{'s' if len(offline) > 1 else ''} "
-            f"the gate ran without the server ({', '.join(steps)}; {'; '.join(whys[:3])}). The server did not "
-            "witness them: their order rests on the zip's own times and the stamp.")
+    return (
+        f"Offline work: artifacts/receipts.jsonl records {len(offline)} step{'s' if len(offline) > 1 else ''} "
+        f"the gate ran without the server ({', '.join(steps)}; {'; '.join(whys[:3])}). The server did not "
+        "witness them: their order rests on the zip's own times and the stamp."
+    )
 
 
 def _fmt(value: datetime) -> str:
@@ -177,7 +210,7 @@ def _named(paths: Iterable[str]) -> str:
 
 def _short(text: str, width: int = 160) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def content_hashes(data: bytes) -> set[str]:
@@ -190,7 +223,7 @@ def content_hashes(data: bytes) -> set[str]:
     digests = {hashlib.sha256(data).hexdigest()}
     if b"\0" in data:
         return digests
-    body = data[len(BOM):] if data.startswith(BOM) else data
+    body = data[len(BOM) :] if data.startswith(BOM) else data
     lf = body.replace(b"\r\n", b"\n")
     for text in (lf, lf.replace(b"\n", b"\r\n")):
         digests.add(hashlib.sha256(text).hexdigest())
@@ -205,6 +238,7 @@ def same_log(zip_text: str, receipt_text: str) -> bool:
     non-ASCII characters are ignored: the gate writes red.log with the
     platform's defaults (CRLF and cp1252 on Windows) and sends the text.
     """
+
     def key(text: str) -> str:
         text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
         return "".join(c if c < "\x80" else "?" for c in text).rstrip()
@@ -278,7 +312,7 @@ def parse_gate_log(data: bytes | None, receipts: Iterable[Receipt] = ()) -> tupl
     lines = [line for line in decode_text(data).split("\n") if line.strip()]
     parsed = []
     for number, line in enumerate(lines[:MAX_LOG_LINES], 1):
-        text = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS - 1] + "…"
+        text = line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
         try:
             # why the bound and RecursionError: the log is the candidate's file, and
             # a line of nested brackets ended grading with a RecursionError.
@@ -298,11 +332,20 @@ def parse_gate_log(data: bytes | None, receipts: Iterable[Receipt] = ()) -> tupl
         known = None
         if witnessed and receipt is not None and ids:
             known = (receipt, step) in ids
-        parsed.append(GateLogLine(
-            number, text, step=step, local_time=field("local_time", 64), witnessed=witnessed,
-            why=None if witnessed else (field("why") or "no reason given"), receipt=receipt,
-            refused=entry.get("accepted") is False, refusal=field("refusal"), known=known,
-        ))
+        parsed.append(
+            GateLogLine(
+                number,
+                text,
+                step=step,
+                local_time=field("local_time", 64),
+                witnessed=witnessed,
+                why=None if witnessed else (field("why") or "no reason given"),
+                receipt=receipt,
+                refused=entry.get("accepted") is False,
+                refusal=field("refusal"),
+                known=known,
+            )
+        )
     return tuple(parsed), max(0, len(lines) - MAX_LOG_LINES)
 
 
@@ -374,17 +417,23 @@ def check_receipts(
     # why not for a hosted session: the server captured its steps itself; there is no gate.py to keep a log.
     hosted = any(r.captured_by == "server" for r in gate)
     if gate and RECEIPTS_LOG not in files and not hosted:
-        notes.append(f"The server holds {len(gate)} gate receipt{'s' if len(gate) > 1 else ''}, but the zip has no "
-                     "artifacts/receipts.jsonl, the log the gate writes with every step.")
+        notes.append(
+            f"The server holds {len(gate)} gate receipt{'s' if len(gate) > 1 else ''}, but the zip has no "
+            "artifacts/receipts.jsonl, the log the gate writes with every step."
+        )
     if not gate:
         if offline:
-            notes.append(f"The server witnessed no gate step; artifacts/receipts.jsonl records steps the gate ran "
-                         f"without it ({offline_steps()}). The order rests on the zip's times and the stamp alone.")
+            notes.append(
+                f"The server witnessed no gate step; artifacts/receipts.jsonl records steps the gate ran "
+                f"without it ({offline_steps()}). The order rests on the zip's times and the stamp alone."
+            )
         else:
             where = "records none" if RECEIPTS_LOG in files else "is not in the zip"
             steps = "red, model or green" if model_step else "red or green"
-            problems.append(f"server receipts: the server witnessed no gate step (no {steps} receipt), "
-                            f"and artifacts/receipts.jsonl {where}: nothing shows the gate was run")
+            problems.append(
+                f"server receipts: the server witnessed no gate step (no {steps} receipt), "
+                f"and artifacts/receipts.jsonl {where}: nothing shows the gate was run"
+            )
     else:
         for step, artifact in STEP_ARTIFACT.items():
             if f"{ARTIFACTS_DIR}/{artifact}" not in files or accepted[step]:
@@ -392,14 +441,20 @@ def check_receipts(
             if any(r.step == step for r in gate):
                 continue  # refused: said below
             if step in offline:
-                notes.append(f"{artifact} has no {step} receipt: artifacts/receipts.jsonl says the gate ran the "
-                             f"{step} step without the server ({_short(offline[step][-1].why or '', 80)}).")
+                notes.append(
+                    f"{artifact} has no {step} receipt: artifacts/receipts.jsonl says the gate ran the "
+                    f"{step} step without the server ({_short(offline[step][-1].why or '', 80)})."
+                )
             elif step == "model":
-                problems.append("server receipts: model_allowed.at (the stamp) is in the zip but the server has no "
-                                "model receipt: the model window was opened without the server seeing it")
+                problems.append(
+                    "server receipts: model_allowed.at (the stamp) is in the zip but the server has no "
+                    "model receipt: the model window was opened without the server seeing it"
+                )
             else:
-                problems.append(f"server receipts: {artifact} is in the zip but the server has no {step} receipt: "
-                                f"the {step} step was never witnessed")
+                problems.append(
+                    f"server receipts: {artifact} is in the zip but the server has no {step} receipt: "
+                    f"the {step} step was never witnessed"
+                )
 
     # Steps gate.py refused on the candidate's machine (sent with the step's name): out of order is a
     # problem unless the step was accepted before or after it (a red run again once the model window
@@ -414,11 +469,15 @@ def check_receipts(
         order = [r for r in local if gate_refusal_kind(r.refusal) == "order"]
         said = f"{times} (last at {_fmt(last.at)}: {_short(last.refusal, 200)})"
         if order and not accepted[step]:
-            problems.append(f"server receipts: gate.py refused the '{step}' step {said}, out of order, and the "
-                            "server never accepted that step")
+            problems.append(
+                f"server receipts: gate.py refused the '{step}' step {said}, out of order, and the "
+                "server never accepted that step"
+            )
         elif accepted[step]:
-            notes.append(f"gate.py refused the '{step}' step {said}; the server accepted that step at "
-                         f"{', '.join(_fmt(r.at) for r in accepted[step][:3])}.")
+            notes.append(
+                f"gate.py refused the '{step}' step {said}; the server accepted that step at "
+                f"{', '.join(_fmt(r.at) for r in accepted[step][:3])}."
+            )
         else:
             notes.append(f"gate.py refused the '{step}' step {said}, and the server never accepted that step.")
 
@@ -432,11 +491,15 @@ def check_receipts(
         last = refused[-1]
         late = f", after the deadline ({_fmt(deadline)})" if deadline is not None and last.at > deadline else ""
         if later:
-            notes.append(f"The server refused the '{step}' step {times} (last at {_fmt(last.at)}: "
-                         f"{_short(last.refusal)}), then accepted it at {_fmt(later[0].at)}.")
+            notes.append(
+                f"The server refused the '{step}' step {times} (last at {_fmt(last.at)}: "
+                f"{_short(last.refusal)}), then accepted it at {_fmt(later[0].at)}."
+            )
         else:
-            problems.append(f"server receipts: the '{step}' step was refused {times} (last at {_fmt(last.at)}"
-                            f"{late}: {_short(last.refusal)}) and never accepted after it")
+            problems.append(
+                f"server receipts: the '{step}' step was refused {times} (last at {_fmt(last.at)}"
+                f"{late}: {_short(last.refusal)}) and never accepted after it"
+            )
 
     # Red to green too fast to have asked a model anything (or, without a model step, to write a fix).
     if accepted["green"] and accepted["red"]:
@@ -444,24 +507,33 @@ def check_receipts(
         reds = [r for r in accepted["red"] if r.at <= green.at]
         if reds and green.at - reds[-1].at < min_red_to_green:
             gap = (green.at - reds[-1].at).total_seconds()
-            problems.append(f"server receipts: red to green took {gap:.1f} s (red receipt {_fmt(reds[-1].at)}, green "
-                            f"receipt {_fmt(green.at)}); under {min_red_to_green.total_seconds():g} s leaves no time "
-                            + ("to ask a model, read the reply and apply a fix" if model_step
-                               else "to read the failure and write a fix"))
+            problems.append(
+                f"server receipts: red to green took {gap:.1f} s (red receipt {_fmt(reds[-1].at)}, green "
+                f"receipt {_fmt(green.at)}); under {min_red_to_green.total_seconds():g} s leaves no time "
+                + (
+                    "to ask a model, read the reply and apply a fix"
+                    if model_step
+                    else "to read the failure and write a fix"
+                )
+            )
 
     # Steps after the deadline, in one sentence.
     if deadline is not None:
-        late = {step: [r for r in accepted[step] if r.at > deadline] for step in GATE_STEPS}
-        late = {step: rs[0] for step, rs in late.items() if rs}
-        if len(late) == 1:
-            (step, r), = late.items()
-            problems.append(f"server receipts: the '{step}' step was witnessed at {_fmt(r.at)}, after the "
-                            f"deadline ({_fmt(deadline)})")
-        elif late:
-            names = [f"'{step}'" for step in late]
-            first_late = min(r.at for r in late.values())
-            problems.append(f"server receipts: the {', '.join(names[:-1])} and {names[-1]} steps were witnessed "
-                            f"after the deadline ({_fmt(deadline)}), the first at {_fmt(first_late)}")
+        after = {step: [r for r in accepted[step] if r.at > deadline] for step in GATE_STEPS}
+        first_after = {step: rs[0] for step, rs in after.items() if rs}
+        if len(first_after) == 1:
+            ((step, r),) = first_after.items()
+            problems.append(
+                f"server receipts: the '{step}' step was witnessed at {_fmt(r.at)}, after the "
+                f"deadline ({_fmt(deadline)})"
+            )
+        elif first_after:
+            names = [f"'{step}'" for step in first_after]
+            first_late = min(r.at for r in first_after.values())
+            problems.append(
+                f"server receipts: the {', '.join(names[:-1])} and {names[-1]} steps were witnessed "
+                f"after the deadline ({_fmt(deadline)}), the first at {_fmt(first_late)}"
+            )
 
     # The red receipts' logs and hashes against the zip. Checks are kept per
     # receipt object (receipts hold a dict, so they cannot be keys themselves).
@@ -469,14 +541,21 @@ def check_receipts(
     for r in accepted["red"]:
         rows_checks[id(r)] = _red_checks(r, red_log, production)
     if red_log is not None and accepted["red"] and not any(same_log(red_log, r.log_text) for r in accepted["red"]):
-        which = (f"the red receipt ({_fmt(accepted['red'][0].at)})" if len(accepted["red"]) == 1
-                 else f"any of the {len(accepted['red'])} red receipts")
+        which = (
+            f"the red receipt ({_fmt(accepted['red'][0].at)})"
+            if len(accepted["red"]) == 1
+            else f"any of the {len(accepted['red'])} red receipts"
+        )
         if "red" in offline:
-            notes.append(f"artifacts/red.log is not the log the server stored with {which}; artifacts/receipts.jsonl "
-                         "records a red step the gate ran without the server.")
+            notes.append(
+                f"artifacts/red.log is not the log the server stored with {which}; artifacts/receipts.jsonl "
+                "records a red step the gate ran without the server."
+            )
         else:
-            problems.append(f"server receipts: artifacts/red.log is not the log the server stored with {which}: "
-                            "the red run the server witnessed printed something else")
+            problems.append(
+                f"server receipts: artifacts/red.log is not the log the server stored with {which}: "
+                "the red run the server witnessed printed something else"
+            )
     if accepted["red"] and production:
         # A red run before the model window opened must have run on the original files; when none
         # did, the last of them is named (an earlier one on the bug is enough: a candidate may run red again).
@@ -484,18 +563,23 @@ def check_receipts(
         before = [r for r in accepted["red"] if opened is None or r.at <= opened] or accepted["red"]
 
         def off(r: Receipt) -> tuple[list[str], list[str]]:
-            return ([p for p in production if p in r.tree_hashes
-                     and r.tree_hashes[p] not in content_hashes(production[p])],
-                    [p for p in production if p not in r.tree_hashes])
+            return (
+                [p for p in production if p in r.tree_hashes and r.tree_hashes[p] not in content_hashes(production[p])],
+                [p for p in production if p not in r.tree_hashes],
+            )
 
         red = before[-1]
         differ, missing = ([], []) if any(off(r) == ([], []) for r in before) else off(red)
         if differ:
-            problems.append(f"server receipts: the red receipt ({_fmt(red.at)}) hashed {_named(differ)} differently "
-                            "from the packet's original: the red run the server witnessed did not run on the bug")
+            problems.append(
+                f"server receipts: the red receipt ({_fmt(red.at)}) hashed {_named(differ)} differently "
+                "from the packet's original: the red run the server witnessed did not run on the bug"
+            )
         if missing:
-            problems.append(f"server receipts: the red receipt ({_fmt(red.at)}) holds no hash of {_named(missing)}: "
-                            "nothing shows the red run ran on the bug")
+            problems.append(
+                f"server receipts: the red receipt ({_fmt(red.at)}) holds no hash of {_named(missing)}: "
+                "nothing shows the red run ran on the bug"
+            )
 
     # The model receipt's prompt: a fact, since a prompt may be tidied afterwards.
     for r in accepted["model"]:
@@ -515,15 +599,19 @@ def check_receipts(
         checks = []
         if code:
             described = [f"{p} ({'changed' if p in changed else 'added'})" for p in sorted(code)]
-            problems.append(f"server receipts: files changed after the green receipt ({_fmt(green.at)}): "
-                            f"{_named(described)}; the passing run the server witnessed was not of the uploaded files")
+            problems.append(
+                f"server receipts: files changed after the green receipt ({_fmt(green.at)}): "
+                f"{_named(described)}; the passing run the server witnessed was not of the uploaded files"
+            )
             checks.append(Check(False, f"files changed after it: {_named(code)}"))
         if docs:
             notes.append(f"Written after the green receipt ({_fmt(green.at)}): {_named(docs)} (text, not code).")
             checks.append(Check(None, f"text written after it: {_named(docs)}"))
         if removed:
-            notes.append(f"The green run had files that are not in the upload: {_named(removed)} (a zip of tracked "
-                         "files only, such as git archive, leaves untracked ones out).")
+            notes.append(
+                f"The green run had files that are not in the upload: {_named(removed)} (a zip of tracked "
+                "files only, such as git archive, leaves untracked ones out)."
+            )
             checks.append(Check(None, f"not in the upload: {_named(removed)}"))
         if not checks:
             checks.append(Check(True, "the uploaded files are the ones it hashed"))
@@ -532,18 +620,29 @@ def check_receipts(
     # The gate's own log: a line may not claim a receipt the server does not have.
     for line in log_lines:
         if line.known is False:
-            problems.append(f"artifacts/receipts.jsonl line {line.number} says the server witnessed the "
-                            f"'{line.step}' step as receipt {line.receipt}, but the server holds no such receipt "
-                            "for this candidate")
+            problems.append(
+                f"artifacts/receipts.jsonl line {line.number} says the server witnessed the "
+                f"'{line.step}' step as receipt {line.receipt}, but the server holds no such receipt "
+                "for this candidate"
+            )
 
     rows = tuple(
-        ReceiptRow(r, after_deadline=deadline is not None and r.at > deadline and r.step != "upload",
-                   checks=tuple(rows_checks.get(id(r), ())))
+        ReceiptRow(
+            r,
+            after_deadline=deadline is not None and r.at > deadline and r.step != "upload",
+            checks=tuple(rows_checks.get(id(r), ())),
+        )
         for r in receipts
     )
     warning = offline_warning(log_lines)
-    return WitnessReport(rows=rows, gate_log=log_lines, gate_log_cut=cut, problems=tuple(problems),
-                         notes=tuple(notes), warnings=(warning,) if warning else ())
+    return WitnessReport(
+        rows=rows,
+        gate_log=log_lines,
+        gate_log_cut=cut,
+        problems=tuple(problems),
+        notes=tuple(notes),
+        warnings=(warning,) if warning else (),
+    )
 
 
 def witness_timeline(
@@ -570,11 +669,13 @@ def witness_timeline(
     receipts = list(receipts or ())
     reply = files.get(f"{ARTIFACTS_DIR}/model.md")
     written = reply is not None and bool(decode_text(reply).strip())
-    timeline = build_timeline(times, stamp_text, receipts, reply_written=reply is None or written,
-                              model_step=model_step)
+    timeline = build_timeline(
+        times, stamp_text, receipts, reply_written=reply is None or written, model_step=model_step
+    )
     if known:
-        report = check_receipts(receipts, files, production, deadline=deadline, min_red_to_green=min_red_to_green,
-                                model_step=model_step)
+        report = check_receipts(
+            receipts, files, production, deadline=deadline, min_red_to_green=min_red_to_green, model_step=model_step
+        )
     else:
         lines, cut = parse_gate_log(files.get(RECEIPTS_LOG))
         warning = offline_warning(lines)
@@ -583,8 +684,10 @@ def witness_timeline(
     notes = list(report.notes)
     if written and not model_step:
         # why a note: the reviewer judges it; a model.md may also be the candidate's own notes
-        notes.append("artifacts/model.md is in the zip, but this packet has no model step (its policy is none): "
-                     "the candidate may have used a model where the packet forbids one.")
+        notes.append(
+            "artifacts/model.md is in the zip, but this packet has no model step (its policy is none): "
+            "the candidate may have used a model where the packet forbids one."
+        )
     return {
         **timeline.to_dict(),
         "ok": not problems,

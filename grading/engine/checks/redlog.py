@@ -151,7 +151,7 @@ def _suffix_match(log_id: str, known: str) -> bool:
         return False
     a, b = log_path.split("/"), known_path.split("/")
     shorter, longer = (a, b) if len(a) <= len(b) else (b, a)
-    return longer[-len(shorter):] == shorter
+    return longer[-len(shorter) :] == shorter
 
 
 def _doctest_match(log_id: str, known: str) -> bool:
@@ -162,8 +162,7 @@ def _doctest_match(log_id: str, known: str) -> bool:
     stem = PurePosixPath(known_path).stem
     if not known_name.startswith(stem + "::") and known_name != stem:
         return False
-    return (log_name.endswith("::" + known_name)
-            and _suffix_match(f"{log_path}::{known_name}", known))
+    return log_name.endswith("::" + known_name) and _suffix_match(f"{log_path}::{known_name}", known)
 
 
 def _id_known(log_id: str, known: set[str], full: bool = True) -> bool:
@@ -199,9 +198,7 @@ def _closing(lines: list[str]) -> tuple[str | None, int]:
     for line in reversed(lines):
         m = CLOSING_RE.match(line)
         if m:
-            counts = dict(
-                (word, int(n)) for n, word in (c.split(" ", 1) for c in m["counts"].split(", "))
-            )
+            counts = dict((word, int(n)) for n, word in (c.split(" ", 1) for c in m["counts"].split(", ")))
             return line.strip("= "), counts.get("failed", 0)
     return None, 0
 
@@ -236,8 +233,18 @@ def _counts(line: str) -> dict[str, int]:
     return {word: int(n) for n, word in (c.split(" ", 1) for c in m["counts"].split(", "))}
 
 
-OUTCOME_WORDS = {"passed", "failed", "skipped", "xfailed", "xpassed", "error", "errors",
-                 "warning", "warnings", "deselected"}
+OUTCOME_WORDS = {
+    "passed",
+    "failed",
+    "skipped",
+    "xfailed",
+    "xpassed",
+    "error",
+    "errors",
+    "warning",
+    "warnings",
+    "deselected",
+}
 PERCENT_TAIL_RE = re.compile(r"\[\s*\d+%\]$")
 
 
@@ -245,13 +252,17 @@ def _count_conflicts(run: list[str], counts: dict[str, int], summary_idx: set[in
     """What in the last run's own lines contradicts its closing counts (impossible for pytest)."""
     problems: list[str] = []
     n_failed = counts.get("failed", 0)
-    named = {m["id"] for i, l in enumerate(run)
-             if i + offset in summary_idx and l.startswith("FAILED ") and (m := SUMMARY_FAILED_RE.match(l))}
+    named = {
+        m["id"]
+        for i, l in enumerate(run)
+        if i + offset in summary_idx and l.startswith("FAILED ") and (m := SUMMARY_FAILED_RE.match(l))
+    }
     verbose = {m["id"] for l in run if (m := VERBOSE_FAILED_RE.match(l))}
     for what, ids in (("the short test summary", named), ("the -v lines", verbose)):
         if len(ids) > n_failed:
-            problems.append(f"counts that agree: {what} names {len(ids)} failed tests, "
-                            f"the closing line counts {n_failed}")
+            problems.append(
+                f"counts that agree: {what} names {len(ids)} failed tests, the closing line counts {n_failed}"
+            )
     # Progress letters, read only before the first report section (captured
     # output further down may print anything).
     letters = ""
@@ -267,8 +278,10 @@ def _count_conflicts(run: list[str], counts: dict[str, int], summary_idx: set[in
     ran = sum(counts.get(w, 0) for w in ("passed", "failed", "skipped", "xfailed", "xpassed"))
     shown = len(letters) - letters.count("E")
     if letters.count("F") != n_failed or shown != ran:
-        problems.append(f"counts that agree: the progress line shows {letters.count('F')} F in "
-                        f"{shown} tests, the closing line counts {n_failed} failed of {ran}")
+        problems.append(
+            f"counts that agree: the progress line shows {letters.count('F')} F in "
+            f"{shown} tests, the closing line counts {n_failed} failed of {ran}"
+        )
     return problems
 
 
@@ -308,8 +321,11 @@ def analyse_red_log(
     # gate's own command) prints none, and honest work must not look odd.
     if any(HEADER_RE.match(l) for l in lines):
         signals.append("pytest session header")
-    progress = note(any(PROGRESS_RE.match(l) and "F" in l.split(".py")[-1] for l in lines)
-                    or any(VERBOSE_FAILED_RE.match(l) for l in lines), "progress line with F")
+    progress = note(
+        any(PROGRESS_RE.match(l) and "F" in l.split(".py")[-1] for l in lines)
+        or any(VERBOSE_FAILED_RE.match(l) for l in lines),
+        "progress line with F",
+    )
     failures = note(any(FAILURES_RE.match(l) for l in lines), "FAILURES section")
     summary = note(any(SUMMARY_RE.match(l) for l in lines), "short test summary info")
     closing, n_failed = _closing(lines)
@@ -331,15 +347,15 @@ def analyse_red_log(
     # Consistency: what real pytest cannot print. Each is a verdict.
     conflicts: list[str] = []
     if orphans:
-        conflicts.append("FAILED lines under a 'short test summary info' header "
-                         f"(line {orphans[0] + 1} stands alone)")
+        conflicts.append(f"FAILED lines under a 'short test summary info' header (line {orphans[0] + 1} stands alone)")
     last = max((i for i, l in enumerate(lines) if CLOSING_RE.match(l)), default=None)
     if last is not None:
         previous = max((i for i, l in enumerate(lines[:last]) if CLOSING_RE.match(l)), default=-1)
-        run = lines[previous + 1:last + 1]
-        after = lines[last + 1:]
-        if (any(FAILURES_RE.match(l) or SUMMARY_RE.match(l) for l in after)
-                and not any(PROGRESS_RE.match(l) for l in after)):
+        run = lines[previous + 1 : last + 1]
+        after = lines[last + 1 :]
+        if any(FAILURES_RE.match(l) or SUMMARY_RE.match(l) for l in after) and not any(
+            PROGRESS_RE.match(l) for l in after
+        ):
             conflicts.append("pytest's order: the closing line comes after the report sections")
         f_at = max((i for i, l in enumerate(run) if FAILURES_RE.match(l)), default=-1)
         s_at = max((i for i, l in enumerate(run) if SUMMARY_RE.match(l)), default=-1)
@@ -369,12 +385,14 @@ def analyse_red_log(
     if ids and original_failures is not None:
         theirs = {normalise_id(o) for o in original_failures}
         same = all(_id_known(i, theirs, full) for i in ids) and all(
-            any(_id_known(i, {o}, full) for i in ids) for o in theirs)
+            any(_id_known(i, {o}, full) for i in ids) for o in theirs
+        )
         if same:
             signals.append("same failures as the original tree's own run")
         else:
-            missing.append("same failures as the original tree's own run "
-                           "(fine when the candidate changed or added tests first)")
+            missing.append(
+                "same failures as the original tree's own run (fine when the candidate changed or added tests first)"
+            )
 
     # why a verdict: pytest prints the session header or its progress lines
     # before any report section, in every mode (-q, -qq, -v, xdist); a log
@@ -382,19 +400,35 @@ def analyse_red_log(
     # and the cut part is where the run's real course would show.
     started = _shows_start(lines)
     if not started:
-        missing.append("the run's start: neither pytest's session header nor a progress line comes before its "
-                       "report sections (an excerpt of a log, not a log)")
+        missing.append(
+            "the run's start: neither pytest's session header nor a progress line comes before its "
+            "report sections (an excerpt of a log, not a log)"
+        )
 
-    genuine = bool(failed and ((closing and n_failed) or quiet_shape) and (progress or failures or summary)
-                   and ids_ok and not conflicts and started)
-    return RedLogReport(present=True, failed=failed, genuine=genuine, signals=tuple(signals),
-                        missing=tuple(missing), failing_ids=tuple(ids))
+    genuine = bool(
+        failed
+        and ((closing and n_failed) or quiet_shape)
+        and (progress or failures or summary)
+        and ids_ok
+        and not conflicts
+        and started
+    )
+    return RedLogReport(
+        present=True,
+        failed=failed,
+        genuine=genuine,
+        signals=tuple(signals),
+        missing=tuple(missing),
+        failing_ids=tuple(ids),
+    )
 
 
 # Lines pytest prints as a run starts: "collected 3 items", "-v"'s "tests/test_x.py::test_a PASSED",
 # xdist's "gw0 [3] / gw1 [3]" and "[gw0] [ 50%] PASSED ...".
-START_RE = re.compile(r"^(?:collected \d+ items?\b|collecting \.\.\.|\S+::\S+ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b"
-                      r"|(?:gw\d+ \[\d+\]\s*/?\s*)+$|\[gw\d+\] )")
+START_RE = re.compile(
+    r"^(?:collected \d+ items?\b|collecting \.\.\.|\S+::\S+ (?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b"
+    r"|(?:gw\d+ \[\d+\]\s*/?\s*)+$|\[gw\d+\] )"
+)
 
 
 def _shows_start(lines: list[str]) -> bool:
@@ -402,8 +436,7 @@ def _shows_start(lines: list[str]) -> bool:
     for line in lines:
         if FAILURES_RE.match(line) or SUMMARY_RE.match(line) or re.match(r"^=+ ERRORS =+$", line):
             return False
-        if (HEADER_RE.match(line) or PROGRESS_RE.match(line) or START_RE.match(line)
-                or PERCENT_TAIL_RE.search(line)):
+        if HEADER_RE.match(line) or PROGRESS_RE.match(line) or START_RE.match(line) or PERCENT_TAIL_RE.search(line):
             return True
     return False
 
@@ -430,8 +463,11 @@ def _doctest_ids(rel: str, module: ast.Module) -> set[str]:
     ids: set[str] = set()
 
     def visit(node: ast.AST, qual: str) -> None:
-        doc = ast.get_docstring(node, clean=False) if isinstance(
-            node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        doc = (
+            ast.get_docstring(node, clean=False)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            else None
+        )
         if doc and ">>>" in doc:
             ids.add(f"{rel}::{qual}")
         for child in getattr(node, "body", ()):
@@ -469,14 +505,21 @@ def collect_test_ids(tree: Path | Mapping[str, bytes]) -> set[str]:
     return ids
 
 
+def _returning(data: bytes) -> Callable[[], bytes]:
+    return lambda: data
+
+
 def _python_files(tree: Path | Mapping[str, bytes]) -> Iterator[tuple[str, Callable[[], bytes]]]:
     """(posix path, a function reading it) for each .py file pytest would look at, small enough to parse."""
     if isinstance(tree, Mapping):
         for rel in sorted(tree):
             parts = rel.split("/")
-            if (rel.endswith(".py") and not any(d in SKIP_DIRS or d.startswith(".") for d in parts[:-1])
-                    and len(tree[rel]) <= MAX_TEST_FILE_BYTES):
-                yield rel, (lambda data=tree[rel]: data)
+            if (
+                rel.endswith(".py")
+                and not any(d in SKIP_DIRS or d.startswith(".") for d in parts[:-1])
+                and len(tree[rel]) <= MAX_TEST_FILE_BYTES
+            ):
+                yield rel, _returning(tree[rel])
         return
     root = Path(tree)
     for dirpath, dirnames, filenames in os.walk(root):

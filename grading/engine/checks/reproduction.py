@@ -180,10 +180,15 @@ def first_frame_findings(failure: Failure, name: str, tests: set[str]) -> list[s
     test = _function_of(failure.title)
     if first.function == test or first.function not in tests:
         return []
-    shown = (f"line {first.statement_at + 1} `> {excerpt(first.statement)}`" if first.statement_at >= 0
-             else f"line {first.at + 1} `{excerpt(first.path)}:{first.line}`")
-    return [f"the traceback's own lines: the section of {name} starts in `{first.function}` (red.log's {shown}); "
-            f"pytest starts a test's traceback in the test itself, `{test}`"]
+    shown = (
+        f"line {first.statement_at + 1} `> {excerpt(first.statement)}`"
+        if first.statement_at >= 0
+        else f"line {first.at + 1} `{excerpt(first.path)}:{first.line}`"
+    )
+    return [
+        f"the traceback's own lines: the section of {name} starts in `{first.function}` (red.log's {shown}); "
+        f"pytest starts a test's traceback in the test itself, `{test}`"
+    ]
 
 
 def own_findings(failure: Failure, name: str, where_rule: bool = True) -> list[str]:
@@ -199,12 +204,16 @@ def own_findings(failure: Failure, name: str, where_rule: bool = True) -> list[s
     findings: list[str] = []
     head_i, head = failure.head[-1]
     for i, _, text in failure.wheres:
-        value = WHERE_RE.match(text)["rest"].split(" = ", 1)[0].strip()
+        where = WHERE_RE.match(text)
+        assert where is not None  # read_failure keeps only the lines WHERE_RE matches
+        value = where["rest"].split(" = ", 1)[0].strip()
         others = failure.error_text.replace(" ".join(text.split()), "", 1)
         if value and not _contains(others, value):
-            findings.append(f"the assertion's own lines: for {name}, red.log's line {i + 1} `E {excerpt(text)}` "
-                            f"gives the value {excerpt(value, 40)}, which its line {head_i + 1} `E {excerpt(head)}` "
-                            "does not show; pytest prints the same value in both")
+            findings.append(
+                f"the assertion's own lines: for {name}, red.log's line {i + 1} `E {excerpt(text)}` "
+                f"gives the value {excerpt(value, 40)}, which its line {head_i + 1} `E {excerpt(head)}` "
+                "does not show; pytest prints the same value in both"
+            )
             break
     test = _assert_test(failure.statement)
     if test is None:
@@ -213,18 +222,22 @@ def own_findings(failure: Failure, name: str, where_rule: bool = True) -> list[s
         operands = [test.left, *test.comparators]
         for literal in filter(None, map(_literal, operands)):
             if not _contains(failure.error_text, literal):
-                findings.append(f"the assertion's own lines: for {name}, the failing line "
-                                f"`> {excerpt(failure.statement)}` "
-                                f"compares with {literal}, but red.log's line {head_i + 1} `E {excerpt(head)}` "
-                                "does not show it; pytest prints the literal as written")
+                findings.append(
+                    f"the assertion's own lines: for {name}, the failing line "
+                    f"`> {excerpt(failure.statement)}` "
+                    f"compares with {literal}, but red.log's line {head_i + 1} `E {excerpt(head)}` "
+                    "does not show it; pytest prints the literal as written"
+                )
                 break
         needs = any(map(_has_where_parts, operands))
     else:
         needs = _has_where_parts(test)
     if where_rule and needs and not failure.wheres and not failure.details and not failure.truncated:
-        findings.append(f"lines a real run prints: for {name}, the failing line `> {excerpt(failure.statement)}` "
-                        "calls a function or reads an attribute, and pytest then prints `+ where ...` lines "
-                        f"under red.log's line {head_i + 1} `E {excerpt(head)}`; red.log has none")
+        findings.append(
+            f"lines a real run prints: for {name}, the failing line `> {excerpt(failure.statement)}` "
+            "calls a function or reads an attribute, and pytest then prints `+ where ...` lines "
+            f"under red.log's line {head_i + 1} `E {excerpt(head)}`; red.log has none"
+        )
     return findings
 
 
@@ -240,8 +253,10 @@ def _frames_key(failure: Failure) -> tuple:
 @lru_cache(maxsize=1 << 12)
 def _error_key(failure: Failure) -> tuple:
     """The head and the ``+ where`` lines (with their levels), normalised; diff lines are left out."""
-    return (tuple(normalise_text(t) for _, t in failure.head),
-            tuple((level, normalise_text(t)) for _, level, t in failure.wheres))
+    return (
+        tuple(normalise_text(t) for _, t in failure.head),
+        tuple((level, normalise_text(t)) for _, level, t in failure.wheres),
+    )
 
 
 def _same(red: Failure, real: Failure) -> bool:
@@ -249,8 +264,11 @@ def _same(red: Failure, real: Failure) -> bool:
     if _frames_key(red) != _frames_key(real):
         return False
     (rh, rw), (oh, ow) = _error_key(red), _error_key(real)
-    return len(rh) == len(oh) and _shape(red) == _shape(real) and all(
-        _same_tokens(a, b) for a, b in zip((*rh, *(t for _, t in rw)), (*oh, *(t for _, t in ow))))
+    return (
+        len(rh) == len(oh)
+        and _shape(red) == _shape(real)
+        and all(_same_tokens(a, b) for a, b in zip((*rh, *(t for _, t in rw)), (*oh, *(t for _, t in ow))))
+    )
 
 
 def _shape(failure: Failure) -> tuple[int, ...]:
@@ -264,8 +282,9 @@ def _listing(frame: Frame) -> tuple[str, ...]:
     return tuple(normalise_text(line) for line in frame.listing)
 
 
-def _compare_one(red: Failure, reals: list[tuple[Reproduction, Failure]], name: str, out: Comparison,
-                 tests: set[str]) -> None:
+def _compare_one(
+    red: Failure, reals: list[tuple[Reproduction, Failure]], name: str, out: Comparison, tests: set[str]
+) -> None:
     """One failure of red.log against the same test's failures in the real runs, into ``out``."""
     matched = [rep.label for rep, real in reals if _same(red, real)]
     if matched:
@@ -273,29 +292,40 @@ def _compare_one(red: Failure, reals: list[tuple[Reproduction, Failure]], name: 
         return
     last = red.last
     stmt = normalise_text(last.statement) if last and last.statement else ""
-    same_stmt = [(rep, real) for rep, real in reals
-                 if stmt and real.last and normalise_text(real.last.statement) == stmt]
+    same_stmt = [
+        (rep, real) for rep, real in reals if stmt and real.last and normalise_text(real.last.statement) == stmt
+    ]
     # Where a real run shows the same failing line, it says which "+ where" lines pytest prints.
     out.verdicts.extend(first_frame_findings(red, name, tests) + own_findings(red, name, where_rule=not same_stmt))
     if not reals:
-        out.notes.append(f"a real run that fails {name}: no real run of this tree fails it, so its lines are "
-                         "not compared (fine when the test was changed after the red run)")
+        out.notes.append(
+            f"a real run that fails {name}: no real run of this tree fails it, so its lines are "
+            "not compared (fine when the test was changed after the red run)"
+        )
         return
     if not same_stmt:
-        shown = f"`> {excerpt(last.statement)}` (red.log's line {last.statement_at + 1})" if stmt else "its frames"
-        theirs = sorted({f"`> {excerpt(real.last.statement)}` ({rep.label})" for rep, real in reals
-                         if real.last and real.last.statement})
-        out.notes.append(f"the failing line of {name} in a real run: red.log shows {shown}, the real runs "
-                         f"{', '.join(theirs) or 'show no failing line'} (fine when the test was edited after "
-                         "the red run)")
+        shown = (
+            f"`> {excerpt(last.statement)}` (red.log's line {last.statement_at + 1})" if last and stmt else "its frames"
+        )
+        theirs = sorted(
+            {
+                f"`> {excerpt(real.last.statement)}` ({rep.label})"
+                for rep, real in reals
+                if real.last and real.last.statement
+            }
+        )
+        out.notes.append(
+            f"the failing line of {name} in a real run: red.log shows {shown}, the real runs "
+            f"{', '.join(theirs) or 'show no failing line'} (fine when the test was edited after "
+            "the red run)"
+        )
         return
     before = len(out.verdicts) + len(out.notes)
     _compare_error(red, same_stmt, name, out)
     _compare_lines(red, reals, name, out)
     if len(out.verdicts) + len(out.notes) == before:
         labels = " and ".join(dict.fromkeys(rep.label for rep, _ in same_stmt))
-        out.signals.append(f"the failure of {name} agrees with the {labels} run in its failing line "
-                           "and its error")
+        out.signals.append(f"the failure of {name} agrees with the {labels} run in its failing line and its error")
 
 
 def _compare_error(red: Failure, same_stmt: list[tuple[Reproduction, Failure]], name: str, out: Comparison) -> None:
@@ -308,29 +338,40 @@ def _compare_error(red: Failure, same_stmt: list[tuple[Reproduction, Failure]], 
     explained = [(rep, real) for rep, real in same_stmt if real.explained and not real.truncated]
     if explained and not red.explained and red.head:
         rep, real = explained[0]
-        out.notes.append(f"pytest's explanation of {name}'s assertion: red.log's line {red.head[0][0] + 1} "
-                         f"`E {excerpt(red.head[0][1])}` where the {rep.label} run prints "
-                         f"`E {excerpt(real.head[-1][1])}` (fine when run with --assert=plain)")
+        out.notes.append(
+            f"pytest's explanation of {name}'s assertion: red.log's line {red.head[0][0] + 1} "
+            f"`E {excerpt(red.head[0][1])}` where the {rep.label} run prints "
+            f"`E {excerpt(real.head[-1][1])}` (fine when run with --assert=plain)"
+        )
         return
     plain = [(rep, real) for rep, real in explained if not real.details]
-    if (red.explained and not red.details and not red.truncated and plain
-            and all(_shape(real) != _shape(red) for _, real in plain)):
+    if (
+        red.explained
+        and not red.details
+        and not red.truncated
+        and plain
+        and all(_shape(real) != _shape(red) for _, real in plain)
+    ):
         rep, real = plain[0]
         head_i = red.head[-1][0]
-        if len(real.wheres) > len(red.wheres) and _shape(red) == _shape(real)[:len(red.wheres)]:
-            extra = [t for _, _, t in real.wheres[len(red.wheres):]]
+        if len(real.wheres) > len(red.wheres) and _shape(red) == _shape(real)[: len(red.wheres)]:
+            extra = [t for _, _, t in real.wheres[len(red.wheres) :]]
             lines = " and ".join(f"`E {excerpt(t, 70)}`" for t in extra[:2])
-            out.verdicts.append(f"lines a real run prints: under the same failing line "
-                                f"`> {excerpt(real.last.statement)}` "
-                                f"the {rep.label} run prints {lines}{' and more' if len(extra) > 2 else ''} for "
-                                f"{name}; red.log's error (line {head_i + 1} `E {excerpt(red.head[-1][1])}`) "
-                                f"has {len(red.wheres) or 'no'} `+ where` line{'s' if len(red.wheres) != 1 else ''}")
+            out.verdicts.append(
+                f"lines a real run prints: under the same failing line "
+                f"`> {excerpt(real.last_statement)}` "
+                f"the {rep.label} run prints {lines}{' and more' if len(extra) > 2 else ''} for "
+                f"{name}; red.log's error (line {head_i + 1} `E {excerpt(red.head[-1][1])}`) "
+                f"has {len(red.wheres) or 'no'} `+ where` line{'s' if len(red.wheres) != 1 else ''}"
+            )
         else:
             k = next((k for k, (a, b) in enumerate(zip(_shape(red), _shape(real))) if a != b), len(real.wheres))
             i, _, text = red.wheres[min(k, len(red.wheres) - 1)]
-            out.verdicts.append(f"lines a real run prints: red.log's line {i + 1} `E {excerpt(text, 70)}` for {name} "
-                                f"is not among the {len(real.wheres)} `+ where` lines the {rep.label} run prints "
-                                f"under the same failing line `> {excerpt(real.last.statement)}`")
+            out.verdicts.append(
+                f"lines a real run prints: red.log's line {i + 1} `E {excerpt(text, 70)}` for {name} "
+                f"is not among the {len(real.wheres)} `+ where` lines the {rep.label} run prints "
+                f"under the same failing line `> {excerpt(real.last_statement)}`"
+            )
         return
     if not any(_same_values(red, real) for _, real in same_stmt):
         steady = [(rep, real) for rep, real in same_stmt if _steady_twin(red, rep, real)]
@@ -341,13 +382,17 @@ def _compare_error(red: Failure, same_stmt: list[tuple[Reproduction, Failure]], 
             # why a verdict: this code printed these values every time it ran, and the
             # test is the one red.log shows, so other values come from other code: a
             # red run of a tree changed before it (code broken on purpose), not of this one.
-            out.verdicts.append(f"values a real run prints: for {name}, red.log's {shown}, where the {rep.label} "
-                                f"run prints `E {excerpt(theirs)}` every time it runs (the same test, run twice, "
-                                "printed the same values); red.log's values come from other code")
+            out.verdicts.append(
+                f"values a real run prints: for {name}, red.log's {shown}, where the {rep.label} "
+                f"run prints `E {excerpt(theirs)}` every time it runs (the same test, run twice, "
+                "printed the same values); red.log's values come from other code"
+            )
             return
-        out.notes.append(f"the values of a real run for {name}: red.log's {shown}, the {rep.label} run "
-                         f"`E {excerpt(theirs)}` (fine when the code's values depend on the machine, the "
-                         "clock or chance)")
+        out.notes.append(
+            f"the values of a real run for {name}: red.log's {shown}, the {rep.label} run "
+            f"`E {excerpt(theirs)}` (fine when the code's values depend on the machine, the "
+            "clock or chance)"
+        )
 
 
 def _steady_twin(red: Failure, rep: Reproduction, real: Failure) -> bool:
@@ -377,6 +422,7 @@ def steady_failures(first: str, second: str, *, clean: Callable[[str], str]) -> 
     A test whose values depend on the clock, the machine or chance prints
     them differently in one of the runs and is left out.
     """
+
     def read(log: str) -> dict[str, list[Failure]]:
         found: dict[str, list[Failure]] = {}
         for failure in read_failures([line.rstrip() for line in clean(log).split("\n")]):
@@ -384,9 +430,12 @@ def steady_failures(first: str, second: str, *, clean: Callable[[str], str]) -> 
         return found
 
     a, b = read(first), read(second)
-    return frozenset(title for title, failures in a.items()
-                     if len(failures) == len(b.get(title, ()))
-                     and all(_same(x, y) and _same_values(x, y) for x, y in zip(failures, b[title])))
+    return frozenset(
+        title
+        for title, failures in a.items()
+        if len(failures) == len(b.get(title, ()))
+        and all(_same(x, y) and _same_values(x, y) for x, y in zip(failures, b[title]))
+    )
 
 
 def _error_lines(failure: Failure) -> list[tuple[int, str]]:
@@ -426,21 +475,36 @@ def _compare_lines(red: Failure, reals: list[tuple[Reproduction, Failure]], name
         if not frame.statement:
             continue
         key = (basename(frame.path), normalise_text(frame.statement))
-        twins = [(rep, f) for rep, real in reals for f in real.frames
-                 if (basename(f.path), normalise_text(f.statement)) == key]
+        twins = [
+            (rep, f)
+            for rep, real in reals
+            for f in real.frames
+            if (basename(f.path), normalise_text(f.statement)) == key
+        ]
         if not twins or frame.line in {f.line for _, f in twins}:
             continue
         real_lines = " or ".join(map(str, sorted({f.line for _, f in twins})))
-        packet = [(rep, f) for rep, f in twins if f.path.replace("\\", "/") in rep.packet_paths
-                  and frame.listing and f.listing and _listing(f) == _listing(frame)]
-        where = (f"red.log's line {frame.at + 1} `{excerpt(frame.path)}:{frame.line}` for "
-                 f"`{excerpt(frame.statement, 60)}`")
+        packet = [
+            (rep, f)
+            for rep, f in twins
+            if f.path.replace("\\", "/") in rep.packet_paths
+            and frame.listing
+            and f.listing
+            and _listing(f) == _listing(frame)
+        ]
+        where = (
+            f"red.log's line {frame.at + 1} `{excerpt(frame.path)}:{frame.line}` for `{excerpt(frame.statement, 60)}`"
+        )
         if packet and verdict is None:
-            verdict = (f"line numbers: {where} in {name}; the packet's own code, unchanged (the same function "
-                       f"as printed by the {packet[0][0].label} run), is at line {real_lines} in every real run")
+            verdict = (
+                f"line numbers: {where} in {name}; the packet's own code, unchanged (the same function "
+                f"as printed by the {packet[0][0].label} run), is at line {real_lines} in every real run"
+            )
         elif not packet and note is None:
-            note = (f"line numbers of a real run: {where} in {name}, line {real_lines} in the real runs (fine "
-                    "when lines above it were edited after the red run)")
+            note = (
+                f"line numbers of a real run: {where} in {name}, line {real_lines} in the real runs (fine "
+                "when lines above it were edited after the red run)"
+            )
     if verdict:
         out.verdicts.append(verdict)
     if note:
@@ -472,19 +536,23 @@ def summary_findings(lines: list[str], failures: list[Failure], summary_idx: set
 
         def agrees(failure: Failure, msg: str = msg, cut: bool = cut) -> bool:
             first = " ".join(failure.head[0][1].split())
-            return any(first.startswith(x) or (not cut and x.startswith(first))
-                       for x in (msg, unprefixed(msg))) or first.startswith(ASSERTION_PREFIX + msg)
+            return any(
+                first.startswith(x) or (not cut and x.startswith(first)) for x in (msg, unprefixed(msg))
+            ) or first.startswith(ASSERTION_PREFIX + msg)
 
         if not any(agrees(f) for f in candidates):
             f = candidates[0]
-            findings.append(f"summary and traceback: red.log's line {i + 1} `{excerpt(lines[i])}` does not repeat "
-                            f"line {f.head[0][0] + 1} `E {excerpt(f.head[0][1])}` of the same test's error; "
-                            "pytest writes both from one exception")
+            findings.append(
+                f"summary and traceback: red.log's line {i + 1} `{excerpt(lines[i])}` does not repeat "
+                f"line {f.head[0][0] + 1} `E {excerpt(f.head[0][1])}` of the same test's error; "
+                "pytest writes both from one exception"
+            )
     return findings
 
 
-def compare_with_reproductions(lines: list[str], reproductions: Iterable[tuple], *,
-                               clean: Callable[[str], str]) -> Comparison:
+def compare_with_reproductions(
+    lines: list[str], reproductions: Iterable[tuple], *, clean: Callable[[str], str]
+) -> Comparison:
     """Compare each failure red.log shows with the same test's failure in the real runs.
 
     ``lines``: red.log's cleaned lines. ``reproductions``: ``Reproduction`` or
@@ -498,8 +566,15 @@ def compare_with_reproductions(lines: list[str], reproductions: Iterable[tuple],
         if not rep.log:
             continue
         for real in read_failures([line.rstrip() for line in clean(rep.log).split("\n")]):
-            same_content = (rep.label, _frames_key(real), _error_key(real), real.explained, real.details,
-                            real.truncated, tuple(map(_listing, real.frames)))
+            same_content = (
+                rep.label,
+                _frames_key(real),
+                _error_key(real),
+                real.explained,
+                real.details,
+                real.truncated,
+                tuple(map(_listing, real.frames)),
+            )
             by_title.setdefault(real.title, {}).setdefault(same_content, (rep, real))
     failures = read_failures(lines)
     tests = {_function_of(f.title) for f in failures}
@@ -516,5 +591,6 @@ def compare_with_reproductions(lines: list[str], reproductions: Iterable[tuple],
 def _capped(items: list[str], kind: str) -> list[str]:
     if len(items) <= MAX_FINDINGS:
         return items
-    return items[:MAX_FINDINGS] + [f"{items[MAX_FINDINGS].split(':', 1)[0]}: and {len(items) - MAX_FINDINGS} "
-                                   f"more {kind} of the red log's failures"]
+    return items[:MAX_FINDINGS] + [
+        f"{items[MAX_FINDINGS].split(':', 1)[0]}: and {len(items) - MAX_FINDINGS} more {kind} of the red log's failures"
+    ]

@@ -68,8 +68,14 @@ ORDER = ("red.log", "prompt.txt", "model_allowed.at", "model.md", "green.log", "
 
 
 class EntryTime(Protocol):
-    utc: datetime | None  # aware UTC, from the extended-timestamp field
-    local: datetime  # naive DOS time, zone unknown
+    # read-only, so that a frozen dataclass (grading.engine.archive.EntryTime) is one
+    @property
+    def utc(self) -> datetime | None:
+        """Aware UTC, from the extended-timestamp field."""
+
+    @property
+    def local(self) -> datetime:
+        """Naive DOS time, zone unknown."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +124,13 @@ class Event:
     local_time: str | None = None
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "at": self.at.isoformat() if self.at else None,
-                "source": self.source, "precision": self.precision, "local_time": self.local_time}
+        return {
+            "name": self.name,
+            "at": self.at.isoformat() if self.at else None,
+            "source": self.source,
+            "precision": self.precision,
+            "local_time": self.local_time,
+        }
 
 
 @dataclass(frozen=True)
@@ -161,27 +172,21 @@ def _fmt(value: datetime) -> str:
     return value.isoformat(sep=" ", timespec="seconds")
 
 
-def _zip_pair(a: EntryTime, b: EntryTime) -> tuple[datetime, datetime] | None:
-    """Two entries' times on the same clock, or None when they cannot be compared."""
+def _zip_pair(a: EntryTime, b: EntryTime) -> tuple[datetime, datetime]:
+    """Two entries' times on the same clock: UTC when both have it, else their DOS times."""
     if a.utc is not None and b.utc is not None:
         return a.utc, b.utc
-    if a.local is not None and b.local is not None:
-        return a.local, b.local
-    return None
+    return a.local, b.local
 
 
-def _stamp_slack(stamp: datetime, entry: EntryTime) -> tuple[datetime, timedelta] | None:
+def _stamp_slack(stamp: datetime, entry: EntryTime) -> tuple[datetime, timedelta]:
     """The entry's time comparable with the stamp, and how far apart they may be."""
-    aware = stamp.tzinfo is not None
-    if aware and entry.utc is not None:
-        return entry.utc, SAME
-    if not aware and entry.local is not None:
+    if stamp.tzinfo is None:
         return entry.local, SAME
-    other = entry.local if aware else entry.utc
-    if other is None:
-        return None
+    if entry.utc is not None:
+        return entry.utc, SAME
     # Unknown zone: drop the zone from both and allow the widest offset.
-    return other.replace(tzinfo=None), ZONE + SAME
+    return entry.local.replace(tzinfo=None), ZONE + SAME
 
 
 def _dst_fold(earlier: datetime, later: datetime) -> bool:
@@ -190,8 +195,12 @@ def _dst_fold(earlier: datetime, later: datetime) -> bool:
     Only for DOS times (no zone): both in the small hours, the later at most
     one hour (plus DOS resolution) behind the earlier.
     """
-    return (earlier.tzinfo is None and earlier - later <= DST + SAME
-            and all(t.hour < 4 for t in (earlier, later)) and earlier.date() == later.date())
+    return (
+        earlier.tzinfo is None
+        and earlier - later <= DST + SAME
+        and all(t.hour < 4 for t in (earlier, later))
+        and earlier.date() == later.date()
+    )
 
 
 def _candidate_offset(receipts: list[Receipt]) -> timedelta | None:
@@ -263,11 +272,10 @@ def build_timeline(
     first = _first_receipts(receipts)
     # Receipts first: the server's clock, stated as such.
     for i, earlier in enumerate(STEPS):
-        for later in STEPS[i + 1:]:
+        for later in STEPS[i + 1 :]:
             a, b = first.get(earlier), first.get(later)
             if a and b and b.at < a.at:
-                problems.append(f"server receipts: '{later}' ({_fmt(b.at)}) came before "
-                                f"'{earlier}' ({_fmt(a.at)})")
+                problems.append(f"server receipts: '{later}' ({_fmt(b.at)}) came before '{earlier}' ({_fmt(a.at)})")
 
     def receipts_in_order(x: str, y: str) -> bool:
         return x in first and y in first and first[x].at <= first[y].at
@@ -280,9 +288,11 @@ def build_timeline(
         problems.append("model_allowed.at does not hold a time the grader can read")
 
     # Zip entries among themselves (like with like).
-    checks = ((red, stamp_file, "red.log", "model_allowed.at", ("red", "model"), "was written after"),
-              (red, green, "red.log", "green.log", ("red", "green"), "is newer than"),
-              (stamp_file, green, "model_allowed.at", "green.log", ("model", "green"), "is newer than"))
+    checks = (
+        (red, stamp_file, "red.log", "model_allowed.at", ("red", "model"), "was written after"),
+        (red, green, "red.log", "green.log", ("red", "green"), "is newer than"),
+        (stamp_file, green, "model_allowed.at", "green.log", ("model", "green"), "is newer than"),
+    )
     pairs_seen = []
     for before, after, b_name, a_name, steps, verb in checks:
         pair = _zip_pair(before, after) if before is not None and after is not None else None
@@ -315,13 +325,13 @@ def build_timeline(
     # value later than the file (a stamp typed by hand, far in the future)
     # cannot be. A time before 1980-01-02 is no date.
     if stamp is not None and stamp_file is not None:
-        found = _stamp_slack(stamp, stamp_file)
-        if found is not None and found[0].replace(tzinfo=None) >= NO_DATE:
-            when, slack = found
+        when, slack = _stamp_slack(stamp, stamp_file)
+        if when.replace(tzinfo=None) >= NO_DATE:
             value = stamp.replace(tzinfo=None) if slack > SAME else stamp
             if value > when + slack + CLOCK_SKEW:
-                problems.append(f"the stamp's value ({_fmt(stamp)}) is later than model_allowed.at's own "
-                                f"zip time ({_fmt(when)})")
+                problems.append(
+                    f"the stamp's value ({_fmt(stamp)}) is later than model_allowed.at's own zip time ({_fmt(when)})"
+                )
 
     # The stamp's value against the server's receipts, on the server's clock
     # when the receipts show the candidate's clock was steadily off.
@@ -331,20 +341,31 @@ def build_timeline(
         value = stamp - offset if offset is not None else stamp
         value = value if value.tzinfo else value.replace(tzinfo=UTC)
         if "red" in first and value + slack < first["red"].at:
-            problems.append(f"server receipts: the stamp's value ({_fmt(stamp)}) is before the red "
-                            f"receipt ({_fmt(first['red'].at)})")
+            problems.append(
+                f"server receipts: the stamp's value ({_fmt(stamp)}) is before the red "
+                f"receipt ({_fmt(first['red'].at)})"
+            )
         if "green" in first and first["green"].at + slack < value:
-            problems.append(f"server receipts: the green receipt ({_fmt(first['green'].at)}) is before "
-                            f"the stamp's value ({_fmt(stamp)})")
+            problems.append(
+                f"server receipts: the green receipt ({_fmt(first['green'].at)}) is before "
+                f"the stamp's value ({_fmt(stamp)})"
+            )
         if "upload" in first and first["upload"].at + slack < value:
-            problems.append(f"server receipts: the stamp's value ({_fmt(stamp)}) is in the future of the "
-                            f"upload ({_fmt(first['upload'].at)})")
+            problems.append(
+                f"server receipts: the stamp's value ({_fmt(stamp)}) is in the future of the "
+                f"upload ({_fmt(first['upload'].at)})"
+            )
 
     return Timeline(ok=not problems, events=tuple(events), problems=tuple(problems))
 
 
-def _reply_problems(entries: Mapping[str, EntryTime], stamp: datetime | None, zip_shows_order: bool,
-                    first: Mapping[str, Receipt], offset: timedelta | None) -> list[str]:
+def _reply_problems(
+    entries: Mapping[str, EntryTime],
+    stamp: datetime | None,
+    zip_shows_order: bool,
+    first: Mapping[str, Receipt],
+    offset: timedelta | None,
+) -> list[str]:
     """model.md (the model's reply) older than the red run or than the stamp.
 
     A reply saved before the red run is the "fix with the model first, revert,
@@ -360,28 +381,48 @@ def _reply_problems(entries: Mapping[str, EntryTime], stamp: datetime | None, zi
 
     def touched_after(later_name: str, step: str) -> bool:
         later = entries.get(later_name)
-        pair = _zip_pair(red, later) if later is not None else None
-        return (pair is not None and pair[0] > pair[1] + SAME and "red" in first and step in first
-                and first["red"].at <= first[step].at)
+        pair = _zip_pair(red, later) if red is not None and later is not None else None
+        return (
+            pair is not None
+            and pair[0] > pair[1] + SAME
+            and "red" in first
+            and step in first
+            and first["red"].at <= first[step].at
+        )
 
     pair = _zip_pair(red, reply) if red is not None else None
-    if pair is not None and pair[0] > pair[1] + SAME and not _dst_fold(*pair) \
-            and not touched_after("model_allowed.at", "model") and not touched_after("green.log", "green"):
-        problems.append(f"zip times: model.md, the model's reply ({_fmt(pair[1])}), is older than red.log "
-                        f"({_fmt(pair[0])}): the reply was saved before the red run")
+    if (
+        pair is not None
+        and pair[0] > pair[1] + SAME
+        and not _dst_fold(*pair)
+        and not touched_after("model_allowed.at", "model")
+        and not touched_after("green.log", "green")
+    ):
+        problems.append(
+            f"zip times: model.md, the model's reply ({_fmt(pair[1])}), is older than red.log "
+            f"({_fmt(pair[0])}): the reply was saved before the red run"
+        )
 
     if stamp is not None and zip_shows_order:
-        found = _stamp_slack(stamp, reply)
-        if found is not None and found[0].replace(tzinfo=None) >= NO_DATE:
-            when, slack = found
+        when, slack = _stamp_slack(stamp, reply)
+        if when.replace(tzinfo=None) >= NO_DATE:
             value = stamp.replace(tzinfo=None) if slack > SAME else stamp
             if when + slack < value:
-                problems.append(f"model.md's zip time ({_fmt(when)}) is older than the stamp's value "
-                                f"({_fmt(stamp)}): the reply was saved before the model window opened")
+                problems.append(
+                    f"model.md's zip time ({_fmt(when)}) is older than the stamp's value "
+                    f"({_fmt(stamp)}): the reply was saved before the model window opened"
+                )
 
     # On the server's clock: only a UTC time, moved by a known, steady offset.
-    if "red" in first and offset is not None and reply.utc is not None \
-            and reply.utc.replace(tzinfo=None) >= NO_DATE and reply.utc - offset + CLOCK_SKEW < first["red"].at:
-        problems.append(f"server receipts: model.md's zip time ({_fmt(reply.utc)}) is before the red receipt "
-                        f"({_fmt(first['red'].at)}): the reply was saved before the red run")
+    if (
+        "red" in first
+        and offset is not None
+        and reply.utc is not None
+        and reply.utc.replace(tzinfo=None) >= NO_DATE
+        and reply.utc - offset + CLOCK_SKEW < first["red"].at
+    ):
+        problems.append(
+            f"server receipts: model.md's zip time ({_fmt(reply.utc)}) is before the red receipt "
+            f"({_fmt(first['red'].at)}): the reply was saved before the red run"
+        )
     return problems

@@ -55,10 +55,11 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import IO, Any, TextIO, TypedDict, TypeVar
 
 import defusedxml.ElementTree as DefusedET
 from defusedxml.common import DefusedXmlException
@@ -104,10 +105,13 @@ SLOT_WAIT_S = 30.0
 LOCK_DIR = Path("/run/lock/takehome-sandbox")
 
 
-def flock_free(candidates, count: int) -> list[tuple[object, object]] | None:
+K = TypeVar("K")
+
+
+def flock_free(candidates: Iterable[tuple[K, Path]], count: int) -> list[tuple[K, TextIO]] | None:
     """The first ``count`` of ``(key, lock file path)`` whose file nobody holds, each as ``(key, open file)``
     flocked until it is closed (or the process ends), or None with nothing held. Safe across processes."""
-    held = []
+    held: list[tuple[K, TextIO]] = []
     for key, path in candidates:
         fh = open(path, "a")
         try:
@@ -118,8 +122,8 @@ def flock_free(candidates, count: int) -> list[tuple[object, object]] | None:
         held.append((key, fh))
         if len(held) == count:
             return held
-    for _, fh in held:
-        fh.close()
+    for _, lock in held:
+        lock.close()
     return None
 
 
@@ -174,6 +178,29 @@ class RunResult:
     server_log: str = ""  # what the candidate's side printed, for a run across the process boundary
 
 
+class Counts(TypedDict):
+    """A run's six counts, as RunResult's fields of the same names."""
+
+    passed: int
+    failed: int
+    errors: int
+    skipped: int
+    xfailed: int
+    xpassed: int
+
+
+def run_counts(counts: Mapping[str, int]) -> Counts:
+    """The six counts of ``counts`` (counted by outcome name), to be passed on as RunResult's fields."""
+    return Counts(
+        passed=counts["passed"],
+        failed=counts["failed"],
+        errors=counts["errors"],
+        skipped=counts["skipped"],
+        xfailed=counts["xfailed"],
+        xpassed=counts["xpassed"],
+    )
+
+
 # Replaces ``-m pytest``: pytest, its built-in plugins and what they import
 # are loaded before the tree's folder goes on sys.path, so a candidate's
 # ``pytest.py``, ``_pytest/``, ``pluggy/`` or ``xml/`` cannot stand in for
@@ -199,8 +226,11 @@ PYTEST_BOOT = (
 
 def is_pytest(command: Sequence[str]) -> bool:
     cmd = list(command)
-    return bool(cmd) and (os.path.basename(cmd[0]) in ("pytest", "py.test") or cmd[1:3] == ["-m", "pytest"]
-                          or cmd[1:4] == ["-P", "-c", PYTEST_BOOT])
+    return bool(cmd) and (
+        os.path.basename(cmd[0]) in ("pytest", "py.test")
+        or cmd[1:3] == ["-m", "pytest"]
+        or cmd[1:4] == ["-P", "-c", PYTEST_BOOT]
+    )
 
 
 def pytest_command(command: Sequence[str]) -> tuple[str, ...]:
@@ -213,6 +243,8 @@ def pytest_command(command: Sequence[str]) -> tuple[str, ...]:
         # first on sys.path before pytest is imported, so a file named
         # pytest.py replaced pytest itself and reported a pass it never ran.
         command[1:3] = ["-P", "-c", PYTEST_BOOT]
+    # each option beside its value, as pytest reads them
+    # fmt: off
     extra = [
         f"--junitxml={JUNIT_IN_SANDBOX}",
         "-o", "junit_family=xunit1",  # xunit1 adds file= so node ids can be rebuilt
@@ -228,6 +260,7 @@ def pytest_command(command: Sequence[str]) -> tuple[str, ...]:
         "--maxfail=0",
         "--basetemp=/tmp/pytest",
     ]
+    # fmt: on
     if not any(a.startswith("-r") for a in command[1:]):
         extra.append("-rfEX")  # the default 'fE' plus XPASS lines, which JUnit XML hides
     return (*command, *extra)
@@ -269,14 +302,14 @@ def _tar_header(name: str, kind: bytes, mode: int, size: int = 0, link: str = ""
     # why by hand: tarfile's own header code took 0.14 s for 2,000 small files,
     # and a grading builds a tar for each of its eight or so runs.
     header = bytearray(_TAR_BLOCK)
-    header[0:len(raw)] = raw
+    header[0 : len(raw)] = raw
     header[100:108] = b"%07o\0" % mode
     header[108:124] = b"0000000\0" * 2  # uid, gid: tar runs as the sandbox's uid with --no-same-owner
     header[124:136] = b"%011o\0" % size
     header[136:148] = b"%011o\0" % int(time.time())
     header[148:156] = b" " * 8  # the checksum counts its own field as spaces
     header[156:157] = kind
-    header[157:157 + len(raw_link)] = raw_link
+    header[157 : 157 + len(raw_link)] = raw_link
     header[257:265] = b"ustar\x0000"
     header[148:156] = b"%06o\0 " % sum(header)
     return bytes(header)
@@ -325,10 +358,11 @@ def _tree_arg(tree: Path | Mapping[str, bytes]) -> Path | Mapping[str, bytes]:
 
 def _write_tree(out, tree: Path | Mapping[str, bytes]) -> None:
     for kind, name, mode, payload in _tree_entries(tree):
-        if kind == tarfile.REGTYPE:
+        if kind == tarfile.REGTYPE and isinstance(payload, bytes):
             _tar_file(out, name, mode, payload)
         else:
-            out.write(_tar_header(name, kind, mode, link=payload if kind == tarfile.SYMTYPE else ""))
+            link = payload if kind == tarfile.SYMTYPE and isinstance(payload, str) else ""
+            out.write(_tar_header(name, kind, mode, link=link))
     out.write(b"\0" * (2 * _TAR_BLOCK))  # the end of the archive
 
 
@@ -346,8 +380,18 @@ class _TreesRefused(Exception):
 
 # The errors that are the tree's, not ours: out of space or inodes, and shapes
 # tar fails on too (a name twice, a file where a folder is wanted, a link on the way).
-_TREE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.ELOOP,
-                          errno.ENAMETOOLONG, errno.EMLINK})
+_TREE_ERRNOS = frozenset(
+    {
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EEXIST,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.ELOOP,
+        errno.ENAMETOOLONG,
+        errno.EMLINK,
+    }
+)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -417,14 +461,15 @@ def _write_entries(root_fd: int, entries, uid: int) -> None:
                 os.symlink(payload, leaf, dir_fd=parent)
                 os.chown(leaf, uid, uid, dir_fd=parent, follow_symlinks=False)
             else:
-                fd = os.open(leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                             dir_fd=parent)
+                fd = os.open(
+                    leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent
+                )
                 try:
                     os.fchown(fd, uid, uid)
                     os.fchmod(fd, mode)
                     view = memoryview(payload)
                     while view:
-                        view = view[os.write(fd, view):]
+                        view = view[os.write(fd, view) :]
                 finally:
                     os.close(fd)
     except OSError as exc:
@@ -460,8 +505,11 @@ def tree_stream(tree: Path | Mapping[str, bytes]) -> int:
 
 def _sandboxed_files(folder: Path) -> list[Path]:
     """The regular files of ``folder`` the sandbox needs, sorted (no caches, no links)."""
-    return sorted(p for p in folder.rglob("*")
-                  if p.is_file() and not p.is_symlink() and "__pycache__" not in p.relative_to(folder).parts)
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not p.is_symlink() and "__pycache__" not in p.relative_to(folder).parts
+    )
 
 
 def _exec_mark(path: Path) -> bytes:
@@ -544,7 +592,7 @@ def _split_marker(text: str) -> tuple[bool, str]:
     at = text.find(line)
     if at < 0:
         return False, text
-    return True, text[:at] + text[at + len(line):]
+    return True, text[:at] + text[at + len(line) :]
 
 
 def _uid_processes(uid: int) -> list[int]:
@@ -635,7 +683,7 @@ def _nodeid(case: ET.Element) -> str:
     file, classname, name = case.get("file", ""), case.get("classname", ""), case.get("name", "")
     if file.endswith(".py"):
         module = file[:-3].replace("/", ".")
-        rest = classname[len(module) + 1:] if classname.startswith(module) else ""
+        rest = classname[len(module) + 1 :] if classname.startswith(module) else ""
         return "::".join(p for p in (file, *rest.split("."), name) if p)
     return "::".join(p for p in (classname, name) if p)
 
@@ -667,9 +715,11 @@ def parse_junit(data: bytes) -> list[TestCase]:
             if element.tag != "testcase":
                 continue
             kinds = {child.tag: child.get("type") for child in element}
+            # fmt: off
             outcome = ("failed" if "failure" in kinds else "error" if "error" in kinds
                        else "passed" if "skipped" not in kinds
                        else "xfailed" if kinds["skipped"] == "pytest.xfail" else "skipped")
+            # fmt: on
             cases.append(TestCase(_nodeid(element), outcome))
             element.clear()  # its captured output is read; keep only what the count needs
     except DefusedXmlException as exc:
@@ -695,8 +745,9 @@ def counts_from_text(log: str) -> dict[str, int]:
     return counts
 
 
-def decide_outcome(exit_code, counts, tests_known, timed_out, duration, limits, log,
-                   pytest_run: bool = False, report_ok: bool = True) -> tuple[str, list[str]]:
+def decide_outcome(
+    exit_code, counts, tests_known, timed_out, duration, limits, log, pytest_run: bool = False, report_ok: bool = True
+) -> tuple[str, list[str]]:
     """A run's outcome and the notes that explain it (docs/evidence.md, "How the outcome is decided")."""
     notes: list[str] = []
     if timed_out:
@@ -752,10 +803,23 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def _output(proc: subprocess.Popen) -> IO[bytes]:
+    """The pipe of a sandbox's output (_launch starts every sandbox with stdout=PIPE)."""
+    assert proc.stdout is not None
+    return proc.stdout
+
+
 def _setpriv(uid: int) -> list[str]:
     """setpriv's part of a sandbox's command line: the run's uid and gid, no groups, capabilities or new privileges."""
-    return [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    return [
+        SETPRIV,
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+    ]
 
 
 LAUNCH_WAIT_S = 10.0
@@ -856,14 +920,20 @@ class _Watched:
 
     launch: _Launch
     fds: _Fds
-    proc: subprocess.Popen | None = None
-    log: _CappedBuffer | None = None
+    log: _CappedBuffer
+    proc: subprocess.Popen | None = None  # set once launched
     junit: bytearray = field(default_factory=bytearray)
     witness: bytearray = field(default_factory=bytearray)
     status: bytearray = field(default_factory=bytearray)
     junit_too_big: bool = False
     stopped: bool = False  # killed by us once the primary was done (a companion)
     detached: bool = False  # its run's tmpfs mounts are out of the host's mount table
+
+    @property
+    def launched(self) -> subprocess.Popen:
+        """Its process: _watch is handed launched ones only."""
+        assert self.proc is not None
+        return self.proc
 
     def take(self, kind: str, data: bytes) -> None:
         if kind == "log":
@@ -898,7 +968,7 @@ def _send(warm: _Warm, data: bytes) -> None:
     view = memoryview(data)
     try:
         while view:
-            view = view[os.write(warm.stdin_w, view):]
+            view = view[os.write(warm.stdin_w, view) :]
     except OSError:
         pass  # the sandbox ended before reading it all: its result says why
     finally:
@@ -931,7 +1001,7 @@ class _Warm:
     """A pre-started sandbox: its uid's lock, its run's caps, its report pipes, waiting for one run."""
 
     uid: int
-    lock: object
+    lock: TextIO
     caps: RunCaps
     fds: _Fds
     proc: subprocess.Popen
@@ -970,7 +1040,7 @@ class _Warm:
             _kill_group(self.proc)
         self.proc.wait()
         self.fds.close_all()
-        self.proc.stdout.close()
+        _output(self.proc).close()
         if not _ended(self.child):
             _kill_uid(self.uid)
         self.caps.close()
@@ -1038,9 +1108,9 @@ class _WarmPool:
     def tick(self) -> None:
         """One round: end the expired, give a uid back to a waiting cold run, start one more when idle."""
         now = time.monotonic()
-        ending = []
+        ending: list[_Warm] = []
         with self.lock:
-            keep = []
+            keep: list[_Warm] = []
             for warm in self.ready:
                 (keep if warm.alive() and now - warm.started < self.sandbox.warm_idle_s else ending).append(warm)
                 warm.warmed()  # why: detaches its mounts once it is ready
@@ -1051,25 +1121,31 @@ class _WarmPool:
                 self.hold_until = now + WARM_HOLD_S
                 if self.ready:
                     ending.append(self.ready.pop(0))
-            refill = (not self.closed and len(self.ready) < self.sandbox.warm and now >= self.hold_until
-                      and now - self.last_take >= WARM_REFILL_AFTER_S
-                      and (self.keep or now - self.last_take < WARM_FORGET_S))
+            refill = (
+                not self.closed
+                and len(self.ready) < self.sandbox.warm
+                and now >= self.hold_until
+                and now - self.last_take >= WARM_REFILL_AFTER_S
+                and (self.keep or now - self.last_take < WARM_FORGET_S)
+            )
         for warm in ending:
             warm.end()
         if refill:
             with self.starting:
                 if self.closed:
                     return
-                warm = self.sandbox._start_warm()
-                if warm is None:
+                started = self.sandbox._start_warm()
+                if started is None:
                     self.hold_until = time.monotonic() + WARM_HOLD_S  # every uid busy: try again later
                     return
                 self.failures = 0
                 with self.lock:
                     if self.closed:
-                        ending = [warm]
+                        # why an ignore: mypy takes self.closed as False since the check above, but
+                        # close() may have run in another thread while this one started the sandbox
+                        ending = [started]  # type: ignore[unreachable]
                     else:
-                        self.ready.append(warm)
+                        self.ready.append(started)
                         ending = []
                 for extra in ending:
                     extra.end()
@@ -1134,8 +1210,14 @@ def _forget_inherited_pools() -> None:
     for (pid, _), pool in list(_POOLS.items()):
         if pid != os.getpid():
             for warm in pool.ready:
-                for fd in (warm.stdin_w, warm.ready_r, *warm.fds.child_ends(), warm.fds.status_r, warm.fds.junit_r,
-                           warm.fds.witness_r):
+                for fd in (
+                    warm.stdin_w,
+                    warm.ready_r,
+                    *warm.fds.child_ends(),
+                    warm.fds.status_r,
+                    warm.fds.junit_r,
+                    warm.fds.witness_r,
+                ):
                     if fd >= 0:
                         _close(fd)
                 warm.lock.close()
@@ -1180,8 +1262,14 @@ _INTERPRETER_BINDS: dict[str, tuple[tuple, tuple[str, ...]]] = {}
 
 
 def _interpreter_binds(config: str) -> list[str]:
-    home = next((value.strip() for key, _, value in (line.partition("=") for line in config.splitlines())
-                 if key.strip() == "home"), "")
+    home = next(
+        (
+            value.strip()
+            for key, _, value in (line.partition("=") for line in config.splitlines())
+            if key.strip() == "home"
+        ),
+        "",
+    )
     if not home:
         return []
     prefix = Path(home).resolve().parent
@@ -1215,22 +1303,28 @@ class Sandbox:
 
     def _missing_parts(self) -> list[str]:
         """The tools and the runner venv this machine lacks, each a sentence saying how to fix it."""
-        missing = [f"{tool} is missing: install it with 'apt-get install {package}'; "
-                   "candidate code is never run without the sandbox"
-                   for tool, package in ((BWRAP, "bubblewrap"), (SETPRIV, "util-linux"), (PRLIMIT, "util-linux"))
-                   if not os.access(tool, os.X_OK)]
+        missing = [
+            f"{tool} is missing: install it with 'apt-get install {package}'; "
+            "candidate code is never run without the sandbox"
+            for tool, package in ((BWRAP, "bubblewrap"), (SETPRIV, "util-linux"), (PRLIMIT, "util-linux"))
+            if not os.access(tool, os.X_OK)
+        ]
         runner = Path(self.runner_dir).resolve()
         if not (runner / "bin" / "python").exists():
-            missing.append(f"no runner venv at {runner}: build it with 'python manage.py build_runner' "
-                           f"(or 'python -m grading.engine.runner {runner}')")
+            missing.append(
+                f"no runner venv at {runner}: build it with 'python manage.py build_runner' "
+                f"(or 'python -m grading.engine.runner {runner}')"
+            )
         return missing
 
     @staticmethod
     def _unreachable(path: Path) -> str | None:
         blocked = [p for p in path.parents if p.exists() and not p.stat().st_mode & 0o001]
         if blocked:
-            return (f"the sandbox uid cannot reach {path}: {', '.join(map(str, blocked))} "
-                    "must be traversable by others (chmod o+x)")
+            return (
+                f"the sandbox uid cannot reach {path}: {', '.join(map(str, blocked))} "
+                "must be traversable by others (chmod o+x)"
+            )
         return None
 
     def _prepare(self) -> tuple[Path, Path, Path]:
@@ -1251,8 +1345,9 @@ class Sandbox:
         try:
             sandboxed = _sandboxed_copy(scratch)
         except OSError as exc:
-            raise SandboxUnavailable(f"could not copy {SANDBOXED_DIR} into the scratch folder {scratch}: "
-                                     f"{exc}") from None
+            raise SandboxUnavailable(
+                f"could not copy {SANDBOXED_DIR} into the scratch folder {scratch}: {exc}"
+            ) from None
         return runner, scratch, sandboxed
 
     def problems(self) -> list[tuple[str, str]]:
@@ -1266,8 +1361,13 @@ class Sandbox:
         scratch = Path(self.scratch_dir).resolve()
         existing = next((p for p in (scratch, *scratch.parents) if p.exists()), None)
         if existing is None or not os.access(existing, os.W_OK | os.X_OK):
-            found.append(("scratch", f"the scratch folder {scratch} cannot be created: {existing} is not writable "
-                         "(set TAKEHOME_SCRATCH_DIR to a folder this user may write)"))
+            found.append(
+                (
+                    "scratch",
+                    f"the scratch folder {scratch} cannot be created: {existing} is not writable "
+                    "(set TAKEHOME_SCRATCH_DIR to a folder this user may write)",
+                )
+            )
         for path in (Path(self.runner_dir).resolve(), scratch):
             if problem := self._unreachable(path):
                 found.append(("reach", problem))
@@ -1286,8 +1386,13 @@ class Sandbox:
 
     def budget(self) -> RunBudget:
         lim = self.limits
-        return RunBudget(memory_bytes=lim.memory_bytes, processes=lim.nproc, tmpfs_inodes=lim.tmpfs_inodes,
-                         fallback_processes=lim.fallback_processes, address_space_bytes=lim.address_space_bytes)
+        return RunBudget(
+            memory_bytes=lim.memory_bytes,
+            processes=lim.nproc,
+            tmpfs_inodes=lim.tmpfs_inodes,
+            fallback_processes=lim.fallback_processes,
+            address_space_bytes=lim.address_space_bytes,
+        )
 
     def run_caps(self, defer_cgroups: bool = False) -> RunCaps:
         """The caps of one run, as a context manager: its own cgroup and tmpfs mounts.
@@ -1340,15 +1445,25 @@ class Sandbox:
             for _, fh in held:
                 fh.close()  # closing releases the lock
 
-    def _try_slots(self, count: int) -> list[tuple[int, object]] | None:
+    def _try_slots(self, count: int) -> list[tuple[int, TextIO]] | None:
         """``count`` free uids of the pool, each with its flocked lock file, or None (nothing held then)."""
         LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         uids = range(self.uid_base, self.uid_base + self.slots)
         return flock_free(((uid, LOCK_DIR / f"uid-{uid}.lock") for uid in uids), count)
 
-    def _argv(self, uid: int, runner: Path, sandboxed: Path, command: Sequence[str], fds: _Fds,
-              env: Mapping[str, str], caps: RunCaps, gate_fd: int, warm: bool = False,
-              tree_written: bool = False) -> list[str]:
+    def _argv(
+        self,
+        uid: int,
+        runner: Path,
+        sandboxed: Path,
+        command: Sequence[str],
+        fds: _Fds,
+        env: Mapping[str, str],
+        caps: RunCaps,
+        gate_fd: int,
+        warm: bool = False,
+        tree_written: bool = False,
+    ) -> list[str]:
         """The command line of one sandbox: setpriv, then bwrap, then our sh wrapper (pid 1 inside).
 
         setpriv is left out where the worker starts bwrap under the uid itself
@@ -1361,9 +1476,14 @@ class Sandbox:
         """
         lim = self.limits
         status_fd, junit_fd = fds.status_w, fds.junit_w
-        extra_env = [arg for name, value in {"TAKEHOME_WITNESS_FD": str(fds.witness_w), **env}.items()
-                     for arg in ("--setenv", name, value)]
+        extra_env = [
+            arg
+            for name, value in {"TAKEHOME_WITNESS_FD": str(fds.witness_w), **env}.items()
+            for arg in ("--setenv", name, value)
+        ]
         address_space, nproc = caps.rlimits()
+        # each option beside its values, as bwrap reads them
+        # fmt: off
         return [
             # why: launched by root, bwrap ignores RLIMIT_NPROC entirely (400/400 forks);
             # an unprivileged uid with no caps and no_new_privs makes it hold. Where the
@@ -1455,9 +1575,11 @@ class Sandbox:
             + '"$@"; exit $?',
             "sh", *command,
         ]
+        # fmt: on
 
-    def _launch(self, argv_for, uid: int, caps: RunCaps, fds: _Fds, stdin: int,
-                pass_fds: Sequence[int], while_starting=None) -> tuple[subprocess.Popen, int | None]:
+    def _launch(
+        self, argv_for, uid: int, caps: RunCaps, fds: _Fds, stdin: int, pass_fds: Sequence[int], while_starting=None
+    ) -> tuple[subprocess.Popen, int | None]:
         """Start one sandbox (``argv_for(gate_fd)``), put it into the run's cgroup, then open its gate.
 
         Returns the process and the host pid of the sandbox's pid 1 (None where
@@ -1487,17 +1609,20 @@ class Sandbox:
             os.fchown(gate_r, uid, uid)  # so the wrapper can open it as /proc/self/fd/N
             try:
                 argv = argv_for(gate_r)
-                options = dict(
+                options: dict[str, Any] = dict(
                     # why an empty environment, not bwrap --clearenv: bwrap's own pid 1 would
                     # otherwise keep the worker's (SECRET_KEY...) in /proc/1/environ.
-                    env={}, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    env={},
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
                     pass_fds=(*fds.child_ends(), *pass_fds, gate_r),
                     start_new_session=True,  # why: one group to kill, whatever the code spawns
                 )
                 prefix = _setpriv(uid)
-                if argv[:len(prefix)] == prefix and spawn.unavailable() is None:
+                if argv[: len(prefix)] == prefix and spawn.unavailable() is None:
                     # bwrap started under the uid by the worker: no setpriv run (see grading/engine/sandbox/spawn.py)
-                    proc = spawn.popen_as(uid, uid, argv[len(prefix):], **options)
+                    proc = spawn.popen_as(uid, uid, argv[len(prefix) :], **options)
                 else:
                     proc = subprocess.Popen(argv, **options)
             finally:
@@ -1518,7 +1643,7 @@ class Sandbox:
             except BaseException:
                 _kill_group(proc)
                 proc.wait()
-                proc.stdout.close()
+                _output(proc).close()
                 raise
             return proc, child
         finally:
@@ -1546,7 +1671,7 @@ class Sandbox:
         held = self._try_slots(1)
         if held is None:
             return None
-        (uid, lock), = held
+        ((uid, lock),) = held
         caps = fds = None
         stdin_r = stdin_w = ready_r = ready_w = -1
         try:
@@ -1556,9 +1681,23 @@ class Sandbox:
             ready_r, ready_w = os.pipe()
             os.set_blocking(ready_r, False)
             proc, child = self._launch(
-                lambda gate: self._argv(uid, runner, sandboxed, WARM_STARTER, fds, {"TAKEHOME_READY_FD": str(ready_w)},
-                                        caps, gate, warm=True),
-                uid, caps, fds, stdin_r, (ready_w,))
+                lambda gate: self._argv(
+                    uid,
+                    runner,
+                    sandboxed,
+                    WARM_STARTER,
+                    fds,
+                    {"TAKEHOME_READY_FD": str(ready_w)},
+                    caps,
+                    gate,
+                    warm=True,
+                ),
+                uid,
+                caps,
+                fds,
+                stdin_r,
+                (ready_w,),
+            )
         except BaseException:
             for fd in (stdin_r, stdin_w, ready_r, ready_w):
                 if fd >= 0:
@@ -1584,8 +1723,9 @@ class Sandbox:
         except (OSError, ValueError) as exc:
             warm.end()
             raise SandboxUnavailable(f"could not read the tree into memory: {exc}") from None
-        watched = _Watched(_Launch(tree, command), warm.fds, proc=warm.proc,
-                           log=_CappedBuffer(self.limits.output_bytes))
+        watched = _Watched(
+            _Launch(tree, command), warm.fds, proc=warm.proc, log=_CappedBuffer(self.limits.output_bytes)
+        )
         # why a thread: the tree may exceed the pipe's buffer, and the sandbox reads it while we watch.
         writer = threading.Thread(target=_send, args=(warm, request.getvalue()), daemon=True)
         start = time.monotonic()
@@ -1596,9 +1736,14 @@ class Sandbox:
             writer.join()
             warm.end()
 
-    def run_across_boundary(self, tree: Path | Mapping[str, bytes], command: Sequence[str],
-                            server_tree: Path | Mapping[str, bytes],
-                            call_timeout_s: float | None = None, env: Mapping[str, str] | None = None) -> RunResult:
+    def run_across_boundary(
+        self,
+        tree: Path | Mapping[str, bytes],
+        command: Sequence[str],
+        server_tree: Path | Mapping[str, bytes],
+        call_timeout_s: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> RunResult:
         """Run trusted tests over ``tree`` while the code they import lives in ``server_tree``.
 
         Two sandboxes, each under its own uid and in its own pid namespace,
@@ -1622,14 +1767,27 @@ class Sandbox:
         import_timeout = max(call_timeout, min(20.0, self.limits.wall_s / 3))
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
-        trusted = _Launch(_tree_arg(tree), pytest_command(command),
-                          {**(env or {}), "TAKEHOME_PROXY_FDS": f"{reply_r},{request_w}",
-                           "TAKEHOME_PROXY_TIMEOUT_S": f"{call_timeout + CALL_MARGIN_S:g}",
-                           "TAKEHOME_PROXY_IMPORT_TIMEOUT_S": f"{import_timeout + 5:g}"}, [reply_r, request_w])
-        server = _Launch(_tree_arg(server_tree), PROXY_SERVER,
-                         {"TAKEHOME_PROXY_FDS": f"{request_r},{reply_w}",
-                          "TAKEHOME_PROXY_CALL_TIMEOUT_S": f"{call_timeout:g}",
-                          "TAKEHOME_PROXY_IMPORT_TIMEOUT_S": f"{import_timeout:g}"}, [request_r, reply_w])
+        trusted = _Launch(
+            _tree_arg(tree),
+            pytest_command(command),
+            {
+                **(env or {}),
+                "TAKEHOME_PROXY_FDS": f"{reply_r},{request_w}",
+                "TAKEHOME_PROXY_TIMEOUT_S": f"{call_timeout + CALL_MARGIN_S:g}",
+                "TAKEHOME_PROXY_IMPORT_TIMEOUT_S": f"{import_timeout + 5:g}",
+            },
+            [reply_r, request_w],
+        )
+        server = _Launch(
+            _tree_arg(server_tree),
+            PROXY_SERVER,
+            {
+                "TAKEHOME_PROXY_FDS": f"{request_r},{reply_w}",
+                "TAKEHOME_PROXY_CALL_TIMEOUT_S": f"{call_timeout:g}",
+                "TAKEHOME_PROXY_IMPORT_TIMEOUT_S": f"{import_timeout:g}",
+            },
+            [request_r, reply_w],
+        )
         result, companion = self._run_group([trusted, server])
         return replace(result, server_log=companion.log)
 
@@ -1713,19 +1871,31 @@ class Sandbox:
                 refused.append(None)
         return refused
 
-    def _refused(self, refused: list[str | None], launches: list[_Launch], caps: list[RunCaps],
-                 start: float) -> list[RunResult]:
+    def _refused(
+        self, refused: list[str | None], launches: list[_Launch], caps: list[RunCaps], start: float
+    ) -> list[RunResult]:
         """The results of a run whose tree did not fit its sandbox's /tree: exit 125 as tar's was, nothing run."""
         duration = time.monotonic() - start
         results = []
         for why, launch, run_caps in zip(refused, launches, caps):
-            text = (f"[sandbox: the tree could not be written into /tree: {why}]\n" if why else
-                    "[sandbox: not run: another sandbox of this run could not take its tree]\n")
+            text = (
+                f"[sandbox: the tree could not be written into /tree: {why}]\n"
+                if why
+                else "[sandbox: not run: another sandbox of this run could not take its tree]\n"
+            )
             results.append(self._result(125, b"", False, False, duration, text, 0, launch.command, run_caps))
         return results
 
-    def _execute(self, uids: list[int], runner: Path, sandboxed: Path, trees: list[int | None],
-                 launches: list[_Launch], caps: list[RunCaps], write_trees=None) -> list[RunResult]:
+    def _execute(
+        self,
+        uids: list[int],
+        runner: Path,
+        sandboxed: Path,
+        trees: list[int | None],
+        launches: list[_Launch],
+        caps: list[RunCaps],
+        write_trees=None,
+    ) -> list[RunResult]:
         """Launch every sandbox of the run, then watch them; ``write_trees`` is called as the first one starts.
 
         why all trees while the first starts: none of the run's gates may open
@@ -1743,9 +1913,23 @@ class Sandbox:
                 try:
                     w.proc, w.launch.child_pid = self._launch(
                         lambda gate, w=w, uid=uid, run_caps=run_caps, written=tree_fd is None: self._argv(
-                            uid, runner, sandboxed, w.launch.command, w.fds, w.launch.env, run_caps, gate,
-                            tree_written=written),
-                        uid, run_caps, w.fds, stdin, w.launch.pass_fds, write_trees if i == 0 else None)
+                            uid,
+                            runner,
+                            sandboxed,
+                            w.launch.command,
+                            w.fds,
+                            w.launch.env,
+                            run_caps,
+                            gate,
+                            tree_written=written,
+                        ),
+                        uid,
+                        run_caps,
+                        w.fds,
+                        stdin,
+                        w.launch.pass_fds,
+                        write_trees if i == 0 else None,
+                    )
                 finally:
                     if tree_fd is None:
                         _close(stdin)
@@ -1758,7 +1942,7 @@ class Sandbox:
                     w.proc.wait()
                 w.fds.close_all()
                 if w.proc is not None:
-                    w.proc.stdout.close()
+                    _output(w.proc).close()
             raise
         return self._watch(watched, caps, start)
 
@@ -1770,7 +1954,7 @@ class Sandbox:
         try:
             sel = selectors.DefaultSelector()
             for i, w in enumerate(watched):
-                sel.register(w.proc.stdout.fileno(), selectors.EVENT_READ, (i, "log"))
+                sel.register(_output(w.launched).fileno(), selectors.EVENT_READ, (i, "log"))
                 sel.register(w.fds.junit_r, selectors.EVENT_READ, (i, "junit"))
                 sel.register(w.fds.status_r, selectors.EVENT_READ, (i, "status"))
                 sel.register(w.fds.witness_r, selectors.EVENT_READ, (i, "witness"))
@@ -1787,7 +1971,7 @@ class Sandbox:
                 if grace_end is not None and now >= grace_end:
                     for w in watched[1:]:
                         w.stopped = True
-                        _kill_group(w.proc)
+                        _kill_group(w.launched)
                     grace_end = float("inf")
                 wait = min(deadline, grace_end or deadline) - now
                 for key, _ in sel.select(max(0.01, wait)):
@@ -1806,7 +1990,7 @@ class Sandbox:
             for w in watched:
                 if not timed_out:
                     try:
-                        w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                        w.launched.wait(timeout=max(0.1, deadline - time.monotonic()))
                     except subprocess.TimeoutExpired:
                         timed_out = True
         finally:
@@ -1818,11 +2002,11 @@ class Sandbox:
                     w.proc.wait()
                 w.fds.close_all()
                 if w.proc is not None:
-                    w.proc.stdout.close()
+                    _output(w.proc).close()
         duration = time.monotonic() - start
         results = []
         for i, w in enumerate(watched):
-            exit_code = None if timed_out else w.proc.returncode
+            exit_code = None if timed_out else w.launched.returncode
             started, text = _split_marker(w.log.text())
             if not started and not timed_out and not w.stopped:
                 # why the wrapper's start line, not bwrap's "child-pid": bwrap reports
@@ -1831,13 +2015,35 @@ class Sandbox:
                 # never reached our wrapper, so no code of the run's ran: bwrap
                 # itself failed (our side), and its output says why.
                 raise SandboxUnavailable(f"bwrap could not set up the sandbox (exit {exit_code}): {text[-2000:]}")
-            results.append(self._result(exit_code, bytes(w.junit), w.junit_too_big, timed_out and i == 0,
-                                        duration, text, w.log.dropped, w.launch.command, caps[i],
-                                        bytes(w.witness)))
+            results.append(
+                self._result(
+                    exit_code,
+                    bytes(w.junit),
+                    w.junit_too_big,
+                    timed_out and i == 0,
+                    duration,
+                    text,
+                    w.log.dropped,
+                    w.launch.command,
+                    caps[i],
+                    bytes(w.witness),
+                )
+            )
         return results
 
-    def _result(self, exit_code, junit, junit_too_big, timed_out, duration, text: str, dropped: int, command,
-                caps: RunCaps, witness: bytes = b"") -> RunResult:
+    def _result(
+        self,
+        exit_code,
+        junit,
+        junit_too_big,
+        timed_out,
+        duration,
+        text: str,
+        dropped: int,
+        command,
+        caps: RunCaps,
+        witness: bytes = b"",
+    ) -> RunResult:
         capped = caps.report()  # while the run's cgroup and mounts still exist
         notes: list[str] = []
         tests: list[TestCase] = []
@@ -1859,8 +2065,10 @@ class Sandbox:
             xpass = set(_XPASS_RE.findall(text))
             tests = [TestCase(t.nodeid, "xpassed") if t.outcome == "passed" and t.nodeid in xpass else t for t in tests]
             by = [t.outcome for t in tests]
-            counts = {("errors" if k == "error" else k): by.count(k)
-                      for k in ("passed", "failed", "error", "skipped", "xfailed", "xpassed")}
+            counts = {
+                ("errors" if k == "error" else k): by.count(k)
+                for k in ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+            }
             # Non-strict XPASS is a plain pass in JUnit XML; without our -rX lines
             # (the command chose its own -r) only the text summary counts them.
             extra = min(counts_from_text(text)["xpassed"] - counts["xpassed"], counts["passed"])
@@ -1869,8 +2077,17 @@ class Sandbox:
                 counts["xpassed"] += extra
         address_space, nproc = caps.rlimits()
         in_force = replace(self.limits, address_space_bytes=address_space, nproc=nproc)
-        outcome, why = decide_outcome(exit_code, counts, bool(tests), timed_out, duration, in_force, text,
-                               pytest_run=is_pytest(command), report_ok=report_ok)
+        outcome, why = decide_outcome(
+            exit_code,
+            counts,
+            bool(tests),
+            timed_out,
+            duration,
+            in_force,
+            text,
+            pytest_run=is_pytest(command),
+            report_ok=report_ok,
+        )
         cap_notes = capped.notes(caps.budget)
         if capped.killed and not timed_out:
             # why: a process the memory cap ended did not finish; whatever
@@ -1882,8 +2099,13 @@ class Sandbox:
         if dropped:
             why.append(f"output truncated: kept the first and last parts of {self.limits.output_bytes} bytes")
         return RunResult(
-            outcome=outcome, exit_code=exit_code, duration_s=round(duration, 3), log=text,
-            tests=tuple(tests), notes=tuple(cap_notes + notes + why), decided_by=tuple(why),
-            witness=witness.decode("utf-8", "replace"), **counts,
+            outcome=outcome,
+            exit_code=exit_code,
+            duration_s=round(duration, 3),
+            log=text,
+            tests=tuple(tests),
+            notes=tuple(cap_notes + notes + why),
+            decided_by=tuple(why),
+            witness=witness.decode("utf-8", "replace"),
+            **run_counts(counts),
         )
-

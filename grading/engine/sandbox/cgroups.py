@@ -101,8 +101,10 @@ class RunBudget:
     address_space_bytes: int = 1 << 30  # RLIMIT_AS of each process (also under a cgroup)
 
     def __post_init__(self) -> None:
-        if min(self.memory_bytes, self.processes, self.tmpfs_inodes, self.fallback_processes,
-               self.address_space_bytes) < 1:
+        if (
+            min(self.memory_bytes, self.processes, self.tmpfs_inodes, self.fallback_processes, self.address_space_bytes)
+            < 1
+        ):
             raise ValueError("every part of a run's budget must be positive")
 
     def fallback_rlimits(self) -> tuple[int, int]:
@@ -135,8 +137,10 @@ class Caps:
         mib = budget.memory_bytes >> 20
         if self.mode == "rlimit":
             address_space, k = budget.fallback_rlimits()
-            first = (f"per-process rlimits only: at most {k} processes x {address_space >> 20} MiB "
-                     f"address space (<= {mib} MiB per run)")
+            first = (
+                f"per-process rlimits only: at most {k} processes x {address_space >> 20} MiB "
+                f"address space (<= {mib} MiB per run)"
+            )
         else:
             first = f"cgroup v{self.mode[-1]}: {mib} MiB memory and {budget.processes} processes per run"
         if self.tmpfs == "mount":
@@ -164,15 +168,20 @@ class CapReport:
         notes = []
         if self.memory_kills:
             peak = f", peak {self.memory_peak_bytes >> 20} MiB" if self.memory_peak_bytes else ""
-            notes.append(f"killed by the run's memory cap ({budget.memory_bytes >> 20} MiB across all its "
-                         f"processes{peak}): the kernel ended {self.memory_kills} process(es)")
+            notes.append(
+                f"killed by the run's memory cap ({budget.memory_bytes >> 20} MiB across all its "
+                f"processes{peak}): the kernel ended {self.memory_kills} process(es)"
+            )
         if self.process_cap_hits:
-            notes.append(f"reached the run's process cap ({budget.processes} processes): "
-                         f"{self.process_cap_hits} fork(s) refused")
+            notes.append(
+                f"reached the run's process cap ({budget.processes} processes): {self.process_cap_hits} fork(s) refused"
+            )
         for where, what in self.full_tmpfs:
             if what == "inodes":
-                notes.append(f"{where} ran out of inodes (cap {budget.tmpfs_inodes} files and folders): "
-                             "writes there failed with ENOSPC")
+                notes.append(
+                    f"{where} ran out of inodes (cap {budget.tmpfs_inodes} files and folders): "
+                    "writes there failed with ENOSPC"
+                )
             else:
                 notes.append(f"{where} is full (its size cap): writes there failed with ENOSPC")
         return notes
@@ -355,8 +364,9 @@ def _detect_cgroup2() -> tuple[Path, Path]:
         if {"memory", "pids"} <= controllers:
             break
     else:
-        raise CapsUnavailable("no cgroup2 hierarchy offers memory and pids"
-                              + (f" ({'; '.join(seen)})" if seen else " (none mounted)"))
+        raise CapsUnavailable(
+            "no cgroup2 hierarchy offers memory and pids" + (f" ({'; '.join(seen)})" if seen else " (none mounted)")
+        )
     try:
         _enable_controllers(root)
         parent = root / PARENT
@@ -379,8 +389,10 @@ def _enable_controllers(root: Path) -> None:
     try:
         _write(control, wanted)
     except OSError as exc:
-        own = next((line[3:].strip() for line in Path("/proc/self/cgroup").read_text().splitlines()
-                    if line.startswith("0::")), None)
+        own = next(
+            (line[3:].strip() for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::")),
+            None,
+        )
         if exc.errno != errno.EBUSY or own != "/":
             raise
         # A container's own cgroup (the root of its cgroup namespace) may not
@@ -400,7 +412,7 @@ def _enable_controllers(root: Path) -> None:
 
 def _detect_cgroup1() -> tuple[Path, Path]:
     """The parent folders for runs' cgroups in the memory and pids v1 hierarchies; raises CapsUnavailable."""
-    roots = {}
+    roots: dict[str, Path] = {}
     for point, fstype, options in _mounts():
         if fstype == "cgroup":
             for controller in ("memory", "pids"):
@@ -534,7 +546,8 @@ def detect(mode: str = "auto", tmpfs: str = "auto", mount_dir: Path | None = Non
 
 def _detect(mode: str, tmpfs: str, mount_dir: Path | None) -> Caps:
     why: list[str] = ["rlimits chosen by configuration"] if mode == "rlimit" else []
-    chosen, parents = "rlimit", (None, None)
+    chosen = "rlimit"
+    parents: tuple[Path | None, Path | None] = (None, None)
     for candidate, probe in (("cgroup2", _detect_cgroup2), ("cgroup1", _detect_cgroup1)):
         if mode not in ("auto", candidate):
             continue
@@ -559,8 +572,14 @@ def _detect(mode: str, tmpfs: str, mount_dir: Path | None) -> Caps:
             if tmpfs == "mount":
                 raise
             why.append(f"inode cap: {exc}")
-    return Caps(mode=chosen, tmpfs=in_force, memory_parent=parents[0], pids_parent=parents[1],
-                mount_dir=Path(mount_dir) if mount_dir else None, why=tuple(why))
+    return Caps(
+        mode=chosen,
+        tmpfs=in_force,
+        memory_parent=parents[0],
+        pids_parent=parents[1],
+        mount_dir=Path(mount_dir) if mount_dir else None,
+        why=tuple(why),
+    )
 
 
 # -- one run --------------------------------------------------------------------
@@ -649,8 +668,7 @@ class RunCaps:
         self.ensure_cgroups()
         if not self.cgroups:
             return list(argv)
-        return [SH, "-c", ENTER_CGROUP, "enter-cgroup", *(str(c / "cgroup.procs") for c in self.cgroups),
-                "--", *argv]
+        return [SH, "-c", ENTER_CGROUP, "enter-cgroup", *(str(c / "cgroup.procs") for c in self.cgroups), "--", *argv]
 
     def join(self, pids: Sequence[int]) -> None:
         """Move the processes ``pids`` into this run's cgroup (by the caller, root); nothing in rlimit mode.
@@ -695,9 +713,11 @@ class RunCaps:
             return ["--bind", str(host), where]  # mounted already (see tmpfs_root)
         try:
             if self._mount_root is None:
-                _own_folder(Path(self.caps.mount_dir))  # made again if it went missing
+                mount_dir = self.caps.mount_dir
+                assert mount_dir is not None  # mount mode is chosen only with a folder (_detect_mount)
+                _own_folder(Path(mount_dir))  # made again if it went missing
                 # why 0711 (root's): the sandbox's uid passes through to its own mount, lists nothing
-                (root := Path(self.caps.mount_dir) / self.name).mkdir(mode=0o711)
+                (root := Path(mount_dir) / self.name).mkdir(mode=0o711)
                 self._mount_root = root
             host = self._mount_root / f"{len(self._mounts)}{re.sub(r'[^a-z0-9]+', '-', where.lower())}"
             host.mkdir(mode=0o700)
@@ -723,7 +743,9 @@ class RunCaps:
         if self.caps.tmpfs != "mount":
             return None
         self.tmpfs(where, size_bytes, uid)
-        return self._roots[self._host(where)]
+        host = self._host(where)
+        assert host is not None  # tmpfs() mounted it, or raised
+        return self._roots[host]
 
     def _host(self, where: str) -> Path | None:
         return next((host for mounted, host in self._mounts if mounted == where), None)
@@ -754,7 +776,8 @@ class RunCaps:
 
     def report(self) -> CapReport:
         """Which caps the run ran into so far; call it after the processes end, inside the block."""
-        kills = peak = hits = 0
+        kills = hits = 0
+        peak: int | None = 0
         if self.cgroups:
             memory, pids = self.cgroups[0], self.cgroups[-1]
             if self.caps.mode == "cgroup2":
@@ -774,8 +797,9 @@ class RunCaps:
                 full.append((where, "inodes"))
             elif st.f_blocks and st.f_bavail == 0:
                 full.append((where, "space"))
-        return CapReport(memory_kills=kills, memory_peak_bytes=peak or None, process_cap_hits=hits,
-                         full_tmpfs=tuple(full))
+        return CapReport(
+            memory_kills=kills, memory_peak_bytes=peak or None, process_cap_hits=hits, full_tmpfs=tuple(full)
+        )
 
     def close(self) -> None:
         """Kill what is left in the cgroup, unmount the tmpfs mounts, remove both. Safe to call twice."""
@@ -836,11 +860,14 @@ def _stale_mount_roots(mount_dir: Path | None) -> list[Path]:
     if mount_dir is not None:
         folders.add(Path(mount_dir))
     try:
-        folders.update(p for p in Path("/dev/shm").glob("takehome-mounts-*")
-                       if p.is_dir() and not p.is_symlink() and p.stat().st_uid == os.geteuid())
+        folders.update(
+            p
+            for p in Path("/dev/shm").glob("takehome-mounts-*")
+            if p.is_dir() and not p.is_symlink() and p.stat().st_uid == os.geteuid()
+        )
     except OSError:
         pass
-    roots = []
+    roots: list[Path] = []
     for folder in sorted(folders):
         try:
             roots.extend(r for r in folder.iterdir() if r.is_dir() and owner_gone(r.name))
@@ -883,4 +910,3 @@ def clean_stale(caps: Caps) -> list[str]:
         except OSError as exc:
             log.warning("could not remove the stale mounts in %s: %s", root, exc)
     return removed
-

@@ -56,6 +56,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import cast
 
 from grading.engine.archive import JUNK_FILES, JUNK_PARTS, Limits, _size
 
@@ -186,16 +187,16 @@ class Workspace:
 
 
 def _is_mounted(path: Path) -> bool:
-    path = str(Path(path).resolve())
-    return any(point == path for point, _, _ in _mounts())
+    where = str(Path(path).resolve())
+    return any(point == where for point, _, _ in _mounts())
 
 
 def _mount_options(path: Path) -> str | None:
-    path = str(Path(path).resolve())
+    where = str(Path(path).resolve())
     with open("/proc/self/mountinfo") as fh:
         for line in fh:
             fields = line.split(" - ")[0].split()
-            if len(fields) >= 6 and fields[4] == path:
+            if len(fields) >= 6 and fields[4] == where:
                 return fields[5]
     return None
 
@@ -219,9 +220,11 @@ def _prepare_folder(ws: Workspace) -> None:
         os.chmod(folder.parent, 0o711)  # why: no candidate lists the other workspaces' names
     blocked = [p for p in folder.parents if p.exists() and not p.stat().st_mode & 0o001]
     if blocked:
-        raise WorkspaceUnavailable(f"the sandbox uid cannot reach {folder}: {', '.join(map(str, blocked))} "
-                                   "must be traversable by others (chmod o+x), or set TAKEHOME_WORKSPACES_DIR "
-                                   "to a folder under one that is")
+        raise WorkspaceUnavailable(
+            f"the sandbox uid cannot reach {folder}: {', '.join(map(str, blocked))} "
+            "must be traversable by others (chmod o+x), or set TAKEHOME_WORKSPACES_DIR "
+            "to a folder under one that is"
+        )
     for name, owner, mode in (("home", 0, 0o700), ("tmux", 0, 0o700), ("gate", 0, 0o755), ("etc", 0, 0o755)):
         path = folder / name
         if not path.is_dir():
@@ -236,8 +239,11 @@ def _prepare_folder(ws: Workspace) -> None:
             os.chmod(path, mode)
     etc = folder / "etc"
     for name, text in (
-        ("passwd", f"root:x:0:0:root:/root:/usr/sbin/nologin\ncandidate:x:{ws.uid}:{ws.uid}:candidate:"
-                   f"{HOME_IN_SANDBOX}:{BASH}\n"),
+        (
+            "passwd",
+            f"root:x:0:0:root:/root:/usr/sbin/nologin\ncandidate:x:{ws.uid}:{ws.uid}:candidate:"
+            f"{HOME_IN_SANDBOX}:{BASH}\n",
+        ),
         ("group", f"root:x:0:\ncandidate:x:{ws.uid}:\n"),
         ("bash.bashrc", BASHRC),
         ("tmux.conf", TMUX_CONF),
@@ -283,8 +289,8 @@ def _check_relative(name: str) -> PurePosixPath:
     return rel
 
 
-def _write_files(root: Path, files: Iterator[tuple[str, bytes, int]], uid: int) -> None:
-    """Write (relative name, content, mode) under ``root``, owned by ``uid``; never through a link."""
+def _write_files(root: Path, files: Iterator[tuple[str, bytes | None, int]], uid: int) -> None:
+    """Write (relative name, content or None for a folder, mode) under ``root``, as ``uid``'s; never through a link."""
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         for name, data, mode in files:
@@ -294,14 +300,15 @@ def _write_files(root: Path, files: Iterator[tuple[str, bytes, int]], uid: int) 
                 if data is None:  # a folder
                     _make_folder(rel.name, dir_fd, uid)
                     continue
-                fd = os.open(rel.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode & 0o755,
-                             dir_fd=dir_fd)
+                fd = os.open(
+                    rel.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode & 0o755, dir_fd=dir_fd
+                )
                 try:
                     os.fchown(fd, uid, uid)
                     os.fchmod(fd, 0o755 if mode & 0o100 else 0o644)
                     view = memoryview(data)
                     while view:
-                        view = view[os.write(fd, view[:CHUNK]):]
+                        view = view[os.write(fd, view[:CHUNK]) :]
                 finally:
                     os.close(fd)
             finally:
@@ -334,8 +341,13 @@ def _walk(root: Path, limits: Limits, skip_junk: bool) -> Iterator[tuple[str, by
                     is_dir = stat.S_ISDIR(st.st_mode)
                     if is_dir and skip_junk and name in JUNK_PARTS:
                         continue
-                    if not is_dir and (not stat.S_ISREG(st.st_mode) or (skip_junk and (
-                            name in JUNK_FILES or name.endswith((".pyc", ".pyo")) or name.startswith("._")))):
+                    if not is_dir and (
+                        not stat.S_ISREG(st.st_mode)
+                        or (
+                            skip_junk
+                            and (name in JUNK_FILES or name.endswith((".pyc", ".pyo")) or name.startswith("._"))
+                        )
+                    ):
                         continue  # links, FIFOs, sockets, devices: never read; caches: as an upload skips them
                     if skip_junk:  # an upload refuses such names; saving keeps them as they are
                         _check_name(rel)
@@ -343,7 +355,8 @@ def _walk(root: Path, limits: Limits, skip_junk: bool) -> Iterator[tuple[str, by
                     if entries > limits.max_entries:
                         raise WorkspaceTooBig(
                             f"The workspace holds more than {limits.max_entries} files and folders; delete what "
-                            "the solution does not need (build output, copies, caches) and try again.")
+                            "the solution does not need (build output, copies, caches) and try again."
+                        )
                     if is_dir:
                         try:
                             sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
@@ -360,7 +373,8 @@ def _walk(root: Path, limits: Limits, skip_junk: bool) -> Iterator[tuple[str, by
                     if total > limits.max_total_bytes:
                         raise WorkspaceTooBig(
                             f"The workspace's files add up to more than {_size(limits.max_total_bytes)}; "
-                            "delete large files the solution does not need and try again.")
+                            "delete large files the solution does not need and try again."
+                        )
                     yield rel, data, st.st_mode
             finally:
                 os.close(dir_fd)
@@ -374,8 +388,9 @@ def _check_name(rel: str) -> None:
         rel.encode("utf-8")
     except UnicodeEncodeError:
         shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        raise WorkspaceTooBig(f"The file name {shown!r} is not valid UTF-8; rename it with plain letters and "
-                              "digits and try again.") from None
+        raise WorkspaceTooBig(
+            f"The file name {shown!r} is not valid UTF-8; rename it with plain letters and digits and try again."
+        ) from None
 
 
 def _read_regular(name: str, dir_fd: int, cap: int, rel: str) -> bytes | None:
@@ -390,8 +405,7 @@ def _read_regular(name: str, dir_fd: int, cap: int, rel: str) -> bytes | None:
         while chunk := os.read(fd, CHUNK):
             size += len(chunk)
             if size > cap:
-                raise WorkspaceTooBig(f"{rel} is larger than {_size(cap)}; delete it or make it smaller "
-                                      "and try again.")
+                raise WorkspaceTooBig(f"{rel} is larger than {_size(cap)}; delete it or make it smaller and try again.")
             parts.append(chunk)
         return b"".join(parts)
     finally:
@@ -413,8 +427,9 @@ class SaveReport:
     left_out: tuple[str, ...] = ()
 
     def words(self) -> str:
-        shown = "; ".join(self.left_out[:10]) + (f"; and {len(self.left_out) - 10} more"
-                                                 if len(self.left_out) > 10 else "")
+        shown = "; ".join(self.left_out[:10]) + (
+            f"; and {len(self.left_out) - 10} more" if len(self.left_out) > 10 else ""
+        )
         return f"{len(self.left_out)} of the workspace's files could not be saved: {shown}"
 
 
@@ -582,8 +597,9 @@ def _restore(root: Path, saved: Path, uid: int) -> None:
                         target = _check_relative(info.linkname)
                         target_fd = _folder_of(root_fd, target, uid)
                         try:
-                            os.link(target.name, rel.name, src_dir_fd=target_fd, dst_dir_fd=dir_fd,
-                                    follow_symlinks=False)
+                            os.link(
+                                target.name, rel.name, src_dir_fd=target_fd, dst_dir_fd=dir_fd, follow_symlinks=False
+                            )
                         finally:
                             os.close(target_fd)
                     elif info.isreg():
@@ -621,10 +637,12 @@ def _restore_file(tar: tarfile.TarFile, info: tarfile.TarInfo, name: str, dir_fd
     try:
         os.fchown(fd, uid, uid)
         os.fchmod(fd, 0o755 if info.mode & 0o100 else 0o644)
+        segments: list[tuple[int, int]]
         if info.sparse is not None:
             # why by hand: tarfile would hand the holes over as zeros, and zeros written take space
             tar.fileobj.seek(info.offset_data)
-            segments = info.sparse
+            # why a cast: typeshed calls it bytes, but tarfile keeps a sparse member's (offset, size) pairs there
+            segments = cast("list[tuple[int, int]]", info.sparse)
         else:
             tar.fileobj.seek(info.offset_data)
             segments = [(0, info.size)]
@@ -672,8 +690,10 @@ def _open(ws: Workspace, seed: Mapping[str, bytes]) -> None:
     try:
         _mount_tmpfs(home, lim.disk_bytes, lim.inodes, ws.uid)
     except OSError as exc:
-        raise WorkspaceUnavailable(f"cannot mount the workspace's tmpfs at {home}: {exc.strerror or exc} "
-                                   "(the server must run as root, with permission to mount)") from None
+        raise WorkspaceUnavailable(
+            f"cannot mount the workspace's tmpfs at {home}: {exc.strerror or exc} "
+            "(the server must run as root, with permission to mount)"
+        ) from None
     try:
         saved = ws.part("saved.tar")
         if saved.exists():
@@ -738,7 +758,7 @@ def _cgroups(ws: Workspace, create: bool) -> list[Path]:
     if caps.mode == "cgroup1":
         cpu_parent = _cpu_parent()
         cpu = cpu_parent / name if cpu_parent else None
-    elif _v2_cpu(caps.memory_parent, create):
+    elif caps.memory_parent is not None and _v2_cpu(caps.memory_parent, create):
         cpu = paths[0]
     if cpu is not None and cpu not in paths:
         paths.append(cpu)
@@ -786,8 +806,13 @@ def _budget(ws: Workspace) -> RunBudget:
     # each (python with pytest needs 48 MiB of address space; a shell with one
     # client is 6 processes), so that all of them together stay within memory_bytes
     fallback = max(4, lim.memory_bytes // FALLBACK_PROCESS_BYTES)
-    return RunBudget(memory_bytes=lim.memory_bytes, processes=lim.processes, tmpfs_inodes=lim.inodes,
-                     address_space_bytes=2 * lim.memory_bytes, fallback_processes=fallback)
+    return RunBudget(
+        memory_bytes=lim.memory_bytes,
+        processes=lim.processes,
+        tmpfs_inodes=lim.inodes,
+        address_space_bytes=2 * lim.memory_bytes,
+        fallback_processes=fallback,
+    )
 
 
 def _rlimits(ws: Workspace, cgroups: list[Path]) -> tuple[int, int]:
@@ -839,7 +864,10 @@ def process_count(ws: Workspace) -> ProcessCount | None:
     if caps.mode == "rlimit":
         return ProcessCount(len(_uid_processes(ws.uid)), _rlimits(ws, [])[1], None)
     # the pids cgroup of _cgroups: its own hierarchy under cgroup v1, the one folder under v2
-    path = (caps.pids_parent or caps.memory_parent) / _cgroup_name(ws)
+    parent = caps.pids_parent or caps.memory_parent
+    if parent is None:
+        return None
+    path = parent / _cgroup_name(ws)
     current, limit = _read_int(path / "pids.current"), _read_int(path / "pids.max")  # "max": no cap
     if current is None or limit is None:
         return None
@@ -870,7 +898,7 @@ class CapWatch:
             return self.pinned
         if self._since is None:
             self._since = now
-        refused = at_cap and (count.refused is None or count.refused > self._refused_below)
+        refused = at_cap and count is not None and (count.refused is None or count.refused > self._refused_below)
         if now - self._since >= self.hold_s and (self.pinned or refused):
             self.pinned, self._since = at_cap, None
         return self.pinned
@@ -886,8 +914,13 @@ def _enter(cgroups: list[Path]) -> list[str]:
 
 
 def _check_tools(ws: Workspace) -> tuple[Path, Path]:
-    for tool, package in ((BWRAP, "bubblewrap"), (SETPRIV, "util-linux"), (PRLIMIT, "util-linux"),
-                          (TMUX, "tmux"), (BASH, "bash")):
+    for tool, package in (
+        (BWRAP, "bubblewrap"),
+        (SETPRIV, "util-linux"),
+        (PRLIMIT, "util-linux"),
+        (TMUX, "tmux"),
+        (BASH, "bash"),
+    ):
         if not os.access(tool, os.X_OK):
             raise WorkspaceUnavailable(f"{tool} is missing: install it with 'apt-get install {package}'")
     runner = Path(ws.runner_dir).resolve()
@@ -896,7 +929,9 @@ def _check_tools(ws: Workspace) -> tuple[Path, Path]:
     try:
         sandboxed = _sandboxed_copy(Path(ws.folder).resolve().parent)
     except OSError as exc:
-        raise WorkspaceUnavailable(f"could not copy grading/engine/sandbox/sandboxed next to {ws.folder}: {exc}") from None
+        raise WorkspaceUnavailable(
+            f"could not copy grading/engine/sandbox/sandboxed next to {ws.folder}: {exc}"
+        ) from None
     return runner, sandboxed
 
 
@@ -906,6 +941,8 @@ def _argv(ws: Workspace, cgroups: list[Path], command: list[str], *, new_session
     lim = ws.limits
     folder = Path(ws.folder).resolve()
     address_space, nproc = _rlimits(ws, cgroups)
+    # each option beside its values, as env, prlimit, setpriv and bwrap read them
+    # fmt: off
     return [
         *_enter(cgroups),
         # why env -i: bwrap's own pid 1 would otherwise show the server's environment.
@@ -961,6 +998,7 @@ def _argv(ws: Workspace, cgroups: list[Path], command: list[str], *, new_session
         "--setenv", "TAKEHOME_GATE_SOCKET", GATE_SOCKET,
         *command,
     ]
+    # fmt: on
 
 
 def _pid_file(ws: Workspace) -> Path:
@@ -1001,12 +1039,17 @@ def start_shell(ws: Workspace) -> None:
         _end_processes(ws)  # a shell that ended leaves nothing behind to count against the caps
         _mount_run(ws)  # a fresh one: what the last shell left in /run/tmux is gone
         cgroups = _cgroups(ws, create=True)
-        argv = _argv(ws, cgroups, [TMUX, "-D", "-S", TMUX_SOCKET, "-f", "/etc/tmux.conf"],
-                     new_session=True)
+        argv = _argv(ws, cgroups, [TMUX, "-D", "-S", TMUX_SOCKET, "-f", "/etc/tmux.conf"], new_session=True)
         # why a new session, no pipes and no --die-with-parent: the web server may
         # restart; the shell must not notice. A thread reaps it while we live.
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
         threading.Thread(target=proc.wait, name=f"workspace-{ws.uid}", daemon=True).start()
         _write_atomic(_pid_file(ws), f"{proc.pid} {_start_time(proc.pid)}\n".encode(), 0o644)
         _wait_for_socket(ws, proc)
@@ -1020,9 +1063,11 @@ def _mount_run(ws: Workspace) -> None:
     try:
         _mount_tmpfs(ws.part("tmux"), lim.run_bytes, lim.run_inodes, ws.uid)
     except OSError as exc:
-        raise WorkspaceUnavailable(f"cannot mount the tmpfs of tmux's socket at {ws.part('tmux')}: "
-                                   f"{exc.strerror or exc} (the server must run as root, with permission "
-                                   "to mount)") from None
+        raise WorkspaceUnavailable(
+            f"cannot mount the tmpfs of tmux's socket at {ws.part('tmux')}: "
+            f"{exc.strerror or exc} (the server must run as root, with permission "
+            "to mount)"
+        ) from None
 
 
 def _umount_run(ws: Workspace) -> None:
@@ -1042,8 +1087,14 @@ def _run_config(ws: Workspace, cgroups: list[Path]) -> None:
     """
     argv = _argv(ws, cgroups, [TMUX, "-N", "-S", TMUX_SOCKET, "has-session", "-t", SESSION], new_session=True)
     try:
-        subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=HISTORY_WAIT_S,
-                       start_new_session=True, close_fds=True)
+        subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=HISTORY_WAIT_S,
+            start_new_session=True,
+            close_fds=True,
+        )
     except (OSError, subprocess.TimeoutExpired):
         pass  # the client that attaches next runs the config instead
 
@@ -1055,8 +1106,10 @@ def _wait_for_socket(ws: Workspace, proc: subprocess.Popen | None, wait_s: float
         ended = proc.poll() is not None if proc else not shell_running(ws)
         if ended or time.monotonic() > deadline:
             _end_processes(ws)
-            raise WorkspaceUnavailable(f"the workspace's shell did not start (exit {proc and proc.poll()}): "
-                                       "is bubblewrap working? (manage.py check); the next visit starts it again")
+            raise WorkspaceUnavailable(
+                f"the workspace's shell did not start (exit {proc and proc.poll()}): "
+                "is bubblewrap working? (manage.py check); the next visit starts it again"
+            )
         time.sleep(0.01)
 
 
@@ -1225,11 +1278,19 @@ def pane_history(ws: Workspace, lines: int = HISTORY_LINES) -> str:
     if not shell_running(ws):
         return ""
     cgroups = _cgroups(ws, create=True)
+    # fmt: off
     argv = _argv(ws, cgroups, [TMUX, "-N", "-S", TMUX_SOCKET, "capture-pane", "-p", "-e", "-J",
                                "-S", f"-{max(1, int(lines))}", "-E", "-1", "-t", SESSION], new_session=True)
+    # fmt: on
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=HISTORY_WAIT_S,
-                              start_new_session=True, close_fds=True)
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=HISTORY_WAIT_S,
+            start_new_session=True,
+            close_fds=True,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     if done.returncode != 0:
@@ -1262,11 +1323,12 @@ def spawn_client(ws: Workspace, cols: int, rows: int) -> Client:
         # our side of the pty closes with our process in any case.
         # why -N: a shell that ended just now must not be replaced by a server inside
         # the client's sandbox (it would die with the client); the client ends instead.
+        # fmt: off
         argv = _argv(ws, cgroups, ["/usr/bin/setsid", "--ctty", TMUX, "-N", "-S", TMUX_SOCKET, "-f",
                                    "/etc/tmux.conf", "new-session", "-A", "-s", SESSION, "-c", WORKSPACE_IN_SANDBOX],
                      new_session=False)
-        proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
-                                start_new_session=True)
+        # fmt: on
+        proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True, start_new_session=True)
     except BaseException:
         os.close(master)
         raise
@@ -1277,7 +1339,24 @@ def spawn_client(ws: Workspace, cols: int, rows: int) -> Client:
 
 
 __all__ = [
-    "GATE_SOCKET", "CapWatch", "Client", "ProcessCount", "SaveReport", "Workspace", "WorkspaceLimits",
-    "WorkspaceTooBig", "WorkspaceUnavailable", "freeze", "open_workspace", "pane_history", "process_count", "release",
-    "save", "shell_running", "snapshot_files", "spawn_client", "start_shell", "stop_shell"
+    "GATE_SOCKET",
+    "CapWatch",
+    "Client",
+    "ProcessCount",
+    "SaveReport",
+    "Workspace",
+    "WorkspaceLimits",
+    "WorkspaceTooBig",
+    "WorkspaceUnavailable",
+    "freeze",
+    "open_workspace",
+    "pane_history",
+    "process_count",
+    "release",
+    "save",
+    "shell_running",
+    "snapshot_files",
+    "spawn_client",
+    "start_shell",
+    "stop_shell",
 ]

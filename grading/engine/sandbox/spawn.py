@@ -181,6 +181,7 @@ class _Spawner:
             raise
         if request.error is not None:
             raise request.error
+        assert request.proc is not None  # done: the thread set either the process or the error
         return request.proc
 
     def _wait(self, request: _Request) -> None:
@@ -213,8 +214,9 @@ class _Spawner:
             if _os_thread() == self.creator:
                 # why: green threads (gevent's or eventlet's patching) share one OS thread, so hardening
                 # and the uid window would be the whole program's, and others would run inside the window
-                self.broken = ("the spawning thread is not an OS thread of its own (threading is patched "
-                               "to green threads here)")
+                self.broken = (
+                    "the spawning thread is not an OS thread of its own (threading is patched to green threads here)"
+                )
                 log.warning("sandbox: %s; setpriv starts bwrap instead", self.broken)
                 return
             _harden_this_thread()

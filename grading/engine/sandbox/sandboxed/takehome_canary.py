@@ -41,10 +41,19 @@ _missing = object()
 
 def pytest_addoption(parser):
     group = parser.getgroup("takehome")
-    group.addoption("--takehome-canary", action="append", default=[], dest="takehome_canaries",
-                    help="the grader's canary test PATH::NAME: always run")
-    group.addoption("--takehome-quiet-canaries", action="store_true", dest="takehome_quiet_canaries",
-                    help="keep the canaries out of the terminal's output")
+    group.addoption(
+        "--takehome-canary",
+        action="append",
+        default=[],
+        dest="takehome_canaries",
+        help="the grader's canary test PATH::NAME: always run",
+    )
+    group.addoption(
+        "--takehome-quiet-canaries",
+        action="store_true",
+        dest="takehome_quiet_canaries",
+        help="keep the canaries out of the terminal's output",
+    )
 
 
 def _wanted(config):

@@ -81,7 +81,7 @@ class _Channel:
             limit = TIMEOUT_S if self.called else max(TIMEOUT_S, IMPORT_TIMEOUT_S)
             data = wire.dumps(message)
             while data:
-                data = data[os.write(self.write_fd, data):]
+                data = data[os.write(self.write_fd, data) :]
             try:
                 return self._reply(limit)
             except BoundaryError as exc:
@@ -141,8 +141,9 @@ def _exception_class(module, qualname, bases):
     if key not in _classes:
         base = next((b for b in map(_builtin_exception, bases or ()) if b and issubclass(b, Exception)), None)
         parents = (CandidateError,) if base in (None, Exception) else (CandidateError, base)
-        _classes[key] = type(str(qualname).rsplit(".", 1)[-1], parents, {"__module__": str(module),
-                                                                           "__qualname__": str(qualname)})
+        _classes[key] = type(
+            str(qualname).rsplit(".", 1)[-1], parents, {"__module__": str(module), "__qualname__": str(qualname)}
+        )
     return _classes[key]
 
 
@@ -233,9 +234,14 @@ class Remote:
         _ship(args, files)
         _ship(kwargs, files)
         try:
-            message = {"op": "call", "module": self._module, "path": list(self._path),
-                       "args": wire.encode(list(args)), "kwargs": wire.encode(kwargs),
-                       "files": wire.encode(files)}
+            message = {
+                "op": "call",
+                "module": self._module,
+                "path": list(self._path),
+                "args": wire.encode(list(args)),
+                "kwargs": wire.encode(kwargs),
+                "files": wire.encode(files),
+            }
         except wire.WireError as exc:
             raise BoundaryError("cannot pass this to the candidate's %s: %s" % (self, exc)) from None
         reply = _ask(message)

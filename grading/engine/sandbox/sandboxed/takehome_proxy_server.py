@@ -34,9 +34,16 @@ _modules = {}
 def _error(exc, boundary=False):
     kind = type(exc)
     bases = [c.__name__ for c in kind.__mro__ if c.__module__ == "builtins"]
-    return {"error": {"type": kind.__qualname__, "module": kind.__module__, "bases": bases,
-                      "message": str(exc)[:20000], "boundary": boundary,
-                      "traceback": "".join(traceback.format_exception(kind, exc, exc.__traceback__))[-8000:]}}
+    return {
+        "error": {
+            "type": kind.__qualname__,
+            "module": kind.__module__,
+            "bases": bases,
+            "message": str(exc)[:20000],
+            "boundary": boundary,
+            "traceback": "".join(traceback.format_exception(kind, exc, exc.__traceback__))[-8000:],
+        }
+    }
 
 
 def _add_import_root(root):
@@ -56,6 +63,7 @@ def _module(name, root=""):
 
         def give_up(signum, frame):
             raise TimeoutError("importing %s took longer than %g s" % (name, IMPORT_TIMEOUT_S))
+
         signal.signal(signal.SIGALRM, give_up)
         signal.setitimer(signal.ITIMER_REAL, IMPORT_TIMEOUT_S)
         try:
@@ -136,7 +144,7 @@ def _call_in_child(message):
             reply = _error(exc)
         data = wire.dumps(reply)
         while data:
-            data = data[os.write(write_fd, data):]
+            data = data[os.write(write_fd, data) :]
         for stream in (sys.stdout, sys.stderr):  # why: os._exit skips the flush, and prints would be lost
             try:
                 stream.flush()
@@ -169,10 +177,14 @@ def _call_in_child(message):
         return _error(wire.WireError("the reply is larger than %d MiB" % (MAX_REPLY_BYTES >> 20)), boundary=True)
     received = received.split(b"\n", 1)[0] + b"\n" if b"\n" in received else received
     if not received.endswith(b"\n"):
-        how = ("killed by signal %d" % os.WTERMSIG(status) if os.WIFSIGNALED(status)
-               else "exit %d" % os.WEXITSTATUS(status))
-        return _error(RuntimeError("the call ended without an answer (%s: a limit such as memory, "
-                                   "or the process exited)" % how))
+        how = (
+            "killed by signal %d" % os.WTERMSIG(status)
+            if os.WIFSIGNALED(status)
+            else "exit %d" % os.WEXITSTATUS(status)
+        )
+        return _error(
+            RuntimeError("the call ended without an answer (%s: a limit such as memory, or the process exited)" % how)
+        )
     try:
         return wire.loads(received.rstrip(b"\n"))
     except wire.WireError as exc:
@@ -199,7 +211,7 @@ def main():
                 reply = _error(exc)
             data = wire.dumps(reply)
             while data:
-                data = data[os.write(write_fd, data):]
+                data = data[os.write(write_fd, data) :]
 
 
 if __name__ == "__main__":

@@ -59,8 +59,7 @@ def _main():
         return 0  # the worker let this sandbox go unused (shut down or idle too long)
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         return 125
-    pid = os.posix_spawn("/usr/bin/tar", ["tar", "-x", "-p", "-f", "-", "-C", "/tree", "--no-same-owner"],
-                         os.environ)
+    pid = os.posix_spawn("/usr/bin/tar", ["tar", "-x", "-p", "-f", "-", "-C", "/tree", "--no-same-owner"], os.environ)
     if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
         return 125
     null = os.open("/dev/null", os.O_RDONLY)

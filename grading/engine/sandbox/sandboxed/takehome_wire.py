@@ -67,8 +67,10 @@ def encode(value, depth=0):
         return {"$datetime": value.isoformat()}
     if isinstance(value, datetime.date):
         return {"$date": value.isoformat()}
-    raise WireError("a %s cannot cross the sandbox boundary: only plain data can (numbers, strings, "
-                    "lists, dicts, tuples, sets, bytes, paths, decimals, dates)" % type(value).__name__)
+    raise WireError(
+        "a %s cannot cross the sandbox boundary: only plain data can (numbers, strings, "
+        "lists, dicts, tuples, sets, bytes, paths, decimals, dates)" % type(value).__name__
+    )
 
 
 def _hashable(value):
@@ -120,7 +122,7 @@ def decode(data, depth=0):
     if isinstance(data, list):
         return [decode(v, depth + 1) for v in data]
     if isinstance(data, dict) and len(data) == 1:
-        (tag, inner), = data.items()
+        ((tag, inner),) = data.items()
         if tag in _TAGS:
             try:
                 return _TAGS[tag](inner, depth + 1)

@@ -56,9 +56,20 @@ _YIELDS = frozenset(dis.opmap[n] for n in ("YIELD_VALUE", "SEND") if n in dis.op
 # What runs a test and makes its report, as "module" or "module.Class" and the
 # attributes that must stay as they were when this module was imported.
 _WATCHED = (
-    ("_pytest.runner", ("runtestprotocol", "call_and_report", "check_interactive_exception", "show_test_item",
-                        "pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
-                        "pytest_runtest_teardown", "pytest_runtest_makereport")),
+    (
+        "_pytest.runner",
+        (
+            "runtestprotocol",
+            "call_and_report",
+            "check_interactive_exception",
+            "show_test_item",
+            "pytest_runtest_protocol",
+            "pytest_runtest_setup",
+            "pytest_runtest_call",
+            "pytest_runtest_teardown",
+            "pytest_runtest_makereport",
+        ),
+    ),
     ("_pytest.runner.CallInfo", ("from_call", "__init__")),
     ("_pytest.runner.SetupState", ("setup", "teardown_exact")),
     ("_pytest.python", ("pytest_pyfunc_call", "async_fail")),
@@ -68,8 +79,20 @@ _WATCHED = (
     ("_pytest.reports.BaseReport", ("passed", "failed", "skipped")),
     ("_pytest.skipping", ("pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_makereport")),
     ("_pytest.unittest", ("pytest_runtest_makereport",)),
-    ("_pytest.unittest.TestCaseFunction", ("runtest", "setup", "_addexcinfo", "addError", "addFailure", "addSkip",
-                                           "addExpectedFailure", "addUnexpectedSuccess", "addSuccess")),
+    (
+        "_pytest.unittest.TestCaseFunction",
+        (
+            "runtest",
+            "setup",
+            "_addexcinfo",
+            "addError",
+            "addFailure",
+            "addSkip",
+            "addExpectedFailure",
+            "addUnexpectedSuccess",
+            "addSuccess",
+        ),
+    ),
     ("_pytest.doctest.DoctestItem", ("runtest", "setup")),
     ("_pytest.main", ("pytest_runtestloop",)),
     ("_pytest.junitxml.LogXML", ("pytest_runtest_logreport", "pytest_sessionfinish")),
@@ -79,15 +102,42 @@ _WATCHED = (
     ("unittest.case.TestCase", ("run", "__call__", "_callTestMethod", "_callSetUp")),
     ("unittest.case._Outcome", ("testPartExecutor",)),
     ("doctest.DocTestRunner", ("run", "_DocTestRunner__run")),
-    ("takehome_witness", ("_write", "_check", "_targets", "_watch", "_ended", "_cause", "_kind", "_code",
-                          "_is_target", "pytest_plugin_registered", "pytest_configure", "pytest_runtest_call", "pytest_runtest_makereport",
-                          "pytest_runtest_logreport", "pytest_sessionfinish", "pytest_unconfigure")),
+    (
+        "takehome_witness",
+        (
+            "_write",
+            "_check",
+            "_targets",
+            "_watch",
+            "_ended",
+            "_cause",
+            "_kind",
+            "_code",
+            "_is_target",
+            "pytest_plugin_registered",
+            "pytest_configure",
+            "pytest_runtest_call",
+            "pytest_runtest_makereport",
+            "pytest_runtest_logreport",
+            "pytest_sessionfinish",
+            "pytest_unconfigure",
+        ),
+    ),
 )
 # Hooks whose implementations at registration time (pytest's own and this
 # plugin's) must still be there, unchanged, at every test; the tree may add its own.
-_HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown",
-          "pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_pyfunc_call", "pytest_runtestloop",
-          "pytest_report_teststatus", "pytest_sessionfinish")
+_HOOKS = (
+    "pytest_runtest_protocol",
+    "pytest_runtest_setup",
+    "pytest_runtest_call",
+    "pytest_runtest_teardown",
+    "pytest_runtest_makereport",
+    "pytest_runtest_logreport",
+    "pytest_pyfunc_call",
+    "pytest_runtestloop",
+    "pytest_report_teststatus",
+    "pytest_sessionfinish",
+)
 
 
 def _code(obj):
@@ -165,7 +215,7 @@ def _write(record):
     data = (_dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
     try:
         while data:
-            data = data[_os_write(_fd, data):]
+            data = data[_os_write(_fd, data) :]
     except (OSError, ValueError, TypeError):
         pass
 
@@ -210,8 +260,11 @@ def _targets(item):
     import _pytest.unittest
 
     parent = getattr(item, "parent", None)
-    holder = getattr(parent, "obj", None) if isinstance(parent, (_pytest.python.Module, _pytest.python.Class)) \
-        and not _never_imported(parent) else None
+    holder = (
+        getattr(parent, "obj", None)
+        if isinstance(parent, (_pytest.python.Module, _pytest.python.Class)) and not _never_imported(parent)
+        else None
+    )
     if isinstance(item, _pytest.unittest.TestCaseFunction):
         import unittest
 
@@ -257,6 +310,7 @@ def _is_target(code, codes, prefix):
 def _watch(codes, prefix, seen):
     """A trace function that keeps the frames of the test's own code until its first code (the
     test itself, where a unittest test's setUp comes first) is entered, then removes itself."""
+
     def trace(frame, event, arg):
         # why _getframe(1): called by the interpreter, the tracer's caller is the traced
         # frame itself; a direct call with a borrowed frame comes from elsewhere.
@@ -265,6 +319,7 @@ def _watch(codes, prefix, seen):
             if not codes or frame.f_code is codes[0]:
                 _settrace(None)
         return None
+
     return trace
 
 
@@ -313,9 +368,15 @@ def pytest_plugin_registered(plugin, manager):
     for name in _HOOKS:
         caller = getattr(manager.hook, name, None)
         if caller is not None:
-            found.append((caller, caller._hookexec,
-                          tuple((i, i.function, i.function.__code__) for i in caller._hookimpls),
-                          manager, manager._inner_hookexec))
+            found.append(
+                (
+                    caller,
+                    caller._hookexec,
+                    tuple((i, i.function, i.function.__code__) for i in caller._hookimpls),
+                    manager,
+                    manager._inner_hookexec,
+                )
+            )
     _impls = tuple(found)
 
 
@@ -343,11 +404,17 @@ def pytest_runtest_call(item):
         if _gettrace() is trace:  # not entered, or put back by code that saved it (doctest does)
             _settrace(None)
         replaced += [r for r in _check(item) if r not in replaced]
-        _calls[item.nodeid] = {"seen": True, "kind": kind, "codes": codes, "prefix": prefix,
-                               "entered": bool(seen) if (codes or prefix) else None,
-                               "ended": next((_ended(f) for f in seen if codes and f.f_code is codes[0]), None)
-                               if kind in ("function", "unittest") else None,
-                               "replaced": replaced}
+        _calls[item.nodeid] = {
+            "seen": True,
+            "kind": kind,
+            "codes": codes,
+            "prefix": prefix,
+            "entered": bool(seen) if (codes or prefix) else None,
+            "ended": next((_ended(f) for f in seen if codes and f.f_code is codes[0]), None)
+            if kind in ("function", "unittest")
+            else None,
+            "replaced": replaced,
+        }
         seen.clear()  # why: the frame holds the test's locals
 
 
@@ -372,8 +439,15 @@ def pytest_runtest_makereport(item, call):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logreport(report):
     raw, xfail_mark = _raw.pop((report.nodeid, report.when), (None, False))
-    record = {"id": report.nodeid, "when": report.when, "raw": raw, "final": report.outcome,
-              "wasxfail": hasattr(report, "wasxfail"), "xfail_mark": xfail_mark, "report": type(report).__name__}
+    record = {
+        "id": report.nodeid,
+        "when": report.when,
+        "raw": raw,
+        "final": report.outcome,
+        "wasxfail": hasattr(report, "wasxfail"),
+        "xfail_mark": xfail_mark,
+        "report": type(report).__name__,
+    }
     if report.when == "call" and "Subtest" not in record["report"]:
         seen = _calls.pop(report.nodeid, None) or {"seen": False}
         record.update({k: seen.get(k) for k in ("seen", "kind", "entered", "ended", "cause")})
