@@ -517,15 +517,15 @@ def screenshot(page, name: str) -> Path:
 @contextmanager
 def warm_pools_end_with_it():
     """A warm sandbox pool started in this process inside the block is ended when the block ends."""
-    from grading.engine import sandbox
+    from grading.engine.sandbox import warm
 
-    before = set(sandbox._POOLS)
+    before = set(warm._POOLS)
     try:
         yield
     finally:
-        with sandbox._POOLS_LOCK:
-            ending = [key for key in sandbox._POOLS if key not in before and key[0] == os.getpid()]
-            pools = [sandbox._POOLS.pop(key) for key in ending]
+        with warm._POOLS_LOCK:
+            ending = [key for key in warm._POOLS if key not in before and key[0] == os.getpid()]
+            pools = [warm._POOLS.pop(key) for key in ending]
         for pool in pools:
             pool.close()
 

@@ -33,13 +33,13 @@ from grading.engine.sandbox import (
     SandboxLimits,
     SandboxUnavailable,
     _sandboxed_copy,
-    _uid_processes,
-    _warm_pool,
     clean_stale_scratch,
     close_warm_sandboxes,
     spawn,
     wait_for_warm,
 )
+from grading.engine.sandbox.processes import _Fds, _uid_processes
+from grading.engine.sandbox.warm import _warm_pool
 from shared import pytest_slots
 
 VAR = Path(__file__).resolve().parents[2] / "var"
@@ -260,7 +260,8 @@ def test_the_workers_tree_writer_never_writes_outside_its_folder(tmp_path):
     require(os.geteuid() == 0, "the worker writes the tree as root (chown)")
     from tarfile import DIRTYPE, REGTYPE, SYMTYPE
 
-    from grading.engine.sandbox import TreeRefused, _write_entries, write_tree_into
+    from grading.engine.sandbox import TreeRefused, write_tree_into
+    from grading.engine.sandbox.trees import _write_entries
 
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -853,7 +854,7 @@ def test_a_sandbox_whose_gate_stays_shut_runs_nothing(sandbox, tmp_path):
     gate_r, gate_w = os.pipe()
     os.fchown(gate_r, uid, uid)
     os.close(gate_w)
-    fds = sandbox_module._Fds.open(uid)
+    fds = _Fds.open(uid)
     with sandbox.run_caps() as caps:
         argv = sandbox._argv(uid, runner, sandboxed, ("sh", "-c", "echo RAN"), fds, {}, caps, gate_r)
         tree = sandbox_module.tree_stream({})

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from grading.engine.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, _uid_processes
+from grading.engine.sandbox import Sandbox, SandboxLimits, SandboxUnavailable
 from grading.engine.sandbox.cgroups import RunBudget, RunCaps, _mounts, detect
+from grading.engine.sandbox.processes import _uid_processes
 from grading.tests.test_sandbox import FORK_BOMB, make_tree
 from shared import pytest_slots
 

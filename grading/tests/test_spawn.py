@@ -19,7 +19,8 @@ import pytest
 
 from conftest import require
 from grading.engine import sandbox as sandbox_module
-from grading.engine.sandbox import Sandbox, SandboxLimits, _uid_processes, spawn
+from grading.engine.sandbox import Sandbox, SandboxLimits, spawn
+from grading.engine.sandbox.processes import _uid_processes
 from shared import pytest_slots
 
 ROOT = Path(__file__).resolve().parents[2]

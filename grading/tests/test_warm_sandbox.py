@@ -18,18 +18,17 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from grading.engine import sandbox as sandbox_module
 from grading.engine.sandbox import (
-    _POOLS,
     WARM_STARTER,
     Sandbox,
-    _uid_processes,
-    _warm_pool,
     close_warm_sandboxes,
     pytest_command,
     wait_for_warm,
     warm_eligible,
 )
+from grading.engine.sandbox import warm as warm_module
+from grading.engine.sandbox.processes import _uid_processes
+from grading.engine.sandbox.warm import _POOLS, _warm_pool
 from grading.tests.test_sandbox import FORK_BOMB, make_tree
 from grading.tests.test_sandbox_caps import FILE_FLOOD, LIMITS, holders, sample_tree
 from shared import pytest_slots
@@ -296,9 +295,9 @@ def test_a_worker_process_starts_its_warm_sandboxes_when_it_starts(settings, run
     settings.GRADING_UID_BASE, settings.GRADING_SANDBOX_SLOTS = UID_BASE, SLOTS
     settings.GRADING_WARM_SANDBOXES = 2
     sb = sandbox_from_settings()
-    assert (os.getpid(), sb) not in sandbox_module._POOLS
+    assert (os.getpid(), sb) not in warm_module._POOLS
     warm_worker_process()  # Celery's worker_process_init, in each worker process
-    pool = sandbox_module._POOLS[(os.getpid(), sb)]  # started by the signal, not by this test
+    pool = warm_module._POOLS[(os.getpid(), sb)]  # started by the signal, not by this test
     deadline = time.monotonic() + 30
     while sum(w.warmed() for w in list(pool.ready)) < 2:
         assert time.monotonic() < deadline, "the worker process's pool never filled"
@@ -306,7 +305,7 @@ def test_a_worker_process_starts_its_warm_sandboxes_when_it_starts(settings, run
 
 
 def test_a_pool_no_run_uses_any_more_stops_refilling(runner_dir, scratch_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(sandbox_module, "WARM_FORGET_S", 3.0)
+    monkeypatch.setattr(warm_module, "WARM_FORGET_S", 3.0)
     sb = warm_sandbox(runner_dir, scratch_dir, warm=1, idle_s=1.0)
     assert who(sb.run(make_tree(tmp_path, WHO), PYTEST))[1] == "cold"  # its pool is made by this run
     pool = _warm_pool(sb)

@@ -23,8 +23,8 @@ import pytest
 
 from conftest import free_port, require
 from grading.engine.archive import Limits
-from grading.engine.sandbox import _uid_processes
 from grading.engine.sandbox.cgroups import _mounts, _read_keys, detect
+from grading.engine.sandbox.processes import _uid_processes
 from grading.engine.sandbox.shell import (
     Workspace,
     WorkspaceLimits,

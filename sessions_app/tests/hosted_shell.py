@@ -36,7 +36,8 @@ def _workspaces_under(folder: Path):
 
 def stop_all(folder: Path) -> None:
     """Every shell of the test's workspaces ended, its files unmounted, its cgroups and folder gone."""
-    from grading.engine.sandbox import _uid_processes, shell
+    from grading.engine.sandbox import shell
+    from grading.engine.sandbox.processes import _uid_processes
 
     for ws in _workspaces_under(folder):
         shell.stop_shell(ws)
@@ -50,8 +51,8 @@ def stop_all(folder: Path) -> None:
 def shells(settings, transactional_db, monkeypatch):
     """The consumer's real open_client; ``clients`` are the ones opened in this process."""
     from grading.engine.runner import ensure_runner
-    from grading.engine.sandbox import _uid_processes
     from grading.engine.sandbox.cgroups import detect
+    from grading.engine.sandbox.processes import _uid_processes
     from sessions_app.hosted import consumers
 
     require(os.geteuid() == 0, "the workspace mounts a tmpfs: run the tests as root")
@@ -80,7 +81,7 @@ def shells(settings, transactional_db, monkeypatch):
 
 def use_uids(settings, base: int, slots: int) -> None:
     """Move the ``shells`` fixture's workspaces to uids base..base+slots-1 (a test file's own range)."""
-    from grading.engine.sandbox import _uid_processes
+    from grading.engine.sandbox.processes import _uid_processes
 
     settings.WORKSPACE_UID_BASE, settings.WORKSPACE_SLOTS = base, slots
     for uid in range(base, base + slots):  # left over by a test run that was killed

@@ -18,7 +18,7 @@ from channels.layers import InMemoryChannelLayer
 from django.core.management import CommandError, call_command
 
 from grading.engine import asciicast
-from grading.engine.sandbox import _uid_processes
+from grading.engine.sandbox.processes import _uid_processes
 from sessions_app.tests.hosted_shell import use_uids
 from sessions_app.tests.test_terminal import output_until, run, socket
 from shared import pytest_slots

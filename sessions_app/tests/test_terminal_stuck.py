@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from grading.engine.sandbox import _uid_processes
 from grading.engine.sandbox.cgroups import _read_keys
+from grading.engine.sandbox.processes import _uid_processes
 from grading.engine.sandbox.shell import _cgroups, shell_running
 from sessions_app.hosted import consumers
 from sessions_app.tests.hosted_shell import use_uids

@@ -37,32 +37,23 @@ see :mod:`grading.engine.sandbox.cgroups`.
 
 from __future__ import annotations
 
-import atexit
-import errno
 import fcntl
 import hashlib
 import io
 import json
 import logging
 import os
-import re
 import selectors
 import shutil
-import signal
 import subprocess
-import tarfile
 import tempfile
 import threading
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any, TextIO, TypedDict, TypeVar
-
-import defusedxml.ElementTree as DefusedET
-from defusedxml.common import DefusedXmlException
+from typing import Any, TextIO, TypeVar
 
 from . import spawn
 from .cgroups import (
@@ -77,32 +68,102 @@ from .cgroups import (
     owner_gone,
     work_dir_for,
 )
+from .layout import (
+    BWRAP,
+    JUNIT_IN_SANDBOX,
+    LOCK_DIR,
+    PRLIMIT,
+    PROXY_SERVER,
+    PYTEST_BOOT,
+    RUNNER_IN_SANDBOX,
+    SANDBOXED_IN_SANDBOX,
+    SETPRIV,
+    STARTED_MARKER,
+)
+from .processes import (
+    _CappedBuffer,
+    _child_pid,
+    _close,
+    _ended,
+    _Fds,
+    _kill_group,
+    _kill_uid,
+    _Launch,
+    _output,
+    _setpriv,
+    _Watched,
+)
+from .results import (
+    _XPASS_RE,
+    JUNIT_MAX_BYTES,
+    JUNIT_MAX_ELEMENTS,
+    RunResult,
+    SandboxUnavailable,
+    TestCase,
+    counts_from_text,
+    decide_outcome,
+    parse_junit,
+    run_counts,
+)
+from .trees import TreeRefused, _tree_arg, _TreesRefused, _write_tree, tree_stream, write_tree_into
+from .warm import (
+    WARM_STARTER,
+    _send,
+    _want_slot,
+    _Warm,
+    _warm_pool,
+    close_warm_sandboxes,
+    start_warm_sandboxes,
+    wait_for_warm,
+    warm_eligible,
+)
 
 logger = logging.getLogger(__name__)
 
-BWRAP, SETPRIV, PRLIMIT, ENV = "/usr/bin/bwrap", "/usr/bin/setpriv", "/usr/bin/prlimit", "/usr/bin/env"
-JUNIT_IN_SANDBOX = "/tmp/.takehome/junit.xml"
-RUNNER_IN_SANDBOX = "/opt/runner"
+# What the rest of the engine uses, gathered here from the modules that hold it: results (what a run came to),
+# trees (a tree into a run), processes (a run's processes), warm (warm sandboxes), layout (where things are).
+__all__ = [
+    "BWRAP",
+    "CALL_LIMIT_S",
+    "JUNIT_IN_SANDBOX",
+    "JUNIT_MAX_ELEMENTS",
+    "PROXY_SERVER",
+    "SANDBOXED_DIR",
+    "STARTED_MARKER",
+    "WARM_STARTER",
+    "RunResult",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxUnavailable",
+    "TestCase",
+    "TreeRefused",
+    "clean_stale_scratch",
+    "close_warm_sandboxes",
+    "counts_from_text",
+    "decide_outcome",
+    "flock_free",
+    "interpreter_binds",
+    "is_pytest",
+    "parse_junit",
+    "pytest_command",
+    "run_counts",
+    "start_warm_sandboxes",
+    "tree_stream",
+    "wait_for_warm",
+    "warm_eligible",
+    "write_tree_into",
+]
+
 # Our own code that runs inside the sandbox (the witness plugin, both sides of
 # the hidden tests' process boundary). What is bound read-only is a copy of it
 # under the scratch folder (see _sandboxed_copy), not this folder itself.
 SANDBOXED_DIR = Path(__file__).resolve().with_name("sandboxed")
-SANDBOXED_IN_SANDBOX = "/opt/takehome"
-# The first line our sh wrapper writes, before anything of the run's: a log that
-# lacks it comes from a sandbox bwrap could not set up (see _execute).
-STARTED_MARKER = "[takehome-sandbox: started]"
-PROXY_SERVER = ("python", "-I", f"{SANDBOXED_IN_SANDBOX}/takehome_proxy_server.py")
-WITNESS_MAX_BYTES = 8 << 20
 SERVER_GRACE_S = 1.0
 # Each call of the hidden tests into the candidate's code (see run_across_boundary): an honest call
 # takes milliseconds; a tight clock makes one that sleeps to signal fail its test (docs/evidence.md).
 CALL_LIMIT_S = 2.0
 CALL_MARGIN_S = 1.0  # what the trusted side allows beyond it for the fork and the reply's way back
-JUNIT_MAX_BYTES = 16 << 20
-# pytest writes a handful of elements per test: this is tens of thousands of tests.
-JUNIT_MAX_ELEMENTS = 200_000
 SLOT_WAIT_S = 30.0
-LOCK_DIR = Path("/run/lock/takehome-sandbox")
 
 
 K = TypeVar("K")
@@ -127,13 +188,6 @@ def flock_free(candidates: Iterable[tuple[K, Path]], count: int) -> list[tuple[K
     return None
 
 
-OUTCOMES = ("passed", "failed", "error", "timeout", "killed", "no_tests")
-
-
-class SandboxUnavailable(Exception):
-    """Our side failed (no bwrap, bwrap cannot start, no free uid): retry later, don't blame the candidate."""
-
-
 @dataclass(frozen=True)
 class SandboxLimits:
     wall_s: float = 60
@@ -150,78 +204,6 @@ class SandboxLimits:
     tmpfs_inodes: int = 16384
     # Without a cgroup: processes per run, each with memory_bytes // this of address space.
     fallback_processes: int = 8
-
-
-@dataclass(frozen=True)
-class TestCase:
-    __test__ = False  # not a pytest class, despite the name
-    nodeid: str
-    outcome: str  # passed|failed|error|skipped|xfailed|xpassed
-
-
-@dataclass(frozen=True)
-class RunResult:
-    outcome: str  # one of OUTCOMES
-    exit_code: int | None
-    passed: int
-    failed: int
-    errors: int
-    skipped: int
-    xfailed: int
-    xpassed: int
-    duration_s: float
-    log: str
-    tests: tuple[TestCase, ...] = ()
-    notes: tuple[str, ...] = ()
-    decided_by: tuple[str, ...] = ()  # the notes of ``notes`` that explain the outcome (a re-decision replaces them)
-    witness: str = ""  # the witness plugin's JSON lines (pytest runs), read by grading.engine.integrity
-    server_log: str = ""  # what the candidate's side printed, for a run across the process boundary
-
-
-class Counts(TypedDict):
-    """A run's six counts, as RunResult's fields of the same names."""
-
-    passed: int
-    failed: int
-    errors: int
-    skipped: int
-    xfailed: int
-    xpassed: int
-
-
-def run_counts(counts: Mapping[str, int]) -> Counts:
-    """The six counts of ``counts`` (counted by outcome name), to be passed on as RunResult's fields."""
-    return Counts(
-        passed=counts["passed"],
-        failed=counts["failed"],
-        errors=counts["errors"],
-        skipped=counts["skipped"],
-        xfailed=counts["xfailed"],
-        xpassed=counts["xpassed"],
-    )
-
-
-# Replaces ``-m pytest``: pytest, its built-in plugins and what they import
-# are loaded before the tree's folder goes on sys.path, so a candidate's
-# ``pytest.py``, ``_pytest/``, ``pluggy/`` or ``xml/`` cannot stand in for
-# them; the folder is then put first, as ``-m`` does, for the tree's own code.
-# why the witness too: ``-p takehome_witness`` is imported after the folder is
-# first on sys.path, and a takehome_witness.py in the upload replaced it (the
-# run passed with no witness line at all). The canary plugin likewise.
-PYTEST_BOOT = (
-    "import importlib, os, sys\n"
-    "import pytest\n"
-    "from _pytest.config import default_plugins\n"
-    "for _name in default_plugins:\n"
-    "    try:\n"
-    "        importlib.import_module('_pytest.' + _name)\n"
-    "    except ImportError:\n"
-    "        pass\n"
-    "import takehome_witness\n"
-    "import takehome_canary\n"
-    "sys.path.insert(0, os.getcwd())\n"
-    "sys.exit(int(pytest.main()))\n"
-)
 
 
 def is_pytest(command: Sequence[str]) -> bool:
@@ -264,243 +246,6 @@ def pytest_command(command: Sequence[str]) -> tuple[str, ...]:
     if not any(a.startswith("-r") for a in command[1:]):
         extra.append("-rfEX")  # the default 'fE' plus XPASS lines, which JUnit XML hides
     return (*command, *extra)
-
-
-class _CappedBuffer:
-    """Keep the head and the tail of a stream, drop the middle past ``cap`` bytes."""
-
-    def __init__(self, cap: int) -> None:
-        self.tail_cap = cap // 4
-        self.head_cap = cap - self.tail_cap
-        self.head, self.tail, self.dropped = bytearray(), bytearray(), 0
-
-    def write(self, data: bytes) -> None:
-        room = max(0, self.head_cap - len(self.head))
-        self.head += data[:room]
-        if data := data[room:]:
-            self.tail += data
-            if len(self.tail) > self.tail_cap:
-                cut = len(self.tail) - self.tail_cap
-                self.dropped += cut
-                del self.tail[:cut]
-
-    def text(self) -> str:
-        middle = f"\n[output truncated: {self.dropped} bytes dropped]\n".encode() if self.dropped else b""
-        return bytes(self.head + middle + self.tail).decode("utf-8", "replace")
-
-
-_TAR_BLOCK = 512
-
-
-def _tar_header(name: str, kind: bytes, mode: int, size: int = 0, link: str = "") -> bytes:
-    """One POSIX ustar header block (GNU tar's long-name blocks first for a name or link over 100 bytes)."""
-    raw, raw_link = name.encode("utf-8", "surrogateescape"), link.encode("utf-8", "surrogateescape")
-    if len(raw) > 100 or len(raw_link) > 100:
-        info = tarfile.TarInfo(name)
-        info.type, info.mode, info.size, info.linkname, info.mtime = kind, mode, size, link, int(time.time())
-        return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
-    # why by hand: tarfile's own header code took 0.14 s for 2,000 small files,
-    # and a grading builds a tar for each of its eight or so runs.
-    header = bytearray(_TAR_BLOCK)
-    header[0 : len(raw)] = raw
-    header[100:108] = b"%07o\0" % mode
-    header[108:124] = b"0000000\0" * 2  # uid, gid: tar runs as the sandbox's uid with --no-same-owner
-    header[124:136] = b"%011o\0" % size
-    header[136:148] = b"%011o\0" % int(time.time())
-    header[148:156] = b" " * 8  # the checksum counts its own field as spaces
-    header[156:157] = kind
-    header[157 : 157 + len(raw_link)] = raw_link
-    header[257:265] = b"ustar\x0000"
-    header[148:156] = b"%06o\0 " % sum(header)
-    return bytes(header)
-
-
-def _tar_file(out, name: str, mode: int, data: bytes) -> None:
-    out.write(_tar_header(name, tarfile.REGTYPE, mode, len(data)))
-    out.write(data)
-    out.write(b"\0" * (-len(data) % _TAR_BLOCK))
-
-
-def _dir_entries(src: Path, prefix: str) -> Iterator[tuple[bytes, str, int, bytes | str]]:
-    # why: only directories, regular files and symlinks (added as links, never
-    # followed on the host, so a link to /etc/shadow carries a link, not the file);
-    # FIFOs and devices are skipped (opening a FIFO would hang the worker).
-    for entry in sorted(os.scandir(src), key=lambda e: e.name):
-        name = prefix + entry.name
-        if entry.is_symlink():
-            yield tarfile.SYMTYPE, name, 0o777, os.readlink(entry.path)
-        elif entry.is_dir(follow_symlinks=False):
-            yield tarfile.DIRTYPE, name, 0o755, b""
-            yield from _dir_entries(Path(entry.path), name + "/")
-        elif entry.is_file(follow_symlinks=False):
-            with open(entry.path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as fh:
-                mode = 0o755 if os.fstat(fh.fileno()).st_mode & 0o100 else 0o644
-                data = fh.read()
-            yield tarfile.REGTYPE, name, mode, data
-
-
-def _tree_entries(tree: Path | Mapping[str, bytes]) -> Iterator[tuple[bytes, str, int, bytes | str]]:
-    """(kind, posix name, mode, data or link target) of each entry of ``tree``, parents before children.
-
-    Directories 0755, files 0644 or 0755 (the owner's exec bit), symlinks as
-    links; a mapping's files are 0644 and its folders are implied by the names.
-    """
-    if isinstance(tree, Mapping):
-        for path, data in sorted(tree.items()):
-            yield tarfile.REGTYPE, path, 0o644, data
-    elif Path(tree).is_dir():
-        yield from _dir_entries(Path(tree), "")
-
-
-def _tree_arg(tree: Path | Mapping[str, bytes]) -> Path | Mapping[str, bytes]:
-    return tree if isinstance(tree, Mapping) else Path(tree)
-
-
-def _write_tree(out, tree: Path | Mapping[str, bytes]) -> None:
-    for kind, name, mode, payload in _tree_entries(tree):
-        if kind == tarfile.REGTYPE and isinstance(payload, bytes):
-            _tar_file(out, name, mode, payload)
-        else:
-            link = payload if kind == tarfile.SYMTYPE and isinstance(payload, str) else ""
-            out.write(_tar_header(name, kind, mode, link=link))
-    out.write(b"\0" * (2 * _TAR_BLOCK))  # the end of the archive
-
-
-class TreeRefused(Exception):
-    """A tree that cannot be written into its run's /tree: too big for the tmpfs, or a name tar refuses too."""
-
-
-class _TreesRefused(Exception):
-    """A run's trees did not all fit their sandboxes: why, per launch (None for those that fit or were not tried)."""
-
-    def __init__(self, refused: list[str | None]) -> None:
-        super().__init__("a tree did not fit its sandbox")
-        self.refused = refused
-
-
-# The errors that are the tree's, not ours: out of space or inodes, and shapes
-# tar fails on too (a name twice, a file where a folder is wanted, a link on the way).
-_TREE_ERRNOS = frozenset(
-    {
-        errno.ENOSPC,
-        errno.EDQUOT,
-        errno.EEXIST,
-        errno.ENOTDIR,
-        errno.EISDIR,
-        errno.ELOOP,
-        errno.ENAMETOOLONG,
-        errno.EMLINK,
-    }
-)
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _open_dir(parent: int, name: str, uid: int) -> int:
-    """The folder ``name`` in ``parent`` (made, 0755 and ``uid``'s, if missing); never through a link."""
-    try:
-        return os.open(name, _DIR_FLAGS, dir_fd=parent)
-    except FileNotFoundError:
-        pass
-    os.mkdir(name, 0o700, dir_fd=parent)
-    fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
-    try:
-        os.fchown(fd, uid, uid)
-        os.fchmod(fd, 0o755)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def write_tree_into(root_fd: int, tree: Path | Mapping[str, bytes], uid: int) -> None:
-    """Write ``tree`` (a folder, or {posix path: bytes}) into the folder open as ``root_fd``, owned by ``uid``.
-
-    The same files, modes and links as ``tar -x -p --no-same-owner`` run by
-    ``uid`` makes of ``tree_stream``'s tar: a leading "/" is dropped, a name
-    with ".." is refused. The caller is root, writing into the run's own
-    tmpfs before its sandbox starts: nothing is ever followed through a link.
-    Each folder is opened from its parent's fd with O_NOFOLLOW, each entry is
-    made in it by name (O_EXCL for files), so a link in the tree (``a`` to
-    /etc, then ``a/passwd``) or a hostile name cannot reach outside
-    ``root_fd``. Raises TreeRefused when the tree does not fit (ENOSPC: bytes
-    or inodes) or has a shape tar fails on too; other OSErrors are ours.
-    """
-    _write_entries(root_fd, _tree_entries(tree), uid)
-
-
-def _write_entries(root_fd: int, entries, uid: int) -> None:
-    chain: list[tuple[str, int]] = []  # the folders open below root_fd, outermost first
-    name = ""
-    entries = iter(entries)
-    try:
-        while True:
-            try:
-                kind, name, mode, payload = next(entries)
-            except StopIteration:
-                break
-            except OSError as exc:  # reading the tree (the worker's own folder) failed: ours, not the tree's
-                raise SandboxUnavailable(f"could not read the tree: {exc}") from None
-            parts = [p for p in name.split("/") if p not in ("", ".")]
-            if not parts or ".." in parts:
-                raise TreeRefused(f"{name!r}: a name no tree may hold")
-            *folders, leaf = parts
-            keep = 0
-            while keep < min(len(chain), len(folders)) and chain[keep][0] == folders[keep]:
-                keep += 1
-            while len(chain) > keep:
-                os.close(chain.pop()[1])
-            for folder in folders[keep:]:
-                chain.append((folder, _open_dir(chain[-1][1] if chain else root_fd, folder, uid)))
-            parent = chain[-1][1] if chain else root_fd
-            if kind == tarfile.DIRTYPE:
-                os.mkdir(leaf, 0o700, dir_fd=parent)  # why here: a name already there is refused (EEXIST)
-                chain.append((leaf, _open_dir(parent, leaf, uid)))
-                os.fchown(chain[-1][1], uid, uid)
-                os.fchmod(chain[-1][1], mode)
-            elif kind == tarfile.SYMTYPE:
-                os.symlink(payload, leaf, dir_fd=parent)
-                os.chown(leaf, uid, uid, dir_fd=parent, follow_symlinks=False)
-            else:
-                fd = os.open(
-                    leaf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent
-                )
-                try:
-                    os.fchown(fd, uid, uid)
-                    os.fchmod(fd, mode)
-                    view = memoryview(payload)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                finally:
-                    os.close(fd)
-    except OSError as exc:
-        if exc.errno in _TREE_ERRNOS:
-            raise TreeRefused(f"{name}: {exc.strerror}") from None
-        raise
-    except ValueError as exc:  # a NUL in a name
-        raise TreeRefused(f"{name!r}: {exc}") from None
-    finally:
-        for _, fd in chain:
-            os.close(fd)
-
-
-def tree_stream(tree: Path | Mapping[str, bytes]) -> int:
-    """A tar of ``tree`` (a folder, or {posix path: bytes}) in memory, as a file descriptor read from its start.
-
-    For a cold run in bwrap mode (see write_tree_into for mount mode).
-    why: the sandbox's wrapper unpacks it straight into its own size- and
-    inode-capped tmpfs /tree, so each file of a rerun is written once, in
-    memory; no copy of the tree is made on the worker's disk. A memfd has no
-    path: nothing outside this process and the sandbox it is passed to sees it.
-    """
-    fd = os.memfd_create("takehome-tree", os.MFD_CLOEXEC)
-    try:
-        with os.fdopen(os.dup(fd), "wb", buffering=1 << 20) as out:
-            _write_tree(out, tree)
-        os.lseek(fd, 0, os.SEEK_SET)
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def _sandboxed_files(folder: Path) -> list[Path]:
@@ -595,71 +340,6 @@ def _split_marker(text: str) -> tuple[bool, str]:
     return True, text[:at] + text[at + len(line) :]
 
 
-def _uid_processes(uid: int) -> list[int]:
-    """Live (non-zombie) processes owned by ``uid``."""
-    pids = []
-    for name in os.listdir("/proc"):
-        try:
-            # a stat per pid is cheap; read the status only of the few that match
-            if name.isdigit() and os.stat(f"/proc/{name}").st_uid == uid:
-                with open(f"/proc/{name}/status", "rb") as fh:
-                    state = next(line for line in fh if line.startswith(b"State:")).split()[1]
-                if state not in (b"Z", b"X"):  # a zombie runs nothing; its reaper clears it
-                    pids.append(int(name))
-        except (OSError, StopIteration):
-            continue
-    return pids
-
-
-def _ended(child_pid: int | None) -> bool:
-    """Whether the sandbox whose pid 1 had ``child_pid`` is wholly gone (False when unknown).
-
-    why: its pid 1 ends only once the kernel has ended every other process of
-    its pid namespace, so a pid 1 that is gone (or a zombie) leaves nothing of
-    the run behind, and the sweep of all /proc (_kill_uid, 1 ms and more on a
-    busy machine) is needed only while it is still there (killed, and still
-    exiting) or unknown.
-    """
-    if child_pid is None:
-        return False
-    try:
-        with open(f"/proc/{child_pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except FileNotFoundError:
-        return True
-    except (OSError, IndexError):
-        return False
-
-
-KILL_WAIT_S = 10.0
-
-
-def _kill_uid(uid: int) -> None:
-    """SIGKILL every live process whose real uid is ``uid``."""
-    # why: the slot's uid is ours alone while we hold its lock, so anything still
-    # running as it is left over from this run; it must not outlive the run nor
-    # count against the next run's process limit. The first guarantee is the
-    # kernel's: when the namespace's pid 1 exits, everything inside is killed.
-    # This sweep is the second (it misses a process made non-dumpable, whose
-    # /proc entry root owns).
-    # why a deadline of seconds, not a few tries: a killed process is not gone until the kernel has torn
-    # it down, which on a loaded machine takes longer than 0.2 s, and the uid must not go back to the pool
-    # (where the next run's process cap would count the dying one) while it is still there.
-    deadline = time.monotonic() + KILL_WAIT_S
-    pause = 0.005
-    while pids := _uid_processes(uid):
-        if time.monotonic() > deadline:
-            logger.warning("uid %s still has processes %s %g s after SIGKILL", uid, pids, KILL_WAIT_S)
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(pause)
-        pause = min(pause * 2, 0.1)
-
-
 def clean_stale_scratch(scratch: Path) -> list[str]:
     """Remove the scratch folders of gradings and sandboxed runs whose process is gone; returns them.
 
@@ -677,564 +357,6 @@ def clean_stale_scratch(scratch: Path) -> list[str]:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(str(path))
     return removed
-
-
-def _nodeid(case: ET.Element) -> str:
-    file, classname, name = case.get("file", ""), case.get("classname", ""), case.get("name", "")
-    if file.endswith(".py"):
-        module = file[:-3].replace("/", ".")
-        rest = classname[len(module) + 1 :] if classname.startswith(module) else ""
-        return "::".join(p for p in (file, *rest.split("."), name) if p)
-    return "::".join(p for p in (classname, name) if p)
-
-
-def parse_junit(data: bytes) -> list[TestCase]:
-    """Test cases from pytest's JUnit XML; raises ValueError when it is not usable.
-
-    The report is written inside the sandbox, where candidate code can
-    replace it, so it is read as hostile: by defusedxml with no DTD, entity
-    or external reference allowed (whatever the encoding hides them in), in
-    strict UTF-8 as pytest writes it, as a stream that stops past
-    ``JUNIT_MAX_ELEMENTS`` elements, so that a report of millions of tiny
-    elements cannot fill the worker's memory (its bytes are capped by
-    ``JUNIT_MAX_BYTES`` as they are read).
-    """
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError("report is not UTF-8") from None
-    cases = []
-    elements = 0
-    try:
-        for event, element in DefusedET.iterparse(io.BytesIO(data), events=("start", "end"), forbid_dtd=True):
-            if event == "start":
-                elements += 1
-                if elements > JUNIT_MAX_ELEMENTS:
-                    raise ValueError(f"report holds more than {JUNIT_MAX_ELEMENTS} elements")
-                continue
-            if element.tag != "testcase":
-                continue
-            kinds = {child.tag: child.get("type") for child in element}
-            # fmt: off
-            outcome = ("failed" if "failure" in kinds else "error" if "error" in kinds
-                       else "passed" if "skipped" not in kinds
-                       else "xfailed" if kinds["skipped"] == "pytest.xfail" else "skipped")
-            # fmt: on
-            cases.append(TestCase(_nodeid(element), outcome))
-            element.clear()  # its captured output is read; keep only what the count needs
-    except DefusedXmlException as exc:
-        raise ValueError(f"report holds a DTD, an entity or an external reference ({type(exc).__name__})") from None
-    except ET.ParseError as exc:
-        raise ValueError(f"unreadable JUnit XML: {exc}") from None
-    return cases
-
-
-_SUMMARY_RE = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+).* in [\d.]+s", re.M)
-_COUNT_RE = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
-_XPASS_RE = re.compile(r"^XPASS (\S+)", re.M)
-_MEMORY_RE = re.compile(r"^E\s+MemoryError\b|^MemoryError\b", re.M)  # a traceback's last line, not any mention
-
-
-def counts_from_text(log: str) -> dict[str, int]:
-    """pytest's counts as its closing summary line prints them (zeros where it has none)."""
-    counts = dict.fromkeys(("passed", "failed", "errors", "skipped", "xfailed", "xpassed"), 0)
-    found = _SUMMARY_RE.findall(log)
-    if found:
-        for n, word in _COUNT_RE.findall(found[-1]):
-            counts["errors" if word.startswith("error") else word] = int(n)
-    return counts
-
-
-def decide_outcome(
-    exit_code, counts, tests_known, timed_out, duration, limits, log, pytest_run: bool = False, report_ok: bool = True
-) -> tuple[str, list[str]]:
-    """A run's outcome and the notes that explain it (docs/evidence.md, "How the outcome is decided")."""
-    notes: list[str] = []
-    if timed_out:
-        return "timeout", [f"stopped at the wall-clock limit ({limits.wall_s:g} s)"]
-    if exit_code is not None and (exit_code < 0 or exit_code > 128):
-        sig = -exit_code if exit_code < 0 else exit_code - 128
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and duration >= limits.cpu_s * 0.9):
-            notes.append(f"killed by the CPU limit ({limits.cpu_s} s)")
-        else:
-            notes.append(f"killed by {name} (a limit such as memory, or a crash)")
-        return "killed", notes
-    if exit_code not in (0, 5) and _MEMORY_RE.search(log):
-        return "killed", [f"hit the memory limit ({limits.address_space_bytes >> 20} MiB): MemoryError"]
-    if exit_code == 5:
-        return "no_tests", ["pytest collected no tests (exit 5)"]
-    if exit_code == 0:
-        if pytest_run and not report_ok:
-            # why: pytest always writes the report we ask for; a run that exits 0
-            # without one had it suppressed (-p no:junitxml) or exited early
-            # (os._exit(0) on import), and its text summary may be forged.
-            return "error", ["exit 0 without pytest's JUnit report: the pass cannot be confirmed"]
-        if tests_known and counts["passed"] == 0 and counts["xpassed"] == 0:
-            return "no_tests", ["nothing passed: every test was skipped or xfailed"]
-        if pytest_run and counts["passed"] == 0 and counts["xpassed"] == 0:
-            # why: exit 0 with no test reported (--co, --collect-only, an early exit) is not a pass
-            return "no_tests", ["pytest exited 0 but reported no test at all"]
-        if skips := counts["skipped"] + counts["xfailed"]:
-            notes.append(f"{skips} tests were skipped or xfailed: a skip or xfail is not a pass")
-        if counts["xpassed"]:
-            notes.append(f"{counts['xpassed']} tests marked xfail passed unexpectedly (xpassed)")
-        return "passed", notes
-    if exit_code == 1 and counts["failed"]:
-        if counts["errors"]:
-            notes.append(f"also {counts['errors']} errors")
-        return "failed", notes
-    if counts["errors"] or exit_code in (2, 3, 4):
-        return "error", notes
-    return "failed", notes
-
-
-def _close(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _output(proc: subprocess.Popen) -> IO[bytes]:
-    """The pipe of a sandbox's output (_launch starts every sandbox with stdout=PIPE)."""
-    assert proc.stdout is not None
-    return proc.stdout
-
-
-def _setpriv(uid: int) -> list[str]:
-    """setpriv's part of a sandbox's command line: the run's uid and gid, no groups, capabilities or new privileges."""
-    return [
-        SETPRIV,
-        f"--reuid={uid}",
-        f"--regid={uid}",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-        "--no-new-privs",
-    ]
-
-
-LAUNCH_WAIT_S = 10.0
-_CHILD_PID_RE = re.compile(rb'"child-pid": (\d+)\D')
-
-
-def _child_pid(fds: _Fds, bwrap_pid: int) -> int | None:
-    """The host pid of the sandbox's first process, as bwrap reports it on its status pipe; None if it ended.
-
-    bwrap writes it right after making the namespaces, before it sets them up.
-    What it writes later on that pipe (the exit code) is left for the watcher.
-    """
-    seen = b""
-    deadline = time.monotonic() + LAUNCH_WAIT_S
-    with selectors.DefaultSelector() as sel:
-        sel.register(fds.status_r, selectors.EVENT_READ)
-        while not (found := _CHILD_PID_RE.search(seen)):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SandboxUnavailable(f"bwrap did not start its sandbox within {LAUNCH_WAIT_S:g} s")
-            if not sel.select(left):
-                continue
-            data = os.read(fds.status_r, 4096)
-            if not data:
-                return None
-            seen += data
-    child = int(found.group(1))
-    # why: only bwrap's own child may be capped and let go, never a process that reused its pid.
-    try:
-        with open(f"/proc/{child}/stat", "rb") as fh:
-            ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return child if ppid == bwrap_pid else None
-
-
-@dataclass
-class _Launch:
-    """One sandboxed process of a run: its tree, its command, extra environment and inherited fds.
-
-    The launch owns ``pass_fds`` (inherited under the same numbers): they are
-    closed once, in the worker, right after the process starts, so that the
-    other end of each pipe sees EOF as soon as the sandbox closes its copy.
-    """
-
-    tree: Path | Mapping[str, bytes]
-    command: tuple[str, ...]
-    env: Mapping[str, str] = field(default_factory=dict)
-    pass_fds: list[int] = field(default_factory=list)
-    child_pid: int | None = None  # once started: the host pid of the sandbox's pid 1
-
-    def release(self) -> None:
-        # why once: a closed number is soon reused by another thread's pipe.
-        while self.pass_fds:
-            _close(self.pass_fds.pop())
-
-
-@dataclass
-class _Fds:
-    """The pipes every sandboxed process reports through: bwrap's status, the JUnit report, the witness."""
-
-    status_r: int
-    status_w: int
-    junit_r: int
-    junit_w: int
-    witness_r: int
-    witness_w: int
-
-    @classmethod
-    def open(cls, uid: int) -> _Fds:
-        status_r, status_w = os.pipe()
-        junit_r, junit_w = os.pipe()
-        witness_r, witness_w = os.pipe()
-        os.fchown(junit_w, uid, uid)  # so the sandbox can reopen it as /proc/self/fd/N
-        return cls(status_r, status_w, junit_r, junit_w, witness_r, witness_w)
-
-    def child_ends(self) -> tuple[int, int, int]:
-        return self.status_w, self.junit_w, self.witness_w
-
-    def close_child_ends(self) -> None:
-        # why -1 after closing: a closed number is soon reused by another thread's pipe.
-        for name in ("status_w", "junit_w", "witness_w"):
-            if getattr(self, name) >= 0:
-                _close(getattr(self, name))
-                setattr(self, name, -1)
-
-    def close_all(self) -> None:
-        self.close_child_ends()
-        for name in ("status_r", "junit_r", "witness_r"):
-            if getattr(self, name) >= 0:
-                _close(getattr(self, name))
-                setattr(self, name, -1)
-
-
-@dataclass
-class _Watched:
-    """A launched process and what it has sent so far."""
-
-    launch: _Launch
-    fds: _Fds
-    log: _CappedBuffer
-    proc: subprocess.Popen | None = None  # set once launched
-    junit: bytearray = field(default_factory=bytearray)
-    witness: bytearray = field(default_factory=bytearray)
-    status: bytearray = field(default_factory=bytearray)
-    junit_too_big: bool = False
-    stopped: bool = False  # killed by us once the primary was done (a companion)
-    detached: bool = False  # its run's tmpfs mounts are out of the host's mount table
-
-    @property
-    def launched(self) -> subprocess.Popen:
-        """Its process: _watch is handed launched ones only."""
-        assert self.proc is not None
-        return self.proc
-
-    def take(self, kind: str, data: bytes) -> None:
-        if kind == "log":
-            self.log.write(data)  # why: read as it comes and keep at most the cap
-        elif kind == "status":
-            self.status += data[: 1 << 16]
-        elif kind == "witness":
-            self.witness += data[: max(0, WITNESS_MAX_BYTES - len(self.witness))]
-        elif len(self.junit) + len(data) <= JUNIT_MAX_BYTES:
-            self.junit += data
-        else:
-            self.junit_too_big = True
-
-
-# The warm sandbox's command: -P as in the cold path's boot (no script folder on sys.path).
-WARM_STARTER = ("python", "-P", f"{SANDBOXED_IN_SANDBOX}/takehome_starter.py")
-WARM_POLL_S = 0.1
-WARM_REFILL_AFTER_S = 1.0  # why: refilling while a grading runs would take CPU from its runs
-WARM_HOLD_S = 2.0  # no refill for this long after a cold run asked for a uid
-# why: a packet environment graded once must not keep sandboxes for ever; the
-# worker's shared runner (start_warm_sandboxes) is always kept.
-WARM_FORGET_S = 3600.0
-
-
-def warm_eligible(command: Sequence[str]) -> bool:
-    """Whether a run of ``command`` (after pytest_command) may use a warm sandbox: ``python -m pytest`` in the runner."""
-    return list(command[:4]) == ["python", "-P", "-c", PYTEST_BOOT]
-
-
-def _send(warm: _Warm, data: bytes) -> None:
-    """Write the request into the warm sandbox's stdin, then close it (tar reads up to the end of the stream)."""
-    view = memoryview(data)
-    try:
-        while view:
-            view = view[os.write(warm.stdin_w, view) :]
-    except OSError:
-        pass  # the sandbox ended before reading it all: its result says why
-    finally:
-        _close(warm.stdin_w)
-        warm.stdin_w = -1  # why: a closed number is soon reused by another thread's pipe
-
-
-def _wanted_file(uid_base: int) -> Path:
-    """Touched by a cold run waiting for one of the uids from ``uid_base``; the warm pools holding uids of
-    the same range give one back (a pool of another range holds none the run could take)."""
-    return LOCK_DIR / f"wanted-{uid_base}"
-
-
-def _want_slot(uid_base: int) -> None:
-    try:
-        _wanted_file(uid_base).touch()
-    except OSError:
-        pass
-
-
-def _wanted_mark(uid_base: int) -> int:
-    try:
-        return _wanted_file(uid_base).stat().st_mtime_ns
-    except OSError:
-        return 0
-
-
-@dataclass
-class _Warm:
-    """A pre-started sandbox: its uid's lock, its run's caps, its report pipes, waiting for one run."""
-
-    uid: int
-    lock: TextIO
-    caps: RunCaps
-    fds: _Fds
-    proc: subprocess.Popen
-    stdin_w: int
-    ready_r: int  # the starter writes one byte here once pytest is imported
-    started: float
-    child: int | None = None  # the host pid of its pid 1 (see _ended)
-    ended: bool = False
-    released: bool = False  # everything it held is given back
-    imported: bool = False
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def warmed(self) -> bool:
-        """Whether its pytest is imported (it may be handed a run before: the run then waits for it)."""
-        if not self.imported and self.ready_r >= 0:
-            try:
-                self.imported = bool(os.read(self.ready_r, 1))
-            except BlockingIOError:
-                pass
-            if self.imported:
-                self.caps.detach_mounts()  # bwrap bound them long before (see RunCaps.detach_mounts)
-        return self.imported
-
-    def end(self) -> None:
-        """Stop it (if still running) and give back everything it held; once."""
-        if self.ended:
-            return
-        self.ended = True
-        for name in ("stdin_w", "ready_r"):
-            if getattr(self, name) >= 0:
-                _close(getattr(self, name))
-                setattr(self, name, -1)
-        if self.proc.poll() is None:
-            _kill_group(self.proc)
-        self.proc.wait()
-        self.fds.close_all()
-        _output(self.proc).close()
-        if not _ended(self.child):
-            _kill_uid(self.uid)
-        self.caps.close()
-        self.lock.close()  # the uid goes back to the pool last, once nothing of its runs is left
-        self.released = True
-
-
-class _WarmPool:
-    """This process's warm sandboxes for one Sandbox: kept ``sandbox.warm`` strong, refilled while idle."""
-
-    def __init__(self, sandbox: Sandbox, keep: bool = False) -> None:
-        self.sandbox = sandbox
-        self.keep = keep  # refilled even when no run took one for WARM_FORGET_S
-        self.ready: list[_Warm] = []
-        self.lock = threading.Lock()
-        self.last_take = float("-inf")
-        self.hold_until = 0.0
-        self.wanted_seen = _wanted_mark(sandbox.uid_base)
-        self.closed = False
-        self.starting = threading.Lock()  # held while a warm sandbox is being started
-        self.failures = 0
-        threading.Thread(target=self._loop, name="takehome-warm-sandboxes", daemon=True).start()
-
-    def forgotten(self) -> bool:
-        """No run took one for WARM_FORGET_S, and it is not kept: no longer refilled."""
-        return not self.keep and time.monotonic() - self.last_take >= WARM_FORGET_S
-
-    def take(self) -> _Warm | None:
-        """A warm sandbox with pytest imported (the oldest first), or None: the run goes cold.
-
-        why only imported ones: a starter that could not import pytest never
-        gets a run, whose failure would then be blamed on the candidate.
-        """
-        stale = []
-        found = None
-        with self.lock:
-            self.last_take = time.monotonic()
-            for warm in list(self.ready):
-                if not warm.alive() or time.monotonic() - warm.started >= self.sandbox.warm_idle_s:
-                    self.ready.remove(warm)
-                    stale.append(warm)
-                elif warm.warmed():
-                    self.ready.remove(warm)
-                    found = warm
-                    break
-        for warm in stale:
-            warm.end()
-        return found
-
-    def _loop(self) -> None:
-        # why this thread lives as long as the pool: it launches every warm sandbox, and
-        # bwrap's --die-with-parent ends a sandbox when the thread that started it exits.
-        while not self.closed:
-            try:
-                self.tick()
-            except Exception as exc:  # why: a failed start must not end the refilling for good
-                if isinstance(exc, (SandboxUnavailable, CapsUnavailable, OSError)):
-                    logger.warning("warm sandboxes: could not start one: %s", exc)
-                else:
-                    logger.exception("warm sandboxes: could not refill")
-                self.failures += 1
-                time.sleep(min(30.0, 0.5 * 2 ** min(self.failures, 6)))
-            time.sleep(WARM_POLL_S)
-
-    def tick(self) -> None:
-        """One round: end the expired, give a uid back to a waiting cold run, start one more when idle."""
-        now = time.monotonic()
-        ending: list[_Warm] = []
-        with self.lock:
-            keep: list[_Warm] = []
-            for warm in self.ready:
-                (keep if warm.alive() and now - warm.started < self.sandbox.warm_idle_s else ending).append(warm)
-                warm.warmed()  # why: detaches its mounts once it is ready
-            self.ready = keep
-            mark = _wanted_mark(self.sandbox.uid_base)
-            if mark != self.wanted_seen:
-                self.wanted_seen = mark
-                self.hold_until = now + WARM_HOLD_S
-                if self.ready:
-                    ending.append(self.ready.pop(0))
-            refill = (
-                not self.closed
-                and len(self.ready) < self.sandbox.warm
-                and now >= self.hold_until
-                and now - self.last_take >= WARM_REFILL_AFTER_S
-                and (self.keep or now - self.last_take < WARM_FORGET_S)
-            )
-        for warm in ending:
-            warm.end()
-        if refill:
-            with self.starting:
-                if self.closed:
-                    return
-                started = self.sandbox._start_warm()
-                if started is None:
-                    self.hold_until = time.monotonic() + WARM_HOLD_S  # every uid busy: try again later
-                    return
-                self.failures = 0
-                with self.lock:
-                    if self.closed:
-                        # why an ignore: mypy takes self.closed as False since the check above, but
-                        # close() may have run in another thread while this one started the sandbox
-                        ending = [started]  # type: ignore[unreachable]
-                    else:
-                        self.ready.append(started)
-                        ending = []
-                for extra in ending:
-                    extra.end()
-
-    def close(self) -> None:
-        with self.lock:
-            self.closed = True
-            ending, self.ready = self.ready, []
-        for warm in ending:
-            warm.end()
-        with self.starting:
-            pass  # why: one being started as we closed is ended by its starter; wait for that
-
-
-_POOLS: dict[tuple[int, Sandbox], _WarmPool] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def _warm_pool(sandbox: Sandbox, keep: bool = False) -> _WarmPool:
-    # why the pid in the key: a forked worker process starts its own pool (threads do not survive a fork).
-    key = (os.getpid(), sandbox)
-    with _POOLS_LOCK:
-        if key not in _POOLS:
-            _POOLS[key] = _WarmPool(sandbox, keep)
-            if not keep:
-                _POOLS[key].last_take = time.monotonic()  # why: made for a run, which counts as its first use
-        _POOLS[key].keep |= keep
-        return _POOLS[key]
-
-
-def start_warm_sandboxes(sandbox: Sandbox) -> bool:
-    """Start filling this process's pool for ``sandbox`` now (a worker process that starts); False when off."""
-    if sandbox.warm <= 0:
-        return False
-    _warm_pool(sandbox, keep=True)
-    return True
-
-
-def wait_for_warm(sandbox: Sandbox, timeout_s: float = 30.0) -> int:
-    """Wait until this process's pool for ``sandbox`` holds ``sandbox.warm`` sandboxes with pytest imported.
-
-    Returns how many are ready (fewer when ``timeout_s`` ran out). For the
-    benchmark and tests: a worker never waits, a run finding none goes cold.
-    """
-    if not start_warm_sandboxes(sandbox):
-        return 0
-    pool = _warm_pool(sandbox)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        with pool.lock:
-            ready = sum(w.warmed() for w in pool.ready)
-        if ready >= sandbox.warm or time.monotonic() > deadline:
-            return ready
-        time.sleep(0.01)
-
-
-def _forget_inherited_pools() -> None:
-    # why: a forked child holds copies of its parent's uid locks and pipes; closing
-    # its copies leaves the parent's sandboxes to the parent, and the child never uses them.
-    global _POOLS_LOCK
-    _POOLS_LOCK = threading.Lock()  # another thread may have held it at the fork
-    for (pid, _), pool in list(_POOLS.items()):
-        if pid != os.getpid():
-            for warm in pool.ready:
-                for fd in (
-                    warm.stdin_w,
-                    warm.ready_r,
-                    *warm.fds.child_ends(),
-                    warm.fds.status_r,
-                    warm.fds.junit_r,
-                    warm.fds.witness_r,
-                ):
-                    if fd >= 0:
-                        _close(fd)
-                warm.lock.close()
-            del _POOLS[(pid, _)]
-
-
-def close_warm_sandboxes() -> None:
-    """End every warm sandbox of this process and stop refilling (at exit; tests)."""
-    with _POOLS_LOCK:
-        pools = [pool for (pid, _), pool in _POOLS.items() if pid == os.getpid()]
-        _POOLS.clear()
-    for pool in pools:
-        pool.close()
-
-
-atexit.register(close_warm_sandboxes)
-os.register_at_fork(after_in_child=_forget_inherited_pools)
 
 
 def interpreter_binds(runner: Path) -> list[str]:

@@ -60,18 +60,7 @@ from typing import cast
 
 from grading.engine.archive import JUNK_FILES, JUNK_PARTS, Limits, _size
 
-from . import (
-    BWRAP,
-    ENV,
-    PRLIMIT,
-    RUNNER_IN_SANDBOX,
-    SANDBOXED_IN_SANDBOX,
-    SETPRIV,
-    _kill_uid,
-    _sandboxed_copy,
-    _uid_processes,
-    interpreter_binds,
-)
+from . import _sandboxed_copy, interpreter_binds
 from .cgroups import (
     ENTER_CGROUP,
     PARENT,
@@ -89,6 +78,8 @@ from .cgroups import (
     _write,
     detect,
 )
+from .layout import BWRAP, ENV, PRLIMIT, RUNNER_IN_SANDBOX, SANDBOXED_IN_SANDBOX, SETPRIV
+from .processes import _kill_uid, _uid_processes
 
 log = logging.getLogger(__name__)
 
