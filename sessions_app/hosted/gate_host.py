@@ -125,13 +125,12 @@ def _release_idle(invitation, row) -> None:
 def sweep(now=None) -> list[str]:
     """Stop idle shells and freeze workspaces whose time is up; one line per workspace touched."""
     now = now or timezone.now()
-    grace = timedelta(seconds=settings.UPLOAD_GRACE_S)
     idle_before = now - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES)
     done = []
     rows = Workspace.objects.filter(closed=False, host=settings.WORKSPACE_HOST)
     for row in rows.select_related("invitation__packet_version__packet"):
         invitation = row.invitation
-        over = invitation.deadline is not None and now > invitation.deadline + grace
+        over = invitation.phase_at(now) == Invitation.CLOSED
         try:
             if over or invitation.revoked_at is not None:
                 ws = workspaces.workspace_for(invitation, row)
