@@ -18,7 +18,6 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from sessions_app.actions import session_phase, upload_closes_at
 from sessions_app.models import GateReceipt, Submission
 from shared.paging import beyond
 from takehome import funnel
@@ -133,7 +132,7 @@ def queue_rows(submissions: list[Submission], reviewer) -> list[QueueRow]:
     return [
         QueueRow(
             s, candidate_label(s.invitation, s.invitation.packet), mine.get(s.pk, ""), submitted[s.pk],
-            phase=session_phase(s.invitation, now), closes_at=upload_closes_at(s.invitation),
+            phase=s.invitation.phase_at(now), closes_at=s.invitation.upload_closes_at,
             earlier_reviews=earlier[s.invitation_id], mine_earlier=s.invitation_id in mine_earlier,
             tampered=_tampered(s),
         )

@@ -117,23 +117,6 @@ def counted_receipts(invitation: Invitation):
     return receipts
 
 
-def upload_closes_at(invitation: Invitation) -> datetime | None:
-    """The deadline plus the grace period: the last moment an upload (or a gate step) is accepted."""
-    if invitation.deadline is None:
-        return None
-    return invitation.deadline + timedelta(seconds=settings.UPLOAD_GRACE_S)
-
-
-def session_phase(invitation: Invitation, now: datetime | None = None) -> str:
-    """not_started, running, grace (deadline passed, uploads still open) or closed (final)."""
-    if invitation.started_at is None or invitation.deadline is None:
-        return "not_started"
-    now = now or timezone.now()
-    if now <= invitation.deadline:
-        return "running"
-    return "grace" if now <= upload_closes_at(invitation) else "closed"
-
-
 def grace_words() -> str:
     """The grace period as a person says it: '5 minutes', '1 minute', '30 seconds'."""
     seconds = settings.UPLOAD_GRACE_S
@@ -162,8 +145,7 @@ def unpacked_limits_words() -> str:
 
 def _time_is_up(invitation: Invitation, now: datetime, step: str | None = None) -> SessionRefused | None:
     """Refused after the deadline plus grace: an upload, or (``step``) a gate step, in the same words."""
-    closes = upload_closes_at(invitation)
-    if closes is None or now <= closes:
+    if invitation.phase_at(now) != Invitation.CLOSED:
         return None
     deadline = f"{invitation.deadline:%Y-%m-%d %H:%M} UTC"
     if step is None:
@@ -232,7 +214,7 @@ def _too_slow(invitation: Invitation, began: datetime, now: datetime) -> Session
     request line sent in time with its body trickled in later must not buy
     more than UPLOAD_IN_FLIGHT_S of extra work.
     """
-    closes = upload_closes_at(invitation)
+    closes = invitation.upload_closes_at
     allowance = timedelta(seconds=settings.UPLOAD_IN_FLIGHT_S)
     if closes is None or began > closes or now <= closes + allowance:
         return None
@@ -288,11 +270,8 @@ def do_record_refused_upload(invitation: Invitation, message: str, sha256: str =
 
 def do_open_invitation(invitation: Invitation) -> None:
     """The candidate opened the link: remember the first time."""
-    if invitation.opened_at is None:
-        now = timezone.now()
-        if Invitation.objects.filter(pk=invitation.pk, opened_at__isnull=True).update(opened_at=now):
-            funnel.touch(invitation.pk)
-        invitation.opened_at = now
+    if invitation.mark_opened():
+        funnel.touch(invitation.pk)
 
 
 @transaction.atomic
@@ -302,18 +281,10 @@ def do_start_session(invitation: Invitation) -> bool:
     Returns False (and changes nothing) when the clock was already running.
     """
     # why lock: two Start clicks at once must not both set the clock.
-    locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
-    if locked.started_at is not None:
-        invitation.started_at, invitation.deadline = locked.started_at, locked.deadline
+    invitation.lock()
+    if not invitation.start_clock():
         return False
-    now = timezone.now()
-    locked.started_at = now
-    locked.deadline = now + invitation.packet_version.time_limit
-    locked.opened_at = locked.opened_at or now
-    locked.save(update_fields=["started_at", "deadline", "opened_at"])
-    funnel.touch(locked.pk)
-    invitation.started_at, invitation.deadline, invitation.opened_at = (
-        locked.started_at, locked.deadline, locked.opened_at)
+    funnel.touch(invitation.pk)
     return True
 
 
@@ -603,26 +574,24 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
         refusal = unpack_refusal(incoming.path, settings.MEDIA_ROOT)
         with transaction.atomic():
             # why lock: "latest" must be one row even when two uploads race.
-            locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
-            if locked.revoked_at is not None:
+            invitation.lock()
+            if invitation.revoked_at is not None:
                 raise SessionRefused("This link is not valid.", "invalid")
             now = timezone.now()
             # why again, under the lock: two uploads racing past the view's check must
             # not both fit into the last place of the limit.
-            check_upload_allowed(locked, now, via=via, began=began)
-            Submission.objects.filter(invitation=locked, is_latest=True).update(is_latest=False)
+            check_upload_allowed(invitation, now, via=via, began=began)
+            Submission.objects.filter(invitation=invitation, is_latest=True).update(is_latest=False)
             submission = Submission.objects.create(
-                invitation=locked, archive=stored_name(incoming.sha256), sha256=incoming.sha256,
+                invitation=invitation, archive=stored_name(incoming.sha256), sha256=incoming.sha256,
                 size=incoming.size, original_name=incoming.original_name, via=via, uploaded_at=now,
                 unpack_refusal=refusal,
             )
             receipt = GateReceipt.objects.create(
-                invitation=locked, step=Step.UPLOAD, received_at=now, sha256=incoming.sha256, submission=submission
+                invitation=invitation, step=Step.UPLOAD, received_at=now, sha256=incoming.sha256, submission=submission
             )
-            locked.submitted_at = now
-            locked.save(update_fields=["submitted_at"])
-            invitation.submitted_at = now
-            funnel.touch(locked.pk)
+            invitation.mark_submitted(now)
+            funnel.touch(invitation.pk)
             # Older uploads not yet being graded are not graded; this one is sent once the upload commits.
             result = UploadResult(submission, receipt, lifecycle.request_grading(submission))
             # why last: moving the file is the one step a rollback cannot undo, so it
@@ -965,14 +934,15 @@ def hosted_status_words(invitation: Invitation) -> str:
     """`gate status` in the hosted session: the clock, the steps the server witnessed, the uploads."""
     invitation.refresh_from_db()
     lines = []
-    phase = session_phase(invitation)
-    if phase == "not_started":
+    now = timezone.now()
+    phase = invitation.phase_at(now)
+    if phase == Invitation.NOT_STARTED:
         lines.append("Your clock has not started yet.")
-    elif phase == "running":
-        left = int((invitation.deadline - timezone.now()).total_seconds())
+    elif phase == Invitation.RUNNING:
+        left = invitation.seconds_left_at(now)
         lines.append(f"Time left: {left // 3600}h {left % 3600 // 60:02d}m (deadline "
                      f"{invitation.deadline:%Y-%m-%d %H:%M} UTC).")
-    elif phase == "grace":
+    elif phase == Invitation.GRACE:
         lines.append(f"The deadline has passed; you can still submit for {grace_words()} after it.")
     else:
         lines.append("Time is up: nothing more is accepted.")

@@ -242,6 +242,8 @@ class Workspace(models.Model):
     the candidate's activity (throttled, see workspaces.touch); the sweep of
     ``manage.py serve_workspaces`` stops shells idle too long
     (``shell_stopped_at``) and freezes workspaces past the deadline plus grace.
+    Each of these steps is a function of sessions_app.hosted.workspaces, the
+    only writer of this row.
     """
 
     invitation = models.OneToOneField(Invitation, on_delete=models.CASCADE, related_name="workspace")

@@ -103,17 +103,6 @@ def with_invitation(view=None, *, json_only: bool = False):
     return decorator(view) if view is not None else decorator
 
 
-def seconds_left(invitation: Invitation) -> int | None:
-    if invitation.deadline is None:
-        return None
-    return max(0, int((invitation.deadline - timezone.now()).total_seconds()))
-
-
-def phase(invitation: Invitation) -> str:
-    """not_started, running, grace (deadline passed, uploads still open) or closed."""
-    return actions.session_phase(invitation)
-
-
 @dataclass(frozen=True)
 class ReviewedUpload:
     """Which upload reviewers will see, as the candidate's page says it."""
@@ -147,13 +136,14 @@ def reviewed_upload(submissions: list[Submission]) -> ReviewedUpload:
 
 def clock_context(invitation: Invitation, token: str) -> dict:
     """What every candidate page shows of the session: whose, which packet, and the clock."""
+    now = timezone.now()
     return {
         "invitation": invitation,
         "version": invitation.packet_version,
         "token": token,
-        "phase": phase(invitation),
-        "seconds_left": seconds_left(invitation),
-        "upload_closes_at": actions.upload_closes_at(invitation),
+        "phase": invitation.phase_at(now),
+        "seconds_left": invitation.seconds_left_at(now),
+        "upload_closes_at": invitation.upload_closes_at,
     }
 
 
@@ -239,11 +229,10 @@ def start(request: HttpRequest, invitation: Invitation, token: str) -> HttpRespo
     changes nothing; a second Start changes nothing and says so.
     """
     if invitation.started_at is None and (request.method == "GET" or request.POST.get("confirm") != "yes"):
-        now = timezone.now()
         version = invitation.packet_version
         return render(request, "sessions_app/start_confirm.html", {
             "invitation": invitation, "version": version, "token": token,
-            "deadline_if_now": now + version.time_limit, "grace": actions.grace_words(),
+            "deadline_if_now": invitation.deadline_if_started(timezone.now()), "grace": actions.grace_words(),
         })
     if request.method == "POST" and actions.do_start_session(invitation):
         # why <time> elements: the page adds the candidate's local time beside the server's UTC.
@@ -346,14 +335,15 @@ def status(request: HttpRequest, invitation: Invitation, token: str) -> JsonResp
     submissions = list(invitation.submissions.order_by("-uploaded_at", "-pk"))
     reviewed = reviewed_upload(submissions)
     window = actions.model_window_offered(invitation)
+    now = timezone.now()
     return JsonResponse({
         "packet": invitation.packet.title,
-        "server_time": timezone.now().isoformat(),
+        "server_time": now.isoformat(),
         "started_at": iso(invitation.started_at),
         "deadline": iso(invitation.deadline),
-        "uploads_close_at": iso(actions.upload_closes_at(invitation)),
-        "seconds_left": seconds_left(invitation),
-        "phase": phase(invitation),
+        "uploads_close_at": iso(invitation.upload_closes_at),
+        "seconds_left": invitation.seconds_left_at(now),
+        "phase": invitation.phase_at(now),
         "receipts": [
             {"id": r.pk, "step": r.step, "accepted": r.accepted,
              "refusal": actions.refusal_words(r.refusal, hosted=r.captured_by == GateReceipt.CapturedBy.SERVER,

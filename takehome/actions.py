@@ -485,19 +485,19 @@ def do_send_invitation(invitation: Invitation) -> str:
         link = invitation.link()
     version = invitation.packet_version
     context = {"invitation": invitation, "link": link, "packet": version.packet, "version": version}
-    if invitation.started_at and invitation.deadline:
+    now = timezone.now()
+    phase = invitation.phase_at(now)
+    if phase != Invitation.NOT_STARTED:
         # why: a resend after Start must not promise that the clock waits for Start.
-        left = invitation.deadline - timezone.now()
-        context["deadline_passed"] = left.total_seconds() <= 0
-        context["time_left"] = _minutes_in_words(max(0, int(left.total_seconds() // 60)))
+        context["deadline_passed"] = phase != Invitation.RUNNING
+        context["time_left"] = _minutes_in_words(invitation.seconds_left_at(now) // 60)
     send_mail(
         subject=f"Your take-home: {version.packet.title}",
         message=render_to_string("takehome/email/invitation.txt", context),
         from_email=settings.DEFAULT_FROM_EMAIL,
         recipient_list=[invitation.candidate.email],
     )
-    invitation.sent_at = timezone.now()
-    invitation.save(update_fields=["sent_at"])
+    invitation.mark_sent()
     return link
 
 
@@ -527,9 +527,7 @@ def do_resend_invitation(invitation: Invitation, actor=None) -> str:
 @transaction.atomic
 def do_revoke_invitation(invitation: Invitation, actor=None) -> None:
     """Make the candidate's link stop working. Revoking twice changes (and records) nothing."""
-    if invitation.revoked_at is None:
-        invitation.revoked_at = timezone.now()
-        invitation.save(update_fields=["revoked_at"])
+    if invitation.revoke():
         record(actor, "revoke", invitation, "the link no longer works")
         transaction.on_commit(lambda: _close_terminals_of(invitation.pk))
 
@@ -562,17 +560,14 @@ def do_extend_deadline(invitation: Invitation, minutes: int, actor=None) -> Invi
     stays revoked.
     """
     # why lock: two recruiters extending at once must add up, not overwrite.
-    locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
-    if locked.revoked_at is not None:
+    invitation.lock()
+    if invitation.revoked_at is not None:
         raise ExtendError("This invitation was revoked; its deadline cannot change.")
-    if locked.deadline is None:
+    if invitation.deadline is None:
         raise ExtendError("The candidate has not started yet; the full time limit still applies from Start.")
-    base = max(locked.deadline, timezone.now())  # a passed deadline reopens from now
-    locked.deadline = base + timedelta(minutes=minutes)
-    locked.save(update_fields=["deadline"])
-    invitation.deadline = locked.deadline
-    record(actor, "extend", locked, f"+{minutes} min, deadline now {locked.deadline:%Y-%m-%d %H:%M} UTC")
-    return locked
+    invitation.extend_deadline(minutes)  # a passed deadline reopens from now
+    record(actor, "extend", invitation, f"+{minutes} min, deadline now {invitation.deadline:%Y-%m-%d %H:%M} UTC")
+    return invitation
 
 
 class DecisionError(Exception):

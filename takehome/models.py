@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import shlex
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
@@ -322,7 +322,17 @@ class Invitation(models.Model):
     a new link. See `link_token()`.
 
     Status moves forward only: created -> sent -> opened -> started -> submitted.
+
+    Its life (``LIFECYCLE_FIELDS``) is written only by the methods below (a test
+    keeps it so); the actions call them and add what goes with each step (the
+    audit trail, the funnel, the candidate's terminals). Its clock is read here
+    too, one way for every page: ``phase``, ``seconds_left``, ``upload_closes_at``.
     """
+
+    # The clock's phases (``phase``): before Start; running until the deadline; the grace
+    # after it, while uploads and gate steps are still taken; closed, the work final.
+    NOT_STARTED, RUNNING, GRACE, CLOSED = "not_started", "running", "grace", "closed"
+    LIFECYCLE_FIELDS = ("sent_at", "opened_at", "started_at", "deadline", "submitted_at", "revoked_at")
 
     class Status(models.TextChoices):
         CREATED = "created"
@@ -406,6 +416,107 @@ class Invitation(models.Model):
 
     def get_status_display(self) -> str:
         return self.Status(self.status).label
+
+    # --- the clock ---------------------------------------------------------------------------
+
+    def deadline_if_started(self, now: datetime) -> datetime:
+        """The deadline a Start at ``now`` sets: the version's time limit later."""
+        return now + self.packet_version.time_limit
+
+    @property
+    def upload_closes_at(self) -> datetime | None:
+        """The deadline plus the grace period: the last moment an upload (or a gate step) is accepted."""
+        if self.deadline is None:
+            return None
+        return self.deadline + timedelta(seconds=settings.UPLOAD_GRACE_S)
+
+    def phase_at(self, now: datetime) -> str:
+        """NOT_STARTED, RUNNING, GRACE (deadline passed, uploads still open) or CLOSED (final), at ``now``."""
+        if self.started_at is None or self.deadline is None:
+            return self.NOT_STARTED
+        if now <= self.deadline:
+            return self.RUNNING
+        return self.GRACE if now <= self.upload_closes_at else self.CLOSED
+
+    @property
+    def phase(self) -> str:
+        """The phase now (``phase_at``); pages that judge many invitations at one instant call phase_at."""
+        return self.phase_at(timezone.now())
+
+    def seconds_left_at(self, now: datetime) -> int | None:
+        """Whole seconds from ``now`` until the deadline, never below 0; None before Start."""
+        if self.deadline is None:
+            return None
+        return max(0, int((self.deadline - now).total_seconds()))
+
+    @property
+    def seconds_left(self) -> int | None:
+        return self.seconds_left_at(timezone.now())
+
+    def seconds_until_closed_at(self, now: datetime) -> float | None:
+        """Seconds from ``now`` until uploads close (below 0 once they have); None before Start."""
+        closes = self.upload_closes_at
+        return None if closes is None else (closes - now).total_seconds()
+
+    # --- its life: the only writers of LIFECYCLE_FIELDS ----------------------------------------
+
+    def lock(self) -> None:
+        """Lock this invitation's row until the transaction ends, and read its life again from it.
+
+        why: two Starts, two uploads or two extensions at once must each see
+        what the other wrote. Call it inside a transaction.
+        """
+        fresh = type(self).objects.select_for_update().only(*self.LIFECYCLE_FIELDS).get(pk=self.pk)
+        for name in self.LIFECYCLE_FIELDS:
+            setattr(self, name, getattr(fresh, name))
+
+    def mark_sent(self) -> None:
+        """The link was emailed (again): sent_at is now."""
+        self.sent_at = timezone.now()
+        self.save(update_fields=["sent_at"])
+
+    def mark_opened(self) -> bool:
+        """The candidate opened the link: remember the first time. Whether this call was the first."""
+        if self.opened_at is not None:
+            return False
+        now = timezone.now()
+        # why a conditional update: two first views at once must count as one opening.
+        first = bool(type(self).objects.filter(pk=self.pk, opened_at__isnull=True).update(opened_at=now))
+        self.opened_at = now
+        return first
+
+    def start_clock(self) -> bool:
+        """Start the clock: started_at now, the deadline after the version's time limit (opened now, if not yet).
+
+        Call it on a row taken with lock(). Returns False, changing nothing, when the clock already runs.
+        """
+        if self.started_at is not None:
+            return False
+        now = timezone.now()
+        self.started_at, self.deadline = now, self.deadline_if_started(now)
+        self.opened_at = self.opened_at or now
+        self.save(update_fields=["started_at", "deadline", "opened_at"])
+        return True
+
+    def mark_submitted(self, at: datetime) -> None:
+        """An upload was stored at ``at``: submitted_at is the latest upload's time. Call it on a locked row."""
+        self.submitted_at = at
+        self.save(update_fields=["submitted_at"])
+
+    def extend_deadline(self, minutes: int) -> None:
+        """Move the deadline ``minutes`` later; a passed deadline reopens from now. Call it on a locked, started row."""
+        if self.deadline is None:
+            raise ValueError("an invitation that has not started has no deadline to extend")
+        self.deadline = max(self.deadline, timezone.now()) + timedelta(minutes=minutes)
+        self.save(update_fields=["deadline"])
+
+    def revoke(self) -> bool:
+        """Make the link stop working. Whether this call revoked it (False: it already was)."""
+        if self.revoked_at is not None:
+            return False
+        self.revoked_at = timezone.now()
+        self.save(update_fields=["revoked_at"])
+        return True
 
     @property
     def packet(self) -> Packet:

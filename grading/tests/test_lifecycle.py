@@ -26,88 +26,22 @@ from grading.tests.reviewing import make_submission
 from sessions_app.models import Submission
 from sessions_app.tests.conftest import url
 from sessions_app.tests.helpers import honest_zip
+from takehome.tests.writers import Watched, field_writes, writes_outside
 
 # --- only grading/lifecycle.py writes the lifecycle's columns ----------------------------------------
 
 SUBMISSION_FIELDS = {"status", "status_changed_at", "grading_sent_at", "grading_task_id"}
 RUN_FIELDS = {"outcome", "attempt", "worker", "pid", "heartbeat_at", "finished_at"}
-WRITES = {"update", "create", "get_or_create", "update_or_create", "bulk_create", "bulk_update"}
-ALLOWED = {"grading/lifecycle.py": SUBMISSION_FIELDS | RUN_FIELDS, "grading/models.py": RUN_FIELDS}
-
-
-def _keys(node: ast.AST) -> set[str]:
-    """Field names a keyword's value names: dict keys (defaults=) and strings in lists (update_fields=)."""
-    if isinstance(node, ast.Dict):
-        return {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
-    return set()
-
-
 # A packet's self-check (takehome.models.PacketCheck) has a status of its own: its model and the
 # `check` variables that hold one are not a submission or a grading run.
-OTHER_MODELS = {"PacketCheck"}
-OTHER_OBJECTS = {"check"}
-
-
-def _root(node: ast.AST) -> str:
-    """The name a chain of attributes and calls starts from: PacketCheck.objects.filter(...).update -> PacketCheck."""
-    while isinstance(node, (ast.Attribute, ast.Call)):
-        node = node.value if isinstance(node, ast.Attribute) else node.func
-    return getattr(node, "id", "")
-
-
-class _WriteFinder(ast.NodeVisitor):
-    FIELDS = SUBMISSION_FIELDS | RUN_FIELDS
-
-    def __init__(self):
-        self.found: set[str] = set()
-        self.classes: list[str] = []
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.classes.append(node.name)
-        self.generic_visit(node)
-        self.classes.pop()
-
-    def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if _root(func) in OTHER_MODELS | OTHER_OBJECTS:
-            self.generic_visit(node)
-            return
-        if name in WRITES or name in ("Submission", "GradingRun"):
-            self.found |= {k.arg for k in node.keywords if k.arg in self.FIELDS}
-            self.found |= {f for k in node.keywords if k.arg == "defaults" for f in _keys(k.value) & self.FIELDS}
-        if name == "save":
-            self.found |= {f for k in node.keywords if k.arg == "update_fields" for f in _keys(k.value) & self.FIELDS}
-        self.generic_visit(node)
-
-    def visit_Assign(self, node) -> None:
-        for target in getattr(node, "targets", None) or [node.target]:
-            for part in target.elts if isinstance(target, ast.Tuple) else [target]:
-                if (isinstance(part, ast.Attribute) and part.attr in self.FIELDS and not self._own(part)
-                        and _root(part.value) not in OTHER_OBJECTS):
-                    self.found.add(part.attr)
-        self.generic_visit(node)
-
-    visit_AugAssign = visit_AnnAssign = visit_Assign
-
-    def _own(self, part: ast.Attribute) -> bool:
-        """``self.status = ...`` in a class of its own (an exception, a result): not a model's field."""
-        inside = self.classes[-1] if self.classes else ""
-        return isinstance(part.value, ast.Name) and part.value.id == "self" and inside not in ("Submission",
-                                                                                                 "GradingRun")
+GRADING = Watched(frozenset({"Submission", "GradingRun"}), frozenset(SUBMISSION_FIELDS | RUN_FIELDS),
+                  others=frozenset({"PacketCheck", "check"}))
+ALLOWED = {"grading/lifecycle.py": GRADING.fields, "grading/models.py": frozenset(RUN_FIELDS)}
 
 
 def lifecycle_writes(source: str) -> set[str]:
-    """The lifecycle fields a piece of source writes: in ORM writes, model constructors and attribute assignments.
-
-    Reads (filter, exclude, Q, values), other calls' ``status=`` (responses) and
-    other classes' own ``self.status`` are not writes.
-    """
-    finder = _WriteFinder()
-    finder.visit(ast.parse(source))
-    return finder.found
+    """The lifecycle fields a piece of source writes: in ORM writes, model constructors and attribute assignments."""
+    return {name for _, name in field_writes(source, GRADING)}
 
 
 @pytest.mark.parametrize("source, written", [
@@ -140,18 +74,9 @@ def test_the_write_finder_tells_writes_from_reads(source, written):
 
 
 def test_only_grading_lifecycle_writes_the_submissions_status_and_runs():
-    # why not tests, bench or migrations: fixtures and benchmarks build rows in any state on purpose.
-    offenders = {}
-    for app in ("takehome", "sessions_app", "grading"):
-        for path in sorted((ROOT / app).rglob("*.py")):
-            relative = path.relative_to(ROOT).as_posix()
-            if "/tests/" in relative or "/migrations/" in relative:
-                continue
-            written = lifecycle_writes(path.read_text()) - ALLOWED.get(relative, set())
-            if written:
-                offenders[relative] = sorted(written)
-    assert offenders == {}, ("change status, attempts, worker, heartbeat and error only through "
-                             f"grading/lifecycle.py: {offenders}")
+    offenders = writes_outside(GRADING, ALLOWED)
+    assert offenders == [], ("change status, attempts, worker, heartbeat and error only through "
+                             "grading/lifecycle.py:\n" + "\n".join(offenders))
 
 
 def test_the_candidate_side_calls_one_grading_action():

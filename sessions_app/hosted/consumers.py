@@ -240,16 +240,14 @@ def _size(query: dict, name: str, allowed: range, default: int) -> int:
 
 def refusal_for(invitation) -> tuple[int, str] | None:
     """Why the invitation's terminal may not be open now (code, reason), or None."""
-    from sessions_app.actions import session_phase
-
     if invitation.revoked_at is not None:
         return NOT_ALLOWED, REASON_REVOKED
     if not hosted_allowed(invitation.packet_version):
         return NOT_ALLOWED, REASON_NOT_HOSTED
-    phase = session_phase(invitation)
-    if phase == "not_started":
+    phase = invitation.phase
+    if phase == invitation.NOT_STARTED:
         return NOT_ALLOWED, REASON_NOT_STARTED
-    if phase == "closed":
+    if phase == invitation.CLOSED:
         return TIME_UP, REASON_TIME_UP
     return None
 
@@ -269,14 +267,13 @@ def check_link(token: str, address: str):
 
 def recheck(invitation_id: int) -> tuple[tuple[int, str] | None, float]:
     """The invitation read again: (why its terminal must close, or None; seconds until its workspace closes)."""
-    from sessions_app.actions import upload_closes_at
     from takehome.models import Invitation
 
     invitation = Invitation.objects.select_related("packet_version").filter(pk=invitation_id).first()
     if invitation is None:
         return (BAD_TOKEN, REASON_BAD_TOKEN), 0.0
     refusal = refusal_for(invitation)
-    left = 0.0 if refusal else (upload_closes_at(invitation) - timezone.now()).total_seconds()
+    left = 0.0 if refusal else invitation.seconds_until_closed_at(timezone.now())
     return refusal, left
 
 

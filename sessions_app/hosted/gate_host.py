@@ -114,45 +114,28 @@ def _close_terminals(invitation_id: int, reason: str) -> None:
         log.exception("could not close the terminals of invitation %s", invitation_id)
 
 
-def _release_idle(invitation, row) -> None:
-    """Stop an idle shell and put its files on disk; a save that fails raises (the files stay mounted,
-    the next sweep tries again), one that left files out says which."""
-    report = workspaces.backend().release(workspaces.workspace_for(invitation, row))
-    if report is not None and report.left_out:
-        workspaces.tell_unsaved(invitation, report.words())
-
-
 def sweep(now=None) -> list[str]:
     """Stop idle shells and freeze workspaces whose time is up; one line per workspace touched."""
     now = now or timezone.now()
-    grace = timedelta(seconds=settings.UPLOAD_GRACE_S)
     idle_before = now - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES)
     done = []
     rows = Workspace.objects.filter(closed=False, host=settings.WORKSPACE_HOST)
     for row in rows.select_related("invitation__packet_version__packet"):
         invitation = row.invitation
-        over = invitation.deadline is not None and now > invitation.deadline + grace
+        over = invitation.phase_at(now) == Invitation.CLOSED
         try:
             if over or invitation.revoked_at is not None:
-                ws = workspaces.workspace_for(invitation, row)
-                workspaces.backend().freeze(ws)
-                # why release too: the frozen files wait in saved.tar, not in memory; a visit
-                # mounts them again, read-only (grading.engine.sandbox.shell keeps the frozen mark). A save
-                # that fails is told and never keeps the workspace from closing.
-                saved = workspaces.close_files(invitation, ws)
-                Workspace.objects.filter(pk=row.pk).update(frozen_at=now, closed=True,
-                                                           shell_stopped_at=row.shell_stopped_at or now)
+                saved = workspaces.freeze(invitation, row, now)
                 reason = "Time is up: the workspace is read-only now." if over else "This link is no longer valid."
                 _close_terminals(invitation.pk, reason)
                 done.append(f"froze the workspace of invitation {invitation.pk}"
                             + ("" if saved else " (its files could not be saved: see the error above)"))
             elif row.shell_stopped_at is None and row.last_seen_at < idle_before:
-                _release_idle(invitation, row)
-                Workspace.objects.filter(pk=row.pk).update(shell_stopped_at=now)
+                workspaces.stop_idle_shell(invitation, row, now)
                 done.append(f"stopped the idle shell of invitation {invitation.pk}")
             elif row.last_seen_at < idle_before and os.path.ismount(workspaces.folder_for(invitation) / "home"):
                 # a capture or submit mounted the files of a stopped shell again (workspaces.open_files)
-                _release_idle(invitation, row)
+                workspaces.save_files(invitation, row)
                 done.append(f"saved the files of invitation {invitation.pk} again")
         except Exception:
             # why go on: one workspace that cannot be stopped must not keep the others running

@@ -55,7 +55,7 @@ def gate_panel_context(invitation: Invitation, token: str) -> dict:
         "captured": [step for step in actions.CAPTURE_STEPS if step in accepted],
         "model_step": effective_policy(invitation.packet_version) != PacketVersion.ModelPolicy.NONE,
         "submitted": Submission.objects.filter(invitation=invitation).count(),
-        "phase": actions.session_phase(invitation),
+        "phase": invitation.phase,
     }
 
 

@@ -1,15 +1,28 @@
-"""The Django side of hosted sessions: which workspace an invitation has, and opening it.
+"""The Django side of hosted sessions: which workspace an invitation has, opening it, and its life.
 
 The sandbox itself (mounts, the shell under tmux, saving, freezing, the
 snapshot) is grading.engine.sandbox.shell, plain Python; this module reads the settings,
 keeps the Workspace row (its uid, when it was last used) and seeds a new
 workspace with the packet version's fixture, as the download carries it.
+
+Every step of a workspace's life is a function here, the sandbox's part and
+the row's together, and this module is the only writer of the Workspace row
+(a test keeps it so):
+
+- opened: ``workspace_row``, the row with a uid free on this host;
+- shell started: ``ensure_open`` (again after a stop, and by ``restart_shell``);
+- seen: ``touch``, at most once a minute;
+- shell stopped: ``stop_idle_shell`` (the sweep) and ``stop_for_shutdown``
+  (``manage.py stop_workspaces``), its files saved and unmounted;
+- frozen: ``freeze`` (the sweep, once time is up or the link is revoked),
+  read-only for good, closed, its uid given back.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import os
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -231,6 +244,56 @@ def append_marker(invitation: Invitation, label: str) -> None:
         recorder_marker(path, label)
     except OSError as exc:
         log.warning("could not mark %r in %s: %s", label, path, exc)
+
+
+def save_files(invitation: Invitation, row: Workspace) -> None:
+    """Stop the workspace's shell and put its files on disk, unmounted; a save that fails raises (the files
+    stay mounted, the next sweep tries again), one that left files out says which."""
+    report = backend().release(workspace_for(invitation, row))
+    if report is not None and report.left_out:
+        tell_unsaved(invitation, report.words())
+
+
+def stop_idle_shell(invitation: Invitation, row: Workspace, now) -> None:
+    """A shell idle past TAKEHOME_WORKSPACE_IDLE_MINUTES: stopped, its files saved; the next visit starts it again."""
+    save_files(invitation, row)
+    Workspace.objects.filter(pk=row.pk).update(shell_stopped_at=now)
+
+
+def freeze(invitation: Invitation, row: Workspace, now) -> bool:
+    """Close a workspace whose time is up or whose link was revoked: read-only for good, its shell stopped,
+    its files saved and unmounted, its uid given back. Returns whether its files are on disk (close_files)."""
+    ws = workspace_for(invitation, row)
+    backend().freeze(ws)
+    # why release too: the frozen files wait in saved.tar, not in memory; a visit
+    # mounts them again, read-only (grading.engine.sandbox.shell keeps the frozen mark). A save
+    # that fails is told and never keeps the workspace from closing.
+    saved = close_files(invitation, ws)
+    Workspace.objects.filter(pk=row.pk).update(frozen_at=now, closed=True, shell_stopped_at=row.shell_stopped_at or now)
+    return saved
+
+
+def stop_for_shutdown(invitation: Invitation, row: Workspace) -> bool | None:
+    """Stop a workspace as its server goes down: end its shell, save its files to saved.tar and unmount them.
+
+    Returns None when there was nothing to stop, else whether its shell was
+    running; raises the sandbox's errors. The next visit restores the files.
+    """
+    mounted = os.path.ismount(folder_for(invitation) / "home")
+    if row.closed and not mounted:
+        return None  # frozen and saved; its uid may be another workspace's now
+    sandbox = backend()
+    ws = workspace_for(invitation, row)
+    # why not for a closed one: its processes ended when it froze, and its uid
+    # may be another open workspace's now; only its files are left to save
+    running = not row.closed and sandbox.shell_running(ws)
+    if not (mounted or running):
+        return None
+    report = sandbox.release(ws, stop=not row.closed)
+    if report is not None and report.left_out:
+        tell_unsaved(invitation, report.words())
+    Workspace.objects.filter(pk=row.pk, shell_stopped_at=None).update(shell_stopped_at=timezone.now())
+    return running
 
 
 def idle_since():

@@ -59,7 +59,7 @@ def check_open(invitation: Invitation) -> None:
     if invitation.started_at is None:
         raise WindowRefused(403, "Your clock has not started yet. Press Start on your page first.",
                             "not_started", "permission_error")
-    if actions.session_phase(invitation) == "closed":
+    if invitation.phase == Invitation.CLOSED:
         raise WindowRefused(403, "Time is up: the model window closed with the gate "
                             f"{actions.grace_words()} after your deadline.", "deadline", "permission_error")
     # why counted_receipts: on a hosted-only version only a red the server captured opens the window

@@ -1,8 +1,5 @@
-import os
-
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 from sessions_app.hosted import workspaces
 from sessions_app.models import Workspace
@@ -18,29 +15,18 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         rows = (Workspace.objects.filter(host=settings.WORKSPACE_HOST)
                 .select_related("invitation__packet_version__packet").order_by("closed", "pk"))
-        sandbox = workspaces.backend()
         failed = stopped = 0
         for row in rows:
             invitation = row.invitation
             folder = workspaces.folder_for(invitation)
-            mounted = os.path.ismount(folder / "home")
-            if row.closed and not mounted:
-                continue  # frozen and saved; its uid may be another workspace's now
             try:
-                ws = workspaces.workspace_for(invitation, row)
-                # why not for a closed one: its processes ended when it froze, and its uid
-                # may be another open workspace's now; only its files are left to save
-                running = not row.closed and sandbox.shell_running(ws)
-                if not (mounted or running):
-                    continue
-                report = sandbox.release(ws, stop=not row.closed)
-                if report is not None and report.left_out:
-                    workspaces.tell_unsaved(invitation, report.words())
+                running = workspaces.stop_for_shutdown(invitation, row)
             except Exception as exc:  # one workspace that cannot be stopped must not keep the others running
                 failed += 1
                 self.stderr.write(f"Could not stop the workspace of invitation {invitation.pk} ({folder}): {exc}")
                 continue
-            Workspace.objects.filter(pk=row.pk, shell_stopped_at=None).update(shell_stopped_at=timezone.now())
+            if running is None:
+                continue
             stopped += 1
             done = "stopped its shell, " if running else ""
             self.stdout.write(f"Workspace of invitation {invitation.pk} (uid {row.uid}): {done}saved its files "
