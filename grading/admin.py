@@ -12,7 +12,8 @@ from .models import GradingRun
 
 class GradingRunInline(admin.TabularInline):
     model = GradingRun
-    fields = ("attempt", "outcome", "worker", "pid", "task_id", "started_at", "heartbeat_at", "finished_at", "error")
+    fields = ("attempt", "outcome", "worker", "pid", "task_id", "message_sent_at", "started_at", "heartbeat_at",
+              "finished_at", "error")
     readonly_fields = fields
     extra = 0
     can_delete = False

@@ -1,10 +1,10 @@
 """The grading lifecycle: the one module that changes a submission's grading state.
 
-``Submission.status`` (with ``status_changed_at``, and ``grading_sent_at`` and
-``grading_task_id`` for the pending message) is the summary the pages filter
-on; ``GradingRun`` rows are the attempts (worker, pid, heartbeat, outcome,
-error). Nothing else writes either; the transitions are documented on
-Submission and GradingRun. Who calls what:
+``Submission.status`` (with ``status_changed_at``, and ``grading_sent_at``,
+``grading_sent_by`` and ``grading_task_id`` for the pending message) is the
+summary the pages filter on; ``GradingRun`` rows are the attempts (worker,
+pid, heartbeat, outcome, error). Nothing else writes either; the transitions
+are documented on Submission and GradingRun. Who calls what:
 
 - the candidate's side: ``request_grading`` inside an upload's transaction, and
   nothing else (it sends the message once the upload commits);
@@ -12,7 +12,7 @@ Submission and GradingRun. Who calls what:
   ``start_run``, ``keep_alive``, ``finish_graded``, ``finish_rejected``,
   ``finish_error``, ``retry_later``;
 - the sweep and a worker that starts: ``recover_lost`` over ``lost_runs`` or
-  ``runs_of_worker``, then ``not_in_broker`` over ``due_for_sending``;
+  ``runs_of_worker``; the sweep then sends again ``due_for_sending``;
 - operators (``manage.py regrade``, the admin): ``regrade``.
 
 Changes that can move the review flag (``is_latest``) take the invitation's
@@ -31,10 +31,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
-from django.db.models import QuerySet
+from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from sessions_app.models import Submission
+from shared.tasks import RETRY_LONGEST_S
 from takehome import audit, funnel
 from takehome.models import Invitation
 
@@ -48,8 +49,11 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 6
 
 S = Submission.Status
+By = Submission.Sender
 Outcome = GradingRun.Outcome
 WAITING = (S.RECEIVED, S.QUEUED)
+# The columns of a row whose grading message is not sent yet (or no longer pending).
+NO_MESSAGE = {"grading_sent_at": None, "grading_task_id": "", "grading_sent_by": ""}
 
 
 # -- the summary on Submission ------------------------------------------------------
@@ -92,18 +96,19 @@ def _hand_over_latest(submission: Submission) -> Submission | None:
     # why: accepted work must never sit ungraded under review; grading it is
     # the rule that keeps the candidate's last good upload reachable.
     reinstated = Submission.objects.get(pk=chosen.pk)
-    _move(reinstated, S.RECEIVED, (S.SUPERSEDED,), grading_sent_at=None, grading_task_id="")
+    _move(reinstated, S.RECEIVED, (S.SUPERSEDED,), **NO_MESSAGE)
     return reinstated
 
 
-def send_after_commit(submission: Submission | None) -> None:
-    """Send grading for this submission once the transaction commits; a lost send is found by the sweep."""
+def send_after_commit(submission: Submission | None, by: str) -> None:
+    """Send grading for this submission once the transaction commits, as ``by`` (a Submission.Sender); a lost
+    send is found by the sweep."""
     if submission is None:
         return
     from .tasks import enqueue_grading  # why here: grading.tasks imports this module
 
     pk = submission.pk
-    transaction.on_commit(lambda: enqueue_grading(pk))
+    transaction.on_commit(lambda: enqueue_grading(pk, by=by))
 
 
 # -- the candidate's side -------------------------------------------------------------
@@ -150,7 +155,7 @@ def supersede_waiting(invitation: Invitation, newer: Submission | None = None) -
         waiting = waiting.exclude(pk=newer.pk)
     for older in waiting:
         try:
-            _move(older, S.SUPERSEDED, WAITING, grading_sent_at=None)
+            _move(older, S.SUPERSEDED, WAITING, **NO_MESSAGE)
         except InvalidTransition:
             continue  # a worker claimed it a moment ago: its grading goes on and its evidence is kept
         superseded.append(older)
@@ -165,7 +170,7 @@ def submission_received(submission_id: int) -> bool:
     from .tasks import enqueue_grading
 
     try:
-        return enqueue_grading(submission_id)
+        return enqueue_grading(submission_id, by=By.UPLOAD)
     except Exception:
         # why catch all: the upload is stored by now; a failure to send must not
         # undo it in the candidate's eyes.
@@ -176,53 +181,90 @@ def submission_received(submission_id: int) -> bool:
 # -- messages and the sweep -------------------------------------------------------------
 
 
-def message_sent(submission_id: int, task_id: str = "") -> None:
-    """A grading message for this submission is in the broker: note which and when, so the sweep waits for it."""
+def message_sent(submission_id: int, task_id: str, by: str) -> None:
+    """A grading message for this submission is in the broker: note which, when and who sent it (a
+    Submission.Sender), so the sweep can tell a message still on its way from a lost one."""
     now = timezone.now()
+    message = {"grading_sent_at": now, "grading_task_id": task_id, "grading_sent_by": by}
     Submission.objects.filter(pk=submission_id, status=S.RECEIVED).update(
-        status=S.QUEUED, status_changed_at=now, grading_sent_at=now, grading_task_id=task_id)
+        status=S.QUEUED, status_changed_at=now, **message)
     # why a second UPDATE: a re-sent message restarts the clock without being a change of status.
-    Submission.objects.filter(pk=submission_id, status=S.QUEUED).update(grading_sent_at=now,
-                                                                        grading_task_id=task_id)
+    Submission.objects.filter(pk=submission_id, status=S.QUEUED).update(**message)
 
 
-def message_not_taken(submission_id: int, task_id: str) -> None:
-    """The broker did not take the message in time: note its id all the same, as not sent.
+def message_not_taken(submission_id: int, task_id: str, by: str) -> None:
+    """The broker did not take the message in time: note its id and sender, with no time, so the next pass
+    of the sweep sends it again.
 
-    why: a stalled Redis may still run the send once it resumes; the sweep then
-    finds this message in the queue and sends no second one.
+    why not wait: a broker that is down has lost nothing it can hand back. A
+    stalled Redis may still run the send once it resumes; the second message
+    then finds the upload graded, or being graded, and leaves it alone.
     """
-    Submission.objects.filter(pk=submission_id, status__in=WAITING).update(grading_task_id=task_id)
+    Submission.objects.filter(pk=submission_id, status__in=WAITING).update(
+        grading_sent_at=None, grading_task_id=task_id, grading_sent_by=by)
 
 
 def due_for_sending(now: datetime | None = None) -> QuerySet:
-    """Waiting submissions whose grading message may be missing: never sent, or sent long ago.
+    """Waiting submissions whose grading message is missing, judged from the database alone; oldest upload first.
 
-    Never sent (the broker was down, or the send after a status change failed):
-    after TAKEHOME_STALE_RECEIVED_S. Sent: after TAKEHOME_STALE_QUEUED_S from
-    the last send. The sweep sends again only those ``not_in_broker``: a
-    message still in the queue, however long the queue, is never doubled.
+    - The broker did not take the last send (``message_not_taken``): due at once.
+    - Never sent since the status changed (the send after the commit has
+      not run, or failed before it named a message): after TAKEHOME_STALE_RECEIVED_S.
+    - Sent, and the queue has moved past it (``queue_passed``): a message sent
+      after it has started, so this one left the queue and no worker started it.
+    - Sent more than TAKEHOME_STALE_QUEUED_S ago while no grading has run for
+      as long (``graders_idle``): had it been in the queue, a worker would have taken it.
+
+    A message waiting behind a long queue matches none of these: the workers
+    are busy with what is ahead of it, and nothing sent after it has started,
+    so it is never sent twice, however long the backlog. A retry waits out its
+    countdown on a worker, outside the queue: only the last rule applies to
+    it, and not before its longest countdown.
     """
     now = now or timezone.now()
-    never_sent = Submission.objects.filter(
-        status__in=WAITING, grading_sent_at__isnull=True,
-        status_changed_at__lt=now - timedelta(seconds=settings.GRADING_STALE_RECEIVED_S))
-    sent_long_ago = Submission.objects.filter(
-        status__in=WAITING, grading_sent_at__lt=now - timedelta(seconds=settings.GRADING_STALE_QUEUED_S))
-    return (never_sent | sent_long_ago).order_by("uploaded_at")
+    waiting = Submission.objects.filter(status__in=WAITING)
+    unsent = Q(grading_sent_at__isnull=True)
+    due = unsent & ~Q(grading_task_id="")
+    due |= unsent & Q(grading_task_id="",
+                      status_changed_at__lt=now - timedelta(seconds=settings.GRADING_STALE_RECEIVED_S))
+    passed = queue_passed(now)
+    if passed is not None:
+        due |= Q(grading_sent_at__lt=passed) & ~Q(grading_sent_by=By.RETRY)
+    stale = now - timedelta(seconds=settings.GRADING_STALE_QUEUED_S)
+    # why ask whether anything is that old first: the graders' activity is read only when it matters
+    if waiting.filter(grading_sent_at__lt=stale).exists() and graders_idle(now):
+        retry_stale = now - timedelta(seconds=max(settings.GRADING_STALE_QUEUED_S, RETRY_LONGEST_S))
+        due |= Q(grading_sent_at__lt=stale) & (~Q(grading_sent_by=By.RETRY) | Q(grading_sent_at__lt=retry_stale))
+    return waiting.filter(due).order_by("uploaded_at")
 
 
-def not_in_broker(due: QuerySet, pending: set[str] | None) -> list[int]:
-    """The ids of the submissions in ``due`` whose last message is not among ``pending`` (the ids the broker
-    holds), or that have none; all of them when the broker could not be asked (None): their age says they are lost.
+def queue_passed(now: datetime | None = None) -> datetime | None:
+    """Grading messages sent before this time have all left the broker's queue; None while no run says so.
 
-    Read the broker before calling this: the rows are read now, so one whose
-    message was taken and graded in the meantime is no longer due.
+    The queue is first in, first out, and a worker takes a message only when
+    one of its processes is free to start it (acks_late with a prefetch of
+    one: a message counts against the prefetch until it is done). So once a
+    message sent at T has been started, every message sent before T was taken
+    too, and started within moments. The margin, TAKEHOME_GRADING_LOST_AFTER_S
+    on both sides, covers the senders' clocks and a worker slow to start what
+    it took: one that took a message and has not started it that much later
+    is taken as dead, as a run whose heartbeat stopped that long ago is. Only
+    runs started from a message sent through the queue count (``start_run``).
     """
-    rows = due.values_list("pk", "grading_task_id")
-    if pending is None:
-        return [pk for pk, _ in rows]
-    return [pk for pk, task_id in rows if not task_id or task_id not in pending]
+    margin = timedelta(seconds=settings.GRADING_LOST_AFTER_S)
+    latest = GradingRun.objects.filter(started_at__lt=(now or timezone.now()) - margin).aggregate(
+        latest=Max("message_sent_at"))["latest"]
+    return None if latest is None else latest - margin
+
+
+def graders_idle(now: datetime | None = None) -> bool:
+    """No grading is running and none ended within TAKEHOME_STALE_QUEUED_S: the queue holds no grading message.
+
+    why the ends too: a worker that ends a run takes the next message at
+    once, so the moment between two long runs of a backlog is not idleness.
+    """
+    since = (now or timezone.now()) - timedelta(seconds=settings.GRADING_STALE_QUEUED_S)
+    return not GradingRun.objects.filter(Q(outcome=Outcome.RUNNING) | Q(finished_at__gte=since)).exists()
 
 
 def lost_runs(now: datetime | None = None) -> QuerySet:
@@ -262,7 +304,7 @@ def _recover(runs: QuerySet, run_id: int, submission_id: int) -> int:
         return 0
     if not _end_or_give_up(run, submission, Outcome.LOST, _lost_words(run)):
         return 0
-    send_after_commit(submission)
+    send_after_commit(submission, By.WORKER_DIED)
     return 1
 
 
@@ -297,13 +339,22 @@ def start_run(submission_id: int, *, task_id: str = "", worker: str = "", pid: i
         # why: the sweep gives up first; this catches a submission sent again by other means.
         given_up = _give_up_words(submission) if _attempts_in_a_row(submission) >= MAX_ATTEMPTS else None
         run = GradingRun.objects.create(submission=submission, attempt=submission.runs.count() + 1,
-                                        task_id=task_id[:64], worker=worker[:200], pid=pid)
-        _move(submission, S.GRADING, (S.RECEIVED, S.QUEUED, S.GRADING), grading_sent_at=None, grading_task_id="")
+                                        task_id=task_id[:64], worker=worker[:200], pid=pid,
+                                        message_sent_at=_sent_through_queue(submission, task_id))
+        _move(submission, S.GRADING, (S.RECEIVED, S.QUEUED, S.GRADING), **NO_MESSAGE)
         run.submission = submission
         if given_up:
             finish_error(run, f"not started: {given_up}")
             return None
         return run
+
+
+def _sent_through_queue(submission: Submission, task_id: str) -> datetime | None:
+    """When the message being started was sent, if it is the submission's last one and came through the
+    queue in turn; None for a retry (it waited out its countdown on a worker) or another copy."""
+    if not task_id or task_id != submission.grading_task_id or submission.grading_sent_by == By.RETRY:
+        return None
+    return submission.grading_sent_at
 
 
 def _died_here(run: GradingRun, worker: str) -> bool:
@@ -357,7 +408,7 @@ def finish_rejected(run: GradingRun, reason: str) -> None:
         submission = _lock(run.submission_id)
         run.end(Outcome.REJECTED)
         _move(submission, S.REJECTED, (S.GRADING,), reject_reason=reason)
-        send_after_commit(_hand_over_latest(submission))
+        send_after_commit(_hand_over_latest(submission), By.REINSTATED)
         run.submission = submission
 
 
@@ -367,7 +418,7 @@ def finish_error(run: GradingRun, error: str) -> None:
         submission = _lock(run.submission_id)
         run.end(Outcome.ERROR, error)
         _move(submission, S.ERROR, (S.GRADING,))
-        send_after_commit(_hand_over_latest(submission))
+        send_after_commit(_hand_over_latest(submission), By.REINSTATED)
         run.submission = submission
 
 
@@ -377,19 +428,23 @@ def retry_later(run: GradingRun, error: str) -> bool:
         submission = _lock(run.submission_id)
         run.submission = submission
         # why the run's task id: Celery's retry sends a message with the same id.
-        return _end_or_give_up(run, submission, Outcome.RETRIED, error, sent_at=timezone.now(), task_id=run.task_id)
+        retry = {"grading_sent_at": timezone.now(), "grading_task_id": run.task_id, "grading_sent_by": By.RETRY}
+        return _end_or_give_up(run, submission, Outcome.RETRIED, error, message=retry)
 
 
 def _end_or_give_up(run: GradingRun, submission: Submission, outcome: str, error: str,
-                    sent_at: datetime | None = None, task_id: str = "") -> bool:
-    """End a run without a result: back to queued (True), or an error once MAX_ATTEMPTS ran in a row."""
+                    message: dict | None = None) -> bool:
+    """End a run without a result: back to queued (True), or an error once MAX_ATTEMPTS ran in a row.
+
+    ``message``: the columns of the message already sent (a retry); none when the caller sends one after commit.
+    """
     if _attempts_in_a_row(submission) < MAX_ATTEMPTS:
         run.end(outcome, error)
-        _move(submission, S.QUEUED, (S.GRADING,), grading_sent_at=sent_at, grading_task_id=task_id)
+        _move(submission, S.QUEUED, (S.GRADING,), **(message or NO_MESSAGE))
         return True
     run.end(Outcome.ERROR, f"{error}\n{_give_up_words(submission, last=outcome)}")
     _move(submission, S.ERROR, (S.GRADING,))
-    send_after_commit(_hand_over_latest(submission))
+    send_after_commit(_hand_over_latest(submission), By.REINSTATED)
     return False
 
 
@@ -455,9 +510,9 @@ def regrade(submission_id: int, dry_run: bool = False, actor=None, via: str = "m
                            f"{said} superseded by a newer upload and never graded, nothing sent (grade the newer one)")
         if dry_run:
             return Regrade(submission_id, "sent", f"{said} {before}, would be sent for grading again")
-        _move(submission, S.QUEUED, (S.GRADED, S.REJECTED, S.ERROR), grading_sent_at=None, grading_task_id="")
+        _move(submission, S.QUEUED, (S.GRADED, S.REJECTED, S.ERROR), **NO_MESSAGE)
         # why: a refused upload that is queued again counts as accepted work until it is graded.
         Submission.objects.settle_latest(submission.invitation_id)
-        send_after_commit(submission)
+        send_after_commit(submission, By.REGRADE)
         audit.record(actor, "regrade", submission, f"was {before}; from {via}")
     return Regrade(submission_id, "sent", f"{said} {before}, sent for grading again")

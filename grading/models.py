@@ -52,6 +52,10 @@ class GradingRun(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     heartbeat_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # why: the sweep reads from it how far the broker's queue has moved (grading.lifecycle.queue_passed)
+    message_sent_at = models.DateTimeField(null=True, blank=True, db_index=True,
+                                           help_text="When the message this run started from was sent through "
+                                                     "the queue; blank for a retry or a copy sent before the last one.")
     outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.RUNNING)
     error = models.TextField(blank=True, help_text="For operators only; never shown to candidates.")
 

@@ -50,8 +50,9 @@ def grade_submission(self, submission_id: int) -> str:
         raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries))
 
 
-def enqueue_grading(submission_id: int) -> bool:
-    """Send the grading message; False when the broker is down (the sweep sends it later).
+def enqueue_grading(submission_id: int, *, by: str) -> bool:
+    """Send the grading message as ``by`` (a Submission.Sender); False when the broker is down (the sweep
+    sends it later).
 
     Call it from transaction.on_commit, so the worker never looks for a row
     that is not committed yet.
@@ -59,37 +60,26 @@ def enqueue_grading(submission_id: int) -> bool:
     task_id = str(uuid.uuid4())
     if not publish.send(grade_submission, (submission_id,), task_id=task_id):
         log.warning("broker unavailable, submission %s waits for the sweep", submission_id)
-        lifecycle.message_not_taken(submission_id, task_id)
+        lifecycle.message_not_taken(submission_id, task_id, by)
         return False
-    lifecycle.message_sent(submission_id, task_id)
+    lifecycle.message_sent(submission_id, task_id, by)
     return True
 
 
 @shared_task(ignore_result=True)
 def sweep_submissions() -> int:
     """Send grading again where it stalled: a worker that died (its run's heartbeat stopped), a message
-    never sent or no longer in the broker; and remove what sandbox runs of a dead worker process left behind."""
+    the broker did not take or that was lost (lifecycle.due_for_sending says which, from the database alone);
+    and remove what sandbox runs of a dead worker process left behind."""
     pipeline.clean_stale_runs()
     sent = lifecycle.recover_lost(lifecycle.lost_runs())
-    due = lifecycle.due_for_sending()
-    pending = _pending_grading() if due.exclude(grading_task_id="").exists() else set()
-    for submission_id in lifecycle.not_in_broker(due, pending):
-        if not enqueue_grading(submission_id):
+    for submission_id in list(lifecycle.due_for_sending().values_list("pk", flat=True)):
+        if not enqueue_grading(submission_id, by=Submission.Sender.SWEEP):
             break  # why: the broker is down; each further send would wait out its timeout and fail the same
         sent += 1
     if sent:
         log.info("sweep sent %s submission(s) for grading", sent)
     return sent
-
-
-def _pending_grading() -> set[str] | None:
-    """The ids of the grading messages the broker holds; None, said in the log, when it cannot be asked."""
-    pending = publish.pending_task_ids(grade_submission)
-    if pending is None:
-        log.warning("the sweep could not ask the broker which grading messages are pending: it sends again "
-                    "those sent more than TAKEHOME_STALE_QUEUED_S (%s s) ago, presumed lost",
-                    settings.GRADING_STALE_QUEUED_S)
-    return pending
 
 
 @shared_task(ignore_result=True)

@@ -112,9 +112,10 @@ class Submission(models.Model):
     heartbeat, outcome, error). Both are written only by grading.lifecycle
     (every status change sets ``status_changed_at``, with a conditional UPDATE
     so two workers cannot both win). ``grading_sent_at`` says when the pending
-    grading message was sent and ``grading_task_id`` which one it is (also set
-    when the send failed: a stalled broker may still take it later), so the
-    sweep asks the broker whether it is still there before sending another.
+    grading message was sent, ``grading_sent_by`` who sent it and
+    ``grading_task_id`` which one it is (also set when the send failed, with no
+    time: the sweep sends it again at its next pass). The sweep judges from
+    these alone whether a message was lost (grading.lifecycle.due_for_sending).
 
     ``is_latest`` marks the upload under review: the invitation's newest upload
     that is not rejected or error (the newest of all when every one was), kept
@@ -132,6 +133,16 @@ class Submission(models.Model):
         REJECTED = "rejected"
         ERROR = "error"
         SUPERSEDED = "superseded"
+
+    class Sender(models.TextChoices):
+        """Who sent the pending grading message. A retry waits out its countdown on a worker, out of the queue."""
+
+        UPLOAD = "upload", "the upload, once stored"
+        RETRY = "retry", "the worker, to retry after a failure on our side"
+        SWEEP = "sweep", "the sweep (the last message was lost, or the broker did not take it)"
+        WORKER_DIED = "worker died", "the sweep or a restarted worker (the worker grading it died)"
+        REINSTATED = "reinstated", "grading of a newer upload (refused or failed: this one is the latest again)"
+        REGRADE = "regrade", "an operator (manage.py regrade, or the admin)"
 
     FINISHED = (Status.GRADED, Status.REJECTED, Status.ERROR, Status.SUPERSEDED)
     # Known not to be accepted work: never under review while an accepted upload exists.
@@ -151,6 +162,8 @@ class Submission(models.Model):
                                            help_text="When the pending grading message was sent.")
     grading_task_id = models.CharField(max_length=64, blank=True,
                                        help_text="The id of the last grading message sent (or tried) while it waits.")
+    grading_sent_by = models.CharField(max_length=12, choices=Sender.choices, blank=True,
+                                       help_text="Who sent (or tried to send) the pending grading message.")
     reject_reason = models.TextField(blank=True)
     # why a field of its own: the candidate is told only what is known when the upload arrives (see
     # docs/evidence.md, "What the candidate sees of grading"); the worker's own verdict is reject_reason.

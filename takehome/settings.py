@@ -490,12 +490,12 @@ if _ws_uids.start < _grading_uids.stop and _grading_uids.start < _ws_uids.stop:
                        "(TAKEHOME_SANDBOX_UID_BASE): give workspaces a range of their own.")
 env.section("Grading")
 GRADING_STALE_RECEIVED_S = env.duration("TAKEHOME_STALE_RECEIVED_S", 30,
-                                        doc="The sweep sends grading again for an upload whose message was "
-                                            "never sent (the broker was down) after this long.")
+                                        doc="The sweep sends grading for an upload whose message was never "
+                                            "sent after this long (one the broker did not take: at its next pass).")
 GRADING_STALE_QUEUED_S = env.duration("TAKEHOME_STALE_QUEUED_S", 600,
                                       doc="The sweep sends grading again for an upload whose message was sent "
-                                          "this long ago (each send restarts the clock) and is no longer in "
-                                          "Redis; when Redis cannot be asked, a message that old is presumed lost.")
+                                          "this long ago (each send restarts the clock) once no grading has run "
+                                          "for as long either; sooner when a message sent after it has started.")
 GRADING_HEARTBEAT_S = env.duration("TAKEHOME_GRADING_HEARTBEAT_S", 15,
                                    doc="While grading, the worker's process notes it is alive this often.")
 GRADING_LOST_AFTER_S = env.duration("TAKEHOME_GRADING_LOST_AFTER_S", 3 * GRADING_HEARTBEAT_S,

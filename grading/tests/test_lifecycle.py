@@ -18,6 +18,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from conftest import ROOT, require
+from grading import lifecycle
 from grading.engine.sandbox import clean_stale_scratch
 from grading.engine.sandbox.cgroups import owned_name, work_dir_for
 from grading.models import GradingRun
@@ -30,8 +31,8 @@ from takehome.tests.writers import Watched, field_writes, writes_outside
 
 # --- only grading/lifecycle.py writes the lifecycle's columns ----------------------------------------
 
-SUBMISSION_FIELDS = {"status", "status_changed_at", "grading_sent_at", "grading_task_id"}
-RUN_FIELDS = {"outcome", "attempt", "worker", "pid", "heartbeat_at", "finished_at"}
+SUBMISSION_FIELDS = {"status", "status_changed_at", "grading_sent_at", "grading_task_id", "grading_sent_by"}
+RUN_FIELDS = {"outcome", "attempt", "worker", "pid", "heartbeat_at", "finished_at", "message_sent_at"}
 # A packet's self-check (takehome.models.PacketCheck) has a status of its own: its model and the
 # `check` variables that hold one are not a submission or a grading run.
 GRADING = Watched(frozenset({"Submission", "GradingRun"}), frozenset(SUBMISSION_FIELDS | RUN_FIELDS),
@@ -167,13 +168,30 @@ def redis_client(broker_url: str):
 
 @pytest.fixture
 def queue(broker_url):
-    """How many grading messages wait in the broker; the test's own are taken out afterwards."""
+    """How many grading messages wait in the broker; the test's own are taken out afterwards.
+
+    why read Redis here: the test plays the broker's part (a message waiting, one lost); the sweep never reads it.
+    """
     require(broker_url is not None, "redis-server is not installed (apt-get install redis-server)")
     client = redis_client(broker_url)
     before = client.llen("celery")
     yield lambda: client.llen("celery") - before
     for _ in range(max(0, client.llen("celery") - before)):
         client.lpop("celery")  # why the left end: kombu pushes there and workers take from the right
+
+
+@pytest.fixture
+def lose(broker_url, queue):
+    """Take a submission's grading message out of Redis, as a restart without its file loses it."""
+    client = redis_client(broker_url)
+
+    def lose(submission: Submission) -> None:
+        submission.refresh_from_db()
+        raw = next(raw for raw in client.lrange("celery", 0, -1)
+                   if json.loads(raw)["headers"]["id"] == submission.grading_task_id)
+        assert client.lrem("celery", 1, raw) == 1
+
+    return lose
 
 
 def test_the_sweep_sends_nothing_while_a_message_is_pending(
@@ -186,113 +204,143 @@ def test_the_sweep_sends_nothing_while_a_message_is_pending(
     assert r.status_code == 201 and queue() == 1
     submission = Submission.objects.get()
     assert submission.status == "queued" and submission.grading_sent_at is not None
-    assert submission.grading_task_id in queued_ids()  # the message the sweep asks the broker about
+    assert submission.grading_sent_by == "upload" and submission.grading_task_id != ""
 
     assert sweep_submissions() == 0 and queue() == 1  # pending: nothing more piles up, minute after minute
     assert sweep_submissions() == 0 and queue() == 1
 
 
-def queued_ids() -> set[str]:
-    from grading import publish
-    from grading.tasks import grade_submission
-
-    return publish.pending_task_ids(grade_submission)
-
-
-@pytest.fixture
-def broker(broker_url):
-    """The test's Redis, as kombu's own channel sees it (its key names, its way of delivering)."""
-    from kombu import Connection
-
-    require(broker_url is not None, "redis-server is not installed (apt-get install redis-server)")
-    with Connection(broker_url) as connection:
-        yield connection.default_channel
-
-
-def message_of(broker, submission: Submission) -> bytes:
-    """The raw grading message of this submission, as it waits in the queue."""
-    submission.refresh_from_db()
-    return next(raw for raw in broker.client.lrange("celery", 0, -1)
-                if json.loads(raw)["headers"]["id"] == submission.grading_task_id)
-
-
 @pytest.fixture
 def backlog(sample_packet, queue, settings):
-    """Three uploads of three candidates, each sent for grading once, with no worker to take them."""
+    """Three uploads of three candidates, each sent for grading once, in turn, with no worker to take them."""
     from grading.tasks import enqueue_grading
 
-    settings.GRADING_STALE_QUEUED_S = 600
+    settings.GRADING_STALE_QUEUED_S, settings.GRADING_LOST_AFTER_S = 600, 45
     rows = [make_submission(sample_packet, name=f"Cand {i}", status="received") for i in range(3)]
-    assert all(enqueue_grading(row.pk) for row in rows) and queue() == 3
+    assert all(enqueue_grading(row.pk, by=Submission.Sender.UPLOAD) for row in rows) and queue() == 3
     return rows
 
 
-def sent_long_ago(rows) -> None:
-    """Their last message was sent longer ago than TAKEHOME_STALE_QUEUED_S (600 s)."""
-    Submission.objects.filter(pk__in=[r.pk for r in rows]).update(
-        status_changed_at=timezone.now() - timedelta(hours=1), grading_sent_at=timezone.now() - timedelta(minutes=11))
+def sent_ago(rows, minutes: float) -> None:
+    """Their messages were sent that long ago, a minute apart in the order of ``rows``."""
+    now = timezone.now()
+    for i, row in enumerate(rows):
+        Submission.objects.filter(pk=row.pk).update(
+            status_changed_at=now - timedelta(hours=2), grading_sent_at=now - timedelta(minutes=minutes - i))
 
 
-def test_a_backlog_older_than_the_stale_limit_is_not_sent_again_while_its_messages_wait(backlog, queue):
-    sent_long_ago(backlog)  # one worker behind a thousand uploads: the messages wait their turn
+def grading_elsewhere(sample_packet, outcome: str = "running", **ago: timedelta) -> GradingRun:
+    """A worker's run of another upload, its times that long ago (started_at=timedelta(...), ...)."""
+    other = make_submission(sample_packet, name="Someone Else", status="grading")
+    now = timezone.now()
+    return GradingRun.objects.create(submission=other, attempt=1, worker="busy@host", outcome=outcome,
+                                     **{name: now - value for name, value in ago.items()})
+
+
+def test_a_backlog_behind_a_busy_worker_is_not_sent_again_however_old(backlog, queue, sample_packet):
+    # One worker behind a thousand uploads: it grades what is ahead of them, and they wait their turn.
+    grading_elsewhere(sample_packet, started_at=timedelta(minutes=5), heartbeat_at=timedelta(seconds=5))
+    sent_ago(backlog, minutes=11)
     assert sweep_submissions() == 0 and queue() == 3
+    sent_ago(backlog, minutes=120)
     assert sweep_submissions() == 0 and queue() == 3
 
 
-def test_a_message_delivered_and_not_yet_acknowledged_is_not_sent_again(backlog, queue, broker):
-    raw = message_of(broker, backlog[0])
-    # Delivered as kombu delivers it: out of the queue, into the transport's hash of unacknowledged messages.
-    assert broker.client.lrem("celery", 1, raw) == 1
-    delivered = broker.Message(json.loads(raw), channel=broker)
-    broker.qos.append(delivered, delivered.delivery_tag)
-    try:
-        assert queue() == 2
-        sent_long_ago(backlog)
-        assert sweep_submissions() == 0 and queue() == 2
-    finally:
-        broker.qos.ack(delivered.delivery_tag)
+def test_the_moment_between_two_long_runs_of_a_backlog_is_not_idleness(backlog, queue, sample_packet):
+    # The worker ended a run a moment ago and is taking the next message: the queue still moves.
+    grading_elsewhere(sample_packet, outcome="graded", started_at=timedelta(minutes=11),
+                      finished_at=timedelta(seconds=1))
+    sent_ago(backlog, minutes=30)
+    assert sweep_submissions() == 0 and queue() == 3
 
 
-def test_a_message_lost_from_the_broker_is_sent_again_once(backlog, queue, broker):
+def test_a_lost_message_is_sent_again_once_past_the_threshold_and_not_within_it(backlog, queue, lose):
     lost = backlog[0]
-    assert broker.client.lrem("celery", 1, message_of(broker, lost)) == 1  # Redis lost it (a restart without its file)
+    lose(lost)  # Redis lost it (a restart without its file); nothing else waits, and nothing has been graded since
+    Submission.objects.filter(pk__in=[r.pk for r in backlog[1:]]).update(status="graded")
     old_id = lost.grading_task_id
-    sent_long_ago(backlog)
-    assert sweep_submissions() == 1 and queue() == 3  # only the lost one
+    sent_ago([lost], minutes=9)
+    assert sweep_submissions() == 0 and queue() == 2  # within TAKEHOME_STALE_QUEUED_S: it may still be on its way
+    sent_ago([lost], minutes=11)
+    assert sweep_submissions() == 1 and queue() == 3
     lost.refresh_from_db()
-    assert lost.grading_task_id != old_id and lost.grading_task_id in queued_ids()
-    sent_long_ago(backlog)
-    assert sweep_submissions() == 0 and queue() == 3  # its new message is pending in turn
+    assert lost.grading_task_id != old_id and lost.grading_sent_by == "sweep"
+    assert sweep_submissions() == 0 and queue() == 3  # its new message restarted the clock
 
 
-def test_a_send_the_broker_took_late_is_not_doubled(sample_packet, queue):
-    from grading import lifecycle, publish
+def start(submission: Submission, minutes_ago: float) -> GradingRun:
+    """A worker took the submission's last message from the queue and started it, that long ago."""
+    submission.refresh_from_db()
+    run = lifecycle.start_run(submission.pk, task_id=submission.grading_task_id, worker="w1@host")
+    GradingRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(minutes=minutes_ago),
+                                                heartbeat_at=timezone.now())
+    return run
+
+
+def test_a_message_lost_while_workers_are_busy_is_sent_again_once_one_sent_after_it_started(
+        backlog, queue, lose):
+    first, second, third = backlog
+    lose(first)
+    sent_ago(backlog, minutes=5)  # a minute apart: first, second, third
+    sent_second = Submission.objects.get(pk=second.pk).grading_sent_at
+    run = start(second, minutes_ago=0.25)
+    assert run.message_sent_at == sent_second  # the run keeps when its message was sent
+    # Sent a minute before the one a worker started 15 s ago: it may be starting on another worker.
+    assert sweep_submissions() == 0
+    GradingRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(minutes=1))
+    # The queue is first in, first out: second was taken, so first was too, and no worker started it.
+    assert sweep_submissions() == 1 and queue() == 3  # first again; third waits its turn behind it
+    assert Submission.objects.get(pk=first.pk).grading_sent_by == "sweep"
+    assert Submission.objects.get(pk=third.pk).grading_sent_by == "upload"
+
+
+def test_a_retry_waiting_out_its_countdown_is_not_overtaken(backlog, queue, settings):
+    from shared.tasks import RETRY_LONGEST_S
+
+    first, second, third = backlog
+    Submission.objects.filter(pk=third.pk).update(status="graded")
+    run = start(first, minutes_ago=6)
+    assert lifecycle.retry_later(run, "the sandbox could not start")  # Celery's retry: held on a worker
+    retried = Submission.objects.get(pk=first.pk)
+    assert (retried.status, retried.grading_sent_by, retried.grading_task_id) == ("queued", "retry", run.task_id)
+    assert GradingRun.objects.get(pk=run.pk).message_sent_at is not None  # its first message came through the queue
+    sent_ago([first], minutes=5)
+    sent_ago([second], minutes=3)
+    start(second, minutes_ago=2)  # sent and started after the retry was sent
+    assert lifecycle.queue_passed() > Submission.objects.get(pk=first.pk).grading_sent_at
+    assert sweep_submissions() == 0 and queue() == 3
+
+    # Idle for longer than the threshold, yet not sent before the longest countdown has passed.
+    settings.GRADING_STALE_QUEUED_S = 60
+    GradingRun.objects.update(outcome="graded", finished_at=timezone.now() - timedelta(minutes=30))
+    for age in (RETRY_LONGEST_S - 30, RETRY_LONGEST_S + 30):
+        Submission.objects.filter(pk=first.pk).update(grading_sent_at=timezone.now() - timedelta(seconds=age))
+        assert list(lifecycle.due_for_sending()) == ([retried] if age > RETRY_LONGEST_S else [])
+
+
+def test_a_run_from_a_retry_or_an_older_copy_says_nothing_of_the_queue(backlog):
+    first, second, _ = backlog
+    run = start(first, minutes_ago=1)
+    lifecycle.retry_later(run, "the sandbox could not start")
+    assert start(first, minutes_ago=0).message_sent_at is None  # the retry waited out its countdown on a worker
+    old_copy = Submission.objects.get(pk=second.pk).grading_task_id
+    Submission.objects.filter(pk=second.pk).update(grading_task_id="sent-again")
+    assert lifecycle.start_run(second.pk, task_id=old_copy, worker="w1@host").message_sent_at is None
+
+
+def test_a_send_the_broker_did_not_take_is_sent_again_at_the_next_sweep(sample_packet, queue):
+    from grading import publish
     from grading.tasks import grade_submission
 
-    # A stalled Redis ran the send after it had timed out: the upload still reads received, its message waits.
+    # A stalled Redis ran the send after it had timed out: the upload reads received, and one message waits.
     submission = make_submission(sample_packet, status="received")
     assert publish.send(grade_submission, (submission.pk,), task_id="sent-late")
-    lifecycle.message_not_taken(submission.pk, "sent-late")
-    Submission.objects.filter(pk=submission.pk).update(status_changed_at=timezone.now() - timedelta(hours=1))
-    assert sweep_submissions() == 0 and queue() == 1
-
-
-def test_a_broker_that_cannot_be_asked_leaves_the_age_rule_and_says_so(backlog, queue, settings, caplog,
-                                                                         monkeypatch):
-    from takehome.celery import app
-
-    sent_long_ago(backlog)
-    redis_url = app.conf.broker_url
-    # why the environment too: Celery reads CELERY_BROKER_URL before its own setting (CI sets it).
-    monkeypatch.setenv("CELERY_BROKER_URL", "memory://")
-    app.conf.broker_url = "memory://"  # a transport with no queue to read
-    try:
-        with caplog.at_level("WARNING", logger="grading.tasks"):
-            assert sweep_submissions() == 3  # presumed lost by their age, as before
-    finally:
-        app.conf.broker_url = redis_url
-    assert ("the sweep could not ask the broker which grading messages are pending: it sends again those sent "
-            "more than TAKEHOME_STALE_QUEUED_S (600 s) ago, presumed lost") in caplog.text
+    lifecycle.message_not_taken(submission.pk, "sent-late", Submission.Sender.UPLOAD)
+    assert list(lifecycle.due_for_sending()) == [submission]  # at once, not after TAKEHOME_STALE_RECEIVED_S
+    assert sweep_submissions() == 1 and queue() == 2  # the copy is harmless: a finished upload is not graded again
+    submission.refresh_from_db()
+    assert (submission.status, submission.grading_sent_by) == ("queued", "sweep")
+    assert sweep_submissions() == 0 and queue() == 2
 
 
 def test_a_broker_that_is_down_costs_the_sweep_one_failed_send_not_one_per_upload(backlog, stoppable_broker,
@@ -303,8 +351,9 @@ def test_a_broker_that_is_down_costs_the_sweep_one_failed_send_not_one_per_uploa
     stoppable_broker.stop()
     with caplog.at_level("WARNING"):
         assert sweep_submissions() == 0
-    assert "could not ask the broker which grading messages are pending" in caplog.text
     assert caplog.text.count("the broker did not take grading.tasks.grade_submission") == 1
+    tried = Submission.objects.get(pk=backlog[0].pk)
+    assert (tried.grading_sent_at, tried.grading_sent_by) == (None, "sweep")  # the next pass sends it again
 
 
 @pytest.fixture

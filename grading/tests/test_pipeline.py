@@ -200,8 +200,9 @@ def test_infrastructure_failures_are_retried_then_recorded(invitation, media_roo
     submission.refresh_from_db()
     assert submission.status == "queued" and submission.grading_sent_at is not None  # the retry is pending
     assert list(submission.runs.values_list("outcome", flat=True)) == ["retried"]
-    # Celery's retry keeps the task's id: the sweep asks the broker for that message.
+    # Celery's retry keeps the task's id, and waits out its countdown on a worker: the sweep gives it that long.
     assert submission.grading_task_id == submission.runs.get().task_id != ""
+    assert submission.grading_sent_by == Submission.Sender.RETRY
 
     # Retries exhausted: the error is kept for operators.
     result = tasks.grade_submission.apply(args=(submission.pk,), retries=3)
@@ -232,7 +233,7 @@ def test_a_sent_message_restarts_the_clock(invitation, media_root, tmp_path):
                         status="queued", status_changed_at=timezone.now() - timedelta(hours=2),
                         grading_sent_at=timezone.now() - timedelta(hours=2))
     assert list(lifecycle.due_for_sending()) == [submission]
-    lifecycle.message_sent(submission.pk)
+    lifecycle.message_sent(submission.pk, "sent-again", Submission.Sender.SWEEP)
     assert not lifecycle.due_for_sending().exists()
     submission.refresh_from_db()
     assert submission.status == "queued" and submission.status_changed_at < timezone.now() - timedelta(hours=1)

@@ -70,7 +70,7 @@ def test_when_the_newer_upload_is_refused_the_superseded_one_is_graded_after_all
     with patch("grading.tasks.enqueue_grading", return_value=True) as enqueue, \
             django_capture_on_commit_callbacks(execute=True):
         assert pipeline.grade_submission(bad.pk) == "rejected"
-    enqueue.assert_called_once_with(good.pk)  # sent once the refusal was committed
+    enqueue.assert_called_once_with(good.pk, by=Submission.Sender.REINSTATED)  # sent once the refusal was committed
     good.refresh_from_db()
     bad.refresh_from_db()
     assert (good.status, good.is_latest) == ("received", True)
@@ -91,7 +91,7 @@ def test_when_the_newer_upload_fails_on_our_side_the_superseded_one_is_graded_af
     with patch("grading.tasks.enqueue_grading", return_value=True) as enqueue, \
             django_capture_on_commit_callbacks(execute=True):
         assert pipeline.record_failure(pipeline.claim(failing.pk), RuntimeError("disk full"), retry=False) is False
-    enqueue.assert_called_once_with(good.pk)
+    enqueue.assert_called_once_with(good.pk, by=Submission.Sender.REINSTATED)
     good.refresh_from_db()
     assert (good.status, good.is_latest) == ("received", True)
     assert Submission.objects.get(pk=failing.pk).is_latest is False

@@ -47,7 +47,7 @@ def test_an_upload_is_stored_by_hash_with_a_receipt_and_queued_after_commit(
             django_capture_on_commit_callbacks(execute=True):
         r = client.post(url("upload", started), {"archive": archive(data)})
     submission = Submission.objects.get()
-    enqueue.assert_called_once_with(submission.pk)
+    enqueue.assert_called_once_with(submission.pk, by=Submission.Sender.UPLOAD)
     assert r.status_code == 302 and r["Location"] == url("submission-detail", started, pk=submission.pk)
     assert submission.sha256 == sha(data) and submission.size == len(data)
     assert submission.archive.name == f"uploads/{sha(data)[:2]}/{sha(data)}.zip"
@@ -182,7 +182,7 @@ def test_the_upload_calls_one_grading_action_and_grading_is_sent_only_once_it_co
         assert enqueue.call_count == 0  # not committed yet: nothing is sent
         for callback in on_commit:  # the commit
             callback()
-        enqueue.assert_called_once_with(submission.pk)
+        enqueue.assert_called_once_with(submission.pk, by=Submission.Sender.UPLOAD)
 
 
 def test_an_upload_rolled_back_sends_nothing(client, started, media_root, django_capture_on_commit_callbacks):

@@ -86,12 +86,12 @@ def test_the_tally_follows_every_action_of_a_candidates_journey(sample_packet, r
         ada, messages=[{"role": "user", "content": "why?"}], tokens_in=30, tokens_out=12))
     step("upload", lambda: upload(ada, tmp_path))
     first = done["upload"]
-    step("graded", lambda: (lifecycle.message_sent(first.pk), graded(first)))
+    step("graded", lambda: (lifecycle.message_sent(first.pk, "t1", "upload"), graded(first)))
     step("review submitted", lambda: score(first, make_reviewer("ann"), ALL_PASS))
     step("a second upload", lambda: upload(ada, tmp_path, "again.zip"))  # under review, not graded yet
     second = done["a second upload"]
     step("the second refused: the first is under review again", lambda: (
-        lifecycle.message_sent(second.pk),
+        lifecycle.message_sent(second.pk, "t2", "upload"),
         lifecycle.finish_rejected(lifecycle.start_run(second.pk, worker="w1@host"), "a symbolic link")))
     step("decided", lambda: do_decide(ada, "advance", "", recruiter))
     step("undecided again", lambda: do_decide(ada, "undecided", "", recruiter))
