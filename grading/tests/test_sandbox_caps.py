@@ -273,10 +273,10 @@ def test_stale_cgroups_and_mounts_of_a_dead_worker_are_removed(capped, tmp_path)
         assert len(sleeper) == 1 and all(p.is_dir() for p in stale)
         assert any(m.startswith(str(caps.mount_dir / name)) for m, _, _ in _mounts())
 
-        removed = capped.clean_stale()
+        capped.clean_stale()
 
-        # (other test runs on this machine may have left stale runs too: a subset)
-        assert {*map(str, stale), str(caps.mount_dir / name)} <= set(removed)
+        # why the end state, not what this call says it removed: every sandbox's clean-up sweeps the same
+        # folders, and a test process beside this one may have swept this run first
         assert not any(p.exists() for p in stale) and not (caps.mount_dir / name).exists()
         assert not any(m.startswith(str(caps.mount_dir / name)) for m, _, _ in _mounts())
         assert process_state(sleeper[0]) in (None, "Z")  # killed (a zombie until its new parent reaps it)
@@ -303,9 +303,11 @@ def test_stale_mounts_of_a_dead_process_under_another_scratch_folder_are_removed
             stale = other.mount_dir / name
             assert any(m.startswith(str(stale)) for m, _, _ in _mounts())
 
-            removed = capped.clean_stale()
+            capped.clean_stale()
 
-            assert str(stale) in removed and not stale.exists()
+            # why not "in what this call removed": every sandbox's clean-up sweeps the other folders too, and
+            # a test process beside this one may have swept it first; either way the same code removed it
+            assert not stale.exists()
             assert not any(m.startswith(str(stale)) for m, _, _ in _mounts())
             assert any(m.startswith(str(other.mount_dir / live.name)) for m, _, _ in _mounts())
     finally:
