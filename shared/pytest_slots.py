@@ -87,7 +87,7 @@ def uids(pool: str) -> int:
     return UID_BAND + number() * UIDS_PER_SLOT + TEST_POOLS[pool]
 
 
-TEST_WARM_SANDBOXES = 2
+TEST_WARM_SANDBOXES = 1
 
 
 def _with_database(url: str, number: int) -> str:
@@ -111,8 +111,8 @@ def environment(number: int, var_dir: Path) -> dict[str, str]:
     if broker:
         env["CELERY_BROKER_URL"] = _with_database(broker, number)
     # why fewer warm sandboxes than a worker's six: the suite starts dozens of workers and stacks, and grades in
-    # its own processes, each keeping its pool full; two still send every grading through the warm path, and
-    # the rest was CPU spent starting sandboxes no test took. A value given to the run is kept.
+    # its own processes, each keeping its pool full; one still sends a grading's first run through the warm
+    # path, and the rest was CPU spent starting sandboxes no test took. A value given to the run is kept.
     env["TAKEHOME_WARM_SANDBOXES"] = os.environ.get("TAKEHOME_WARM_SANDBOXES", str(TEST_WARM_SANDBOXES))
     return env
 

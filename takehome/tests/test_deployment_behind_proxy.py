@@ -13,6 +13,7 @@ reviewer scores and submits, all over HTTP.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
@@ -23,6 +24,7 @@ import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 import requests
@@ -120,6 +122,29 @@ class Browser:
         assert r.status_code == 302, r.text[-2000:]
 
 
+def collected_static(env: dict) -> Path:
+    """The static files as the image's build collects them (whitenoise's manifest, compressed): once per
+    content of static/, shared by the tests of every test process (compressing every file is most of it)."""
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "static").rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    folder = Path(os.environ.get("TAKEHOME_VAR_DIR") or ROOT / "var") / "collected-static" / digest.hexdigest()[:16]
+    if (folder / "staticfiles.json").exists():
+        return folder
+    staging = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT,
+                   env={**env, "TAKEHOME_STATIC_ROOT": str(staging)}, check=True, timeout=300)
+    try:
+        staging.rename(folder)  # why a rename: another test process may be collecting the same at once
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not (folder / "staticfiles.json").exists():
+            raise
+    return folder
+
+
 def raw_request(port: int, path: str, client_ip: str) -> int:
     """One request as Caddy sends it with `proxy_protocol v1`: the PROXY line first. Returns the status."""
     request = (f"PROXY TCP4 {client_ip} 127.0.0.1 40000 {port}\r\n"
@@ -151,7 +176,7 @@ def production(worker_env, media_root, tmp_path, sample_packet):
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": "127.0.0.1",
         "SITE_URL": site,
-        "TAKEHOME_STATIC_ROOT": str(tmp_path / "static"),
+        "TAKEHOME_STATIC_ROOT": "",  # set below
         "EMAIL_URL": "consolemail://",
         # One count of link look-ups for the web and worker processes, as Redis gives it in compose.
         "CACHE_URL": f"filecache://{tmp_path / 'cache'}",
@@ -159,9 +184,7 @@ def production(worker_env, media_root, tmp_path, sample_packet):
         # why: the candidate here uploads a finished zip at once; the path is what is tested.
         "TAKEHOME_MIN_RED_TO_GREEN_S": "0",
     }
-    # The image runs collectstatic at build time (whitenoise's manifest); so does this.
-    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env,
-                   check=True, timeout=300)
+    env["TAKEHOME_STATIC_ROOT"] = str(collected_static(env))
     log = tmp_path / "daphne.log"
     web = subprocess.Popen(compose_web_args(web_port), cwd=ROOT, env=env, stdout=log.open("ab"),
                            stderr=subprocess.STDOUT, start_new_session=True)
