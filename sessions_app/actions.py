@@ -755,7 +755,7 @@ def _run_tests(invitation: Invitation, files: Mapping[str, bytes], step: str) ->
     """
     from grading.engine.integrity import capture_refusal, run_capture
     from grading.engine.sandbox import SandboxUnavailable
-    from grading.pipeline import sandbox_for_spec
+    from shared.sandboxes import sandbox_for_spec
 
     spec = invitation.packet_version.to_spec()
     try:

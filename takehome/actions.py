@@ -104,7 +104,7 @@ def read_zip_report(uploaded, what: str) -> tuple[dict[str, bytes], str | None]:
 
 def validate_content(content: VersionContent) -> None:
     """Refuse a version the grader could not use, with a sentence saying why."""
-    from grading.environments import environment_problems
+    from shared.environments import environment_problems
 
     if not content.fixture:
         raise PacketError("The fixture has no files.")
@@ -318,7 +318,7 @@ def do_send_packet_check(check_id: int) -> bool:
 
 
 def _send_check(check_id: int) -> bool:
-    from grading import publish
+    from shared import publish
 
     from .tasks import check_packet_version
 
@@ -362,9 +362,10 @@ def do_run_packet_check(check_id: int, final: bool = True) -> PacketCheck | None
     from grading.engine.requirements import RequirementsRefused
     from grading.engine.runner import RunnerUnavailable
     from grading.engine.sandbox import SandboxUnavailable
-    from grading.environments import sandbox_for
-    from grading.pipeline import sandbox_from_settings
-    from grading.selfcheck import check_packet, environment_failed, environment_result
+    from shared.environments import sandbox_for
+    from shared.sandboxes import sandbox_from_settings
+
+    from .selfcheck import check_packet, environment_failed, environment_result
 
     check = claim_packet_check(check_id)
     if check is None:

@@ -268,8 +268,8 @@ def test_the_sweep_sends_nothing_while_a_message_is_pending(
 
 
 def queued_ids() -> set[str]:
-    from grading import publish
     from grading.tasks import grade_submission
+    from shared import publish
 
     return publish.pending_task_ids(grade_submission)
 
@@ -341,8 +341,9 @@ def test_a_message_lost_from_the_broker_is_sent_again_once(backlog, queue, broke
 
 
 def test_a_send_the_broker_took_late_is_not_doubled(sample_packet, queue):
-    from grading import lifecycle, publish
+    from grading import lifecycle
     from grading.tasks import grade_submission
+    from shared import publish
 
     # A stalled Redis ran the send after it had timed out: the upload still reads received, its message waits.
     submission = make_submission(sample_packet, status="received")
