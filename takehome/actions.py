@@ -33,6 +33,7 @@ from . import funnel
 from .audit import record
 from .invites import InviteRow
 from .models import Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
+from .signals import invitation_revoked
 
 log = logging.getLogger(__name__)
 
@@ -532,17 +533,10 @@ def do_revoke_invitation(invitation: Invitation, actor=None) -> None:
         invitation.revoked_at = timezone.now()
         invitation.save(update_fields=["revoked_at"])
         record(actor, "revoke", invitation, "the link no longer works")
-        transaction.on_commit(lambda: _close_terminals_of(invitation.pk))
-
-
-def _close_terminals_of(invitation_id: int) -> None:
-    """Close the hosted terminals of a revoked invitation, with the reason; the revocation stands if this fails."""
-    from sessions_app.hosted.consumers import NOT_ALLOWED, REASON_REVOKED, close_terminals
-
-    try:
-        close_terminals(invitation_id, NOT_ALLOWED, REASON_REVOKED)
-    except Exception:  # the channel layer's Redis is down: each socket sees it within its RECHECK_S
-        log.warning("could not close the terminals of revoked invitation %s", invitation_id, exc_info=True)
+        pk = invitation.pk
+        # why robust: the revocation has committed; a receiver that fails (and logs why) must not undo it in the
+        # recruiter's eyes. The hosted session closes the invitation's terminals (sessions_app.apps).
+        transaction.on_commit(lambda: invitation_revoked.send_robust(sender=Invitation, invitation_id=pk))
 
 
 def do_set_candidate_names_hidden(packet: Packet, hidden: bool) -> None:
