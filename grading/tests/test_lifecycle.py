@@ -12,6 +12,7 @@ import sys
 import textwrap
 from datetime import timedelta
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -154,19 +155,16 @@ def test_only_grading_lifecycle_writes_the_submissions_status_and_runs():
                              f"grading/lifecycle.py: {offenders}")
 
 
-def test_the_candidate_side_calls_one_grading_action():
-    """sessions_app asks grading for one thing, request_grading, which supersedes and sends after the commit."""
-    named = set()
-    for path in sorted((ROOT / "sessions_app").rglob("*.py")):
-        relative = path.relative_to(ROOT).as_posix()
-        if "/tests/" in relative or "/migrations/" in relative:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and getattr(node.value, "id", "") == "lifecycle":
-                named.add(node.attr)
-            if isinstance(node, ast.ImportFrom) and node.module == "grading.lifecycle":
-                named |= {alias.name for alias in node.names}
-    assert named == {"request_grading", "GradingRequest"}
+def test_the_candidate_side_asks_grading_for_one_thing_through_its_signal():
+    """sessions_app imports nothing of grading's Django side (.importlinter): an upload sends
+    sessions_app.signals.submission_stored, and the desk answers with request_grading alone."""
+    from sessions_app.signals import submission_stored
+
+    stored = object()
+    with patch("grading.lifecycle.request_grading", return_value="requested") as request:
+        answers = submission_stored.send(sender=Submission, submission=stored)
+    request.assert_called_once_with(stored)
+    assert [answer for _, answer in answers] == ["requested"]
 
 
 # --- scratch folders of dead runs -------------------------------------------------------------------
