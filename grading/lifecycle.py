@@ -7,7 +7,9 @@ pid, heartbeat, outcome, error). Nothing else writes either; the transitions
 are documented on Submission and GradingRun. Who calls what:
 
 - the candidate's side: ``request_grading`` inside an upload's transaction, and
-  nothing else (it sends the message once the upload commits);
+  nothing else (it sends the message once the upload commits), through its
+  signal sessions_app.signals.submission_stored (``upload_stored``, connected
+  in grading.apps), since the candidate's side imports nothing of grading;
 - the task's sender: ``message_sent``, or ``message_not_taken``; the worker:
   ``start_run``, ``keep_alive``, ``finish_graded``, ``finish_rejected``,
   ``finish_error``, ``retry_later``;
@@ -140,6 +142,11 @@ def request_grading(submission: Submission) -> GradingRequest:
 
     transaction.on_commit(send)
     return request
+
+
+def upload_stored(sender, submission: Submission, **kwargs) -> GradingRequest:
+    """sessions_app.signals.submission_stored: ``request_grading``."""
+    return request_grading(submission)
 
 
 def supersede_waiting(invitation: Invitation, newer: Submission | None = None) -> list[Submission]:

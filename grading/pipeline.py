@@ -2,8 +2,8 @@
 
 The worker's task claims a run (``claim``) and grades it (``grade_run``);
 ``grade_submission`` does both. Every change of status goes through
-grading.lifecycle. ``manage.py grade_zip`` calls ``sandbox_from_settings`` and
-the core directly, storing nothing.
+grading.lifecycle. ``manage.py grade_zip`` calls the sandbox
+(shared/sandboxes.py) and the core directly, storing nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from sessions_app.models import GateReceipt, ModelExchange, Submission
 from sessions_app.uploads import unpack_limits
+from shared.sandboxes import sandbox_for_spec, sandbox_from_settings
 from takehome.models import effective_policy
 
 from . import lifecycle
@@ -27,55 +28,10 @@ from .engine.checks.model import Exchange, ModelRecord
 from .engine.checks.timeline import Receipt
 from .engine.core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
 from .engine.display import is_tampered
-from .engine.pythons import PythonUnavailable
-from .engine.requirements import RequirementsRefused
-from .engine.runner import RunnerUnavailable
-from .engine.sandbox import (
-    Sandbox,
-    SandboxLimits,
-    SandboxUnavailable,
-    clean_stale_scratch,
-    close_warm_sandboxes,
-    start_warm_sandboxes,
-)
-from .engine.spec import PacketSpec
-from .environments import sandbox_for
+from .engine.sandbox import SandboxUnavailable, clean_stale_scratch, close_warm_sandboxes, start_warm_sandboxes
 from .models import Evidence, GradingRun
 
 log = logging.getLogger(__name__)
-
-
-def sandbox_from_settings() -> Sandbox:
-    return Sandbox(
-        runner_dir=settings.GRADING_RUNNER_DIR,
-        scratch_dir=settings.GRADING_SCRATCH_DIR,
-        uid_base=settings.GRADING_UID_BASE,
-        slots=settings.GRADING_SANDBOX_SLOTS,
-        limits=SandboxLimits(
-            wall_s=settings.GRADING_RUN_WALL_S,
-            memory_bytes=settings.GRADING_SANDBOX_MEMORY_MB << 20,
-            nproc=settings.GRADING_SANDBOX_PROCESSES,
-            tmpfs_inodes=settings.GRADING_SANDBOX_TMPFS_INODES,
-            fallback_processes=settings.GRADING_SANDBOX_FALLBACK_PROCESSES,
-        ),
-        caps=settings.GRADING_SANDBOX_CAPS,
-        tmpfs=settings.GRADING_SANDBOX_TMPFS,
-        warm=settings.GRADING_WARM_SANDBOXES,
-        warm_idle_s=settings.GRADING_WARM_IDLE_S,
-    )
-
-
-def sandbox_for_spec(spec: PacketSpec) -> Sandbox:
-    """The sandbox with ``spec``'s runner virtualenv, built first if missing.
-
-    An environment that cannot be built is our failure here, not the
-    candidate's (the version's self-check built it once): SandboxUnavailable,
-    so the task retries and, in the end, the submission says why.
-    """
-    try:
-        return sandbox_for(sandbox_from_settings(), spec)
-    except (RequirementsRefused, PythonUnavailable, RunnerUnavailable) as exc:
-        raise SandboxUnavailable(f"the packet's environment could not be built: {exc}") from exc
 
 
 def clean_stale_runs(stopping: bool = False) -> list[str]:
@@ -129,14 +85,6 @@ def warm_sandboxes() -> bool:
 def stop_warm_sandboxes() -> None:
     """End this worker process's warm sandboxes (it is leaving)."""
     close_warm_sandboxes()
-
-
-def sandbox_caps() -> str:
-    """Which run-wide caps this process's sandbox enforces, in one sentence (for the heartbeat)."""
-    try:
-        return sandbox_from_settings().describe_caps()
-    except SandboxUnavailable as exc:
-        return f"unavailable: {exc}"
 
 
 def grade_options() -> GradeOptions:

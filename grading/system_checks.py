@@ -19,7 +19,7 @@ CHECK_IDS = {"tool": "takehome.W101", "runner": "takehome.W102", "scratch": "tak
 
 @register(SANDBOX_TAG, Tags.compatibility)
 def sandbox_ready(app_configs=None, **kwargs) -> list[Warning]:
-    from .pipeline import sandbox_from_settings
+    from shared.sandboxes import sandbox_from_settings
 
     return [
         Warning(problem, hint="Uploads are stored but not graded until this is fixed.", id=CHECK_IDS[kind])
@@ -31,7 +31,7 @@ def sandbox_ready(app_configs=None, **kwargs) -> list[Warning]:
 def pythons_available(app_configs=None, **kwargs) -> list:
     """Which of TAKEHOME_PYTHONS a packet may choose (one Info line, under ``manage.py check``), and why any
     other cannot be used."""
-    from .environments import interpreters, usable_versions
+    from shared.environments import interpreters, usable_versions
 
     found = [Warning(f"{i.path}: {i.problem}", id=CHECK_IDS["python"],
                      hint="Packets cannot choose this interpreter; fix it or take it out of TAKEHOME_PYTHONS.")

@@ -12,12 +12,14 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 
 from sessions_app.models import Submission
+from shared import publish
+from shared.sandboxes import sandbox_caps
 from shared.tasks import record_heartbeat, retry_countdown
 
-from . import lifecycle, pipeline, publish
+from . import lifecycle, pipeline
 from .engine.runner import RunnerUnavailable, ensure_runner
-from .environments import build_runners
 from .models import InvalidTransition
+from .runners import build_runners
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +106,7 @@ def prepare_worker(sender=None, **kwargs) -> None:
         log.error("the sandbox's runner virtualenv cannot be built: %s", exc)
     # why a task: building a packet's environment may take a minute; the pool does it, not this handler.
     build_packet_runners.delay()
-    log.info("sandbox caps in force: %s", pipeline.sandbox_caps())
+    log.info("sandbox caps in force: %s", sandbox_caps())
     pipeline.clean_stale_runs()
     resume_own_runs(getattr(sender, "hostname", "") or "")
     # Pages show whether a worker is alive; say so now rather than at beat's first tick.

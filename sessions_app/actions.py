@@ -20,13 +20,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from grading import lifecycle
 from grading.engine.checks.receipts import (
     GATE_REFUSED_OFFLINE,
     GATE_REFUSED_ORDER,
@@ -40,6 +40,7 @@ from takehome.models import Invitation, PacketVersion, effective_policy
 
 from .artifacts import Missing, missing_artifacts
 from .models import UPLOAD_TOO_SOON, GateReceipt, ModelExchange, Submission, Workspace
+from .signals import submission_stored
 from .uploads import IncomingArchive, human_size, unpack_refusal
 
 log = logging.getLogger(__name__)
@@ -546,13 +547,13 @@ def _remove_unless_used(path: Path, sha256: str) -> None:
 class UploadResult:
     submission: Submission
     receipt: GateReceipt
-    grading: lifecycle.GradingRequest
+    grading: Any  # the desk's answer to submission_stored (grading.lifecycle.GradingRequest); None without one
     missing: tuple[Missing, ...] = ()  # a hosted submit anyway: the expected artifacts it went without
 
     @property
     def queued(self) -> bool | None:
         """None until the commit; False: the broker was down (the sweep sends it later)."""
-        return self.grading.sent
+        return self.grading.sent if self.grading is not None else None
 
 
 def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str = "browser",
@@ -593,7 +594,8 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             invitation.mark_submitted(now)
             funnel.touch(invitation.pk)
             # Older uploads not yet being graded are not graded; this one is sent once the upload commits.
-            result = UploadResult(submission, receipt, lifecycle.request_grading(submission))
+            answers = submission_stored.send(sender=Submission, submission=submission)
+            result = UploadResult(submission, receipt, next((a for _, a in answers if a is not None), None))
             # why last: moving the file is the one step a rollback cannot undo, so it
             # comes after every write that could be refused (a busy or read-only database).
             _lock_content(incoming.sha256)
@@ -724,7 +726,7 @@ def _run_tests(invitation: Invitation, files: Mapping[str, bytes], step: str) ->
     """
     from grading.engine.integrity import capture_refusal, run_capture
     from grading.engine.sandbox import SandboxUnavailable
-    from grading.pipeline import sandbox_for_spec
+    from shared.sandboxes import sandbox_for_spec
 
     spec = invitation.packet_version.to_spec()
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 from django.conf import settings
 from django.urls import reverse
 
-from grading.environments import usable_versions
+from shared.environments import usable_versions
 from takehome.models import Invitation, PacketFile, PacketVersion, effective_policy
 
 from .actions import grace_words, unpacked_limits_words, upload_limits_words

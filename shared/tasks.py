@@ -23,7 +23,7 @@ def retry_countdown(retries: int) -> int:
 def record_heartbeat(hostname: str = "") -> str:
     """Note that a worker is alive (beat sends this every 30 s) and which caps its
     sandbox enforces; pages show both."""
-    from grading.pipeline import sandbox_caps  # detected where the task runs: on a worker
+    from .sandboxes import sandbox_caps  # detected where the task runs: on a worker
 
     name = hostname or socket.gethostname()
     WorkerHeartbeat.objects.update_or_create(

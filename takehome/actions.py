@@ -33,6 +33,7 @@ from . import funnel
 from .audit import record
 from .invites import InviteRow
 from .models import Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
+from .signals import invitation_revoked
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def read_zip_report(uploaded, what: str) -> tuple[dict[str, bytes], str | None]:
 
 def validate_content(content: VersionContent) -> None:
     """Refuse a version the grader could not use, with a sentence saying why."""
-    from grading.environments import environment_problems
+    from shared.environments import environment_problems
 
     if not content.fixture:
         raise PacketError("The fixture has no files.")
@@ -318,7 +319,7 @@ def do_send_packet_check(check_id: int) -> bool:
 
 
 def _send_check(check_id: int) -> bool:
-    from grading import publish
+    from shared import publish
 
     from .tasks import check_packet_version
 
@@ -362,9 +363,10 @@ def do_run_packet_check(check_id: int, final: bool = True) -> PacketCheck | None
     from grading.engine.requirements import RequirementsRefused
     from grading.engine.runner import RunnerUnavailable
     from grading.engine.sandbox import SandboxUnavailable
-    from grading.environments import sandbox_for
-    from grading.pipeline import sandbox_from_settings
-    from grading.selfcheck import check_packet, environment_failed, environment_result
+    from shared.environments import sandbox_for
+    from shared.sandboxes import sandbox_from_settings
+
+    from .selfcheck import check_packet, environment_failed, environment_result
 
     check = claim_packet_check(check_id)
     if check is None:
@@ -529,17 +531,10 @@ def do_revoke_invitation(invitation: Invitation, actor=None) -> None:
     """Make the candidate's link stop working. Revoking twice changes (and records) nothing."""
     if invitation.revoke():
         record(actor, "revoke", invitation, "the link no longer works")
-        transaction.on_commit(lambda: _close_terminals_of(invitation.pk))
-
-
-def _close_terminals_of(invitation_id: int) -> None:
-    """Close the hosted terminals of a revoked invitation, with the reason; the revocation stands if this fails."""
-    from sessions_app.hosted.consumers import NOT_ALLOWED, REASON_REVOKED, close_terminals
-
-    try:
-        close_terminals(invitation_id, NOT_ALLOWED, REASON_REVOKED)
-    except Exception:  # the channel layer's Redis is down: each socket sees it within its RECHECK_S
-        log.warning("could not close the terminals of revoked invitation %s", invitation_id, exc_info=True)
+        pk = invitation.pk
+        # why robust: the revocation has committed; a receiver that fails (and logs why) must not undo it in the
+        # recruiter's eyes. The hosted session closes the invitation's terminals (sessions_app.apps).
+        transaction.on_commit(lambda: invitation_revoked.send_robust(sender=Invitation, invitation_id=pk))
 
 
 def do_set_candidate_names_hidden(packet: Packet, hidden: bool) -> None:

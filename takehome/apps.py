@@ -1,9 +1,9 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_delete, post_migrate
 
-# The rows the packet's funnel counts (takehome.funnel): a deletion of any has it counted again.
-FUNNEL_ROWS = ("takehome.Invitation", "takehome.Decision", "sessions_app.Submission", "sessions_app.GateReceipt",
-               "sessions_app.ModelExchange", "grading.Review")
+# The recruiter's rows the packet's funnel counts (takehome.funnel): a deletion of any has it counted again.
+# The rooms after it connect their own rows (grading.apps).
+FUNNEL_ROWS = ("takehome.Invitation", "takehome.Decision")
 
 
 class TakehomeConfig(AppConfig):

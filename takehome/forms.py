@@ -10,7 +10,7 @@ from django import forms
 from grading.engine import rubric
 from grading.engine.requirements import check_requirements
 from grading.engine.spec import split_decoys
-from grading.environments import environment_problems, usable_versions
+from shared.environments import environment_problems, usable_versions
 
 from .actions import PacketError, VersionContent, read_decoys_zip, read_zip_tree
 from .invites import parse_invite_lines

@@ -21,7 +21,11 @@ per packet, then the tally's rows in the counters' order; a build takes that
 advisory lock exclusively. Nothing waits on anything in another order.
 
 The counters an invitation contributes are decided by one pure function,
-``counters()``, for an update and a build alike.
+``counters()``, for an update and a build alike. The facts it is given come
+from the invitation's own rows and, for what the rooms after the recruiter's
+hold (red runs, uploads, reviews, the model window), from their answers to
+``takehome.signals.funnel_facts_read`` (grading.outcomes); those rooms call
+``touch`` when their rows change.
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Min, QuerySet, Sum
+from django.db.models import F, QuerySet
 
 from .models import Decision, FunnelEntry, FunnelTally, Invitation, Packet
+from .signals import funnel_facts_read
 
 # Bucket edges, in minutes, of the two time distributions; the last bucket is open-ended.
 TIME_TO_RED_EDGES = (5, 10, 15, 20, 30, 45, 60)
@@ -219,28 +224,18 @@ def _lock_packet(packet_id: int, shared: bool) -> None:
 
 
 def all_facts(invitations: QuerySet) -> dict[int, Facts]:
-    """The facts of these invitations, from six grouped queries over their rows."""
-    from grading.models import Review
-    from sessions_app.models import GateReceipt, ModelExchange, Submission
-
-    reds = dict(GateReceipt.objects.filter(invitation__in=invitations, step=GateReceipt.Step.RED, accepted=True)
-                .values("invitation_id").annotate(at=Min("received_at")).values_list("invitation_id", "at"))
-    latest = Submission.objects.latest_per_invitation().filter(invitation__in=invitations)
-    graded = set(latest.filter(status=Submission.Status.GRADED).values_list("invitation_id", flat=True))
-    reviewed = set(Review.objects.submitted().filter(submission__in=latest)
-                   .values_list("submission__invitation_id", flat=True))
+    """The facts of these invitations, from six grouped queries over their rows: two here (the invitations,
+    their decisions), four by the rooms after the recruiter's (their answers to funnel_facts_read)."""
+    theirs: dict[int, dict] = defaultdict(dict)
+    for _, answer in funnel_facts_read.send(sender=Invitation, invitations=invitations):
+        for pk, found in answer.items():
+            theirs[pk].update(found)
     decided = set(Decision.objects.filter(invitation__in=invitations).exclude(choice=Decision.Choice.UNDECIDED)
                   .values_list("invitation_id", flat=True))
-    model = {row["invitation_id"]: row for row in ModelExchange.objects.filter(invitation__in=invitations)
-             .values("invitation_id").annotate(requests=Count("pk"), tokens_in=Sum("tokens_in", default=0),
-                                               tokens_out=Sum("tokens_out", default=0))}
     facts = {}
     for pk, opened, started, submitted in invitations.values_list("pk", "opened_at", "started_at", "submitted_at"):
-        used = model.get(pk, {})
-        facts[pk] = Facts(opened_at=opened, started_at=started, submitted_at=submitted, first_red_at=reds.get(pk),
-                          graded=pk in graded, reviewed=pk in reviewed, decided=pk in decided,
-                          model_requests=used.get("requests", 0), model_tokens_in=used.get("tokens_in", 0),
-                          model_tokens_out=used.get("tokens_out", 0))
+        facts[pk] = Facts(opened_at=opened, started_at=started, submitted_at=submitted, decided=pk in decided,
+                          **theirs[pk])
     return facts
 
 

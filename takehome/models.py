@@ -193,7 +193,7 @@ class PacketVersion(models.Model):
 
 
 class PacketCheck(models.Model):
-    """One run of a packet version's self-check (grading/selfcheck.py), with each check's outcome and log.
+    """One run of a packet version's self-check (takehome/selfcheck.py), with each check's outcome and log.
 
     QUEUED -> RUNNING -> PASSED | FAILED   (the packet's code decided)
     QUEUED/RUNNING -> ERROR                 (our side failed: no sandbox; run it again)
@@ -211,7 +211,7 @@ class PacketCheck(models.Model):
 
     version = models.ForeignKey(PacketVersion, on_delete=models.CASCADE, related_name="checks")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
-    # [{"check_id", "title", "passed", "summary", "log"}, ...] in grading.selfcheck.CHECKS order
+    # [{"check_id", "title", "passed", "summary", "log"}, ...] in takehome.selfcheck.CHECKS order
     results = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)

@@ -9,25 +9,28 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
-from django.db.models import Count
 from django.urls import reverse
 
-from grading.models import Mark, Review
-from sessions_app.models import UPLOAD_TOO_SOON, GateReceipt, Submission
 from shared.paging import beyond
 
 from . import charts
 from . import funnel as tally
 from .models import AuditEvent, Decision, Invitation, Packet
+from .signals import board_rows_read
 
 
 @dataclass
 class BoardRow:
-    """One candidate's line on the invitations board: the invitation and what came back of it."""
+    """One candidate's line on the invitations board: the invitation and what came back of it.
+
+    What came back (the upload, its reviews, the refused uploads) is filled in by the rooms after the
+    recruiter's, which answer ``takehome.signals.board_rows_read`` (grading.outcomes).
+    """
 
     invitation: Invitation
-    submission: Submission | None = None  # the upload under review
+    submission: Any = None  # the upload under review (a sessions_app Submission), or None
     reviews: int = 0  # submitted reviews of that upload
     disagree: bool = False  # two submitted reviews differ on at least one cell
     decision: Decision | None = None
@@ -68,9 +71,8 @@ def board_rows(ids: list[int]) -> list[BoardRow]:
 
     Six queries in all, whatever the packet holds: the invitations (with
     their decision), their uploads under review, the submitted reviews counted
-    per upload, the uploads whose reviewers disagree, the refused uploads, and the audit events.
-    Each upload is handed the invitation already read, so whether it came
-    late (``Submission.late_minutes``) costs no query.
+    per upload, the uploads whose reviewers disagree, the refused uploads (those four
+    read by the desk, which answers takehome.signals.board_rows_read), and the audit events.
     """
     found = {inv.pk: inv for inv in Invitation.objects.for_board().filter(pk__in=ids).select_related(
         "decision__decided_by")}
@@ -81,29 +83,7 @@ def board_rows(ids: list[int]) -> list[BoardRow]:
             rows[inv.pk].decision = inv.decision
         except Decision.DoesNotExist:
             pass
-    latest = {s.pk: s for s in Submission.objects.filter(invitation_id__in=list(rows)).only(
-        "pk", "invitation_id", "status", "uploaded_at", "is_latest") if s.is_latest}
-    for s in latest.values():
-        s.invitation = rows[s.invitation_id].invitation
-        rows[s.invitation_id].submission = s
-    reviews = dict(Review.objects.submitted().filter(submission_id__in=list(latest)).values("submission_id")
-                   .annotate(n=Count("pk")).values_list("submission_id", "n"))
-    # A cell where the submitted marks hold both a pass and a fail is a disagreement.
-    split = set(Mark.objects.filter(review__submission_id__in=list(latest), review__submitted_at__isnull=False)
-                .values("review__submission_id", "cell").annotate(kinds=Count("passed", distinct=True))
-                .filter(kinds__gt=1).values_list("review__submission_id", flat=True))
-    for pk, s in latest.items():
-        row = rows[s.invitation_id]
-        row.reviews = reviews.get(pk, 0)
-        row.disagree = pk in split
-    # why on the board: an upload refused at the deadline left no Submission; the recruiter hears of it here.
-    # why not a too-soon one: the candidate was told to wait and could upload again, so nothing was lost.
-    for receipt in (GateReceipt.objects.filter(invitation_id__in=list(rows), step=GateReceipt.Step.UPLOAD,
-                                               accepted=False).exclude(refusal__startswith=UPLOAD_TOO_SOON)
-                    .order_by("received_at", "pk").only("invitation_id", "refusal")):
-        row = rows[receipt.invitation_id]
-        row.refused_uploads += 1
-        row.last_refusal = receipt.refusal
+    board_rows_read.send(sender=BoardRow, rows=rows)
     events = defaultdict(list)
     for event in AuditEvent.objects.filter(invitation_id__in=list(rows)).order_by("-at", "-pk"):
         events[event.invitation_id].append(event)

@@ -350,7 +350,7 @@ GRADING_TIME_LIMIT_S = env.duration("TAKEHOME_GRADING_TIME_LIMIT_S", 600,
 # Sending a grading message from a request gives up after this many seconds
 # (connect, and each reply), without retrying, when the broker is down or
 # stalls: the upload is already stored, and the sweep sends the message later.
-# The worker's own connection keeps the defaults (grading/publish.py says why).
+# The worker's own connection keeps the defaults (shared/publish.py says why).
 env.section("Database, broker and cache")
 BROKER_SEND_TIMEOUT_S = env.duration("TAKEHOME_BROKER_SEND_TIMEOUT_S", 1.0,
                                      doc="Sending a grading message from a request gives up after this long "

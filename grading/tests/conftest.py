@@ -52,8 +52,8 @@ def grading_sandbox(runner_dir, scratch_dir) -> Sandbox:
 @pytest.fixture(scope="session")
 def business_days_sandbox(grading_sandbox) -> Sandbox:
     """The tests' sandbox over the business-days packet's own environment (python-dateutil), built as
-    the server builds it (grading.environments: under TAKEHOME_RUNNERS_DIR, from the package index)."""
-    from grading.environments import sandbox_for
+    the server builds it (shared.environments: under TAKEHOME_RUNNERS_DIR, from the package index)."""
+    from shared.environments import sandbox_for
 
     return sandbox_for(grading_sandbox, sample_spec("business-days"))
 

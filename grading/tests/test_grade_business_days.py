@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from grading.engine.core import RUN_NAMES, STAND_IN, GradeOptions, grade_archive, hidden_test_tree, rerun_trees
-from grading.selfcheck import check_packet
+from takehome.selfcheck import check_packet
 
 from . import corpus
 

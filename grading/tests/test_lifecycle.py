@@ -3,7 +3,6 @@ scratch folders of dead runs go, `manage.py regrade` and the admin for operators
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import shutil
@@ -12,6 +11,7 @@ import sys
 import textwrap
 from datetime import timedelta
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -80,19 +80,16 @@ def test_only_grading_lifecycle_writes_the_submissions_status_and_runs():
                              "grading/lifecycle.py:\n" + "\n".join(offenders))
 
 
-def test_the_candidate_side_calls_one_grading_action():
-    """sessions_app asks grading for one thing, request_grading, which supersedes and sends after the commit."""
-    named = set()
-    for path in sorted((ROOT / "sessions_app").rglob("*.py")):
-        relative = path.relative_to(ROOT).as_posix()
-        if "/tests/" in relative or "/migrations/" in relative:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and getattr(node.value, "id", "") == "lifecycle":
-                named.add(node.attr)
-            if isinstance(node, ast.ImportFrom) and node.module == "grading.lifecycle":
-                named |= {alias.name for alias in node.names}
-    assert named == {"request_grading", "GradingRequest"}
+def test_the_candidate_side_asks_grading_for_one_thing_through_its_signal():
+    """sessions_app imports nothing of grading's Django side (.importlinter): an upload sends
+    sessions_app.signals.submission_stored, and the desk answers with request_grading alone."""
+    from sessions_app.signals import submission_stored
+
+    stored = object()
+    with patch("grading.lifecycle.request_grading", return_value="requested") as request:
+        answers = submission_stored.send(sender=Submission, submission=stored)
+    request.assert_called_once_with(stored)
+    assert [answer for _, answer in answers] == ["requested"]
 
 
 # --- scratch folders of dead runs -------------------------------------------------------------------
@@ -329,8 +326,8 @@ def test_a_run_from_a_retry_or_an_older_copy_says_nothing_of_the_queue(backlog):
 
 
 def test_a_send_the_broker_did_not_take_is_sent_again_at_the_next_sweep(sample_packet, queue):
-    from grading import publish
     from grading.tasks import grade_submission
+    from shared import publish
 
     # A stalled Redis ran the send after it had timed out: the upload reads received, and one message waits.
     submission = make_submission(sample_packet, status="received")

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import _wait_for
-from grading import publish
+from shared import publish
 from shared.models import WorkerHeartbeat
 from shared.tasks import record_heartbeat
 

@@ -336,7 +336,7 @@ def test_the_budget_refuses_nonsense():
 
 
 def test_the_worker_builds_its_sandbox_from_the_cap_settings(settings):
-    from grading.pipeline import sandbox_from_settings
+    from shared.sandboxes import sandbox_from_settings
 
     settings.GRADING_SANDBOX_MEMORY_MB = 512
     settings.GRADING_SANDBOX_PROCESSES = 40

@@ -275,7 +275,7 @@ def test_the_pool_refills_after_a_run_with_a_new_sandbox(runner_dir, scratch_dir
 
 
 def test_the_setting_turns_warm_sandboxes_off(settings, runner_dir, scratch_dir, tmp_path):
-    from grading.pipeline import sandbox_from_settings
+    from shared.sandboxes import sandbox_from_settings
 
     settings.GRADING_RUNNER_DIR, settings.GRADING_SCRATCH_DIR = runner_dir, scratch_dir
     settings.GRADING_UID_BASE, settings.GRADING_SANDBOX_SLOTS = UID_BASE, SLOTS
@@ -288,8 +288,8 @@ def test_the_setting_turns_warm_sandboxes_off(settings, runner_dir, scratch_dir,
 
 
 def test_a_worker_process_starts_its_warm_sandboxes_when_it_starts(settings, runner_dir, scratch_dir):
-    from grading.pipeline import sandbox_from_settings
     from grading.tasks import warm_worker_process
+    from shared.sandboxes import sandbox_from_settings
 
     settings.GRADING_RUNNER_DIR, settings.GRADING_SCRATCH_DIR = runner_dir, scratch_dir
     settings.GRADING_UID_BASE, settings.GRADING_SANDBOX_SLOTS = UID_BASE, SLOTS

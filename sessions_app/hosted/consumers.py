@@ -88,6 +88,14 @@ def close_terminals(invitation_id: int, code: int, reason: str) -> None:
     async_to_sync(close_terminals_async)(invitation_id, code, reason)
 
 
+def close_revoked_terminals(sender, invitation_id: int, **kwargs) -> None:
+    """takehome.signals.invitation_revoked: close the invitation's terminals, with the reason."""
+    try:
+        close_terminals(invitation_id, NOT_ALLOWED, REASON_REVOKED)
+    except Exception:  # the channel layer's Redis is down: each socket sees it within its RECHECK_S
+        log.warning("could not close the terminals of revoked invitation %s", invitation_id, exc_info=True)
+
+
 # The two calls into the workspace (parts C1 and A).
 def open_client(invitation, cols: int, rows: int):
     """Open the invitation's workspace and shell, and attach a fresh client of it on a pty."""

@@ -32,8 +32,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from grading.engine.asciicast import append_marker as recorder_marker
-from grading.environments import runner_for
 from sessions_app.models import Workspace
+from shared.environments import runner_for
 from takehome.models import Invitation, PacketFile
 
 log = logging.getLogger(__name__)

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from conftest import Worker, _wait_for
-from grading import environments
 from grading.engine.runner import MARKER, runner_python
-from grading.environments import ready_runner
 from grading.models import Evidence
 from grading.tests.corpus import BUSINESS_DAYS
 from sessions_app.models import Submission
+from shared import environments
+from shared.environments import ready_runner
 from takehome.actions import do_load_sample_packet
 from takehome.models import PacketVersion
 from takehome.tests.factories import InvitationFactory, mark_checked

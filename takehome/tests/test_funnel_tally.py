@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from grading import lifecycle
 from grading.tests.reviewing import score
 from sessions_app import actions as candidate
-from sessions_app.models import Submission
+from sessions_app.models import ModelExchange, Submission
 from sessions_app.tests.helpers import RED_LOG, honest_zip, sha
 from sessions_app.uploads import IncomingArchive
 from takehome import funnel
@@ -155,4 +155,16 @@ def test_a_deletion_has_the_tally_counted_again(sample_packet, committed, django
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         Invitation.objects.filter(candidate__email__in=["c1@example.com", "c2@example.com"]).delete()  # no action
     assert len(callbacks) == 1  # forgotten once, however many rows went
+    assert kept(sample_packet) == {"invited": 1} == recount(sample_packet)
+
+
+def test_a_deletion_of_a_later_room_s_row_has_the_tally_counted_again(sample_packet, committed,
+                                                                      django_capture_on_commit_callbacks):
+    invite(sample_packet, committed, "ada@example.com")
+    with committed():
+        candidate.do_record_model_exchange(Invitation.objects.get(), messages=[{"role": "user", "content": "why?"}],
+                                           tokens_in=30, tokens_out=12)
+    assert kept(sample_packet)["model_requests"] == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        ModelExchange.objects.all().delete()  # no action: the desk connects the candidate's rows (grading.apps)
     assert kept(sample_packet) == {"invited": 1} == recount(sample_packet)

@@ -12,10 +12,10 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from grading import environments
 from grading.engine.sandbox import interpreter_binds
 from grading.system_checks import pythons_available
 from sessions_app.tests.conftest import url
+from shared import environments
 from takehome.actions import VersionContent, do_check_version_now, do_create_version, sample_content
 from takehome.models import Invitation, Packet, PacketCheck, PacketVersion
 from takehome.tests.factories import InvitationFactory
@@ -196,7 +196,7 @@ def test_an_installable_environment_is_built_once_and_the_checks_run_in_it(runne
     assert str(built) in first["log"] and "tinylib 1.0" in first["log"] and "pytest 9.2.0" in first["log"]
     assert environments.ready_runner(version.to_spec()) == built
     # The sandbox runs the packet's own environment: tinylib imports there, and not in the shared runner.
-    from grading.pipeline import sandbox_for_spec
+    from shared.sandboxes import sandbox_for_spec
 
     with tempfile.TemporaryDirectory() as tree:
         Path(tree, "test_env.py").write_text("import tinylib\n\ndef test_it():\n    assert tinylib.VERSION == '1.0'\n")

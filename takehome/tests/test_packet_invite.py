@@ -1,5 +1,7 @@
 """Inviting candidates from the packet page: all or nothing, one email each."""
 
+from unittest.mock import patch
+
 import pytest
 from django.urls import reverse
 
@@ -83,3 +85,17 @@ def test_resend_emails_again_and_revoke_kills_the_link(recruiter_client, sample_
     assert client.get(path).status_code == 200
     recruiter_client.post(reverse("takehome:invitation-revoke", args=[invitation.pk]))
     assert client.get(path).status_code == 404
+
+
+def test_a_revocation_closes_the_hosted_terminals_once_it_commits_and_stands_when_that_fails(
+        recruiter_client, invitation, django_capture_on_commit_callbacks, caplog):
+    url = reverse("takehome:invitation-revoke", args=[invitation.pk])
+    with patch("sessions_app.hosted.consumers.close_terminals", side_effect=OSError("no channel layer")) as close:
+        with django_capture_on_commit_callbacks(execute=False) as on_commit:
+            recruiter_client.post(url)
+        assert close.call_count == 0  # not before the commit
+        for callback in on_commit:
+            callback()
+    close.assert_called_once_with(invitation.pk, 4403, "This invitation was withdrawn.")
+    assert Invitation.objects.get(pk=invitation.pk).revoked_at is not None
+    assert f"could not close the terminals of revoked invitation {invitation.pk}" in caplog.text

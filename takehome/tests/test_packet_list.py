@@ -45,7 +45,7 @@ def test_no_worker_no_caps_line(recruiter_client):
 
 
 def test_a_heartbeat_stores_the_caps_this_machine_enforces():
-    from grading.pipeline import sandbox_from_settings
+    from shared.sandboxes import sandbox_from_settings
 
     record_heartbeat("here")
     beat = WorkerHeartbeat.objects.get(hostname="here")

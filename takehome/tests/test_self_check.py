@@ -1,4 +1,4 @@
-"""A packet checks itself in the sandbox before it can be invited to (grading/selfcheck.py)."""
+"""A packet checks itself in the sandbox before it can be invited to (takehome/selfcheck.py)."""
 
 from io import StringIO
 from unittest.mock import patch
@@ -148,7 +148,7 @@ def test_a_version_from_before_self_checks_stays_invitable_and_can_be_checked(cl
     client.force_login(recruiter)
     page = client.get(packet.get_absolute_url()).content.decode()
     assert "made before packets checked themselves" in page and "Run the self-check" in page
-    with patch("grading.publish.send", return_value=True) as send, \
+    with patch("shared.publish.send", return_value=True) as send, \
             django_capture_on_commit_callbacks(execute=True):
         response = client.post(reverse("takehome:packet-check", args=["legacy"]) + "?v=1")
     assert response.status_code == 302
@@ -158,7 +158,7 @@ def test_a_version_from_before_self_checks_stays_invitable_and_can_be_checked(cl
 
 
 def test_a_new_version_queues_its_check_after_commit(django_capture_on_commit_callbacks):
-    with patch("grading.publish.send", return_value=True) as send, \
+    with patch("shared.publish.send", return_value=True) as send, \
             django_capture_on_commit_callbacks(execute=True):
         packet = do_create_packet("queued", "Queued", content())
     assert send.call_args.args[1] == (packet.latest_version().checks.get().pk,)
@@ -167,7 +167,7 @@ def test_a_new_version_queues_its_check_after_commit(django_capture_on_commit_ca
 def test_the_sweep_sends_again_a_check_whose_message_was_lost():
     packet = do_create_packet("lost", "Lost", content())
     check = packet.latest_version().checks.get()
-    with patch("grading.publish.send", return_value=True) as send:
+    with patch("shared.publish.send", return_value=True) as send:
         assert do_resend_stale_checks() == 0  # just queued: give the first message a chance
         PacketCheck.objects.filter(pk=check.pk).update(created_at=check.created_at.replace(year=2000))
         assert do_resend_stale_checks() == 1
@@ -202,7 +202,7 @@ def test_load_sample_packet_checks_the_sample_and_publishes_it():
 
 def test_load_sample_packet_checks_here_without_a_message_to_the_broker(django_capture_on_commit_callbacks):
     """make's set-up runs it before any broker is up: a check it runs itself is sent nowhere."""
-    with patch("grading.publish.send", return_value=False) as send, \
+    with patch("shared.publish.send", return_value=False) as send, \
             django_capture_on_commit_callbacks(execute=True):
         call_command("load_sample_packet", stdout=StringIO())
     assert not send.called
@@ -222,7 +222,7 @@ def no_runner(settings):
 def test_load_sample_packet_without_a_sandbox_hands_the_check_to_a_worker(no_runner,
                                                                             django_capture_on_commit_callbacks):
     out = StringIO()
-    with patch("grading.publish.send", return_value=True) as send, \
+    with patch("shared.publish.send", return_value=True) as send, \
             django_capture_on_commit_callbacks(execute=True):
         call_command("load_sample_packet", stdout=out)
     check = PacketVersion.objects.get(packet__slug="refund-sum").checks.get()
@@ -281,7 +281,7 @@ class EveryRun:
 
 def test_runs_that_failed_with_no_test_reported_pass_no_check():
     from grading.engine.spec import PacketSpec
-    from grading.selfcheck import check_packet
+    from takehome.selfcheck import check_packet
 
     spec = PacketSpec("calc", 1, {"calc.py": BUG, "test_calc.py": OWN_TEST}, {"calc.py": FIX},
                       {"test_hidden_calc.py": HIDDEN}, decoys={"special-case": {"calc.py": SPECIAL_CASE}})
@@ -294,7 +294,7 @@ def test_runs_that_failed_with_no_test_reported_pass_no_check():
 
 
 def test_a_decoy_is_rejected_only_when_the_hidden_tests_ran():
-    from grading.selfcheck import _decoys
+    from takehome.selfcheck import _decoys
 
     check = _decoys({"caught": ran("failed", failed=1), "crashes-them": ran("error", errors=1),
                      "nothing-ran": ran("failed"), "error-before-any-test": ran("error")})

@@ -158,7 +158,7 @@ class WorkspaceLimits:
 class Workspace:
     folder: Path  # host folder of this workspace
     uid: int  # its own sandbox uid, never shared with another open workspace or grading
-    runner_dir: Path  # the packet's runner venv (grading.environments.runner_for)
+    runner_dir: Path  # the packet's runner venv (shared.environments.runner_for)
     limits: WorkspaceLimits = field(default_factory=WorkspaceLimits)
 
     def __post_init__(self) -> None:

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from grading.environments import build_runners
+from grading.runners import build_runners
 
 
 class Command(BaseCommand):

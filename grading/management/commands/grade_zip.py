@@ -11,7 +11,8 @@ from grading.engine.checks.model import ModelRecord
 from grading.engine.core import grade_archive
 from grading.engine.sandbox import SandboxUnavailable
 from grading.management.packets import find_packet_version
-from grading.pipeline import grade_options, sandbox_for_spec
+from grading.pipeline import grade_options
+from shared.sandboxes import sandbox_for_spec
 from takehome.models import effective_policy
 
 

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from grading.environments import prune_runners
+from grading.runners import prune_runners
 from shared.words import counted
 
 

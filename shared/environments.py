@@ -6,6 +6,8 @@ this server has); this module reads the settings and picks. A version with no
 requirements on the default Python runs in the one shared runner
 (``TAKEHOME_RUNNER_DIR``); any other gets its own under ``TAKEHOME_RUNNERS_DIR``,
 one per (Python, requirements), shared by every version that asks for the same.
+Building ahead and pruning the runners of the versions in use is the
+workers' (grading/runners.py).
 """
 
 from __future__ import annotations
@@ -16,19 +18,17 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .engine.pythons import Interpreter, PythonUnavailable, choose, discover
-from .engine.requirements import RequirementsRefused, check_requirements
-from .engine.runner import (
+from grading.engine.pythons import Interpreter, PythonUnavailable, choose, discover
+from grading.engine.requirements import check_requirements
+from grading.engine.runner import (
     SYSTEM_PYTHON,
-    RunnerUnavailable,
     ensure_env,
     env_key,
     env_ready,
-    prune_envs,
     runner_python,
 )
-from .engine.sandbox import Sandbox
-from .engine.spec import PacketSpec
+from grading.engine.sandbox import Sandbox
+from grading.engine.spec import PacketSpec
 
 
 @functools.cache
@@ -111,60 +111,3 @@ def runner_key(spec: PacketSpec) -> str | None:
 def sandbox_for(sandbox: Sandbox, spec: PacketSpec) -> Sandbox:
     """``sandbox`` running ``spec``'s runner (built first if missing)."""
     return dataclasses.replace(sandbox, runner_dir=runner_for(spec))
-
-
-def versions_in_use():
-    """Packet versions whose runner must stay: each packet's latest, and any with a live invitation."""
-    from django.db.models import Max, Q
-
-    from takehome.models import PacketVersion
-
-    latest = PacketVersion.objects.values("packet").annotate(n=Max("number")).values_list("packet", "n")
-    newest = Q(pk__in=[])
-    for packet_id, number in latest:
-        newest |= Q(packet_id=packet_id, number=number)
-    return PacketVersion.objects.filter(newest | Q(invitations__revoked_at__isnull=True,
-                                                   invitations__isnull=False)).distinct()
-
-
-@dataclasses.dataclass(frozen=True)
-class Built:
-    """What building the runners of the versions in use did: one line per environment."""
-
-    ready: list[str]
-    failed: list[str]
-
-
-def build_runners() -> Built:
-    """Build every runner a version in use needs (each environment once); the failures say why.
-
-    Drafts are left out: a version whose self-check failed is not graded, and its next
-    self-check builds what it needs (a packet's broken requirements cost no worker start).
-    """
-    ready, failed, seen = [], [], set()
-    for version in versions_in_use().select_related("packet").order_by("packet__slug", "number"):
-        wanted = (version.python_version, version.requirements)
-        if wanted in seen or version.state == version.DRAFT:
-            continue
-        seen.add(wanted)
-        spec = version.to_spec()
-        try:
-            path = runner_for(spec)
-        except (RequirementsRefused, PythonUnavailable, RunnerUnavailable) as exc:
-            failed.append(f"{version}: {exc}")
-        else:
-            ready.append(f"{version}: {path}")
-    return Built(ready, failed)
-
-
-def prune_runners() -> list[Path]:
-    """Remove the virtualenvs under TAKEHOME_RUNNERS_DIR that no version in use needs (the shared runner stays)."""
-    keep = set()
-    for version in versions_in_use():
-        try:
-            key = runner_key(version.to_spec())
-        except PythonUnavailable:
-            continue  # its Python is gone from this server: nothing of it can be kept
-        if key:
-            keep.add(key)
-    return prune_envs(Path(settings.GRADING_RUNNERS_DIR), keep)

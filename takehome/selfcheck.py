@@ -24,12 +24,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from grading.engine.requirements import requirement_names
+from grading.engine.runner import installed
+from grading.engine.sandbox import RunResult, Sandbox
+from grading.engine.spec import PacketSpec, is_test_path
 from shared.words import counted
-
-from .engine.requirements import requirement_names
-from .engine.runner import installed
-from .engine.sandbox import RunResult, Sandbox
-from .engine.spec import PacketSpec, is_test_path
 
 CHECKS = (
     ("environment", "The packet's environment installs"),
