@@ -202,6 +202,8 @@ RUN = {
     "make lint": Run(),
     "make docs": Run(r"mkdocs build --strict"),  # make echoes the build's command line; a warning fails it
     ".venv/bin/ruff check --fix": Run(),  # the copy is clean: nothing to fix, exit 0
+    ".venv/bin/ruff format grading/engine": Run(r"files? left unchanged"),  # formatted already: nothing changes
+    ".venv/bin/mypy": Run(r"^Success: no issues found"),
     "export DEBUG=true TAKEHOME_VAR_DIR=$PWD/var": Run(),
     "manage.py seed_demo": Run(r"^  recruiter  \S+$"),
     "manage.py build_runner": Run(r"^Runner ready: "),

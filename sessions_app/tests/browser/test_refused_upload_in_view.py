@@ -1,9 +1,13 @@
 """A refused upload's message is in view when the answer comes, with or without JavaScript, on a laptop and a phone."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from sessions_app.actions import do_start_session
 from sessions_app.models import Submission
+from takehome.models import Invitation
 from takehome.tests.factories import InvitationFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -51,7 +55,10 @@ def test_an_upload_after_the_close_lands_on_the_reason_without_javascript(live_s
         page.goto(f"{live_server.url}/t/{invitation.raw_token}/")
         page.set_input_files("#id_archive", files=[{"name": "w.zip", "mimeType": "application/zip",
                                                     "buffer": b"PK\x05\x06" + b"\0" * 18}])
-        settings.UPLOAD_GRACE_S = -10**6  # uploads closed while the page was open
+        # uploads closed while the page was open: its deadline and grace are past
+        settings.UPLOAD_GRACE_S = 0
+        past = timezone.now() - timedelta(hours=1)
+        Invitation.objects.filter(pk=invitation.pk).update(started_at=past - timedelta(hours=1), deadline=past)
         page.click("#upload-button")
         page.locator("#upload-errors", has_text="Time is up").wait_for()
         assert in_viewport(page, "#upload-errors")
