@@ -422,16 +422,26 @@ def report(args: argparse.Namespace, result: dict) -> int:
 
 
 def close_workspaces(workspaces: list) -> None:
-    """Every workspace's processes ended, its files unmounted, its cgroups removed."""
+    """Every workspace's processes ended, its files unmounted, its cgroups removed.
+
+    Each step is tried whatever the one before did (a shell that could not be stopped still has its
+    files unmounted), and every layer of the files is unmounted; what is left is said on stderr.
+    """
     from grading.engine.sandbox import shell
 
     for ws in workspaces:
         try:
             shell.stop_shell(ws)
-            if shell._is_mounted(ws.home):
+        except Exception as exc:  # noqa: BLE001 - unmount it and clean the others; say what is left
+            print(f"sessions: could not stop the shell of {ws.folder}: {exc!r}", file=sys.stderr)
+        for _ in range(5):
+            try:
+                if not shell._is_mounted(ws.home):
+                    break
                 shell._umount(ws.home)
-        except Exception as exc:  # noqa: BLE001 - clean the others; say which one is left
-            print(f"sessions: could not close the workspace {ws.folder}: {exc}", file=sys.stderr)
+            except Exception as exc:  # noqa: BLE001
+                print(f"sessions: could not unmount {ws.home}: {exc!r}", file=sys.stderr)
+                break
 
 
 def _interrupted(signum, frame):

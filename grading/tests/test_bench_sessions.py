@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,27 +39,40 @@ def requirements() -> None:
     require(shutil.which("redis-server") is not None, "redis-server is not installed (apt-get install redis-server)")
 
 
-def bench_env(runner_dir) -> dict:
-    return {**os.environ, "TAKEHOME_RUNNER_DIR": str(runner_dir)}
+@pytest.fixture
+def scratch():
+    """The folder the bench makes its own in (its TMPDIR): short, for the Redis socket's path, and this test's
+    alone, so that what is left under it is this run's (another suite's bench may be running beside it)."""
+    folder = Path(tempfile.mkdtemp(prefix="tbs-", dir="/tmp"))
+    folder.chmod(0o711)  # the workspaces' uids pass through it
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
-def leftovers(uid_base: int, count: int) -> list[str]:
+def bench_env(runner_dir, scratch: Path) -> dict:
+    return {**os.environ, "TAKEHOME_RUNNER_DIR": str(runner_dir), "TMPDIR": str(scratch)}
+
+
+def _mounts_under(scratch: Path) -> list[str]:
+    return [line for line in Path("/proc/self/mounts").read_text().splitlines() if f" {scratch}/" in line]
+
+
+def leftovers(uid_base: int, count: int, scratch: Path) -> list[str]:
     """Live processes of the bench's workspace uids and mounts under its folders that are still there."""
     found = [f"process {pid}: {Path(f'/proc/{pid}/cmdline').read_bytes()!r}"
              for uid in range(uid_base, uid_base + count) for pid in _uid_pids(uid)]
-    return found + [line for line in Path("/proc/self/mounts").read_text().splitlines() if "/th-sess-" in line]
+    return found + _mounts_under(scratch)
 
 
-def _clean_leftovers(uid_base: int, count: int) -> None:
+def _clean_leftovers(uid_base: int, count: int, scratch: Path) -> None:
     for uid in range(uid_base, uid_base + count):
         for pid in _uid_pids(uid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        if "/th-sess-" in line:
-            subprocess.run(["umount", "-l", line.split()[1]], check=False)
+    for line in _mounts_under(scratch):
+        subprocess.run(["umount", "-l", line.split()[1]], check=False)
 
 
 def _end_with_servers(bench: subprocess.Popen) -> None:
@@ -90,13 +104,13 @@ def _uid_pids(uid: int) -> list[int]:
 
 
 @pytest.mark.worker  # starts daphne and a redis-server
-def test_sessions_bench_types_in_two_terminals_and_cleans_up(runner_dir):
+def test_sessions_bench_types_in_two_terminals_and_cleans_up(runner_dir, scratch):
     requirements()
     uid_base = pytest_slots.uids("bench_sessions")
     done = subprocess.run(
         [sys.executable, str(BENCH), "--sessions", "2", "--duration", "12", "--tests-every", "5",
          "--port", str(free_port()), "--uid-base", str(uid_base)],
-        cwd=ROOT, env=bench_env(runner_dir), capture_output=True, text=True,
+        cwd=ROOT, env=bench_env(runner_dir, scratch), capture_output=True, text=True,
         timeout=300,  # a guard against a hang, not a measurement
     )
     out = done.stdout
@@ -106,17 +120,17 @@ def test_sessions_bench_types_in_two_terminals_and_cleans_up(runner_dir):
     assert runs >= 2, out  # each terminal ran the tests at least once
     assert "memory per session (" in out and "daphne: " in out, out
     assert out.strip().splitlines()[-1].startswith("echo p95: "), out
-    assert leftovers(uid_base, 2) == []
+    assert leftovers(uid_base, 2, scratch) == [], done.stderr[-4000:]
 
 
 @pytest.mark.worker
-def test_ctrl_c_ends_the_shells_the_mounts_and_the_servers(runner_dir):
+def test_ctrl_c_ends_the_shells_the_mounts_and_the_servers(runner_dir, scratch):
     requirements()
     uid_base = pytest_slots.uids("bench_sessions_shell")
     bench = subprocess.Popen(
         [sys.executable, str(BENCH), "--sessions", "1", "--duration", "120", "--port", str(free_port()),
          "--uid-base", str(uid_base)],
-        cwd=ROOT, env=bench_env(runner_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, env=bench_env(runner_dir, scratch), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # why: started as a non-interactive shell starts a job in the background (`... &`), with SIGINT
         # ignored, which Python keeps; Ctrl-C must still end it
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
@@ -139,13 +153,13 @@ def test_ctrl_c_ends_the_shells_the_mounts_and_the_servers(runner_dir):
             time.sleep(1)
             _end_with_servers(bench)
             out, err = bench.communicate()
-            _clean_leftovers(uid_base, 1)  # so that the next tests do not fail on this one's shell and mounts
+            _clean_leftovers(uid_base, 1, scratch)  # so that the next tests do not fail on this one's shell and mounts
             pytest.fail("the benchmark did not end after Ctrl-C; its threads:\n" + err[-6000:])
     finally:
         _end_with_servers(bench)
     assert bench.returncode == 130, out + err
     assert "interrupted; cleaning up" in err
-    assert leftovers(uid_base, 1) == []
+    assert leftovers(uid_base, 1, scratch) == [], err[-4000:]
 
 
 def test_the_report_fails_a_lost_echo_and_ends_with_the_p95(capsys):

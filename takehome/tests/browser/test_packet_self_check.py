@@ -60,4 +60,5 @@ def test_a_failing_packet_is_a_draft_until_a_new_version_fixes_it(live_server, p
     assert [v.state for v in packet.versions.order_by("number")] == [PacketVersion.DRAFT, PacketVersion.PUBLISHED]
 
     page.get_by_role("link", name="Invite candidates").click()
+    page.wait_for_url("**/invite/")
     assert page.locator("#invite-refused").count() == 0

@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from playwright.sync_api import expect
 
 from conftest import SCREENSHOTS, screenshot
 from grading.tests.reviewing import make_submission, score
@@ -47,6 +48,7 @@ def test_recruiter_sees_an_outcome_and_records_a_decision(live_server, page, rec
 
     row.get_by_role("link", name="Review page").click()
     page.locator("#reader-note").wait_for()
+    page.wait_for_load_state()  # the whole page is there before absences are counted
     assert page.get_by_role("button", name="Pass").count() == 0  # reading, never marking
     assert page.get_by_role("button", name="Submit my review").count() == 0
     page.go_back()
@@ -68,9 +70,11 @@ def test_recruiter_sees_an_outcome_and_records_a_decision(live_server, page, rec
 
     # The debrief, reached from the navigation without filtering the queue: every mark, and the decision.
     page.get_by_role("navigation").get_by_role("link", name="Debriefs").click()
+    page.get_by_role("heading", name="Debriefs").wait_for()
     page.get_by_role("link", name="Refunds in the invoice total").click()
+    page.get_by_role("heading", name="How much the reviewers agree").wait_for()
     debrief_row = page.locator("tr", has_text="Ada Lovelace")
-    assert debrief_row.locator("[data-decision=advance]").count() == 1
+    expect(debrief_row.locator("[data-decision=advance]")).to_have_count(1)
     assert "ann" in debrief_row.inner_text() and "rob" in debrief_row.inner_text()
     screenshot(page, "recruiter-debrief")
     page.go_back()
