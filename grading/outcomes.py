@@ -27,7 +27,8 @@ def fill_board_rows(sender, rows: dict, **kwargs) -> None:
     late (``Submission.late_minutes``) costs no query.
     """
     latest = {s.pk: s for s in Submission.objects.filter(invitation_id__in=list(rows)).only(
-        "pk", "invitation_id", "status", "uploaded_at", "is_latest") if s.is_latest}
+        "pk", "invitation_id", "status", "uploaded_at", "is_latest", "at_deadline", "earlier_submit_at")
+        if s.is_latest}
     for s in latest.values():
         s.invitation = rows[s.invitation_id].invitation
         rows[s.invitation_id].submission = s

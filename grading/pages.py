@@ -68,7 +68,8 @@ def load_queue_page(ids: list[int]) -> list[Submission]:
     found = Submission.objects.select_related(
         "invitation__candidate", "invitation__packet_version__packet", "evidence"
     ).only(
-        "invitation_id", "uploaded_at", "status", "is_latest", "reject_reason", "invitation__candidate__name",
+        "invitation_id", "uploaded_at", "status", "is_latest", "reject_reason", "at_deadline", "earlier_submit_at",
+        "invitation__candidate__name",
         "invitation__started_at", "invitation__deadline", "invitation__packet_version__number",
         "invitation__packet_version__packet__title", "invitation__packet_version__packet__hide_candidate_names",
         "evidence__tampered",

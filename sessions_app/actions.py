@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
@@ -557,7 +557,8 @@ class UploadResult:
 
 
 def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str = "browser",
-                     began: datetime | None = None) -> UploadResult:
+                     began: datetime | None = None, *, files_digest: str = "",
+                     at_deadline: bool = False) -> UploadResult:
     """Keep an upload: file by hash, Submission and an upload receipt in one transaction, then grade.
 
     The submission is the invitation's newest, so it goes under review
@@ -567,7 +568,10 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
     waits for the sweep, and the upload still succeeds. Raises SessionRefused
     (storing nothing, deleting the received file) after the deadline plus
     grace (judged by ``began``, when the request began, see check_upload_allowed), and past the
-    per-invitation upload limits.
+    per-invitation upload limits. ``at_deadline``: the server's own submit of a hosted workspace
+    once uploads closed (do_submit_at_deadline), which neither the clock nor the limits hold; a
+    second one of the same invitation raises IntegrityError. ``files_digest``: a hosted submit's
+    files_digest, kept to tell the deadline whether anything changed since.
     """
     created = None
     try:
@@ -581,12 +585,18 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             now = timezone.now()
             # why again, under the lock: two uploads racing past the view's check must
             # not both fit into the last place of the limit.
-            check_upload_allowed(invitation, now, via=via, began=began)
+            earlier = None
+            if at_deadline:
+                earlier = (Submission.objects.filter(invitation=invitation).exclude(at_deadline=True)
+                           .aggregate(at=Max("uploaded_at"))["at"])
+            else:
+                check_upload_allowed(invitation, now, via=via, began=began)
             Submission.objects.filter(invitation=invitation, is_latest=True).update(is_latest=False)
             submission = Submission.objects.create(
                 invitation=invitation, archive=stored_name(incoming.sha256), sha256=incoming.sha256,
                 size=incoming.size, original_name=incoming.original_name, via=via, uploaded_at=now,
-                unpack_refusal=refusal,
+                unpack_refusal=refusal, files_digest=files_digest, at_deadline=at_deadline,
+                earlier_submit_at=earlier,
             )
             receipt = GateReceipt.objects.create(
                 invitation=invitation, step=Step.UPLOAD, received_at=now, sha256=incoming.sha256, submission=submission
@@ -902,19 +912,90 @@ def do_submit_workspace(invitation: Invitation, *, anyway: bool = False) -> Uplo
         missing = hosted_missing(invitation, files)
         if missing and not anyway:
             raise WorkspaceIncomplete(missing)
-        data = _zipped(invitation, files)
-        try:
-            if len(data) > settings.UPLOAD_MAX_BYTES:
-                raise SessionRefused(f"Your workspace zips to {human_size(len(data))}, more than the limit of "
-                                     f"{human_size(settings.UPLOAD_MAX_BYTES)}. Remove large files you do not "
-                                     "need, then submit again.", "too_large")
-            result = do_accept_upload(invitation, _incoming(data, f"{invitation.packet_version.packet.slug}.zip"),
-                                      via="hosted")
-        except SessionRefused as exc:
-            do_record_refused_upload(invitation, exc.record)  # kept as any refused upload is
-            raise
+        result = _store_workspace(invitation, files)
     append_marker(invitation, "submitted")
     result.missing = tuple(missing)
+    return result
+
+
+def files_digest(files: Mapping[str, bytes]) -> str:
+    """One sha256 over the names and contents of ``files``: equal exactly when the files are.
+
+    why not the zip's hash: every zip of the same files differs by its entries' time (_zipped).
+    """
+    digest = hashlib.sha256()
+    for path, data in sorted(files.items()):
+        digest.update(path.encode("utf-8", "surrogateescape") + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+def _store_workspace(invitation: Invitation, files: Mapping[str, bytes], *, at_deadline: bool = False,
+                     record_prefix: str = "") -> UploadResult:
+    """The hosted submit's last steps, for the Submit and the deadline alike: zip, size check, upload.
+
+    A refusal (too large, the clock, the limits) is kept as any refused upload is, and raised.
+    """
+    data = _zipped(invitation, files)
+    try:
+        if len(data) > settings.UPLOAD_MAX_BYTES:
+            raise SessionRefused(f"Your workspace zips to {human_size(len(data))}, more than the limit of "
+                                 f"{human_size(settings.UPLOAD_MAX_BYTES)}. Remove large files you do not "
+                                 "need, then submit again.", "too_large")
+        return do_accept_upload(invitation, _incoming(data, f"{invitation.packet_version.packet.slug}.zip"),
+                                via="hosted", files_digest=files_digest(files), at_deadline=at_deadline)
+    except SessionRefused as exc:
+        do_record_refused_upload(invitation, record_prefix + exc.record)  # kept as any refused upload is
+        raise
+
+
+AT_DEADLINE_REFUSED = "At the deadline the server could not submit the workspace: "
+
+
+def _last_submitted_digest(invitation: Invitation) -> str:
+    """The files_digest the deadline compares with: the newest submission's, else the seed's (nothing done).
+
+    An uploaded zip (or a hosted submit older than the digest) has none, so anything counts as changed.
+    """
+    from .hosted.workspaces import seed_files
+
+    last = Submission.objects.filter(invitation=invitation).order_by("-uploaded_at", "-pk").first()
+    if last is not None:
+        return last.files_digest
+    return files_digest(seed_files(invitation))
+
+
+def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -> UploadResult | None:
+    """The server submits a frozen hosted workspace that changed since its last submission (or since it was
+    seeded, when there is none), once its uploads closed; None when nothing changed.
+
+    The same path as the candidate's Submit (_snapshot, hosted_files, _store_workspace), as a Submit
+    anyway: what lacks artifacts goes all the same, and reviewers see what is missing in its evidence.
+    It is marked ``at_deadline``, takes no place among the candidate's limits, and is graded as any
+    upload. Idempotent: a second call finds the same digest and does nothing; two at once take turns
+    on the capture lock (the second is refused as busy, and the sweep calls it again), and the
+    database keeps one submission at the deadline per invitation. A workspace too big or too large
+    to submit is kept as a refused upload (AT_DEADLINE_REFUSED), for the recruiter and the reviewers,
+    and SessionRefused is raised, as are the snapshot's errors (WorkspaceUnavailable: try again).
+    """
+    from .hosted.workspaces import append_marker
+
+    if invitation.revoked_at is not None or invitation.phase_at(now or timezone.now()) != Invitation.CLOSED:
+        return None  # why: a revoked link submits nothing; an extended deadline is not there yet
+    with _capture_lock(invitation):
+        try:
+            files = hosted_files(invitation, _snapshot(invitation))
+        except SessionRefused as exc:
+            if exc.code == "too_big":
+                do_record_refused_upload(invitation, AT_DEADLINE_REFUSED + exc.record)
+            raise
+        if files_digest(files) == _last_submitted_digest(invitation):
+            return None
+        try:
+            result = _store_workspace(invitation, files, at_deadline=True, record_prefix=AT_DEADLINE_REFUSED)
+        except IntegrityError:
+            return None  # another sweep submitted it first: at most one per invitation
+        result.missing = tuple(hosted_missing(invitation, files))
+    append_marker(invitation, "submitted at the deadline")
     return result
 
 

@@ -169,12 +169,29 @@ class Submission(models.Model):
     # docs/evidence.md, "What the candidate sees of grading"); the worker's own verdict is reject_reason.
     unpack_refusal = models.TextField(
         blank=True, help_text="Why the zip cannot be unpacked, found as it arrived; '' when it can.")
+    # why a digest of the files and not the zip's sha256: every zip of the same files differs (its entries'
+    # time), and the deadline's submit must tell a workspace changed since its last submission from one not.
+    files_digest = models.CharField(max_length=64, blank=True,
+                                    help_text="A hosted submission: sha256 over the names and contents of its "
+                                              "files (actions.files_digest); '' for an uploaded zip.")
+    at_deadline = models.BooleanField(default=False,
+                                      help_text="Submitted by the server itself when the deadline plus grace "
+                                                "passed: the hosted workspace as it was then.")
+    earlier_submit_at = models.DateTimeField(null=True, blank=True,
+                                             help_text="A submission at the deadline: when the candidate's own "
+                                                       "last submission was, if they made one.")
 
     objects = SubmissionQuerySet.as_manager()
 
     class Meta:
         ordering = ["-uploaded_at", "-pk"]
         indexes = [models.Index(fields=["is_latest", "status"])]
+        constraints = [
+            # why: two sweeps at once (the serving host and a `serve_workspaces --once`) must not both
+            # submit the deadline's state; the workspace is frozen then, so there is only one.
+            models.UniqueConstraint(fields=["invitation"], condition=models.Q(at_deadline=True),
+                                    name="one_submission_at_the_deadline_per_invitation"),
+        ]
 
     def __str__(self) -> str:
         return f"submission {self.pk} ({self.status})"
@@ -199,10 +216,11 @@ class Submission(models.Model):
         """Minutes after the candidate's deadline this upload came, rounded up; None when on time.
 
         Uploads are accepted until the deadline plus the grace period, so a
-        late one is always within grace; reviewers are told it was late.
+        late one is always within grace; reviewers are told it was late. A
+        submission at the deadline is not late: the server made it (``at_deadline``).
         """
         deadline = self.invitation.deadline
-        if deadline is None or self.uploaded_at <= deadline:
+        if deadline is None or self.uploaded_at <= deadline or self.at_deadline:
             return None
         return math.ceil((self.uploaded_at - deadline).total_seconds() / 60)
 
@@ -254,7 +272,9 @@ class Workspace(models.Model):
     deadline passed, frozen) gives its uid back. ``last_seen_at`` moves with
     the candidate's activity (throttled, see workspaces.touch); the sweep of
     ``manage.py serve_workspaces`` stops shells idle too long
-    (``shell_stopped_at``) and freezes workspaces past the deadline plus grace.
+    (``shell_stopped_at``) and freezes workspaces past the deadline plus grace,
+    then submits the frozen files when they changed since the last submission
+    (``deadline_settled_at``: done, once).
     Each of these steps is a function of sessions_app.hosted.workspaces, the
     only writer of this row.
     """
@@ -268,6 +288,9 @@ class Workspace(models.Model):
     shell_stopped_at = models.DateTimeField(null=True, blank=True)
     frozen_at = models.DateTimeField(null=True, blank=True)
     closed = models.BooleanField(default=False)
+    deadline_settled_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the sweep settled the deadline's submit: the frozen files "
+                                         "submitted, or found unchanged since the last submission.")
 
     class Meta:
         constraints = [

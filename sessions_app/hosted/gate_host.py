@@ -18,6 +18,14 @@ TAKEHOME_WORKSPACE_IDLE_MINUTES (their files saved and unmounted; the next
 visit starts them again; files a capture mounted since go back to disk too)
 and freezes workspaces past the deadline plus grace, or whose link was revoked
 (read-only, shell stopped, files saved and unmounted, terminals closed with 4410).
+Then it submits each workspace frozen at the deadline whose files changed since
+its last submission, as the candidate's Submit would (actions.do_submit_at_deadline),
+once: a workspace is settled when submitted, found unchanged, or refused (too
+big), and tried again at the next sweep when it could not be read.
+
+why here and not in a Celery task: a workspace's files live on its own host
+(TAKEHOME_WORKSPACE_HOST), mounted or saved there; a worker elsewhere cannot read
+them. The grading that follows goes to the workers as any upload's does.
 """
 
 from __future__ import annotations
@@ -140,6 +148,38 @@ def sweep(now=None) -> list[str]:
         except Exception:
             # why go on: one workspace that cannot be stopped must not keep the others running
             log.exception("the sweep could not handle the workspace of invitation %s", invitation.pk)
+    return done + submit_at_deadline(now)
+
+
+def submit_at_deadline(now) -> list[str]:
+    """Submit the frozen workspaces of this host whose uploads closed and whose files changed since their last
+    submission; settle each one once. One line per workspace submitted or refused."""
+    done = []
+    rows = Workspace.objects.filter(host=settings.WORKSPACE_HOST, frozen_at__isnull=False,
+                                    deadline_settled_at__isnull=True, invitation__revoked_at__isnull=True)
+    for row in rows.select_related("invitation__packet_version__packet"):
+        invitation = row.invitation
+        if invitation.phase_at(now) != Invitation.CLOSED:
+            continue  # frozen, then given more time: its deadline is not here yet
+        try:
+            result = actions.do_submit_at_deadline(invitation, now)
+        except actions.SessionRefused as exc:
+            if exc.code not in ("too_big", "too_large"):
+                # busy (a submit of it runs) or unavailable (unreadable just now): the next sweep tries again
+                log.warning("the deadline's submit of invitation %s waits: %s", invitation.pk, exc.message)
+                continue
+            # kept as a refused upload (actions.AT_DEADLINE_REFUSED) for the recruiter and the reviewers
+            done.append(f"could not submit the workspace of invitation {invitation.pk} at the deadline "
+                        f"({exc.code}): kept as a refused upload")
+            result = None
+        except Exception:
+            log.exception("the deadline's submit of invitation %s failed; trying again at the next sweep",
+                          invitation.pk)
+            continue
+        workspaces.settle_deadline(invitation, row, now)
+        if result is not None:
+            done.append(f"submitted the workspace of invitation {invitation.pk} at the deadline "
+                        f"(submission {result.submission.pk})")
     return done
 
 

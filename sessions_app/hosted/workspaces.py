@@ -15,7 +15,9 @@ the row's together, and this module is the only writer of the Workspace row
 - shell stopped: ``stop_idle_shell`` (the sweep) and ``stop_for_shutdown``
   (``manage.py stop_workspaces``), its files saved and unmounted;
 - frozen: ``freeze`` (the sweep, once time is up or the link is revoked),
-  read-only for good, closed, its uid given back.
+  read-only for good, closed, its uid given back;
+- settled at the deadline: ``settle_deadline`` (the sweep, once it submitted
+  the frozen files, or found them unchanged since the last submission).
 """
 
 from __future__ import annotations
@@ -271,6 +273,15 @@ def freeze(invitation: Invitation, row: Workspace, now) -> bool:
     saved = close_files(invitation, ws)
     Workspace.objects.filter(pk=row.pk).update(frozen_at=now, closed=True, shell_stopped_at=row.shell_stopped_at or now)
     return saved
+
+
+def settle_deadline(invitation: Invitation, row: Workspace, now) -> None:
+    """The deadline's submit of a frozen workspace is done (submitted, found unchanged, or refused and kept
+    as refused): its files go back to disk, unmounted (reading them mounted them), and the sweep is done
+    with it for good."""
+    # why stop=False: the workspace is closed, its uid may be another open workspace's now
+    close_files(invitation, workspace_for(invitation, row), stop=False)
+    Workspace.objects.filter(pk=row.pk).update(deadline_settled_at=now)
 
 
 def stop_for_shutdown(invitation: Invitation, row: Workspace) -> bool | None:

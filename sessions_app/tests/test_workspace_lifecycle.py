@@ -8,7 +8,8 @@ import pytest
 from takehome.tests.writers import Watched, field_writes, writes_outside
 
 WORKSPACE = Watched(frozenset({"Workspace"}),
-                    frozenset({"uid", "host", "last_seen_at", "shell_stopped_at", "frozen_at", "closed"}))
+                    frozenset({"uid", "host", "last_seen_at", "shell_stopped_at", "frozen_at", "closed",
+                               "deadline_settled_at"}))
 OWNER = "sessions_app/hosted/workspaces.py"
 
 
