@@ -22,6 +22,8 @@ urlpatterns = [
     path("<str:token>/workspace/capture/<str:step>", hosted_views.capture, name="workspace-capture"),
     path("<str:token>/workspace/submit", hosted_views.submit, name="workspace-submit"),
     path("<str:token>/workspace/restart", hosted_views.restart, name="workspace-restart"),
+    # After the deadline: the workspace's files, read-only (?path= one of them).
+    path("<str:token>/workspace/files", hosted_views.workspace_files, name="workspace-files"),
     # The model window, OpenAI-compatible: a client's base URL is /t/<token>/model/v1.
     path("<str:token>/model/v1/chat/completions", model_views.chat_completions, name="model-chat"),
     path("<str:token>/model/v1/models", model_views.models, name="model-list"),

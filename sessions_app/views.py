@@ -505,14 +505,17 @@ def submission_detail(request: HttpRequest, invitation: Invitation, token: str, 
 
 def workspace_context(invitation: Invitation, token: str) -> dict:
     from .hosted.consumers import hosted_allowed
-    from .hosted.views import gate_panel_context
+    from .hosted.views import closed_context, gate_panel_context
 
-    return {
+    context = {
         **clock_context(invitation, token),
         **gate_panel_context(invitation, token),
         "hosted": hosted_allowed(invitation.packet_version),
         "model_provided": effective_policy(invitation.packet_version) == PacketVersion.ModelPolicy.PROVIDED,
     }
+    if context["phase"] == Invitation.CLOSED and context["hosted"]:
+        context.update(closed_context(invitation))  # the files read-only, what was submitted when
+    return context
 
 
 @require_GET

@@ -11,13 +11,17 @@ panel (the whole workspace page, for a plain form post) saying which, and a
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass, field
+
 from csp.constants import NONCE
 from csp.decorators import csp_update
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
 
 from sessions_app import actions
 from sessions_app.models import GateReceipt, Submission
@@ -27,6 +31,7 @@ from takehome.models import Invitation, PacketVersion, effective_policy
 from . import workspaces
 
 PANEL = "sessions_app/_workspace_gate.html"
+log = logging.getLogger(__name__)
 
 
 def workspace_url(token: str) -> str:
@@ -127,3 +132,77 @@ def restart(request: HttpRequest, invitation: Invitation, token: str) -> HttpRes
         messages.success(request, "The shell was restarted: every program in it ended, and your files are as "
                                   "they were.")
     return redirect(workspace_url(token))
+
+
+# -- after the deadline: the files read-only, and what was submitted when ---------------------------------------
+
+@dataclass
+class Folder:
+    """One folder of a closed workspace's file tree: its sub-folders and its files (name, path), sorted."""
+
+    name: str
+    folders: list[Folder] = field(default_factory=list)
+    files: list[tuple[str, str]] = field(default_factory=list)
+
+
+def file_tree(paths) -> Folder:
+    """The folders and files of ``paths`` ("a/b.py"), nested, each level sorted by name."""
+    root = Folder("")
+    for path in sorted(paths):
+        *parents, name = path.split("/")
+        folder = root
+        for part in parents:
+            found = next((f for f in folder.folders if f.name == part), None)
+            if found is None:
+                found = Folder(part)
+                folder.folders.append(found)
+            folder = found
+        folder.files.append((name, path))
+    return root
+
+
+def closed_context(invitation: Invitation, shown: str | None = None) -> dict:
+    """What the workspace page says once uploads closed: every submission with its time, and the frozen files
+    read-only, ``shown`` (a path among them) with its contents."""
+    context: dict = {"kept_submissions": list(Submission.objects.filter(invitation=invitation)
+                                              .order_by("uploaded_at", "pk"))}
+    try:
+        files = workspaces.closed_files(invitation)
+    except workspaces.WorkspaceElsewhere as exc:
+        return {**context, "closed_problem": str(exc)}
+    except Exception:
+        log.exception("could not read the closed workspace of invitation %s", invitation.pk)
+        return {**context, "closed_problem": "The server could not read your workspace's files just now (our "
+                                             "fault, it is logged). Reload the page in a minute; they are kept."}
+    context["closed_files"] = files
+    if files is None:
+        return context
+    context["tree"] = file_tree(files)
+    if shown is not None:
+        data = files.get(shown)
+        text = None
+        if data is not None:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                pass  # said as a binary file, never shown as mojibake
+        context["shown"] = {"path": shown, "known": shown in files, "too_large": shown in files and data is None,
+                            "text": text, "size": len(data or b""), "limit_kb": workspaces.SHOWN_FILE_BYTES >> 10}
+    return context
+
+
+@require_GET
+@never_cache
+@with_invitation
+def workspace_files(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
+    """A closed workspace's files, read-only: the tree, and the contents of the file ``?path=`` names."""
+    try:
+        actions.check_hosted_route(invitation)
+    except actions.SessionRefused as exc:
+        return not_offered(request, invitation, token, exc)
+    if invitation.phase != Invitation.CLOSED:
+        # why: while the workspace is open its files are the terminal's, read there
+        return redirect(workspace_url(token))
+    shown = request.GET.get("path") or None
+    return render(request, "sessions_app/workspace_files.html",
+                  {**workspace_context(invitation, token), **closed_context(invitation, shown)})

@@ -284,6 +284,21 @@ def settle_deadline(invitation: Invitation, row: Workspace, now) -> None:
     Workspace.objects.filter(pk=row.pk).update(deadline_settled_at=now)
 
 
+SHOWN_FILE_BYTES = 256 << 10  # a closed workspace's page shows each file up to this size
+
+
+def closed_files(invitation: Invitation) -> dict[str, bytes | None] | None:
+    """The files of the invitation's frozen workspace, to be shown read-only (None for one too large to show);
+    None when it is not frozen yet (the sweep freezes it within a minute of the deadline plus grace)
+    or was never opened. Reads only: nothing is mounted, no shell starts, the row stays as it is.
+    Raises WorkspaceElsewhere (kept on another host) and the sandbox's WorkspaceUnavailable."""
+    row = Workspace.objects.filter(invitation_id=invitation.pk).first()
+    if row is None or row.frozen_at is None:
+        return None
+    _check_host(row)
+    return backend().frozen_files(workspace_for(invitation, row), SHOWN_FILE_BYTES)
+
+
 def stop_for_shutdown(invitation: Invitation, row: Workspace) -> bool | None:
     """Stop a workspace as its server goes down: end its shell, save its files to saved.tar and unmount them.
 

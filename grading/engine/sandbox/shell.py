@@ -410,6 +410,47 @@ def snapshot_files(ws: Workspace, limits: Limits = Limits()) -> dict[str, bytes]
     return {name: data for name, data, _ in _walk(ws.home, limits, skip_junk=True) if data is not None}
 
 
+def _junk(rel: str) -> bool:
+    """Whether a snapshot (and so a submission) leaves this file out: caches and archivers' leftovers."""
+    parts = PurePosixPath(rel).parts
+    name = parts[-1]
+    return (any(part in JUNK_PARTS for part in parts[:-1]) or name in JUNK_FILES
+            or name.endswith((".pyc", ".pyo")) or name.startswith("._"))
+
+
+def frozen_files(ws: Workspace, max_file_bytes: int) -> dict[str, bytes | None]:
+    """The files of a closed workspace, to be shown read-only: name -> content, None for a file larger than
+    ``max_file_bytes``; {} when it has none kept.
+
+    Regular files only, without caches, as a snapshot reads them: from the mount when the files are
+    mounted (a save that failed keeps them there), else from saved.tar, which is only read, never
+    unpacked. why a cap per file, by its stated size: a sparse file can claim far more than the
+    workspace's disk holds, and its holes would be read as zeros.
+    """
+    if _is_mounted(ws.home):
+        return {name: data if len(data) <= max_file_bytes else None
+                for name, data in snapshot_files(ws).items()}
+    saved = ws.part("saved.tar")
+    if not saved.is_file():
+        return {}
+    if saved.stat().st_size > SAVED_MAX_BYTES:
+        raise WorkspaceUnavailable(f"{saved} is larger than any workspace can be: remove it")
+    files: dict[str, bytes | None] = {}
+    try:
+        with tarfile.open(saved, mode="r:") as tar:
+            for info in tar:
+                if not info.isreg() or _junk(info.name):
+                    continue
+                if info.size > max_file_bytes:
+                    files[info.name] = None
+                    continue
+                body = tar.extractfile(info)
+                files[info.name] = body.read(max_file_bytes + 1)[:max_file_bytes] if body is not None else None
+    except (OSError, tarfile.TarError) as exc:
+        raise WorkspaceUnavailable(f"could not read {saved}: {exc}") from None
+    return files
+
+
 @dataclass(frozen=True)
 class SaveReport:
     """What a save kept, and what it could not keep (each "name: why"), for the log and the recruiter."""

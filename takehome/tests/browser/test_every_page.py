@@ -62,6 +62,7 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
     for invitation, ago in ((in_grace, timedelta(minutes=1)), (closed, timedelta(hours=3))):
         do_start_session(invitation)
         Invitation.objects.filter(pk=invitation.pk).update(deadline=timezone.now() - ago)
+    frozen_workspace(closed)
     revoked = InvitationFactory(packet_version=version)
     do_revoke_invitation(revoked)
     ada = make_submission(packet, "Ada Lovelace")
@@ -73,7 +74,9 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
     score(ada, rob, dict(red_log=True, model_waited=False), submit=False)
     chat, chat_review = model_window_pages(started_at=timezone.now())
     replayed = make_submission(packet, "Hedy Lamarr")
-    Submission.objects.filter(pk=replayed.pk).update(via="hosted")
+    # why at the deadline: the board, the queue and the review page show the server's submit marked so
+    Submission.objects.filter(pk=replayed.pk).update(via="hosted", at_deadline=True,
+                                                     earlier_submit_at=timezone.now() - timedelta(hours=1))
     cast_for(replayed)
     draft = draft_packet()
     set_password_link = set_password_path(make_reviewer("nell"))
@@ -88,6 +91,14 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
     people = {"recruiter": recruiter, "reviewer": rob, "norole": User.objects.create_user("nora", password="x"),
               "staff": User.objects.create_superuser("sam", password="x")}
     return site, people
+
+
+def frozen_workspace(invitation) -> None:
+    """A hosted workspace frozen at the deadline, its files saved (no sandbox needed to show them read-only)."""
+    from sessions_app.tests.test_workspace_closed import frozen
+
+    frozen(invitation, {"invoices.py": b"def total(rows):\n    return sum(r['cents'] for r in rows)\n",
+                        "artifacts/refuse.md": b"Dropping the refund rows would hide the bug.\n"})
 
 
 def model_window_pages(started_at):
