@@ -96,6 +96,9 @@ def test_the_submissions_are_listed_with_their_times_and_the_deadlines_marked(cl
     kept = html.split('id="kept-submissions"')[1].split("</ul>")[0]
     assert kept.count("<li") == 2 and "your Submit" in kept
     assert "submitted by the server at the deadline" in kept and "<time" in kept
+    at_deadline = Submission.objects.get(invitation=closed, at_deadline=True)
+    receipt = client.get(url("submission-detail", closed, pk=at_deadline.pk)).content.decode()
+    assert 'id="receipt-at-deadline"' in receipt and 'id="receipt-late"' not in receipt
 
 
 def test_before_the_sweep_froze_it_the_page_says_to_come_back(client, closed):
