@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
+from conftest import screenshot
 from sessions_app.actions import do_start_session
 from sessions_app.tests.browser.terminal import wait_connected
 from takehome.tests.browser.test_every_page import PHONE_WIDTH, RECORD_CSP, WIDEST_ELEMENT, axe_problems
@@ -54,17 +55,26 @@ def test_the_editor_saves_what_the_terminal_sees_and_never_overwrites_its_change
         page.keyboard.press("Control+s")
         assert saved_state(page, "saved").startswith("Saved invoices.py.")
         term.run("cat invoices.py", r"^# typed-in-the-editor\s*$")
+        screenshot(page, "workspace-editor")
 
         # The page with a file open: no CSP violation, axe-clean, and no wider than a phone.
         assert page.evaluate("window.__csp") == [] and not [e for e in errors if "Content Security" in e], errors
         problems = axe_problems(Axe(), page, "workspace with the editor")
-        page.set_viewport_size({"width": PHONE_WIDTH, "height": 900})
-        width = page.evaluate("document.documentElement.scrollWidth")
-        widest = page.evaluate(WIDEST_ELEMENT, PHONE_WIDTH)
-        problems += axe_problems(Axe(), page, f"workspace with the editor at {PHONE_WIDTH} px")
+        # at a phone's width, loaded there as a phone loads it (a resized page refits its terminal only later)
+        phone = context.new_page()
+        phone.set_viewport_size({"width": PHONE_WIDTH, "height": 900})
+        phone.goto(page.url)
+        wait_connected(phone)
+        phone.locator("#editor-file-list button[data-path='invoices.py']").click()
+        phone.locator("#editor-status", has_text="Opened invoices.py").wait_for()
+        width = phone.evaluate("document.documentElement.scrollWidth")
+        widest = phone.evaluate(WIDEST_ELEMENT, PHONE_WIDTH)
+        screenshot(phone, "workspace-editor-phone")
+        problems += axe_problems(Axe(), phone, f"workspace with the editor at {PHONE_WIDTH} px")
+        assert phone.evaluate("window.__csp") == []
+        phone.close()
         assert width <= PHONE_WIDTH, f"{width} px wide at {PHONE_WIDTH} px: {widest}"
         assert not problems, "\n".join(problems)
-        page.set_viewport_size({"width": 1280, "height": 900})
 
         # The terminal changes the file; the editor's next save is refused and says so.
         term.run("echo '# from-the-terminal' >> invoices.py; echo appended-$((6*7))", r"^appended-42")
