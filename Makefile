@@ -116,8 +116,12 @@ bench: setup dev
 XTERM_VERSION := 6.0.0
 XTERM_FIT_VERSION := 0.11.0
 ASCIINEMA_PLAYER_VERSION := 3.18.0
+CODEMIRROR_VERSION := 6.0.2
+CODEMIRROR_PYTHON_VERSION := 6.2.1
+ESBUILD_VERSION := 0.28.2
 vendor:
-	rm -rf static/vendor/xterm static/vendor/xterm-addon-fit static/vendor/asciinema-player
+	rm -rf static/vendor/xterm static/vendor/xterm-addon-fit static/vendor/asciinema-player static/vendor/codemirror
 	scripts/vendor-npm @xterm/xterm@$(XTERM_VERSION) xterm lib/xterm.js css/xterm.css
 	scripts/vendor-npm @xterm/addon-fit@$(XTERM_FIT_VERSION) xterm-addon-fit lib/addon-fit.js
 	scripts/vendor-npm asciinema-player@$(ASCIINEMA_PLAYER_VERSION) asciinema-player dist/bundle/asciinema-player.min.js dist/bundle/asciinema-player.css
+	scripts/vendor-codemirror $(CODEMIRROR_VERSION) $(CODEMIRROR_PYTHON_VERSION) $(ESBUILD_VERSION)

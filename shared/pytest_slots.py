@@ -38,7 +38,7 @@ WORKSPACE_UID_OFFSET = 100  # the grading pool takes [0, 100) of a slot's band, 
 TEST_POOLS = {name: 600 + 20 * number for number, name in enumerate((
     "sandbox", "sandbox_caps", "spawn", "warm_sandbox", "bench_grading", "envs", "worker_faults", "workspace",
     "workspace_gate", "hosted_shell", "hosted_cleanup", "terminal_stuck", "bench_sessions", "bench_sessions_shell",
-    "terminal_page_fixes"))}
+    "terminal_page_fixes", "editing"))}
 TEST_POOL_SIZE = 20
 PORT_BAND = 20000  # below Linux's ephemeral ports (32768 and up)
 PORTS_PER_SLOT = 500

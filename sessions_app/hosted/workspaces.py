@@ -325,3 +325,47 @@ def stop_for_shutdown(invitation: Invitation, row: Workspace) -> bool | None:
 def idle_since():
     """Workspaces whose shell was last used before this moment are idle (TAKEHOME_WORKSPACE_IDLE_MINUTES)."""
     return timezone.now() - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES)
+
+
+# -- the editor: every read and write of a file by the workspace page's editor --------
+
+
+def editing():
+    """grading.engine.sandbox.editing, imported when first needed (see backend)."""
+    return importlib.import_module("grading.engine.sandbox.editing")
+
+
+def _editor_workspace(invitation: Invitation, write: bool):
+    """The invitation's workspace with its files mounted, for the editor; EditRefused once it is frozen.
+
+    why mount: the sweep may have released an idle workspace (its files only in saved.tar);
+    the editor reads and writes it as the terminal would find it, without starting a shell.
+    """
+    row = workspace_row(invitation)
+    if write and (row.closed or row.frozen_at is not None):
+        raise editing().EditRefused("Time is up: the workspace is read-only, and nothing was saved.", "frozen")
+    ws = workspace_for(invitation, row)
+    backend().open_workspace(ws, seed_files(invitation))
+    touch(invitation)  # why: working in the editor is working in the workspace, as typing in the terminal is
+    return ws
+
+
+def editor_tree(invitation: Invitation):
+    return editing().list_tree(_editor_workspace(invitation, write=False))
+
+
+def editor_read(invitation: Invitation, path: str):
+    return editing().read_file(_editor_workspace(invitation, write=False), path)
+
+
+def editor_save(invitation: Invitation, path: str, data: bytes, base: str) -> str:
+    """Save a file the editor read (``base``: the sha256 it read); its new sha256 (editing.save_file)."""
+    return editing().save_file(_editor_workspace(invitation, write=True), path, data, base)
+
+
+def editor_create(invitation: Invitation, path: str) -> str:
+    return editing().create_file(_editor_workspace(invitation, write=True), path)
+
+
+def editor_rename(invitation: Invitation, path: str, new_path: str) -> str:
+    return editing().rename_path(_editor_workspace(invitation, write=True), path, new_path)

@@ -57,6 +57,6 @@ def test_a_workspace_never_submitted_is_submitted_at_the_deadline_and_graded(
     call_command("serve_workspaces", "--once", stdout=(again := io.StringIO()))
     assert again.getvalue() == "" and Submission.objects.filter(invitation=invitation).count() == 1
 
-    page = client.get(url("workspace-files", invitation), {"path": "invoices.py"}).content.decode()
+    page = client.get(url("workspace-read-only", invitation), {"path": "invoices.py"}).content.decode()
     shown = page.split('id="closed-file-text"')[1].split("</pre>")[0]
     assert "abs(int(" not in shown and "int(row[" in shown and "submitted by the server at the deadline" in page

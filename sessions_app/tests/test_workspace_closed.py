@@ -64,26 +64,26 @@ def test_the_closed_workspace_page_shows_the_tree_and_what_was_submitted_when(cl
     assert 'id="terminal"' not in html
     files = [part.split('"')[0] for part in section.split('data-file="')[1:]]
     assert files == ["artifacts/refuse.md", "tests/test_invoices.py", "data.bin", "invoices.py"]  # no caches
-    assert ">artifacts/</span>" in section and "/workspace/files?path=tests/test_invoices.py" in section
+    assert ">artifacts/</span>" in section and "/workspace/read-only?path=tests/test_invoices.py" in section
     assert 'id="kept-submissions-none"' in section  # nothing submitted
 
 
 def test_each_file_is_shown_escaped_and_read_only(client, closed):
     frozen(closed, FILES)
-    html = client.get(url("workspace-files", closed), {"path": "invoices.py"}).content.decode()
+    html = client.get(url("workspace-read-only", closed), {"path": "invoices.py"}).content.decode()
     shown = html.split('id="closed-file-text"')[1].split("</pre>")[0]
     assert 'tabindex="0"' in shown and "&lt;script&gt;alert(1)&lt;/script&gt;" in shown and "<script>" not in shown
     assert 'aria-current="page"' in html.split('data-file="invoices.py"')[1].split(">")[0]
     assert "<form" not in html.split('id="workspace-closed"')[1]  # nothing to change or save
-    binary = client.get(url("workspace-files", closed), {"path": "data.bin"}).content.decode()
+    binary = client.get(url("workspace-read-only", closed), {"path": "data.bin"}).content.decode()
     assert 'id="closed-file-binary"' in binary and "9 bytes" in binary
-    unknown = client.get(url("workspace-files", closed), {"path": "../../etc/passwd"}).content.decode()
+    unknown = client.get(url("workspace-read-only", closed), {"path": "../../etc/passwd"}).content.decode()
     assert 'id="closed-file-unknown"' in unknown and "root:" not in unknown
 
 
 def test_a_file_larger_than_shown_is_named_not_read(client, closed):
     frozen(closed, {"a.py": b"x = 1\n", "huge.bin": b"x" * (workspaces.SHOWN_FILE_BYTES + 1)})
-    html = client.get(url("workspace-files", closed), {"path": "huge.bin"}).content.decode()
+    html = client.get(url("workspace-read-only", closed), {"path": "huge.bin"}).content.decode()
     assert 'id="closed-file-too-large"' in html
 
 
@@ -108,7 +108,7 @@ def test_before_the_sweep_froze_it_the_page_says_to_come_back(client, closed):
 
 
 def test_while_the_workspace_is_open_the_files_page_sends_to_the_workspace(client, started):
-    response = client.get(url("workspace-files", started), {"path": "invoices.py"})
+    response = client.get(url("workspace-read-only", started), {"path": "invoices.py"})
     assert response.status_code == 302 and response.url.endswith("/workspace")
 
 

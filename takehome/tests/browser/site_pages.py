@@ -107,7 +107,7 @@ PAGES = [
     SitePage("candidate workspace after the deadline (files read-only)", None,
              lambda s: f"/t/{s.closed_token}/workspace"),
     SitePage("candidate workspace file, read-only", None,
-             lambda s: f"/t/{s.closed_token}/workspace/files?path=invoices.py"),
+             lambda s: f"/t/{s.closed_token}/workspace/read-only?path=invoices.py"),
     SitePage("candidate too many look-ups", None, lambda s: "/t/not-a-real-token/", 429,
              raises=("sessions_app.views.invitation_for", too_many)),
     SitePage("candidate submitted", None, lambda s: f"/t/{s.submitted_token}/"),
