@@ -27,7 +27,7 @@ import struct
 import subprocess
 import tempfile
 import termios
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -187,9 +187,18 @@ def make_logs(pythons: Mapping[str, Path], entries: list[tuple[str, str, str]], 
     digest = hashlib.sha256(Path(__file__).read_bytes())
     digest.update(json.dumps([sorted(entries), sorted((k, str(v)) for k, v in pythons.items())]).encode())
     cache = Path(cache_dir) / f"logs-{digest.hexdigest()[:16]}.json"
-    if cache.exists():
-        stored = json.loads(cache.read_text())
-        return {tuple(k.split("|")): v for k, v in stored.items()}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    # why a lock: parallel test processes each ask for the logs; one makes them, the others wait and read them
+    with open(cache.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if cache.exists():
+            stored = json.loads(cache.read_text())
+            return {tuple(k.split("|")): v for k, v in stored.items()}
+        return _make_logs(pythons, entries, cache, workers)
+
+
+def _make_logs(pythons: Mapping[str, Path], entries: list[tuple[str, str, str]], cache: Path,
+               workers: int) -> dict[tuple[str, str, str], str]:
     all_trees = trees()
     with tempfile.TemporaryDirectory(prefix="pytest-corpus-") as tmp:
         def one(entry: tuple[str, str, str]) -> str:
@@ -200,11 +209,30 @@ def make_logs(pythons: Mapping[str, Path], entries: list[tuple[str, str, str]], 
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             logs = dict(zip(entries, pool.map(one, entries)))
-    cache.parent.mkdir(parents=True, exist_ok=True)
     partial = cache.with_suffix(f".{os.getpid()}.tmp")
     partial.write_text(json.dumps({"|".join(k): v for k, v in logs.items()}))
     partial.replace(cache)
     return logs
+
+
+def once_per_run(tmp_path_factory, name: str, make: Callable[[], dict]) -> dict:
+    """``make()``'s JSON-able result, made by one of the run's test processes and read by the others.
+
+    Kept under the run's temporary folder (the one every pytest-xdist worker's folder is in), so the
+    next run makes it afresh with the code it tests.
+    """
+    base = tmp_path_factory.getbasetemp()
+    folder = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    stored = folder / f"{name}.json"
+    with open(folder / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stored.exists():
+            return json.loads(stored.read_text())
+        result = make()
+        partial = stored.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(result))
+        partial.replace(stored)
+        return result
 
 
 def write_files(files: Mapping[str, bytes], dest: Path) -> Path:

@@ -84,16 +84,22 @@ def real_runs(grading_sandbox, tmp_path_factory) -> dict[str, str]:
 
     Each is run a second time (``<name>:again``), as grade_tree does, so that
     the failures that print the same values every time decide (``steady``).
+    Made once per test run, whichever test process asks first.
     """
-    spec = sample_spec()
-    folder = write_files(spec.fixture, tmp_path_factory.mktemp("original"))
-    runs = {"original": grading_sandbox.run(folder, spec.test_command).log,
-            "original:again": grading_sandbox.run(folder, spec.test_command).log}
-    for name in RERUN_TREES:
-        folder = write_files(realpytest.with_canary(trees()[name]), tmp_path_factory.mktemp(f"rerun-{name}"))
-        runs[name] = grading_sandbox.run(folder, spec.test_command).log
-        runs[f"{name}:again"] = grading_sandbox.run(write_files(trees()[name], tmp_path_factory.mktemp(
-            f"again-{name}")), spec.test_command).log
+
+    def make() -> dict[str, str]:
+        spec = sample_spec()
+        folder = write_files(spec.fixture, tmp_path_factory.mktemp("original"))
+        runs = {"original": grading_sandbox.run(folder, spec.test_command).log,
+                "original:again": grading_sandbox.run(folder, spec.test_command).log}
+        for name in RERUN_TREES:
+            folder = write_files(realpytest.with_canary(trees()[name]), tmp_path_factory.mktemp(f"rerun-{name}"))
+            runs[name] = grading_sandbox.run(folder, spec.test_command).log
+            runs[f"{name}:again"] = grading_sandbox.run(write_files(trees()[name], tmp_path_factory.mktemp(
+                f"again-{name}")), spec.test_command).log
+        return runs
+
+    runs = realpytest.once_per_run(tmp_path_factory, "redlog-real-runs", make)
     assert "test_q7zk3_canary" in runs["cand"]
     return runs
 

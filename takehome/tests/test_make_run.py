@@ -35,7 +35,8 @@ from sessions_app.gate.gate import multipart
 from sessions_app.models import Submission
 from sessions_app.tests.test_end_to_end import slow_zip
 from shared.models import WorkerHeartbeat
-from takehome.tests.factories import InvitationFactory
+from takehome.actions import do_load_sample_packet, sample_packet_dirs
+from takehome.tests.factories import InvitationFactory, mark_checked
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 UP_WAIT_S = 120  # generous: a loaded 2-core machine starts Django four times over
@@ -165,6 +166,12 @@ def make_run(transactional_db, settings):
     }
     for name in ("CELERY_BROKER_URL", "SITE_URL", "TAKEHOME_MEDIA_ROOT", "TAKEHOME_SCRATCH_DIR"):
         env.pop(name, None)  # make run's own: the private Redis, everything under its var
+    # The sample packets loaded and checked, as a second `make run` finds them: these tests are about
+    # supervision, and the self-check that a first start runs (both packets, in the sandbox) is
+    # test_self_check.py's and test_readme_commands.py's.
+    for folder in sample_packet_dirs():
+        packet, _ = do_load_sample_packet(send_check=False, folder=folder)
+        mark_checked(packet.latest_version())
     run = MakeRun(env, var, var.parent / f"{var.name}.log")
     yield run
     run.stop()
