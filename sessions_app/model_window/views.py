@@ -28,9 +28,9 @@ from takehome.models import Invitation
 
 from . import window as model_window
 from .upstream import Call, UpstreamError
+from .window import WindowRefused
 
 DONE = b"data: [DONE]\n\n"
-from .window import WindowRefused
 
 
 def _error(refused: WindowRefused) -> JsonResponse:

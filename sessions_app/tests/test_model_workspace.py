@@ -13,7 +13,7 @@ from sessions_app.hosted import workspaces
 from sessions_app.models import ModelExchange
 
 from .conftest import REPLY, url
-from .test_workspace_gate import gate, host, real_workspaces, wait_for_socket, ws_settings  # noqa: F401
+from .test_workspace_gate import gate, host, real_workspaces, wait_for_socket, ws_settings  # noqa: F401  (fixtures)
 
 PROMPT = "invoices.py uses abs() on cents; refunds are negative. Propose a minimal patch.\n"
 
@@ -31,7 +31,7 @@ def stream(client, invitation, text: str, conversation: str = "continue") -> Non
 
 @pytest.mark.slow
 @pytest.mark.django_db
-def test_a_reply_through_the_window_is_written_into_the_workspace(client, upstream, red, real_workspaces):
+def test_a_reply_through_the_window_is_written_into_the_workspace(client, upstream, red, real_workspaces):  # noqa: F811
     ws = workspaces.open_files(red)
     stream(client, red, PROMPT)
     assert (read(ws, "prompt.txt"), read(ws, "model.md")) == (PROMPT, REPLY)
@@ -49,7 +49,7 @@ def test_a_reply_through_the_window_is_written_into_the_workspace(client, upstre
 
 
 @pytest.mark.slow
-def test_gate_ask_in_the_terminal_streams_continues_and_writes_the_files(host, upstream, red, real_workspaces):
+def test_gate_ask_in_the_terminal_streams_continues_and_writes_the_files(host, upstream, red, real_workspaces):  # noqa: F811
     ws = workspaces.open_files(red)
     (ws.home / "artifacts").mkdir(exist_ok=True)
     workspaces.write_files(red, {"artifacts/prompt.txt": PROMPT.encode()})
