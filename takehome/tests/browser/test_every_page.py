@@ -99,7 +99,7 @@ def model_window_pages(started_at):
     from sessions_app.models import GateReceipt, ModelExchange
     from takehome.tests.factories import InvitationFactory, make_packet
 
-    chat = make_packet(slug="chat", title="Chat packet", model_policy="provided")
+    chat = make_packet(slug="chat", title="Chat packet", model_policy="provided", work_mode="both")
     invitation = InvitationFactory(packet_version=chat.latest_version())
     do_start_session(invitation)
     GateReceipt.objects.create(invitation=invitation, step="red", accepted=True, captured_by="server")
