@@ -449,7 +449,7 @@ def do_reserve_model_exchange(invitation: Invitation, body_within_caps) -> tuple
     """Reserve a model-window request: the body to send, and its exchange counted in the caps from now on.
 
     ``body_within_caps()`` checks the caps and builds the body (raising when a
-    cap is reached); it runs under the invitation's lock, so no other request
+    cap is reached), and says the exchange's conversation; it runs under the invitation's lock, so no other request
     of this invitation is checked between it and the reservation. why the
     lock: on PostgreSQL it makes the checks take turns; on SQLite the
     IMMEDIATE transaction already does (settings.py).
@@ -460,10 +460,11 @@ def do_reserve_model_exchange(invitation: Invitation, body_within_caps) -> tuple
 
     with transaction.atomic():
         Invitation.objects.select_for_update().filter(pk=invitation.pk).first()
-        body = body_within_caps()
+        body, conversation = body_within_caps()
         messages = body["messages"]
         exchange = ModelExchange.objects.create(
-            invitation=invitation, messages=messages, model=body["model"], streamed=bool(body.get("stream")),
+            invitation=invitation, conversation=conversation, messages=messages, model=body["model"],
+            streamed=bool(body.get("stream")),
             options={key: value for key, value in body.items() if key != "messages"},
             tokens_in=rough_tokens(_sent_text(messages)), tokens_out=body["max_tokens"], tokens_estimated=True,
             finished=False)
@@ -499,6 +500,57 @@ def do_finish_model_exchange(exchange: ModelExchange, *, reply: str, model: str,
             GateReceipt.objects.create(invitation_id=exchange.invitation_id, step=Step.MODEL, received_at=exchange.at,
                                        log_text=prompt[-LOG_LIMIT:])
         funnel.touch(exchange.invitation_id)
+
+
+def reply_artifacts(number: int) -> tuple[str, str]:
+    """Where the ``number``-th answered exchange's prompt and reply go in a hosted workspace.
+
+    prompt.txt and model.md for the first, as the gate's steps ask for them;
+    prompt-2.txt and model-2.md for the second, and so on, as gate.py ask numbers them.
+    """
+    suffix = "" if number == 1 else f"-{number}"
+    return f"artifacts/prompt{suffix}.txt", f"artifacts/model{suffix}.md"
+
+
+def server_reply_files(invitation: Invitation, until: datetime | None = None) -> dict[str, bytes]:
+    """The artifacts the server holds for the invitation's answered exchanges (reply_artifacts), by path."""
+    exchanges = ModelExchange.objects.filter(invitation_id=invitation.pk).answered()
+    if until is not None:
+        exchanges = exchanges.filter(at__lte=until)
+    files = {}
+    for number, exchange in enumerate(exchanges, start=1):
+        prompt, reply = reply_artifacts(number)
+        files[prompt], files[reply] = exchange.prompt.encode("utf-8"), exchange.reply.encode("utf-8")
+    return files
+
+
+def do_write_model_artifacts(exchange: ModelExchange) -> str:
+    """In a hosted workspace, write an answered exchange's exact prompt and raw reply as its artifacts.
+
+    why the server: the candidate never copies them by hand (and cannot get
+    them wrong). Returns the reply's path, "" when nothing was written (no
+    open workspace here, an exchange that ended without a whole reply, or a
+    write that failed: logged, and Submit adds the server's copy all the same).
+    """
+    from .hosted import workspaces
+
+    order = list(ModelExchange.objects.filter(invitation_id=exchange.invitation_id).answered()
+                 .values_list("pk", flat=True))
+    if exchange.pk not in order:
+        return ""
+    exchange.refresh_from_db()
+    prompt, reply = reply_artifacts(order.index(exchange.pk) + 1)
+    try:
+        written = workspaces.write_files(exchange.invitation, {prompt: exchange.prompt.encode("utf-8"),
+                                                              reply: exchange.reply.encode("utf-8")})
+    except Exception as exc:  # the sandbox's errors, a full workspace, a folder in the way
+        log.warning("could not write %s into the workspace of invitation %s: %s", reply, exchange.invitation_id,
+                    exc)
+        return ""
+    if not written:
+        return ""
+    ModelExchange.objects.filter(pk=exchange.pk).update(artifact=reply)
+    return reply
 
 
 def stored_name(sha256: str) -> str:
@@ -809,7 +861,9 @@ def hosted_files(invitation: Invitation, files: Mapping[str, bytes]) -> dict[str
 
     artifacts/red.log and artifacts/green.log are the logs the server captured
     (left out when it captured none: the candidate cannot write them), and
-    artifacts/model_allowed.at the server's time of the model step.
+    artifacts/model_allowed.at the server's time of the model step. The
+    prompts and replies of the exchanges the server holds fill in
+    artifacts/prompt.txt and model.md (model-2.md...) where those are missing.
     """
     files = dict(files)
     for step, path in SERVER_LOGS.items():
@@ -817,6 +871,11 @@ def hosted_files(invitation: Invitation, files: Mapping[str, bytes]) -> dict[str
         receipt = _latest_server_receipt(invitation, step)
         if receipt is not None:
             files[path] = receipt.log_text.encode("utf-8")
+    # why only where missing or blank: a reply the server wrote stays as the workspace has it (the reviewers
+    # compare it with the exchange); one that never reached the files, or was removed, is the server's copy.
+    for path, data in server_reply_files(invitation).items():
+        if not files.get(path, b"").strip():
+            files[path] = data
     files.pop(STAMP_FILE, None)
     model = (GateReceipt.objects.filter(invitation=invitation, step=Step.MODEL, accepted=True)
              .order_by("received_at", "pk").first())

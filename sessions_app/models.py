@@ -225,6 +225,13 @@ class Submission(models.Model):
         return math.ceil((self.uploaded_at - deadline).total_seconds() / 60)
 
 
+class ModelExchangeQuerySet(models.QuerySet):
+    def answered(self) -> ModelExchangeQuerySet:
+        """Exchanges whose reply reached the candidate whole: the turns a conversation goes on from, in order."""
+        return (self.filter(finished=True, error="", client_gone=False).exclude(reply="")
+                .order_by("at", "pk"))
+
+
 class ModelExchange(models.Model):
     """One request through the model window (sessions_app/model_window/window.py) and what came back.
 
@@ -239,6 +246,12 @@ class ModelExchange(models.Model):
     the upstream's usage when it gives them, else they are estimated (see
     upstream.rough_tokens); while reserved they hold the estimate of the
     prompt and the max_tokens granted. The upstream key is never stored.
+
+    ``conversation`` numbers the invitation's conversations from 1: an exchange
+    that continues one sent its earlier turns in ``messages`` (window.history),
+    one that starts one (a "New conversation", ``gate ask --new``) did not.
+    ``artifact`` is where the server wrote the reply in a hosted workspace
+    (artifacts/model.md, model-2.md...), "" when it wrote none.
     """
 
     invitation = models.ForeignKey(Invitation, on_delete=models.CASCADE, related_name="model_exchanges")
@@ -255,12 +268,33 @@ class ModelExchange(models.Model):
     options = models.JSONField(default=dict, blank=True, help_text="The request's keys sent besides the messages.")
     client_gone = models.BooleanField(default=False, help_text="The client left before the reply ended.")
     finished = models.BooleanField(default=True, help_text="False while the upstream call is under way.")
+    conversation = models.PositiveIntegerField(default=1, help_text="The invitation's conversation, from 1.")
+    artifact = models.CharField(max_length=100, blank=True,
+                                help_text="Where the server wrote the reply in a hosted workspace.")
+
+    objects = ModelExchangeQuerySet.as_manager()
 
     class Meta:
         ordering = ["at", "pk"]
 
     def __str__(self) -> str:
         return f"model exchange at {self.at:%H:%M:%S}" + (f" ({self.error})" if self.error else "")
+
+    @property
+    def prompt(self) -> str:
+        """The text of the last user message: what the candidate asked in this exchange."""
+        for message in reversed(self.messages or []):
+            if isinstance(message, dict) and message.get("role") == "user":
+                content = message.get("content")
+                if isinstance(content, list):
+                    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+                return content if isinstance(content, str) else ""
+        return ""
+
+    @property
+    def earlier_messages(self) -> int:
+        """How many messages were sent before the prompt (a conversation's earlier turns)."""
+        return max(len(self.messages or []) - 1, 0)
 
 
 class Workspace(models.Model):

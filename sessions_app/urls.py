@@ -34,4 +34,6 @@ urlpatterns = [
     # The model window, OpenAI-compatible: a client's base URL is /t/<token>/model/v1.
     path("<str:token>/model/v1/chat/completions", model_views.chat_completions, name="model-chat"),
     path("<str:token>/model/v1/models", model_views.models, name="model-list"),
+    # The chat on the candidate's page and in the workspace (htmx parts of either page).
+    path("<str:token>/model/chat", views.model_chat, name="model-chat-panel"),
 ]

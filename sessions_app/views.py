@@ -36,7 +36,7 @@ from .bundle import VENV_STEPS, build_bundle, model_base_url, server_python
 from .forms import GateReceiptForm, UploadForm
 from .links import TooManyLookups, invitation_for
 from .model_window import window as model_window
-from .models import GateReceipt, ModelExchange, Submission
+from .models import GateReceipt, ModelExchange, Submission, Workspace
 from .uploads import HashingUploadHandler, human_size
 
 INVALID = "This link is not valid."
@@ -182,17 +182,70 @@ def session_context(invitation: Invitation, token: str, form: UploadForm | None 
 
 @dataclass(frozen=True)
 class ModelPanel:
-    """The chat panel on the candidate's page: closed and why (or open), and the exchanges so far."""
+    """The chat (sessions_app/_model_chat.html): closed and why (or open), the conversations so far.
+
+    ``exchanges`` carry ``reply_html`` (the reply's Markdown, rendered safely);
+    ``next`` is what a prompt sent now goes with (window.History); ``where`` is
+    "page" (the candidate's page) or "workspace" (the pane beside the terminal);
+    ``written``: replies are written into a hosted workspace; ``prompt_start``:
+    artifacts/prompt.txt, to start the first exchange from in the workspace.
+    """
 
     closed_because: str
     exchanges: list[ModelExchange]
+    next: model_window.History
+    where: str = "page"
+    written: bool = False
+    prompt_start: str = ""
+    history_turns: int = model_window.HISTORY_TURNS
+    history_chars: int = model_window.HISTORY_CHARS
 
 
-def model_panel(invitation: Invitation) -> ModelPanel | None:
+def model_panel(invitation: Invitation, where: str = "page") -> ModelPanel | None:
     """The panel, only for a version whose model is provided here; None for own or none."""
+    from .model_window.rendering import render_reply
+
     if effective_policy(invitation.packet_version) != PacketVersion.ModelPolicy.PROVIDED:
         return None
-    return ModelPanel(model_window.closed_because(invitation), list(invitation.model_exchanges.all()))
+    exchanges = list(invitation.model_exchanges.all())
+    for exchange in exchanges:
+        exchange.reply_html = render_reply(exchange.reply)
+    closed = model_window.closed_because(invitation)
+    written = Workspace.objects.filter(invitation_id=invitation.pk).exists()
+    start = ""
+    if where == "workspace" and written and not closed and not exchanges:
+        start = _prompt_start(invitation)
+    return ModelPanel(closed, exchanges, model_window.history(invitation, "continue"), where, written, start)
+
+
+def _prompt_start(invitation: Invitation) -> str:
+    """artifacts/prompt.txt of the workspace, "" when there is none (or it cannot be read now)."""
+    from .hosted import workspaces
+    from .model_window.terminal import PROMPT_CAP
+
+    try:
+        data = workspaces.read_file(invitation, actions.PROMPT_FILE, PROMPT_CAP)
+    except Exception:  # the page shows an empty box rather than fail
+        return ""
+    return (data or b"").decode("utf-8", "replace")
+
+
+@require_GET
+@never_cache
+@with_invitation
+def model_chat(request: HttpRequest, invitation: Invitation, token: str) -> HttpResponse:
+    """The chat, for htmx: the whole pane (while closed it asks every few seconds) or its history after an exchange.
+
+    A plain visit goes to the page the chat is on.
+    """
+    where = "workspace" if request.GET.get("where") == "workspace" else "page"
+    if not request.htmx:
+        return htmx_redirect(request, "sessions_app:workspace" if where == "workspace" else "sessions_app:landing",
+                             token=token)
+    template = "sessions_app/_model_chat.html"
+    if request.htmx.target == "model-history":
+        template += "#model-history"
+    return render(request, template, {"token": token, "model_panel": model_panel(invitation, where)})
 
 
 @require_GET
@@ -205,9 +258,12 @@ def landing(request: HttpRequest, invitation: Invitation, token: str) -> HttpRes
     htmx asks for one part: the model window's history after an exchange, else the uploads.
     """
     actions.do_open_invitation(invitation)
+    if request.htmx and request.htmx.target == "model-history":
+        return render(request, "sessions_app/_model_chat.html#model-history",
+                      {"token": token, "model_panel": model_panel(invitation)})
     template = "sessions_app/session_detail.html"
     if request.htmx:
-        template += "#model-history" if request.htmx.target == "model-history" else "#upload-list"
+        template += "#upload-list"
     return render(request, template, session_context(invitation, token))
 
 
@@ -512,6 +568,7 @@ def workspace_context(invitation: Invitation, token: str) -> dict:
         **gate_panel_context(invitation, token),
         "hosted": hosted_allowed(invitation.packet_version),
         "model_provided": effective_policy(invitation.packet_version) == PacketVersion.ModelPolicy.PROVIDED,
+        "model_panel": model_panel(invitation, "workspace"),
     }
     if context["phase"] == Invitation.CLOSED and context["hosted"]:
         context.update(closed_context(invitation))  # the files read-only, what was submitted when

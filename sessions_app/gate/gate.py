@@ -6,6 +6,10 @@
     python gate.py ask       after red, when this server provides the model: sends artifacts/prompt.txt
                              to it, prints the reply as it comes and keeps it in artifacts/model.md
                              (the next ask in model-2.md, and so on)
+    python gate.py ask "your next question"
+                             goes on with the conversation (the model also gets its earlier
+                             exchanges); the question is kept in prompt-2.txt beside model-2.md
+    python gate.py ask --new starts a new conversation (with a question after it, or prompt.txt)
     python gate.py green     needs the model window (unless this take-home uses no model); runs the
                              tests; keeps artifacts/green.log
     python gate.py submit    zips this folder (artifacts included) and uploads it; it says first
@@ -336,6 +340,18 @@ def next_reply_file():
     return path
 
 
+def prompt_file(reply_file):
+    """Where the prompt of a reply is kept: prompt.txt beside model.md, prompt-N.txt beside model-N.md."""
+    return ART / reply_file.name.replace("model", "prompt", 1).replace(".md", ".txt")
+
+
+def write_whole(path, text):
+    """``text`` in ``path``, whole or not at all: written beside it, then renamed into place."""
+    with tempfile.NamedTemporaryFile("wb", dir=str(ART), suffix=".part", delete=False) as f:
+        f.write(text.encode("utf-8"))
+    os.replace(f.name, str(path))
+
+
 def server_error(raw, status):
     """The message of the server's OpenAI-shaped error ({"error": {"message": ...}}), else a sentence."""
     try:
@@ -372,18 +388,32 @@ def stream_reply(response):
     raise ValueError("The reply stopped before its end.")
 
 
-def cmd_ask(offline):
+def cmd_ask(offline, words=(), new=False):
+    """Ask the model: ``words`` (the command's text) or artifacts/prompt.txt, in the server's conversation.
+
+    The server keeps the conversation: without --new it sends the model the
+    earlier exchanges of the last one too, and says how many.
+    """
     if offline:
         sys.exit("ask needs the server: it sends your prompt to the model through it.")
-    if not PROMPT.exists() or not PROMPT.read_text().strip():
-        sys.exit("Write artifacts/prompt.txt first.\nPut in it the exact prompt you will send to the model.")
+    text = " ".join(words)
+    if not text:
+        if not PROMPT.exists() or not PROMPT.read_text().strip():
+            sys.exit("Write artifacts/prompt.txt first.\nPut in it the exact prompt you will send to the model.")
+        text = PROMPT.read_text()
     asked_at, sent_at = str(time.time()), local_time()
-    body = json.dumps({"messages": [{"role": "user", "content": PROMPT.read_text()}], "stream": True})
+    body = json.dumps({"messages": [{"role": "user", "content": text}], "stream": True,
+                       "conversation": "new" if new else "continue"})
     req = server_request("POST", "/model/v1/chat/completions", body.encode("utf-8"),
                          {"Content-Type": "application/json", "Accept": "text/event-stream"})
     try:
         # why the longer timeout: the model may think for a while before its first word.
         with urllib.request.urlopen(req, timeout=max(TIMEOUT_S, 120)) as response:
+            earlier = response.headers.get("X-Takehome-Earlier-Turns") or "0"
+            conversation = response.headers.get("X-Takehome-Conversation") or "?"
+            if earlier.isdigit() and int(earlier):
+                print("(conversation %s: the model also got %s earlier exchange%s of it)"
+                      % (conversation, earlier, "" if earlier == "1" else "s"), flush=True)
             reply = stream_reply(response)
     except urllib.error.HTTPError as exc:
         sys.exit(server_error(exc.read(), exc.code) + "\nNothing was written.")
@@ -394,13 +424,15 @@ def cmd_ask(offline):
                  "again." % getattr(exc, "reason", exc))
     target = next_reply_file()
     # why a temporary file renamed into place: a reply is either whole in its file or not there at all.
-    with tempfile.NamedTemporaryFile("wb", dir=str(ART), suffix=".part", delete=False) as f:
-        f.write(reply.encode("utf-8"))
-    os.replace(f.name, str(target))
+    write_whole(target, reply)
+    asked = prompt_file(target)
+    if words or not asked.exists():
+        write_whole(asked, text)  # the exact prompt beside its reply (prompt.txt is already it when it was read)
     if not STAMP.exists():
         STAMP.write_text(asked_at)
-    record({"step": "ask", "local_time": sent_at, "witnessed": True, "reply": "artifacts/" + target.name})
-    print("The reply is saved in artifacts/%s." % target.name)
+    record({"step": "ask", "local_time": sent_at, "witnessed": True, "reply": "artifacts/" + target.name,
+            "prompt": "artifacts/" + asked.name})
+    print("The reply is saved in artifacts/%s, its prompt in artifacts/%s." % (target.name, asked.name))
 
 
 def cmd_green(offline):
@@ -582,7 +614,8 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     offline = "--offline" in args
     anyway = "--anyway" in args
-    args = [a for a in args if a not in ("--offline", "--anyway")]
+    new = "--new" in args
+    args = [a for a in args if a not in ("--offline", "--anyway", "--new")]
     cmd = args[0] if args else "help"
     if cmd not in COMMANDS:
         print(usage())
@@ -591,5 +624,7 @@ if __name__ == "__main__":
         send_unsent()  # before the command, so a submit's zip holds the receipts.jsonl that says so
     if cmd == "submit":
         cmd_submit(offline, anyway)
+    elif cmd == "ask":
+        cmd_ask(offline, args[1:], new)
     else:
         COMMANDS[cmd](offline)

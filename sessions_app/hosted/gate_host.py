@@ -5,9 +5,10 @@ a root-owned 0755 folder), bound read-only into its sandbox at
 /run/takehome/gate.sock. Which invitation a request is for comes from the
 socket it arrived on, never from what it says: a shell can reach only its
 own socket. A request is one JSON line of at most 4 KiB, ``{"command":
-"red"}`` (red, model, green, submit, status; submit may add ``"anyway":
-true``); the answer is one JSON line, ``{"ok": bool, "message": "..."}``, in
-words a candidate can act on. A submit of a workspace lacking artifacts the
+"red"}`` (red, model, green, submit, status, ask; submit may add ``"anyway":
+true``, ask ``"new": true`` and its ``"prompt"``); the answer is one JSON line, ``{"ok": bool, "message": "..."}``, in
+words a candidate can act on, after which an ask's reply came first as it
+arrived, in lines of ``{"chunk": "..."}`` (sessions_app.model_window.terminal). A submit of a workspace lacking artifacts the
 reviewers look for stores nothing and answers ``"incomplete": true`` with
 their paths in ``"missing"``, unless it says ``"anyway"``. The
 actions run in a thread, so one long capture never holds up another
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 
 MAX_LINE = 4096
 READ_TIMEOUT_S = 30
-COMMANDS = ("red", "model", "green", "submit", "status")
+COMMANDS = ("red", "model", "green", "submit", "status", "ask")
 SOCKET_NAME = "gate.sock"
 
 
@@ -65,6 +66,8 @@ def socket_path(invitation_id: int) -> Path:
 class GateRequest:
     command: str
     anyway: bool = False  # submit: store the workspace even though artifacts are missing
+    new: bool = False  # ask: start a new conversation
+    prompt: str | None = None  # ask: the prompt; None: artifacts/prompt.txt
 
 
 def parse_request(line: bytes) -> tuple[GateRequest | None, str | None]:
@@ -79,7 +82,12 @@ def parse_request(line: bytes) -> tuple[GateRequest | None, str | None]:
     anyway = request.get("anyway", False)
     if not isinstance(anyway, bool) or (anyway and command != "submit"):
         return None, 'Only submit takes "anyway", and it is true or false.'
-    return GateRequest(command, anyway), None
+    new, prompt = request.get("new", False), request.get("prompt")
+    if not isinstance(new, bool) or (new and command != "ask"):
+        return None, 'Only ask takes "new", and it is true or false.'
+    if prompt is not None and (command != "ask" or not isinstance(prompt, str) or not prompt.strip()):
+        return None, 'Only ask takes "prompt", and it is some text.'
+    return GateRequest(command, anyway, new, prompt), None
 
 
 def answer(invitation_id: int, command: str, anyway: bool = False) -> dict:
@@ -232,7 +240,10 @@ class GateHost:
                 else:
                     self.busy.add(invitation_id)
                     try:
-                        reply = await asyncio.to_thread(answer, invitation_id, request.command, request.anyway)
+                        if request.command == "ask":
+                            reply = await self.ask(invitation_id, request, writer)
+                        else:
+                            reply = await asyncio.to_thread(answer, invitation_id, request.command, request.anyway)
                     finally:
                         self.busy.discard(invitation_id)
             writer.write(json.dumps(reply).encode("utf-8") + b"\n")
@@ -243,6 +254,23 @@ class GateHost:
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
+
+    async def ask(self, invitation_id: int, request: GateRequest, writer: asyncio.StreamWriter) -> dict:
+        """`gate ask`: the reply's text to the terminal as it comes, each piece one line; the outcome last."""
+        from sessions_app.model_window.terminal import ask
+
+        async def say(text: str) -> None:
+            writer.write(json.dumps({"chunk": text}).encode("utf-8") + b"\n")
+            await writer.drain()
+
+        try:
+            return await ask(invitation_id, request.prompt, request.new, say)
+        except (ConnectionError, OSError):
+            raise
+        except Exception:
+            log.exception("gate ask for invitation %s failed", invitation_id)
+            return {"ok": False, "message": "The server failed to ask the model (our fault, it is logged). Try "
+                                            "again in a minute, or use the chat beside the terminal."}
 
     async def discover(self) -> None:
         """Listen for workspaces opened since, stop listening for those closed."""

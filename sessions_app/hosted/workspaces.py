@@ -148,6 +148,29 @@ def open_files(invitation: Invitation):
     return ws
 
 
+def write_files(invitation: Invitation, files: dict[str, bytes]) -> bool:
+    """Put the server's ``files`` (relative name -> content) into the invitation's workspace, as its uid's.
+
+    False when there is nothing to write into: no workspace, or one closed or
+    frozen. A workspace whose shell was stopped has its files mounted again
+    (open_files). Raises grading.engine.sandbox.shell's errors, and OSError
+    (the workspace full, a name taken by a folder or a FIFO).
+    """
+    row = Workspace.objects.filter(invitation_id=invitation.pk).first()
+    if row is None or row.closed or row.frozen_at is not None:
+        return False
+    _check_host(row)
+    ws = workspace_for(invitation, row)
+    backend().open_workspace(ws, seed_files(invitation))
+    backend().write_files(ws, files)
+    return True
+
+
+def read_file(invitation: Invitation, name: str, cap: int) -> bytes | None:
+    """One file of the invitation's workspace (mounted again when its shell was stopped); None when not there."""
+    return backend().read_file(open_files(invitation), name, cap)
+
+
 def ensure_open(invitation: Invitation):
     """Open the invitation's workspace (seeded when new, restored when saved) and start its shell.
 

@@ -30,6 +30,8 @@ from . import window as model_window
 from .upstream import Call, UpstreamError
 from .window import WindowRefused
 
+DONE = b"data: [DONE]\n\n"
+
 
 def _error(refused: WindowRefused) -> JsonResponse:
     return JsonResponse(refused.body(), status=refused.status)
@@ -107,21 +109,28 @@ async def chat_completions(request: HttpRequest, token: str) -> HttpResponse:
         # why: a proxy that buffers (nginx, some Caddy set-ups) would hold the events until the end.
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
-        return response
+        return _said(response, exchange)
     try:
         await call.send()
         reply = await call.whole()
     except UpstreamError as exc:
-        await _finish(exchange, call, "", error=str(exc))
+        await finish_exchange(exchange, call, "", error=str(exc))
         return _error(WindowRefused(502, str(exc), "upstream_error", "server_error"))
     except asyncio.CancelledError:
         # why: the client left while the upstream was still answering; it was sent nothing.
-        await _finish(exchange, call, "", client_gone=True)
+        await finish_exchange(exchange, call, "", client_gone=True)
         raise
     finally:
         await call.close()
-    await _finish(exchange, call, call.reply.text)
-    return JsonResponse(reply)
+    await finish_exchange(exchange, call, call.reply.text)
+    return _said(JsonResponse(reply), exchange)
+
+
+def _said(response: HttpResponse, exchange: ModelExchange) -> HttpResponse:
+    """The conversation the exchange is in, and how many earlier turns went with it, for gate.py to say."""
+    response["X-Takehome-Conversation"] = str(exchange.conversation)
+    response["X-Takehome-Earlier-Turns"] = str(exchange.earlier_messages // 2)
+    return response
 
 
 async def _relay(exchange: ModelExchange, call: Call) -> AsyncIterator[bytes]:
@@ -132,11 +141,16 @@ async def _relay(exchange: ModelExchange, call: Call) -> AsyncIterator[bytes]:
     client leaves, daphne cancels the response and this stops reading the
     upstream; the record says so.
     """
-    delivered, error, gone = [], "", False
+    delivered, error, gone, finished = [], "", False, False
     try:
         try:
             await call.send()
             async for event in call.stream():
+                if event.data == DONE:
+                    # why before [DONE]: the client that hears the end finds the exchange on record, and in
+                    # a hosted workspace its artifacts written; every event with text was handed over already.
+                    finished = True
+                    await finish_exchange(exchange, call, "".join(delivered))
                 yield event.data
                 delivered.append(event.text)
         except UpstreamError as exc:
@@ -152,12 +166,16 @@ async def _relay(exchange: ModelExchange, call: Call) -> AsyncIterator[bytes]:
         raise
     finally:
         await call.close()
-        await _finish(exchange, call, "".join(delivered), error=error, client_gone=gone)
+        if not finished:
+            await finish_exchange(exchange, call, "".join(delivered), error=error, client_gone=gone)
 
 
-async def _finish(exchange: ModelExchange, call: Call, delivered: str, error: str = "",
+async def finish_exchange(exchange: ModelExchange, call: Call, delivered: str, error: str = "",
                   client_gone: bool = False) -> None:
+    """The exchange on record with what the client was sent; a whole reply also written into a hosted workspace."""
     reply = call.reply
     await sync_to_async(actions.do_finish_model_exchange)(
         exchange, reply=delivered, model=reply.model or call.body["model"], tokens_in=reply.tokens_in,
         tokens_out=reply.tokens_out, latency_s=round(call.latency_s, 3), error=error, client_gone=client_gone)
+    if not (error or client_gone) and delivered:
+        await sync_to_async(actions.do_write_model_artifacts)(exchange)

@@ -7,8 +7,10 @@ before the upstream call, do_finish_model_exchange after it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.conf import settings
-from django.db.models import Count, Sum
+from django.db.models import Count, Max, Sum
 
 from sessions_app import actions
 from sessions_app.models import GateReceipt, ModelExchange
@@ -26,6 +28,15 @@ PASSED_KEYS = (*NUMBER_KEYS, "stop", "seed")
 # reviewer reads as the exchange.
 ROLES = ("system", "user", "assistant")
 MAX_STOPS = 4
+# takehome's own key in a request (dropped before the upstream): "continue" sends the conversation's earlier
+# turns before the request's messages, "new" starts the invitation's next conversation; without it the
+# messages go as the client sent them (a client that keeps its own history), in the current conversation.
+CONVERSATION_KEY = "conversation"
+# The earlier turns sent with a "continue": the last HISTORY_TURNS exchanges of the conversation, fewer when
+# their prompts and replies add up to more than HISTORY_CHARS characters (about a quarter as many tokens).
+# why bounded: every turn sent is paid again in the invitation's token cap; the panel says where it cuts.
+HISTORY_TURNS = 8
+HISTORY_CHARS = 24_000
 
 
 class WindowRefused(Exception):
@@ -176,6 +187,55 @@ def upstream_body(request_body: dict, version: PacketVersion, tokens_left: int) 
     return body
 
 
+@dataclass(frozen=True)
+class History:
+    """What a request of an invitation is sent with: its conversation's number and the earlier turns.
+
+    ``messages`` are the turns sent (user then assistant, oldest first),
+    ``turns`` how many exchanges they are, ``left_out`` how many earlier
+    exchanges of the conversation are no longer sent (past the bound).
+    """
+
+    conversation: int
+    messages: tuple[dict, ...] = ()
+    turns: int = 0
+    left_out: int = 0
+
+
+def current_conversation(invitation: Invitation) -> int:
+    """The number of the invitation's latest conversation (1 before any exchange)."""
+    return invitation.model_exchanges.aggregate(n=Max("conversation"))["n"] or 1
+
+
+def history(invitation: Invitation, mode: str | None) -> History:
+    """What a request with ``conversation`` = ``mode`` ("continue", "new" or None) is sent with."""
+    if mode == "new":
+        started = invitation.model_exchanges.exists()
+        return History(current_conversation(invitation) + 1 if started else 1)
+    number = current_conversation(invitation)
+    if mode != "continue":
+        return History(number)
+    turns = list(invitation.model_exchanges.filter(conversation=number).answered())
+    kept: list[ModelExchange] = []
+    size = 0
+    for exchange in reversed(turns[-HISTORY_TURNS:]):
+        size += len(exchange.prompt) + len(exchange.reply)
+        if size > HISTORY_CHARS:
+            break
+        kept.insert(0, exchange)
+    messages = tuple(m for e in kept for m in ({"role": "user", "content": e.prompt},
+                                               {"role": "assistant", "content": e.reply}))
+    return History(number, messages, len(kept), len(turns) - len(kept))
+
+
+def conversation_mode(request_body: dict) -> str | None:
+    """The request's ``conversation`` key: "continue", "new" or None; WindowRefused (400) for anything else."""
+    mode = request_body.get(CONVERSATION_KEY)
+    if mode is None or mode in ("continue", "new"):
+        return mode
+    raise _refused('"conversation" must be "continue" or "new".', "invalid_value", CONVERSATION_KEY)
+
+
 def reserve(invitation: Invitation, request_body: dict) -> tuple[ModelExchange, dict]:
     """Check the caps and reserve this request's place in them, in one step; the exchange and the body to send.
 
@@ -186,8 +246,13 @@ def reserve(invitation: Invitation, request_body: dict) -> tuple[ModelExchange, 
     with the real counts. Raises WindowRefused past a cap or for a bad body.
     """
     sendable_messages(request_body.get("messages"))  # why first: a bad body is refused without taking the lock
+    mode = conversation_mode(request_body)
 
-    def body_within_caps() -> dict:
-        return upstream_body(request_body, invitation.packet_version, check_caps(invitation))
+    def body_within_caps() -> tuple[dict, int]:
+        # why under the lock too: two requests at once continue the same turns, or start one new conversation each
+        before = history(invitation, mode)
+        body = upstream_body(request_body, invitation.packet_version, check_caps(invitation))
+        body["messages"] = [*before.messages, *body["messages"]]
+        return body, before.conversation
 
     return actions.do_reserve_model_exchange(invitation, body_within_caps)

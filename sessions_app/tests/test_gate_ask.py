@@ -140,3 +140,22 @@ def test_the_usage_lists_ask(tree_with):
     r = run_gate(tree, "--help")
     assert r.returncode == 0 and "python gate.py ask" in r.stdout
     assert 'MODEL_POLICY = "provided"' in (tree / "gate.py").read_text()
+
+
+def test_ask_goes_on_with_the_conversation_and_new_starts_again(tree_with, upstream):
+    tree = tree_with("provided")
+    assert run_gate(tree, "red").returncode == 0
+    do_honest_work(tree)
+    prompt = (tree / "artifacts" / "prompt.txt").read_text()
+    assert run_gate(tree, "ask").returncode == 0
+    r = run_gate(tree, "ask", "And with two refunds?")
+    assert r.returncode == 0 and "also got 1 earlier exchange" in r.stdout, r.stdout + r.stderr
+    assert upstream.got[1]["body"]["messages"] == [{"role": "user", "content": prompt},
+                                                   {"role": "assistant", "content": REPLY},
+                                                   {"role": "user", "content": "And with two refunds?"}]
+    assert (tree / "artifacts" / "prompt-2.txt").read_text() == "And with two refunds?"
+    assert (tree / "artifacts" / "prompt.txt").read_text() == prompt
+    r = run_gate(tree, "ask", "--new")
+    assert r.returncode == 0 and "artifacts/model-3.md" in r.stdout, r.stdout + r.stderr
+    assert upstream.got[2]["body"]["messages"] == [{"role": "user", "content": prompt}]
+    assert list(ModelExchange.objects.values_list("conversation", flat=True)) == [1, 1, 2]

@@ -1,17 +1,21 @@
-// The model window's chat panel: send one prompt to the candidate's own endpoint and show the
-// reply as its server-sent events arrive; then the server-rendered history is fetched again.
+// The chat with the model this server provides (sessions_app/_model_chat.html), on the candidate's page and
+// in the workspace: each prompt goes to the candidate's own endpoint, which keeps the conversation (it sends
+// the model the earlier exchanges too, or none after "New conversation"); the reply is shown as its
+// server-sent events arrive, then the server's history, with the reply as Markdown, is fetched again.
+// The pane may open while the page is open (it asks the server every few seconds while closed), so every
+// handler is on the document and the form is shown whenever one appears.
 (function () {
-  const form = document.getElementById("model-form");
-  if (!form) return;
-  const prompt = document.getElementById("model-prompt");
-  const send = document.getElementById("model-send");
-  const reply = document.getElementById("model-reply");
-  const error = document.getElementById("model-error");
-  form.hidden = false;
+  const $ = (id) => document.getElementById(id);
+  let startNew = false;
+
+  function wake() {
+    const form = $("model-form");
+    if (form) form.hidden = false;
+  }
 
   const showError = (message) => {
-    error.textContent = message;
-    error.hidden = false;
+    $("model-error").textContent = message;
+    $("model-error").hidden = false;
   };
 
   // The endpoint answers refusals and faults as OpenAI errors: {"error": {"message": ...}}.
@@ -26,7 +30,7 @@
   }
 
   // One "data: ..." event: a chunk of the reply, an error, or [DONE].
-  function take(event) {
+  function take(event, reply) {
     const data = event.split("\n").filter((line) => line.startsWith("data:"))
       .map((line) => line.slice(5).trim()).join("\n");
     if (!data || data === "[DONE]") return;
@@ -45,15 +49,18 @@
     }
   }
 
-  async function ask(text) {
-    const response = await fetch(form.dataset.url, {
+  async function ask(url, text, reply) {
+    const response = await fetch(url, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ messages: [{ role: "user", content: text }], stream: true }),
+      body: JSON.stringify({
+        messages: [{ role: "user", content: text }], stream: true,
+        conversation: startNew ? "new" : "continue",
+      }),
     });
     if (!response.ok) {
       showError(await readError(response));
-      return;
+      return false;
     }
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
@@ -65,31 +72,73 @@
       buffer += decoder.decode(value, { stream: true }).replace(/\r\n/g, "\n");
       let end;
       while ((end = buffer.indexOf("\n\n")) >= 0) {
-        take(buffer.slice(0, end));
+        take(buffer.slice(0, end), reply);
         buffer = buffer.slice(end + 2);
       }
     }
-    take(buffer);
+    take(buffer, reply);
+    return true;
   }
 
-  form.addEventListener("submit", async (e) => {
+  function setNew(on) {
+    startNew = on;
+    const button = $("model-new");
+    if (!button) return;
+    button.setAttribute("aria-pressed", on ? "true" : "false");
+    const said = $("model-new-said");
+    const last = document.querySelector("#model-history .model-exchange:last-of-type");
+    if (on) {
+      said.textContent = "Your next prompt starts a new conversation: the model gets none of the earlier exchanges.";
+    } else if (last) {
+      said.textContent = "Your next prompt goes on with conversation " + last.dataset.conversation + ".";
+    }
+  }
+
+  document.addEventListener("click", (e) => {
+    if (e.target.closest && e.target.closest("#model-new")) setNew(!startNew);
+  });
+
+  document.addEventListener("submit", async (e) => {
+    const form = e.target;
+    if (form.id !== "model-form") return;
     e.preventDefault();
+    const prompt = $("model-prompt");
+    const send = $("model-send");
+    const reply = $("model-reply");
     const text = prompt.value.trim();
     if (!text) return;
-    error.hidden = true;
+    $("model-error").hidden = true;
     reply.textContent = "";
     reply.setAttribute("aria-busy", "true");
     send.disabled = true;
+    let sent = false;
     try {
-      await ask(text);
+      sent = await ask(form.dataset.url, prompt.value, reply);
     } catch (err) {
       showError("The reply could not be read: the connection to the server was lost. Your exchange, if it " +
-        "reached the model, is in the list below.");
+        "reached the model, is in the conversation above.");
     } finally {
       reply.setAttribute("aria-busy", "false");
       send.disabled = false;
-      // The history below asks the server again (hx-trigger="model-exchange from:body").
+      if (sent) {
+        prompt.value = "";
+        setNew(false);
+      }
+      // The conversation asks the server again (hx-trigger="model-exchange from:body").
       document.body.dispatchEvent(new Event("model-exchange"));
     }
   });
+
+  // Once the conversation came back with the reply in it (as Markdown), the streamed copy goes.
+  document.addEventListener("htmx:afterSwap", (e) => {
+    if (e.target && e.target.id === "model-history") {
+      const reply = $("model-reply");
+      if (reply && reply.getAttribute("aria-busy") === "false") reply.textContent = "";
+      setNew(startNew);
+    }
+    wake();
+  });
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wake);
+  else wake();
 })();

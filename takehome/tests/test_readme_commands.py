@@ -292,6 +292,14 @@ COVERED = {
     "gate submit --anyway": ("sessions_app/tests/test_workspace_submit.py::"
                              "test_gate_submit_names_what_is_missing_and_submits_only_with_anyway",),
     "gate status": HOSTED_GATE,
+    'python gate.py ask "next question"': (
+        "sessions_app/tests/test_gate_ask.py::test_ask_goes_on_with_the_conversation_and_new_starts_again",),
+    "gate ask": ("sessions_app/tests/test_model_workspace.py::"
+                 "test_gate_ask_in_the_terminal_streams_continues_and_writes_the_files",),
+    'gate ask "next question"': ("sessions_app/tests/test_model_workspace.py::"
+                                 "test_gate_ask_in_the_terminal_streams_continues_and_writes_the_files",),
+    "gate ask --new": ("sessions_app/tests/test_model_workspace.py::"
+                       "test_gate_ask_in_the_terminal_streams_continues_and_writes_the_files",),
 }
 NO_DOCKER = "needs a Docker engine and the compose deployment, which this machine does not run"
 NOT_TYPED = "named to say what the code runs, not a command for the reader"

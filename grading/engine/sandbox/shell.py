@@ -291,10 +291,17 @@ def _write_files(root: Path, files: Iterator[tuple[str, bytes | None, int]], uid
                 if data is None:  # a folder
                     _make_folder(rel.name, dir_fd, uid)
                     continue
+                # why O_NONBLOCK and the check: in a live workspace the candidate may have put a FIFO
+                # at the name, and opening it to write would wait for a reader for ever.
                 fd = os.open(
-                    rel.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode & 0o755, dir_fd=dir_fd
+                    rel.name,
+                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY,
+                    mode & 0o755,
+                    dir_fd=dir_fd,
                 )
                 try:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        raise OSError(errno.EEXIST, "not a regular file", name)
                     os.fchown(fd, uid, uid)
                     os.fchmod(fd, 0o755 if mode & 0o100 else 0o644)
                     view = memoryview(data)
@@ -306,6 +313,42 @@ def _write_files(root: Path, files: Iterator[tuple[str, bytes | None, int]], uid
                 os.close(dir_fd)
     finally:
         os.close(root_fd)
+
+
+def write_files(ws: Workspace, files: Mapping[str, bytes]) -> None:
+    """Put ``files`` (relative name -> content) into an open workspace, as its uid's, folders made as needed.
+
+    For the server's own writes into a live workspace (the model's reply). Never
+    through a link, never into a FIFO; raises OSError when a name is taken by
+    something else or the workspace is full (ENOSPC: its cap), WorkspaceUnavailable
+    when it is not open, ValueError for a name that is not a plain relative path.
+    """
+    with _locked(ws):
+        if not _is_mounted(ws.home):
+            raise WorkspaceUnavailable(f"the workspace {ws.folder} is not open")
+        _write_files(ws.home, ((name, data, 0o644) for name, data in files.items()), ws.uid)
+
+
+def read_file(ws: Workspace, name: str, cap: int) -> bytes | None:
+    """The regular file ``name`` of an open workspace, read as _walk reads (never through a link, no FIFO).
+
+    None when it is not there or not a regular file; WorkspaceTooBig past ``cap`` bytes.
+    """
+    rel = _check_relative(name)
+    if not _is_mounted(ws.home):
+        raise WorkspaceUnavailable(f"the workspace {ws.folder} is not open")
+    dir_fd = os.open(ws.home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for part in rel.parts[:-1]:
+            try:
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            except OSError:
+                return None
+            os.close(dir_fd)
+            dir_fd = nxt
+        return _read_regular(rel.name, dir_fd, cap, name)
+    finally:
+        os.close(dir_fd)
 
 
 def _walk(root: Path, limits: Limits, skip_junk: bool) -> Iterator[tuple[str, bytes | None, int]]:

@@ -18,7 +18,7 @@ def test_a_prompt_streams_its_reply_and_joins_the_history(live_server, browser, 
         page.goto(f"{live_server.url}/t/{red.raw_token}/")
         page.get_by_label("Your prompt").fill("Why is the refund total wrong?")
         page.click("#model-send")
-        page.locator("#model-reply", has_text=REPLY).wait_for()
+        # the streamed reply gives way to the conversation, where it is shown as Markdown
         exchange = page.locator("#model-history .model-exchange")
         exchange.wait_for()
         assert "Why is the refund total wrong?" in exchange.inner_text() and REPLY in exchange.inner_text()
@@ -27,11 +27,13 @@ def test_a_prompt_streams_its_reply_and_joins_the_history(live_server, browser, 
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
 
         upstream.mode = "cut"  # the stream breaks mid-way: its error event is shown in words
+        page.get_by_label("Your prompt").fill("And refunds?")  # a sent prompt leaves the box
         page.click("#model-send")
         page.locator("#model-error", has_text="broke off before it ended").wait_for()
         page.locator("#model-history .model-exchange").nth(1).wait_for()
 
         settings.MODEL_MAX_REQUESTS = 2  # the cap is reached: the endpoint's 429 is shown in words
+        page.get_by_label("Your prompt").fill("Once more?")
         page.click("#model-send")
         page.locator("#model-error", has_text="cap is reached").wait_for()
         assert ModelExchange.objects.count() == 2

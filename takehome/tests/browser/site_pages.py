@@ -102,6 +102,7 @@ PAGES = [
     SitePage("candidate session, with requirements", None, lambda s: f"/t/{s.packages_token}/"),
     SitePage("candidate workspace (hosted terminal)", None, lambda s: f"/t/{s.started_token}/workspace"),
     SitePage("candidate session, the model window open", None, lambda s: f"/t/{s.chat_token}/"),
+    SitePage("candidate workspace, the chat with the model open", None, lambda s: f"/t/{s.chat_token}/workspace"),
     SitePage("candidate grace period", None, lambda s: f"/t/{s.grace_token}/"),
     SitePage("candidate time over", None, lambda s: f"/t/{s.closed_token}/"),
     SitePage("candidate workspace after the deadline (files read-only)", None,

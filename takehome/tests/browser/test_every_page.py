@@ -110,7 +110,7 @@ def model_window_pages(started_at):
     from sessions_app.models import GateReceipt, ModelExchange
     from takehome.tests.factories import InvitationFactory, make_packet
 
-    chat = make_packet(slug="chat", title="Chat packet", model_policy="provided")
+    chat = make_packet(slug="chat", title="Chat packet", model_policy="provided", work_mode="both")
     invitation = InvitationFactory(packet_version=chat.latest_version())
     do_start_session(invitation)
     GateReceipt.objects.create(invitation=invitation, step="red", accepted=True, captured_by="server")
@@ -118,6 +118,12 @@ def model_window_pages(started_at):
     ModelExchange.objects.create(invitation=invitation, messages=[{"role": "user", "content": prompt}],
                                  reply="Line 2 subtracts; it should add.", model="small-model",
                                  tokens_in=12, tokens_out=9, latency_s=1.4)
+    ModelExchange.objects.create(  # a second turn whose reply is Markdown: a list and a long code line
+        invitation=invitation, model="small-model", tokens_in=30, tokens_out=40, latency_s=2.0,
+        messages=[{"role": "user", "content": prompt}, {"role": "assistant", "content": "Line 2 subtracts."},
+                  {"role": "user", "content": "Show the fix."}],
+        reply="**The fix**:\n\n- add, do not subtract\n- keep `add`'s name\n\n```python\ndef add(a, b):\n"
+              "    return a + b  # " + "a long comment that scrolls sideways " * 4 + "\n```\n")
     evidence = ideal_evidence()
     exchange = {"at": started_at.isoformat(), "messages": [{"role": "user", "content": prompt}],
                 "reply": "Line 2 subtracts; it should add.", "model": "small-model", "tokens_in": 12,
