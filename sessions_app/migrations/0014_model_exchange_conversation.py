@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0012_submission_grading_sent_by'),
+        ('sessions_app', '0013_submission_at_deadline'),
     ]
 
     operations = [
