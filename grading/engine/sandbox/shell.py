@@ -457,8 +457,12 @@ def _junk(rel: str) -> bool:
     """Whether a snapshot (and so a submission) leaves this file out: caches and archivers' leftovers."""
     parts = PurePosixPath(rel).parts
     name = parts[-1]
-    return (any(part in JUNK_PARTS for part in parts[:-1]) or name in JUNK_FILES
-            or name.endswith((".pyc", ".pyo")) or name.startswith("._"))
+    return (
+        any(part in JUNK_PARTS for part in parts[:-1])
+        or name in JUNK_FILES
+        or name.endswith((".pyc", ".pyo"))
+        or name.startswith("._")
+    )
 
 
 def frozen_files(ws: Workspace, max_file_bytes: int) -> dict[str, bytes | None]:
@@ -471,8 +475,7 @@ def frozen_files(ws: Workspace, max_file_bytes: int) -> dict[str, bytes | None]:
     workspace's disk holds, and its holes would be read as zeros.
     """
     if _is_mounted(ws.home):
-        return {name: data if len(data) <= max_file_bytes else None
-                for name, data in snapshot_files(ws).items()}
+        return {name: data if len(data) <= max_file_bytes else None for name, data in snapshot_files(ws).items()}
     saved = ws.part("saved.tar")
     if not saved.is_file():
         return {}
