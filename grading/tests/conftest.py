@@ -31,6 +31,18 @@ def scratch_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def original_runs(tmp_path_factory) -> Path:
+    """Where the gradings of a test run keep each packet's original run (GradeOptions.cache_dir), as a worker
+    keeps them under its var/: the original tree's run is the same for every submission of a packet, and the
+    tests that are about that cache make their own."""
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    # why the run's folder under pytest-xdist: its processes share the runs, as a server's workers do
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "original-runs"
+
+
+@pytest.fixture(scope="session")
 def grading_sandbox(runner_dir, scratch_dir) -> Sandbox:
     """The sandbox as the worker builds it, with a shorter wall clock."""
     from django.conf import settings

@@ -33,10 +33,10 @@ ALL_RIGHT = {
 
 
 @pytest.fixture
-def grade(business_days_sandbox, tmp_path):
+def grade(business_days_sandbox, tmp_path, original_runs):
     def run(files: dict[str, bytes], spec=SPEC) -> dict:
         path = corpus.zip_with_times(tmp_path / "s.zip", files, packet=PACKET)
-        return grade_archive(path, spec, business_days_sandbox, options=GradeOptions(cache_dir=tmp_path / "cache"))
+        return grade_archive(path, spec, business_days_sandbox, options=GradeOptions(cache_dir=original_runs))
     return run
 
 

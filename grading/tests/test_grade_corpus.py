@@ -32,10 +32,10 @@ def spec():
 
 
 @pytest.fixture
-def grade(grading_sandbox, spec, tmp_path):
+def grade(grading_sandbox, spec, original_runs):
     def run(path: Path, sandbox=None, model: ModelRecord | None = None) -> dict:
         return grade_archive(path, spec, sandbox or grading_sandbox, model=model,
-                             options=GradeOptions(cache_dir=tmp_path / "cache"))
+                             options=GradeOptions(cache_dir=original_runs))
     return run
 
 
@@ -746,7 +746,7 @@ def test_an_honest_layout_that_leaves_test_files_out_grades_the_same_every_time(
     ({}, False),  # a capture from before captures were judged
 ], ids=["held-up", "tampered", "unconfirmed", "not-judged"])
 def test_a_server_capture_is_genuine_by_construction_only_when_its_run_held_up(grading_sandbox, spec, tmp_path,
-                                                                               integrity, by_construction):
+                                                                               integrity, by_construction, original_runs):
     from grading.engine.checks.timeline import Receipt
 
     log = b"=== short test summary info ===\nFAILED test_invoices.py::test_charges_only - assert 1700 == 1500\n" \
@@ -756,7 +756,7 @@ def test_a_server_capture_is_genuine_by_construction_only_when_its_run_held_up(g
     receipts = [Receipt(step="red", at=at, log_text=log.decode(), id=7, captured_by="server", integrity=integrity,
                         tree_hashes={"invoices.py": hashlib.sha256(spec.fixture["invoices.py"]).hexdigest()})]
     evidence = grade_archive(corpus.zip_with_times(tmp_path / "s.zip", files), spec, grading_sandbox,
-                             receipts=receipts, options=GradeOptions(cache_dir=tmp_path / "cache"))
+                             receipts=receipts, options=GradeOptions(cache_dir=original_runs))
     red = evidence["red_log"]
     assert red["genuine"] is by_construction, red
     assert red["captured_by"] == ("server" if by_construction else "candidate")

@@ -62,11 +62,11 @@ def test_the_call_limit_is_kept_by_the_hidden_tests_side_whatever_the_candidates
 
 
 @pytest.fixture
-def grade(grading_sandbox, tmp_path):
+def grade(grading_sandbox, tmp_path, original_runs):
     def run(files: dict[str, bytes], seed: int | None = None) -> dict:
         archive = corpus.zip_with_times(tmp_path / f"s-{seed}.zip", files)
         return grade_archive(archive, sample_spec(), grading_sandbox,
-                             options=GradeOptions(cache_dir=tmp_path / "cache", hidden_seed=seed))
+                             options=GradeOptions(cache_dir=original_runs, hidden_seed=seed))
     return run
 
 

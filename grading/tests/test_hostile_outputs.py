@@ -101,11 +101,11 @@ def test_a_witness_line_nested_past_the_recursion_limit_is_skipped(grading_sandb
     assert (result.outcome, result.passed) == ("passed", 1), result.notes
 
 
-def test_a_gate_log_line_nested_past_the_recursion_limit_is_kept_as_text(grading_sandbox, tmp_path):
+def test_a_gate_log_line_nested_past_the_recursion_limit_is_kept_as_text(grading_sandbox, tmp_path, original_runs):
     nested = b"[" * 100000
     files = corpus.honest_files(**{"artifacts/receipts.jsonl": b'{"step": "red", "witnessed": false}\n'
                                    + nested + b"\n"})
     evidence = grade_archive(corpus.zip_with_times(tmp_path / "s.zip", files), sample_spec(), grading_sandbox,
-                             options=GradeOptions(cache_dir=tmp_path / "cache"))
+                             options=GradeOptions(cache_dir=original_runs))
     assert evidence["runs"]["submitted"]["outcome"] == "passed"
     assert "[[[[" in str(evidence)

@@ -371,7 +371,7 @@ def test_a_run_cut_short_by_a_limit_keeps_its_outcome():
     assert judge_run(result, CANARY, SandboxLimits())[0].outcome == "timeout"
 
 
-def test_a_packet_run_by_another_test_runner_is_not_judged_as_pytest(grading_sandbox, tmp_path):
+def test_a_packet_run_by_another_test_runner_is_not_judged_as_pytest(grading_sandbox, tmp_path, original_runs):
     from grading.engine.core import GradeOptions, grade_archive
     from grading.engine.spec import PacketSpec
 
@@ -384,7 +384,7 @@ def test_a_packet_run_by_another_test_runner_is_not_judged_as_pytest(grading_san
                       solution={"calc.py": b"def add(a, b):\n    return a + b\n"},
                       reference_tests={"test_hidden.py": test.replace(b"class T", b"class Hidden")})
     archive = make_zip(tmp_path, {"calc.py": spec.solution["calc.py"], "test_calc.py": test})
-    evidence = grade_archive(archive, spec, grading_sandbox, options=GradeOptions(cache_dir=tmp_path / "c"))
+    evidence = grade_archive(archive, spec, grading_sandbox, options=GradeOptions(cache_dir=original_runs))
     runs = evidence["runs"]
     assert runs["submitted"]["outcome"] == "passed" and "integrity" not in runs["submitted"]
     assert runs["tests_vs_original"]["outcome"] == "failed"

@@ -161,13 +161,13 @@ def control_runs(grading_sandbox, tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", list(ATTACKS))
-def test_an_attack_on_pytest_never_yields_a_pass(name, grading_sandbox, control_runs, tmp_path):
+def test_an_attack_on_pytest_never_yields_a_pass(name, grading_sandbox, control_runs, tmp_path, original_runs):
     files = corpus.honest_files(**ATTACKS[name])
     # The control: the attack is real, it fools pytest in its own interpreter.
     assert control_runs(files) == {"passed"}, f"{name}: the attack no longer works, so this test proves nothing"
 
     evidence = grade_archive(corpus.zip_with_times(tmp_path / "s.zip", files), SPEC, grading_sandbox,
-                             options=GradeOptions(cache_dir=tmp_path / "cache"))
+                             options=GradeOptions(cache_dir=original_runs))
     runs = evidence["runs"]
     reference = runs["reference_vs_submitted"]
     assert reference["outcome"] == "failed", (name, reference["outcome"], reference["notes"])
