@@ -403,7 +403,8 @@ GRADING_SCRATCH_DIR = env.path("TAKEHOME_SCRATCH_DIR", SANDBOX_HOME / "scratch",
 GRADING_RUNNERS_DIR = env.path("TAKEHOME_RUNNERS_DIR", SANDBOX_HOME / "runners",
                                shown=_UNDER_SANDBOX_HOME.format("runners"),
                                doc="Virtualenvs of packets that declare a requirements.txt or another Python, "
-                                   "one per (Python, requirements), built once and shared.")
+                                   "one per (Python, requirements), built once and shared; each starts as a copy "
+                                   "of a bare venv of its Python kept there (.seed-*).")
 GRADING_PYTHONS = env.list("TAKEHOME_PYTHONS", ["/usr/bin/python3"],
                            doc="The interpreters a packet may choose from, the first the default; each must be "
                                "executable by other users and have the venv module.")

@@ -349,8 +349,22 @@ def _explain_pip_failure(output: str, pip: _Pip, python_version: str, ours: set[
     return RequirementsRefused(f"pip could not install the requirements:\n{output.strip()[-PIP_OUTPUT_KEPT:]}")
 
 
+def _seed_for(python: Path, root: Path, timeout_s: float) -> Path:
+    """A bare venv of ``python`` (pip only) under ``root``, built once, that new environments start as copies of.
+
+    why: ``python -m venv`` installs pip afresh (ensurepip) each time, about 2 s of CPU per environment;
+    copying a venv is safe here for the reason renaming one is (see _build_once). The seed's name holds
+    the interpreter's path and its size and time, so a Python upgraded in place gets a new seed.
+    """
+    stat = python.resolve().stat()
+    digest = hashlib.sha256(f"{python.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    seed = root / f".seed-{digest}"
+    return _build_once(seed, digest, lambda staging: _make_venv(python, staging, timeout_s))
+
+
 def _build_env(staging: Path, python: Interpreter, packet: list[Pin], pip: _Pip) -> None:
-    _make_venv(python.path, staging, pip.deadline - time.monotonic())
+    seed = _seed_for(python.path, staging.parent, pip.deadline - time.monotonic())
+    shutil.copytree(seed, staging, symlinks=True, ignore=shutil.ignore_patterns(MARKER))
     # why: a packet may pin its own pytest or one of its dependencies; the runner's pin of that name gives way.
     runner = [pin for pin in pins(RUNNER_REQUIREMENTS.read_text()) if pin.name not in {p.name for p in packet}]
     ours = {pin.name for pin in runner}

@@ -157,16 +157,25 @@ def assert_read_only_for_others(env: Path) -> None:
             assert stat.S_ISLNK(mode) or (mode & 0o005 and not mode & 0o002), os.path.join(dirpath, name)
 
 
+def left(env_root: Path) -> set[str]:
+    """What is in the environments' folder beside what every build shares: pip's cache and the bare venvs."""
+    return {path.name for path in env_root.iterdir() if path.name != ".pip-cache" and not path.name.startswith(".seed-")}
+
+
 def test_builds_an_env_with_the_packet_s_package_and_pytest(env_root, system_python, local_index):
     env = build(env_root, system_python, "TinyLib==1.0  # ours\n", local_index)
     assert env == env_root / env_key("3.11", "tinylib==1.0\n")
     assert run_in(env, "import tinylib, pytest; print(tinylib.VERSION, pytest.__version__)") == "1.0 9.2.0"
     assert env_ready(env_root, "3.11", "tinylib==1.0\n") == env
     assert_read_only_for_others(env)
-    assert {path.name for path in env_root.iterdir()} - {".pip-cache"} == {env.name, f"{env.name}.lock"}
+    assert left(env_root) == {env.name, f"{env.name}.lock"}
     marker = (env / MARKER).stat().st_mtime_ns
     assert build(env_root, system_python, "tinylib==1.0\n", local_index) == env  # built once, reused
     assert (env / MARKER).stat().st_mtime_ns == marker
+    # It began as a copy of the one bare venv of this Python, which outlives the environments pruned.
+    seeds = [path for path in env_root.iterdir() if path.name.startswith(".seed-") and path.is_dir()]
+    assert len(seeds) == 1 and not list(seeds[0].glob("lib/python*/site-packages/tinylib*"))
+    assert prune_envs(env_root, keep=[]) == [env] and seeds[0].is_dir()
 
 
 def test_the_sandbox_runs_tests_that_import_the_package(env_root, system_python, local_index, scratch_dir, tmp_path):
@@ -199,7 +208,7 @@ def test_what_cannot_be_installed_is_refused_by_name(env_root, system_python, lo
         build(env_root, system_python, requirements, local_index)
     assert message in str(refused.value)
     assert env_ready(env_root, "3.11", requirements) is None
-    assert [path.name for path in env_root.iterdir() if path.is_dir() and path.name != ".pip-cache"] == []
+    assert [name for name in left(env_root) if (env_root / name).is_dir()] == []
     assert not local_index.setup_ran.exists(), "a setup.py ran on the server"
 
 
@@ -252,7 +261,7 @@ def test_an_unreachable_index_is_the_machine_s_problem(env_root, system_python):
     # why: port 9 (discard) has no listener here: the connection is refused at once.
     with pytest.raises(RunnerUnavailable, match="the package index could not be reached"):
         ensure_env(env_root, system_python, "tinylib==1.0\n", index_url="http://127.0.0.1:9/simple", isolated=True)
-    assert [path.name for path in env_root.iterdir() if path.is_dir() and path.name != ".pip-cache"] == []
+    assert [name for name in left(env_root) if (env_root / name).is_dir()] == []
 
 
 @pytest.mark.slow
