@@ -285,6 +285,13 @@ def recheck(invitation_id: int) -> tuple[tuple[int, str] | None, float]:
     return refusal, left
 
 
+def _close_when_opened(opening: asyncio.Future) -> None:
+    """Close the client of an opening whose consumer was cancelled meanwhile (no page is attached to it)."""
+    if opening.cancelled() or opening.exception() is not None:
+        return
+    asyncio.get_running_loop().run_in_executor(None, opening.result().close)
+
+
 class TerminalConsumer(AsyncWebsocketConsumer):
     client = None
     invitation_id = None
@@ -292,6 +299,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
     group = None
     drawn = None  # set once the client printed something: tmux is attached and has drawn the screen
     tasks = ()
+    gone = False  # the socket closed (disconnect ran), perhaps while its shell was still being opened
 
     async def __call__(self, scope, receive, send):
         # why: an error in the channel layer (a Redis timeout) or in a handler ends the consumer
@@ -341,15 +349,36 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         self.group = group_name(invitation.pk)
         self.invitation_id = invitation.pk
         await self.channel_layer.group_add(self.group, self.channel_name)
+        # why accept before opening the shell: opening it (mounting the files, starting tmux in its sandbox) can
+        # take longer than the server waits for a handshake on a loaded machine (daphne's
+        # --websocket_connect_timeout, 5 s by default); the socket was then dropped, the page asked again, and
+        # each new attempt queued one more opening behind the last, so the terminal never connected. The page
+        # says "starting the shell" until the {"ready": true} frame below.
+        await self.accept()
+        opening = asyncio.ensure_future(database_sync_to_async(open_client)(invitation, cols, rows))
         try:
-            self.client = await database_sync_to_async(open_client)(invitation, cols, rows)
+            # why shielded: the server cancels a consumer whose page left (after its close timeout); the opening
+            # goes on in its thread, and the client it makes is closed when it is done (_close_when_opened)
+            client = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            opening.add_done_callback(_close_when_opened)
+            raise
+        except Exception as exc:  # the workspace's own exceptions carry the words for the candidate
+            await self.close_saying(NOT_ALLOWED, REASON_UNAVAILABLE.format(exc)[:120])
+            return
+        if self.gone:  # the page left while its shell was being opened: nothing is attached to it
+            await database_sync_to_async(client.close)()
+            return
+        self.client = client
+        try:
             path = await database_sync_to_async(recording_path)(invitation)
             history = await database_sync_to_async(history_for)(invitation)
             ws = await database_sync_to_async(live_workspace)(invitation)  # the row exists now
-        except Exception as exc:  # the workspace's own exceptions carry the words for the candidate
-            await self.refuse(NOT_ALLOWED, REASON_UNAVAILABLE.format(exc)[:120])
+        except Exception as exc:
+            await self.end_client()
+            await self.close_saying(NOT_ALLOWED, REASON_UNAVAILABLE.format(exc)[:120])
             return
-        await self.accept()
+        await self.send(text_data=json.dumps({"ready": True}))
         # why not recorded: the recording holds this output already, from when it was new
         for part in history_frames(history, rows):
             await self.send(text_data=part)
@@ -505,6 +534,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
             await database_sync_to_async(client.close)()
 
     async def disconnect(self, code):
+        self.gone = True
         await self.end_client()
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)

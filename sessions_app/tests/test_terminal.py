@@ -155,6 +155,7 @@ def test_output_that_is_a_json_object_is_never_one_frame(started, shells):
         comm = socket(started)
         await comm.connect()
         await comm.send_to(text_data="sleep 0.5; printf '{\"close\": 1}'; sleep 5\n")
+        assert json.loads((await comm.receive_output(timeout=30))["text"]) == {"ready": True}  # the server's own
         frames = []
         while "1}" not in "".join(frames):
             frames.append((await comm.receive_output(timeout=5))["text"])
@@ -167,6 +168,58 @@ def test_output_that_is_a_json_object_is_never_one_frame(started, shells):
 
     run(scenario)
     assert consumers.output_frames('{"close": 1}') == ["{", '"close": 1}']
+
+
+def test_the_socket_is_accepted_before_the_shell_opens_and_says_when_it_is_ready(started, shells, monkeypatch):
+    """A shell slow to open (a loaded server) must not hold the handshake past the server's connect timeout."""
+    opening = __import__("threading").Event()
+    slow_open = consumers.open_client
+
+    def held_open(*args):
+        assert opening.wait(30), "the test never let the shell open"
+        return slow_open(*args)
+
+    monkeypatch.setattr(consumers, "open_client", held_open)
+
+    async def scenario():
+        comm = socket(started)
+        connected, _ = await comm.connect(timeout=5)  # accepted while the shell is still being opened
+        assert connected
+        assert await comm.receive_nothing(timeout=0.3)  # nothing said before the shell is there
+        opening.set()
+        assert json.loads((await comm.receive_output(timeout=30))["text"]) == {"ready": True}
+        await comm.send_to(text_data="echo ok-$((6*7))\n")
+        await output_until(comm, "ok-42")
+        await comm.disconnect()
+
+    run(scenario)
+
+
+def test_a_page_that_leaves_while_its_shell_opens_leaves_no_client_behind(started, shells, monkeypatch):
+    opening, closed = __import__("threading").Event(), []
+    slow_open = consumers.open_client
+
+    def held_open(*args):
+        assert opening.wait(30)
+        client = slow_open(*args)
+        real_close = client.close
+        client.close = lambda: (closed.append(True), real_close())
+        return client
+
+    monkeypatch.setattr(consumers, "open_client", held_open)
+
+    async def scenario():
+        comm = socket(started)
+        assert (await comm.connect(timeout=5))[0]
+        await comm.disconnect()
+        opening.set()
+        for _ in range(300):  # the opening finishes in its thread, after the socket closed
+            if closed:
+                break
+            await asyncio.sleep(0.1)
+
+    run(scenario)
+    assert closed == [True]
 
 
 def test_typing_echoes_and_a_resize_reaches_the_pty(started, shells):

@@ -74,7 +74,12 @@
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     const url = scheme + "//" + location.host + box.dataset.url + "?cols=" + term.cols + "&rows=" + term.rows;
     socket = new WebSocket(url);
+    // The server accepts at once, then opens the shell (which may take seconds on a busy server) and
+    // says {"ready": true} before it sends the shell's history.
     socket.onopen = () => {
+      say("starting the shell…", "starting");
+    };
+    function ready() {
       // why reset: the server sends the shell's history first, then tmux draws the screen;
       // after a drop, what this page held would otherwise show twice
       if (everConnected) term.reset();
@@ -84,7 +89,7 @@
       say("connected", "connected");
       sendSize();
       term.focus();
-    };
+    }
     let said = "";  // the reason of the server's {"close": ...} control frame
     socket.onmessage = (event) => {
       if (typeof event.data !== "string") return;
@@ -93,6 +98,7 @@
           const control = JSON.parse(event.data);
           if (control && typeof control === "object" && !Array.isArray(control)) {
             if (control.close) said = String(control.close.reason || "");
+            if (control.ready === true) ready();
             if ("stuck" in control && !closedForGood) {
               if (control.stuck) offerRestart("pinned");
               else withdrawOffer();
