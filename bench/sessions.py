@@ -13,23 +13,35 @@ commands, and now and then `python -m pytest -q` in its shell, so the shells do
 real work while the others type. For every character typed it measures the
 echo latency: from sending the character to seeing it come back in the output.
 
+Each session also opens the editor as the workspace page does: it loads the page
+(the session's CSRF cookie and token, as a browser gets them), lists the files,
+reads a source file, creates artifacts/notes.md, and then saves it through the
+editor's save endpoint every --save-every seconds (the text it read as the base,
+as the editor sends it), measuring each save's latency. A save is lost when it
+did not answer 200 with the sha256 of the text sent, or when the file read back
+at the end is not the last text saved.
+
 It prints the echo latency p50/p95/max over all sessions, the memory per session
 (the workspace cgroup's memory usage, or the resident memory of the workspace
 uid's processes where there is no cgroup) and daphne's growth in resident memory
-per session. The last line is "echo p95: X ms (target: under 50 ms)". Exit status
-1 when a session could not open or a character's echo never came.
+per session, all with the editor's requests made; then the save latency
+p50/p95/max ("save p95: X ms"). The last line is "echo p95: X ms (target: under
+50 ms)". Exit status 1 when a session could not open, a character's echo never
+came, or a save was lost.
 
 Everything it started ends on the way out, Ctrl-C included: the sockets, the
 shells, the workspaces' mounts and cgroups, daphne, redis and the folder.
 
     .venv/bin/python bench/sessions.py [--sessions 20] [--duration 60] [--tests-every 30]
-        [--port 8600] [--uid-base 64000] [--keep]
+        [--save-every 10] [--port 8600] [--uid-base 64000] [--keep]
 """
 
 from __future__ import annotations
 
 import argparse
 import faulthandler
+import hashlib
+import http.cookiejar
 import json
 import os
 import random
@@ -39,6 +51,9 @@ import statistics
 import sys
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -55,6 +70,8 @@ from grading.engine.runner import RunnerUnavailable, ensure_runner  # noqa: E402
 ECHO_TIMEOUT_S = 10.0  # a character not echoed by then counts as lost
 COMMAND_TIMEOUT_S = 180.0  # a command (the tests included) that has not finished by then counts as stuck
 TARGET_MS = 50.0
+SAVE_TIMEOUT_S = 30.0  # a save not answered by then counts as lost
+NOTES = "artifacts/notes.md"  # the file each session's editor saves
 WORDS = ["alpha", "bravo", "delta", "kilo", "lima", "oscar", "sierra", "tango", "whisky", "zulu"]
 
 
@@ -65,13 +82,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="seconds each session types for once all are open (default 60)")
     parser.add_argument("--tests-every", type=float, default=30.0,
                         help="seconds between a session's runs of `python -m pytest -q` (default 30)")
+    parser.add_argument("--save-every", type=float, default=10.0,
+                        help="seconds between a session's saves from the editor (default 10)")
     parser.add_argument("--port", type=int, default=8600, help="daphne's port on 127.0.0.1 (default 8600)")
     parser.add_argument("--uid-base", type=int, default=64000,
                         help="the workspaces' first uid (default 64000, clear of the tests' and grading's)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, database)")
     args = parser.parse_args(argv)
-    if args.sessions < 1 or args.duration <= 0 or args.tests_every <= 0 or not 1024 <= args.port < 65536:
-        parser.error("--sessions at least 1, --duration and --tests-every above 0, --port from 1024 to 65535")
+    if (args.sessions < 1 or args.duration <= 0 or args.tests_every <= 0 or args.save_every <= 0
+            or not 1024 <= args.port < 65536):
+        parser.error("--sessions at least 1, --duration, --tests-every and --save-every above 0, "
+                     "--port from 1024 to 65535")
     return args
 
 
@@ -114,11 +135,102 @@ def make_invitations(count: int) -> list:
 # --- one candidate at the keyboard ---------------------------------------------------------
 
 
+class Editor:
+    """The workspace page's editor, over HTTP as the page's script calls it (static/sessions_app/editor.js)."""
+
+    def __init__(self, page: str, origin: str):
+        self.page, self.origin = page, origin  # the workspace page's URL; the editor's endpoints are under it
+        self.latencies: list[float] = []  # ms, one per save answered
+        self.saves = 0
+        self.lost = 0  # saves not answered 200 with the text's sha256, or not on disk at the end
+        self.read_ms = 0.0  # the page's first look: the tree and a file read
+        self.base = ""  # the sha256 of what is on disk, as the editor last read or saved it
+        self.text = ""
+        self._csrf = ""
+        self._opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+    def _call(self, path: str, body: dict | None = None) -> tuple[int, dict | str]:
+        """GET (no body) or POST JSON to ``path`` under the page; (status, the JSON answer or the page's text)."""
+        headers = {"Accept": "application/json", "Origin": self.origin, "Referer": self.page}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers.update({"Content-Type": "application/json", "X-CSRFToken": self._csrf})
+        request = urllib.request.Request(self.page + path, data=data, headers=headers)
+        try:
+            with self._opener.open(request, timeout=SAVE_TIMEOUT_S) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            status, raw = exc.code, exc.read()
+        if path == "":
+            return status, raw.decode("utf-8", "replace")
+        try:
+            return status, json.loads(raw)
+        except ValueError:
+            return status, {"message": raw[:200].decode("utf-8", "replace")}
+
+    def open(self) -> None:
+        """Load the page (its CSRF cookie and token), list the files, read one, and create the notes it saves."""
+        status, page = self._call("")
+        if status != 200:
+            raise RuntimeError(f"the workspace page answered {status}")
+        # why the page's token: the editor sends the one the page carries (<body hx-headers>), as a browser does
+        marker = '"X-CSRFToken": "'
+        if marker not in page:
+            raise RuntimeError("the workspace page carries no CSRF token")
+        self._csrf = page.split(marker, 1)[1].split('"', 1)[0]
+        started = time.perf_counter()
+        status, tree = self._call("/files")
+        if status != 200:
+            raise RuntimeError(f"the file list answered {status}: {tree}")
+        sources = [e["path"] for e in tree["entries"] if e["kind"] == "file" and e["path"].endswith(".py")]
+        status, found = self._call("/files/read?" + urllib.parse.urlencode({"path": (sources or [NOTES])[0]}))
+        if status != 200:
+            raise RuntimeError(f"reading a file answered {status}: {found}")
+        self.read_ms = (time.perf_counter() - started) * 1000
+        status, made = self._call("/files/create", {"path": NOTES})
+        if status == 200:
+            self.base = hashlib.sha256(b"").hexdigest()
+        else:  # there already (a workspace used before): the editor opens it first
+            status, found = self._call("/files/read?" + urllib.parse.urlencode({"path": NOTES}))
+            if status != 200:
+                raise RuntimeError(f"{NOTES} could neither be created nor read: {made}")
+            self.base = found["sha256"]
+
+    def save(self, text: str) -> None:
+        """Save ``text`` as the notes, naming the sha256 last read or saved; a save not answered as sent is lost."""
+        self.saves += 1
+        sent = time.perf_counter()
+        try:
+            status, answer = self._call("/files/save", {"path": NOTES, "text": text, "base": self.base})
+        except OSError:
+            self.lost += 1
+            return
+        self.latencies.append((time.perf_counter() - sent) * 1000)
+        expected = hashlib.sha256(text.encode()).hexdigest()
+        if status != 200 or answer.get("sha256") != expected:
+            self.lost += 1
+            return
+        self.base, self.text = expected, text
+
+    def check(self) -> None:
+        """The notes read back: a last save that is not on disk counts as lost."""
+        if not self.text:
+            return
+        try:
+            status, found = self._call("/files/read?" + urllib.parse.urlencode({"path": NOTES}))
+        except OSError:
+            status, found = 0, {}
+        if status != 200 or found.get("sha256") != self.base:
+            self.lost += 1
+
+
 class Session:
     """One terminal over a real WebSocket: a reader thread collects output, the typist waits on it."""
 
-    def __init__(self, number: int, url: str, origin: str):
+    def __init__(self, number: int, url: str, origin: str, page: str = ""):
         self.number, self.url, self.origin = number, url, origin
+        self.editor = Editor(page, origin) if page else None
         self.latencies: list[float] = []  # ms, one per character typed
         self.lost = 0  # characters whose echo never came
         self.stuck = 0  # commands that did not finish
@@ -204,11 +316,15 @@ class Session:
             return False
         return True
 
-    def work(self, until: float, tests_every: float) -> None:
-        """Commands at a human pace until ``until``; the tests every ``tests_every`` seconds, first at a random point."""
+    def work(self, until: float, tests_every: float, save_every: float = 10.0) -> None:
+        """Commands at a human pace until ``until``; the tests every ``tests_every`` seconds, first at a random
+        point; with the editor open beside the terminal, a save every ``save_every`` seconds between commands."""
         next_tests = time.monotonic() + random.uniform(0, tests_every)
+        next_save = time.monotonic() + random.uniform(0, save_every)
         n = 0
         try:
+            if self.editor is not None:
+                self.editor.open()
             # why the arithmetic: what is awaited ("ok-21") appears only once the shell ran
             # the line, never in the echo of the characters typed ("ok-$((3*7))").
             self.type_line("clear; echo ready-$((6*7))", "ready-42", timeout=60)
@@ -221,7 +337,12 @@ class Session:
                 else:
                     word = random.choice(WORDS)
                     self.type_line(f"echo {word} {n}-$(({n}*3))", f"{n}-{n * 3}", timeout=30)
+                if self.editor is not None and time.monotonic() >= next_save:
+                    self.editor.save(f"# Notes\n\nSession {self.number}, line {n}.\n" * (1 + n % 40))
+                    next_save = time.monotonic() + save_every
                 time.sleep(random.uniform(0.3, 1.0))  # a pause to read, as a person does
+            if self.editor is not None:
+                self.editor.check()
         except Exception as exc:  # noqa: BLE001 - any failure is this session's, reported with the others
             self.error = self.error or f"{type(exc).__name__}: {exc}"
 
@@ -339,7 +460,8 @@ def percentile(values: list[float], q: int) -> float:
 
 def run_sessions(args: argparse.Namespace, invitations: list, servers: Servers, workspaces: list) -> dict:
     origin = f"http://127.0.0.1:{args.port}"
-    sessions = [Session(i, f"ws://127.0.0.1:{args.port}/t/{inv.link_token()}/terminal?cols=100&rows=30", origin)
+    sessions = [Session(i, f"ws://127.0.0.1:{args.port}/t/{inv.link_token()}/terminal?cols=100&rows=30", origin,
+                        page=f"{origin}/t/{inv.link_token()}/workspace")
                 for i, inv in enumerate(invitations)]
     before = daphne_rss(servers)
     daphne_pid = servers.procs["web"].pid
@@ -353,7 +475,7 @@ def run_sessions(args: argparse.Namespace, invitations: list, servers: Servers, 
                 session.error = f"could not open: {type(exc).__name__}: {exc}"
         open_s = time.monotonic() - opened
         until = time.monotonic() + args.duration
-        threads = [threading.Thread(target=s.work, args=(until, args.tests_every), daemon=True)
+        threads = [threading.Thread(target=s.work, args=(until, args.tests_every, args.save_every), daemon=True)
                    for s in sessions if s.ws is not None]
         for thread in threads:
             thread.start()
@@ -404,6 +526,20 @@ def report(args: argparse.Namespace, result: dict) -> int:
           f"{result['daphne_peak'] / mib:.1f} MiB; {growth / len(sessions) / mib:.2f} MiB per session; CPU "
           f"{result['daphne_cpu']:.1f} s in {result['wall']:.0f} s ({100 * result['daphne_cpu'] / result['wall']:.0f}% "
           f"of a core); load average {result['load_end']:.1f} at the end")
+    editors = [s.editor for s in sessions if s.editor is not None]
+    saves = [ms for e in editors for ms in e.latencies]
+    saves_lost = sum(e.lost for e in editors)
+    if editors:
+        opened = [e.read_ms for e in editors if e.read_ms]
+        print(f"editor: open in {len(opened)} of {len(editors)} sessions (the file list and a file read: p50 "
+              f"{statistics.median(opened) if opened else 0:.1f} ms); saves: {sum(e.saves for e in editors)}; "
+              f"saves lost: {saves_lost}")
+        if saves:
+            print(f"save latency: p50 {statistics.median(saves):.1f} ms, p95 {percentile(saves, 95):.1f} ms, "
+                  f"max {max(saves):.1f} ms over {len(saves)} saves")
+            print(f"save p95: {percentile(saves, 95):.1f} ms")
+        else:
+            print("save p95: none (no save was answered)")
     if not latencies:
         print("echo p95: none (no character was echoed)")
         return 1
@@ -415,7 +551,7 @@ def report(args: argparse.Namespace, result: dict) -> int:
         print(f"  of which behind the pty (the recording's input to its output: tmux, the shell, daphne's read): "
               f"p50 {statistics.median(shell):.1f} ms, p95 {percentile(shell, 95):.1f} ms")
     print(f"echo p95: {p95:.1f} ms (target: under {TARGET_MS:.0f} ms)")
-    return 1 if failed or lost or stuck else 0
+    return 1 if failed or lost or stuck or saves_lost else 0
 
 
 # --- cleaning up ---------------------------------------------------------------------------
@@ -489,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
                               "--port", str(args.port)])
         wait_for(lambda: answers(f"http://127.0.0.1:{args.port}/accounts/login/"), 60, "daphne to answer", servers)
         print(f"sessions: {args.sessions} terminals for {args.duration:g} s, the tests every {args.tests_every:g} s "
-              f"in each; daphne on 127.0.0.1:{args.port}, workspace uids from {args.uid_base}; runner {runner}; "
+              f"and a save from the editor every {args.save_every:g} s in each; daphne on 127.0.0.1:{args.port}, workspace uids from {args.uid_base}; runner {runner}; "
               f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start", flush=True)
         result = run_sessions(args, invitations, servers, workspaces)
         return report(args, result)

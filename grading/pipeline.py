@@ -116,7 +116,8 @@ def model_record_for(submission: Submission) -> ModelRecord:
         configured=bool(settings.MODEL_URL),
         exchanges=tuple(Exchange(at=r.at, messages=r.messages, reply=r.reply, model=r.model, tokens_in=r.tokens_in,
                                  tokens_out=r.tokens_out, latency_s=r.latency_s, error=r.error, options=r.options,
-                                 client_gone=r.client_gone, finished=r.finished) for r in rows),
+                                 client_gone=r.client_gone, finished=r.finished, conversation=r.conversation,
+                                 artifact=r.artifact) for r in rows),
     )
 
 

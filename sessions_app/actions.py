@@ -512,16 +512,61 @@ def reply_artifacts(number: int) -> tuple[str, str]:
     return f"artifacts/prompt{suffix}.txt", f"artifacts/model{suffix}.md"
 
 
+REPLY_ARTIFACT_RE = re.compile(r"artifacts/model(?:-([1-9][0-9]*))?\.md")
+
+
+def artifact_number(artifact: str) -> int | None:
+    """The number reply_artifacts gave ``artifact`` (artifacts/model-2.md: 2), None for any other name."""
+    if (found := REPLY_ARTIFACT_RE.fullmatch(artifact or "")) is None:
+        return None
+    return int(found.group(1) or 1)
+
+
 def server_reply_files(invitation: Invitation, until: datetime | None = None) -> dict[str, bytes]:
-    """The artifacts the server holds for the invitation's answered exchanges (reply_artifacts), by path."""
-    exchanges = ModelExchange.objects.filter(invitation_id=invitation.pk).answered()
-    if until is not None:
-        exchanges = exchanges.filter(at__lte=until)
+    """The artifacts the server holds for the invitation's answered exchanges (reply_artifacts), by path.
+
+    An exchange the server wrote into the workspace keeps the number it was written with; the others take
+    the lowest numbers left, in the order of the exchanges (for a zip candidate: 1, 2, 3...).
+    """
+    exchanges = list(ModelExchange.objects.filter(invitation_id=invitation.pk).answered())
+    used = {n for e in exchanges if (n := artifact_number(e.artifact)) is not None}
     files = {}
-    for number, exchange in enumerate(exchanges, start=1):
+    for exchange in exchanges:
+        number = artifact_number(exchange.artifact)
+        if number is None:
+            number = 1
+            while number in used:
+                number += 1
+            used.add(number)
+        if until is not None and exchange.at > until:
+            continue
         prompt, reply = reply_artifacts(number)
         files[prompt], files[reply] = exchange.prompt.encode("utf-8"), exchange.reply.encode("utf-8")
     return files
+
+
+def _reserve_reply_artifact(exchange: ModelExchange) -> int | None:
+    """Give an answered exchange the lowest file number not taken and record it (``artifact``); None when it
+    has none to take (not answered whole, or written already).
+
+    The numbers follow the replies as they end: a reply that ends before an earlier-started one keeps its
+    file, and the other takes the next (numbered by the place among the answered exchanges, both took 1).
+    why the lock: two replies can end together (the chat pane and `gate ask`, or two tabs), and each must
+    see the other's number before taking its own. The invitation's row makes them take turns on
+    PostgreSQL; on SQLite the IMMEDIATE transaction does.
+    """
+    with transaction.atomic():
+        Invitation.objects.select_for_update().filter(pk=exchange.invitation_id).exists()
+        order = list(ModelExchange.objects.filter(invitation_id=exchange.invitation_id).answered()
+                     .values_list("pk", "artifact"))
+        if dict(order).get(exchange.pk, "x"):
+            return None
+        taken = {n for _, artifact in order if (n := artifact_number(artifact)) is not None}
+        number = 1
+        while number in taken:
+            number += 1
+        ModelExchange.objects.filter(pk=exchange.pk).update(artifact=reply_artifacts(number)[1])
+    return number
 
 
 def do_write_model_artifacts(exchange: ModelExchange) -> str:
@@ -534,22 +579,22 @@ def do_write_model_artifacts(exchange: ModelExchange) -> str:
     """
     from .hosted import workspaces
 
-    order = list(ModelExchange.objects.filter(invitation_id=exchange.invitation_id).answered()
-                 .values_list("pk", flat=True))
-    if exchange.pk not in order:
+    number = _reserve_reply_artifact(exchange)
+    if number is None:
         return ""
     exchange.refresh_from_db()
-    prompt, reply = reply_artifacts(order.index(exchange.pk) + 1)
+    prompt, reply = reply_artifacts(number)
     try:
         written = workspaces.write_files(exchange.invitation, {prompt: exchange.prompt.encode("utf-8"),
                                                               reply: exchange.reply.encode("utf-8")})
     except Exception as exc:  # the sandbox's errors, a full workspace, a folder in the way
         log.warning("could not write %s into the workspace of invitation %s: %s", reply, exchange.invitation_id,
                     exc)
-        return ""
+        written = False
     if not written:
+        # why give the number back: ``artifact`` says where the server wrote the reply, and it wrote none
+        ModelExchange.objects.filter(pk=exchange.pk, artifact=reply).update(artifact="")
         return ""
-    ModelExchange.objects.filter(pk=exchange.pk).update(artifact=reply)
     return reply
 
 

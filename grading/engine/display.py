@@ -377,21 +377,40 @@ def _options_text(options) -> str:
 
 
 def exchange_rows(exchanges) -> list[dict]:
-    """The exchanges as the page lists them: each message's text, the server's time, slow replies marked."""
+    """The exchanges as the page lists them: each message's text, the server's time, slow replies marked.
+
+    Each names its conversation and its turn in it ("Conversation 1, turn 2") and the file the server
+    wrote its reply to; a turn after the first sent the conversation's earlier turns again, which are
+    the exchanges above it: those messages are set apart (``earlier``) so the page can fold them.
+    Evidence taken before conversations were recorded has no ``conversation``: no turn, nothing folded.
+    """
     rows = []
+    turns: dict[int, int] = {}
     for number, e in enumerate(exchanges if isinstance(exchanges, list) else [], start=1):
         if not isinstance(e, Mapping):
             continue
-        messages = sent if isinstance(sent := e.get("messages"), list) else []
+        sent = found if isinstance(found := e.get("messages"), list) else []
+        messages = [{"role": str(m.get("role", "")), "text": _sent_text(m)} for m in sent if isinstance(m, Mapping)]
         latency = _seconds(e.get("latency_s"))
+        number_of = e.get("conversation")
+        conversation = number_of if isinstance(number_of, int) and number_of > 0 else None
+        turn = None
+        earlier: list[dict] = []
+        if conversation is not None:
+            turn = turns[conversation] = turns.get(conversation, 0) + 1
+            last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=0)
+            if turn > 1:  # why only then: a first turn's messages before the prompt (a system one) are new
+                earlier, messages = messages[:last_user], messages[last_user:]
         rows.append(
             {
                 "number": number,
+                "conversation": conversation,
+                "turn": turn,
+                "earlier": earlier,
+                "artifact": str(e.get("artifact") or ""),
                 "at_utc": _aware(e.get("at")),
                 "when": _when(e.get("at")),
-                "messages": [
-                    {"role": str(m.get("role", "")), "text": _sent_text(m)} for m in messages if isinstance(m, Mapping)
-                ],
+                "messages": messages,
                 "options": _options_text(e.get("options")),
                 "client_gone": e.get("client_gone") is True,
                 "unfinished": e.get("finished") is False,

@@ -1,8 +1,9 @@
-"""bench/sessions.py runs end to end with two terminals, and leaves nothing behind, Ctrl-C included.
+"""bench/sessions.py runs end to end with two terminals and their editors, and leaves nothing behind, Ctrl-C included.
 
 No timed asserts: the figures depend on the machine; what is checked is that
-every character typed came back, the tests ran in the shells, and the shells,
-mounts and servers are gone afterwards.
+every character typed came back, the tests ran in the shells, every save from
+the editor reached the disk, and the shells, mounts and servers are gone
+afterwards.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def test_sessions_bench_types_in_two_terminals_and_cleans_up(runner_dir, scratch
     uid_base = pytest_slots.uids("bench_sessions")
     done = subprocess.run(
         [sys.executable, str(BENCH), "--sessions", "2", "--duration", "12", "--tests-every", "5",
-         "--port", str(free_port()), "--uid-base", str(uid_base)],
+         "--save-every", "2", "--port", str(free_port()), "--uid-base", str(uid_base)],
         cwd=ROOT, env=bench_env(runner_dir, scratch), capture_output=True, text=True,
         timeout=300,  # a guard against a hang, not a measurement
     )
@@ -119,6 +120,9 @@ def test_sessions_bench_types_in_two_terminals_and_cleans_up(runner_dir, scratch
     runs = int(out.split("test runs: ")[1].split()[0])
     assert runs >= 2, out  # each terminal ran the tests at least once
     assert "memory per session (" in out and "daphne: " in out, out
+    assert "editor: open in 2 of 2 sessions" in out and "saves lost: 0" in out, out
+    assert int(out.split("saves: ")[1].split(";")[0]) >= 2, out  # each editor saved at least once
+    assert "\nsave p95: " in out, out
     assert out.strip().splitlines()[-1].startswith("echo p95: "), out
     assert leftovers(uid_base, 2, scratch) == [], done.stderr[-4000:]
 
@@ -182,6 +186,17 @@ def test_the_report_fails_a_lost_echo_and_ends_with_the_p95(capsys):
 
     assert module.report(None, {**result, "sessions": [session(0, [2.0, 3.0], lost=1)]}) == 1
     assert "echoes lost: 1" in capsys.readouterr().out
+
+    with_editor = session(0, [2.0, 3.0])
+    with_editor.editor = module.Editor("http://unused/t/x/workspace", "http://unused")
+    with_editor.editor.saves, with_editor.editor.latencies, with_editor.editor.read_ms = 3, [10.0, 20.0, 30.0], 4.0
+    assert module.report(None, {**result, "sessions": [with_editor]}) == 0
+    out = capsys.readouterr().out
+    assert "editor: open in 1 of 1 sessions (the file list and a file read: p50 4.0 ms); saves: 3; saves lost: 0" in out
+    assert "save p95: 29.0 ms" in out and out.strip().splitlines()[-1].startswith("echo p95: ")
+    with_editor.editor.lost = 1  # a save not answered as sent, or not on disk at the end
+    assert module.report(None, {**result, "sessions": [with_editor]}) == 1
+    assert "saves lost: 1" in capsys.readouterr().out
 
 
 def test_the_channel_layers_redis_reads_outlast_its_blocking_wait():

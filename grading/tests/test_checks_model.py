@@ -24,7 +24,7 @@ def test_the_exchanges_as_stored_with_the_policy():
     assert section["exchanges"] == [{
         "at": "2026-11-30T09:05:00+00:00", "messages": exchange().messages, "reply": "Use Decimal.\n",
         "model": "qwen", "tokens_in": 12, "tokens_out": 3, "latency_s": 1.25, "error": "the model server timed out",
-        "options": {}, "client_gone": False, "finished": True}]
+        "options": {}, "client_gone": False, "finished": True, "conversation": 1, "artifact": ""}]
 
 
 def test_files_that_match_what_was_sent_and_received_whitespace_and_line_ends_aside():

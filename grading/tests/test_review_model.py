@@ -104,3 +104,45 @@ def test_the_reviewer_sees_everything_sent_and_what_reached_the_candidate(rob, s
     assert "Sent with: max_tokens 4096 · temperature 0.2" in stamp
     assert "client left mid-reply" in stamp and "data-client-gone" in stamp
     assert "reply, as far as it reached the candidate" in stamp
+
+
+def test_the_page_names_each_exchanges_conversation_and_turn_and_folds_what_a_turn_sent_again(rob, sample_packet):
+    """Two turns of a conversation, then a new one: the rows the server stored, through the pipeline's record."""
+    from datetime import timedelta
+
+    from grading.pipeline import model_record_for
+    from sessions_app.models import ModelExchange
+
+    submission = make_submission(sample_packet)
+    first_at = submission.uploaded_at - timedelta(minutes=30)
+    question = {"role": "user", "content": "Why is the refund total wrong?"}
+    answer = {"role": "assistant", "content": "abs() drops the sign."}
+    for minute, conversation, messages, reply, artifact in (
+        (0, 1, [question], "abs() drops the sign.", "artifacts/model.md"),
+        (5, 1, [question, answer, {"role": "user", "content": "And with two refunds?"}], "Sum them signed.",
+         "artifacts/model-2.md"),
+        (9, 2, [{"role": "user", "content": "Start again: what is a refund?"}], "A negative amount.", ""),
+    ):
+        ModelExchange.objects.create(invitation=submission.invitation, at=first_at + timedelta(minutes=minute),
+                                     conversation=conversation, messages=messages, reply=reply, artifact=artifact)
+    e = ideal_evidence()
+    e["model"] = model_section(model_record_for(submission), e["texts"]["prompt.txt"], e["texts"]["model.md"])
+    submission.evidence.data = e
+    submission.evidence.save()
+
+    stamp = stamp_section(rob, submission)
+    assert "Exchange 1 <span data-turn>(Conversation 1, turn 1)</span>" in stamp
+    assert "Exchange 2 <span data-turn>(Conversation 1, turn 2)</span>" in stamp
+    assert "Exchange 3 <span data-turn>(Conversation 2, turn 1)</span>" in stamp
+    # the second turn sent the first again: folded, under words that say so; its own prompt stays open
+    second = stamp.split('data-exchange="2"')[1].split('data-exchange="3"')[0]
+    folded = second.split('<details class="earlier-turns" data-earlier="2">')[1].split("</details>")[0]
+    assert "Why is the refund total wrong?" in folded and "abs() drops the sign." in folded
+    assert "2 earlier messages of conversation 1, sent again with this turn" in folded
+    assert "And with two refunds?" in second.split("</details>", 1)[1]
+    assert "earlier-turns" not in stamp.split('data-exchange="3"')[1]  # a new conversation sent nothing again
+    assert "earlier-turns" not in stamp.split('data-exchange="1"')[1].split('data-exchange="2"')[0]
+    # which file the server wrote each reply to, and none for the one it wrote nowhere
+    assert "the reply in <code>artifacts/model.md</code>" in stamp
+    assert "the reply in <code>artifacts/model-2.md</code>" in second
+    assert "data-artifact" not in stamp.split('data-exchange="3"')[1].split("</details>")[0]

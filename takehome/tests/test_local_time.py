@@ -84,7 +84,7 @@ def test_a_model_exchanges_time_says_its_zone_inside_the_time_element(client, sa
     client.force_login(reviewer)
     summary = client.get(f"/review/{submission.pk}/").content.decode().split('data-exchange="1" open>')[1]
     assert summary.split("</summary>")[0].startswith(
-        '\n  <summary>Exchange 1: <time datetime="2026-11-30T14:09:00+00:00" data-format="Y-m-d H:i:s T">'
+        '\n  <summary>Exchange 1 <span data-turn>(Conversation 1, turn 1)</span>: <time datetime="2026-11-30T14:09:00+00:00" data-format="Y-m-d H:i:s T">'
         "2026-11-30 14:09:00 UTC</time> · qwen2.5-coder")
 
 

@@ -31,6 +31,8 @@ class Exchange:
     options: dict | None = None  # the request's keys sent besides the messages (model, max_tokens...)
     client_gone: bool = False  # the client left before the reply ended: ``reply`` is what it had been sent
     finished: bool = True  # False: the server stopped during the call and never wrote its end
+    conversation: int = 1  # the invitation's conversation it belongs to, from 1 (its earlier turns are in messages)
+    artifact: str = ""  # where the server wrote the reply in a hosted workspace (artifacts/model-2.md), "" if nowhere
 
     def to_dict(self) -> dict:
         return {
@@ -45,6 +47,8 @@ class Exchange:
             "options": self.options or {},
             "client_gone": self.client_gone,
             "finished": self.finished,
+            "conversation": self.conversation,
+            "artifact": self.artifact,
         }
 
 
