@@ -242,12 +242,16 @@ class Session:
         self._received: list[float] = []  # perf_counter when each frame came, taken by the reader
         self._closed = False
 
-    def open(self) -> None:
+    def open(self, ready_s: float = 120) -> None:
+        """Connect, and wait (``ready_s``; 0: not at all) until the server says the shell is attached."""
         import websocket
 
         self.ws = websocket.create_connection(self.url, origin=self.origin, timeout=30,
                                               enable_multithread=True)
         threading.Thread(target=self._read, daemon=True, name=f"session-{self.number}").start()
+        # why: the server accepts at once and says {"ready": true} once the shell is attached, as the page waits
+        if ready_s and self._wait_for('{"ready": true}', 0, ready_s) is None:
+            raise RuntimeError(self.error or f"the shell was not ready within {ready_s:g} s")
 
     def _read(self) -> None:
         import websocket

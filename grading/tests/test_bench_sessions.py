@@ -244,7 +244,7 @@ def test_closing_a_session_does_not_wait_for_a_server_that_never_answers():
     threading.Thread(target=serve, daemon=True).start()
     session = module.Session(0, f"ws://127.0.0.1:{port}/t/x/terminal", "http://127.0.0.1")
     try:
-        session.open()
+        session.open(ready_s=0)
         time.sleep(0.5)  # the reader is waiting in recv
         closer = threading.Thread(target=session.close, daemon=True)
         closer.start()
