@@ -67,3 +67,27 @@ def test_leaving_the_page_while_connected_asks_first(asgi_server, page, invitati
     assert asked == ["beforeunload"]
     assert not page.is_closed()
     assert page.locator("#terminal-status").inner_text() == "connected"
+
+
+BUFFER_LINES = """() => {
+  const buffer = document.getElementById("terminal").xterm.buffer.active;
+  const lines = [];
+  for (let i = 0; i < buffer.length; i++) lines.push(buffer.getLine(i).translateToString(true));
+  return lines;
+}"""
+
+
+def test_after_a_reload_a_command_typed_before_is_in_the_terminal_once(asgi_server, page, invitation):
+    do_start_session(invitation)
+    page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+    wait_connected(page)
+    type_line(page, "echo first-$((6*7))")
+    rows = page.locator("#terminal .xterm-rows")
+    rows.get_by_text("first-42", exact=True).wait_for()
+    page.reload()
+    wait_connected(page)
+    rows.get_by_text("first-42", exact=True).wait_for()  # tmux drew the screen
+    lines = page.evaluate(BUFFER_LINES)
+    assert [line for line in lines if "echo first-" in line] != [], lines
+    assert len([line for line in lines if "echo first-" in line]) == 1, lines
+    assert len([line for line in lines if line.strip() == "first-42"]) == 1, lines
