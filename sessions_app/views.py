@@ -144,6 +144,9 @@ def clock_context(invitation: Invitation, token: str) -> dict:
         "phase": invitation.phase_at(now),
         "seconds_left": invitation.seconds_left_at(now),
         "upload_closes_at": invitation.upload_closes_at,
+        # why both times: the page's countdown corrects for the candidate's clock by the server's now (clock.js)
+        "server_now_ms": int(now.timestamp() * 1000),
+        "deadline_ms": int(invitation.deadline.timestamp() * 1000) if invitation.deadline else None,
     }
 
 

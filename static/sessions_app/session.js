@@ -1,25 +1,5 @@
-// The candidate's session page: the countdown, and the upload form's checks and progress.
+// The candidate's session page: the upload form's checks and progress (the countdown is clock.js).
 (function () {
-  const clock = document.getElementById("countdown");
-  if (clock) {
-    // Count from the server's figure, not the candidate's clock.
-    const end = performance.now() + Number(document.getElementById("clock").dataset.secondsLeft) * 1000;
-    const tick = () => {
-      const left = Math.max(0, Math.round((end - performance.now()) / 1000));
-      const h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
-      clock.textContent = (h ? h + " h " : "") + m + " min " + String(s).padStart(2, "0") + " s";
-      if (left > 0) { setTimeout(tick, 1000); return; }
-      // The deadline passed while the page was open: uploads stay open for the grace period.
-      const box = document.getElementById("clock");
-      box.classList.remove("clock-running");
-      box.classList.add("clock-grace");
-      // The words are the page's (with the closing time as a <time>): localtime.js adds the local time.
-      box.replaceChildren(document.getElementById("deadline-passed").content.cloneNode(true));
-      box.dispatchEvent(new Event("takehome:times", { bubbles: true }));
-    };
-    tick();
-  }
-
   function wire(root) {
     const form = root.querySelector && root.querySelector("form.upload");
     if (!form || form.dataset.wired) return;

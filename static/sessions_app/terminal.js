@@ -28,6 +28,7 @@
   const fit = new window.FitAddon.FitAddon();
   term.loadAddon(fit);
   term.open(box);
+  box.xterm = term;  // for the page's tests, which read what the terminal holds
   fit.fit();
 
   const FINAL = new Set([4401, 4403, 4410]);

@@ -1352,12 +1352,16 @@ def pane_history(ws: Workspace, lines: int = HISTORY_LINES) -> str:
     keeps what scrolls off in its own scrollback, so after a reload the history is sent first.
     Runs tmux capture-pane in a sandbox of the same kind, under the workspace's uid. "" when there
     is no shell or no history: a scrollback is a help, never a reason to refuse the terminal.
+
+    why the history's size first: with none, tmux clamps ``-E -1`` to the screen's first line and
+    captures that, which the redraw then shows a second time (the first command line, twice).
     """
     if not shell_running(ws):
         return ""
     cgroups = _cgroups(ws, create=True)
     # fmt: off
-    argv = _argv(ws, cgroups, [TMUX, "-N", "-S", TMUX_SOCKET, "capture-pane", "-p", "-e", "-J",
+    argv = _argv(ws, cgroups, [TMUX, "-N", "-S", TMUX_SOCKET, "display-message", "-p", "-t", SESSION,
+                               "#{history_size}", ";", "capture-pane", "-p", "-e", "-J",
                                "-S", f"-{max(1, int(lines))}", "-E", "-1", "-t", SESSION], new_session=True)
     # fmt: on
     try:
@@ -1373,7 +1377,10 @@ def pane_history(ws: Workspace, lines: int = HISTORY_LINES) -> str:
         return ""
     if done.returncode != 0:
         return ""
-    return done.stdout.decode("utf-8", "replace").rstrip("\n")
+    size, _, history = done.stdout.decode("utf-8", "replace").partition("\n")
+    if not size.strip().isdigit() or int(size) == 0:
+        return ""
+    return history.rstrip("\n")
 
 
 def _children(pid: int) -> list[int]:

@@ -4,6 +4,8 @@ and leaving the page while the terminal is connected asks first.
 The shell is the real workspace (hosted_shell.py), under uids of its own (shared/pytest_slots.py).
 """
 
+import re
+
 import pytest
 
 from sessions_app.actions import do_start_session
@@ -67,3 +69,59 @@ def test_leaving_the_page_while_connected_asks_first(asgi_server, page, invitati
     assert asked == ["beforeunload"]
     assert not page.is_closed()
     assert page.locator("#terminal-status").inner_text() == "connected"
+
+
+BUFFER_LINES = """() => {
+  const buffer = document.getElementById("terminal").xterm.buffer.active;
+  const lines = [];
+  for (let i = 0; i < buffer.length; i++) lines.push(buffer.getLine(i).translateToString(true));
+  return lines;
+}"""
+
+
+def test_after_a_reload_a_command_typed_before_is_in_the_terminal_once(asgi_server, page, invitation):
+    do_start_session(invitation)
+    page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+    wait_connected(page)
+    type_line(page, "echo first-$((6*7))")
+    rows = page.locator("#terminal .xterm-rows")
+    rows.get_by_text("first-42", exact=True).wait_for()
+    page.reload()
+    wait_connected(page)
+    rows.get_by_text("first-42", exact=True).wait_for()  # tmux drew the screen
+    lines = page.evaluate(BUFFER_LINES)
+    assert [line for line in lines if "echo first-" in line] != [], lines
+    assert len([line for line in lines if "echo first-" in line]) == 1, lines
+    assert len([line for line in lines if line.strip() == "first-42"]) == 1, lines
+
+
+MEASURE = """() => {
+  const box = document.getElementById("terminal");
+  const rect = (s) => { const e = box.querySelector(s); return e ? e.getBoundingClientRect().toJSON() : null; };
+  const style = getComputedStyle(box);
+  return {
+    screen: rect(".xterm-screen"),
+    scrollbar: rect(".xterm-scrollable-element > .scrollbar.vertical"),
+    contentRight: box.getBoundingClientRect().right - parseFloat(style.paddingRight) - parseFloat(style.borderRightWidth),
+    cols: box.xterm.cols,
+  };
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 1111])
+def test_the_scrollbar_covers_no_column_of_the_terminal(asgi_server, browser, invitation, width):
+    do_start_session(invitation)
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    try:
+        page = context.new_page()
+        page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+        wait_connected(page)
+        page.locator("#terminal .xterm-rows").get_by_text(re.compile(r"\$\s*$")).first.wait_for()  # the prompt
+        type_line(page, "for i in $(seq 1 80); do echo line-$i; done")  # a scrollback: the scrollbar shows
+        page.locator("#terminal .xterm-rows").get_by_text("line-80", exact=True).wait_for()
+        sizes = page.evaluate(MEASURE)
+        assert sizes["scrollbar"] is not None, sizes
+        assert sizes["screen"]["right"] <= sizes["scrollbar"]["left"] + 0.5, sizes
+        assert sizes["scrollbar"]["right"] <= sizes["contentRight"] + 0.5, sizes
+    finally:
+        context.close()
