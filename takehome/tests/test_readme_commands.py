@@ -340,7 +340,6 @@ ELSEWHERE = {
     "python -P -c <boot>": NOT_TYPED + " (how the sandbox runs `python -m pytest`)",
     "git archive": NOT_TYPED + " (one way a candidate's zip may have been made)",
     "tmux capture-pane": NOT_TYPED + " (how a reconnecting tab gets the pane's history)",
-    "nice -n 10": NOT_TYPED + " (how the benchmark was run on a busy machine)",
     "npm pack": NOT_TYPED + " (what make vendor runs)",
 }
 TABLES = {"RUN": RUN, "FILL": FILL, "COVERED": COVERED, "ELSEWHERE": ELSEWHERE}
