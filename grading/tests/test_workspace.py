@@ -665,3 +665,16 @@ def test_sparse_files_and_hard_links_are_saved_as_the_tmpfs_holds_them(make_ws, 
     assert (ws.home / "big").read_bytes() == before and st.st_uid == ws.uid
     assert os.readlink(ws.home / "link") == "big"
     assert (ws.home / "src" / "app.py").read_bytes() == SEED["src/app.py"]
+
+
+def test_a_second_opening_that_looked_before_the_first_made_the_folders_goes_on(make_ws, monkeypatch):
+    """Two requests open one workspace at once (the terminal and the editor's file list): the one that found no
+    home/ folder before the other made it must not fail with "File exists" (its folders come before its lock)."""
+    from grading.engine.sandbox import shell
+
+    ws = make_ws()
+    made = {ws.folder / name for name in ("home", "tmux", "gate", "etc")}
+    real_is_dir = Path.is_dir
+    # what the second saw: none of them yet (the first made them after its look)
+    monkeypatch.setattr(Path, "is_dir", lambda self: False if self in made else real_is_dir(self))
+    shell._prepare_folder(ws)  # raised FileExistsError before

@@ -191,6 +191,32 @@ def asgi_application():
     return ASGIStaticFilesHandler(application)
 
 
+def _start_clean_after_fork() -> None:
+    """In the forked daphne, before it serves: nothing of the test process's threads is waited on.
+
+    why: a fork copies the test process's objects but only the forking thread. asgiref's executors (used by
+    every database call of a consumer) keep a record of the one thread they had, which did not come along,
+    and a copy that believes it has an idle thread never runs what it is given; a lock another thread held
+    at the fork stays held. Each is made anew here. The database connections this thread inherited are left
+    alone: closing them would close the test process's own.
+    """
+    import faulthandler
+    import sys
+    import weakref
+    from concurrent.futures import ThreadPoolExecutor
+
+    from asgiref.local import Local
+    from asgiref.sync import AsyncToSync, SyncToAsync
+
+    SyncToAsync.single_thread_executor = ThreadPoolExecutor(max_workers=1)
+    SyncToAsync.context_to_thread_executor = weakref.WeakKeyDictionary()
+    AsyncToSync.executors = Local()
+    AsyncToSync.loop_thread_executors = {}
+    AsyncToSync.context_to_thread_executor = weakref.WeakKeyDictionary()
+    # should it hang all the same, where each thread waits is on the test's captured stderr
+    faulthandler.dump_traceback_later(45, file=sys.stderr)
+
+
 @contextmanager
 def daphne_serving(settings, monkeypatch):
     """daphne serving takehome.asgi in a forked process (the workspace settings go with it); yields its URL."""
@@ -201,7 +227,7 @@ def daphne_serving(settings, monkeypatch):
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     monkeypatch.setattr(consumers, "RECHECK_S", 1.0)
-    server = DaphneProcess("127.0.0.1", asgi_application, port=free_port())
+    server = DaphneProcess("127.0.0.1", asgi_application, port=free_port(), setup=_start_clean_after_fork)
     server.daemon = True
     server.start()
     try:

@@ -218,8 +218,12 @@ def _prepare_folder(ws: Workspace) -> None:
         )
     for name, owner, mode in (("home", 0, 0o700), ("tmux", 0, 0o700), ("gate", 0, 0o755), ("etc", 0, 0o755)):
         path = folder / name
-        if not path.is_dir():
-            path.mkdir(mode=mode)
+        try:
+            os.mkdir(path, mode)
+        except FileExistsError:
+            # why no look first: two requests may open one workspace at once (the terminal and the editor's
+            # file list), and this runs before the workspace's lock, whose file is in this folder
+            pass
         if not _is_mounted(path):
             if name == "tmux" and os.lstat(path).st_uid != 0:
                 # why: tmux/ was once a folder of the uid's on the host's disk, with no cap;
