@@ -67,6 +67,11 @@ def _payload(request: HttpRequest) -> dict | JsonResponse:
     return payload
 
 
+def _write_request(request: HttpRequest, invitation: Invitation) -> dict | JsonResponse:
+    """A write's JSON object, or the answer that refuses it (the session's state, then the request's shape)."""
+    return _refused(invitation) or _payload(request)
+
+
 @require_GET
 @never_cache
 @with_invitation(json_only=True)
@@ -106,9 +111,7 @@ def read(request: HttpRequest, invitation: Invitation, token: str) -> JsonRespon
 @with_invitation(json_only=True)
 def save(request: HttpRequest, invitation: Invitation, token: str) -> JsonResponse:
     """Save ``{"path", "text", "base"}``: ``base`` is the sha256 the editor read; 409 when the disk changed since."""
-    if refused := _refused(invitation):
-        return refused
-    payload = _payload(request)
+    payload = _write_request(request, invitation)
     if isinstance(payload, JsonResponse):
         return payload
     text, base = payload.get("text"), payload.get("base")
@@ -133,9 +136,7 @@ def save(request: HttpRequest, invitation: Invitation, token: str) -> JsonRespon
 @with_invitation(json_only=True)
 def create(request: HttpRequest, invitation: Invitation, token: str) -> JsonResponse:
     """Make the empty file ``{"path"}``, with the folders on the way."""
-    if refused := _refused(invitation):
-        return refused
-    payload = _payload(request)
+    payload = _write_request(request, invitation)
     if isinstance(payload, JsonResponse):
         return payload
 
@@ -150,9 +151,7 @@ def create(request: HttpRequest, invitation: Invitation, token: str) -> JsonResp
 @with_invitation(json_only=True)
 def rename(request: HttpRequest, invitation: Invitation, token: str) -> JsonResponse:
     """Rename ``{"path"}`` to ``{"to"}`` inside the workspace."""
-    if refused := _refused(invitation):
-        return refused
-    payload = _payload(request)
+    payload = _write_request(request, invitation)
     if isinstance(payload, JsonResponse):
         return payload
 
