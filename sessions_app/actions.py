@@ -36,6 +36,7 @@ from grading.engine.checks.receipts import (
 from grading.engine.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
 from shared.words import counted, listed
 from takehome import funnel
+from takehome.audit import record
 from takehome.models import Invitation, PacketVersion, effective_policy
 
 from .artifacts import Missing, missing_artifacts
@@ -667,7 +668,8 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
     grace (judged by ``began``, when the request began, see check_upload_allowed), and past the
     per-invitation upload limits. ``at_deadline``: the server's own submit of a hosted workspace
     once uploads closed (do_submit_at_deadline), which neither the clock nor the limits hold; a
-    second one of the same invitation raises IntegrityError. ``files_digest``: a hosted submit's
+    second one of the same invitation raises IntegrityError, and which the audit trail records
+    ("deadline_submit") in the same transaction. ``files_digest``: a hosted submit's
     files_digest, kept to tell the deadline whether anything changed since.
     """
     created = None
@@ -700,6 +702,9 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             )
             invitation.mark_submitted(now)
             funnel.touch(invitation.pk)
+            if at_deadline:
+                # why here: the trail and the submission commit together, or neither does.
+                record(None, "deadline_submit", submission, _deadline_submit_words(submission))
             # Older uploads not yet being graded are not graded; this one is sent once the upload commits.
             answers = submission_stored.send(sender=Submission, submission=submission)
             result = UploadResult(submission, receipt, next((a for _, a in answers if a is not None), None))
@@ -713,6 +718,14 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             _remove_unless_used(created, incoming.sha256)
         raise
     return result
+
+
+def _deadline_submit_words(submission: Submission) -> str:
+    """The audit trail's sentence for a submission at the deadline: which one, and what it followed."""
+    words = f"submission {submission.pk}, sha256 {submission.sha256[:12]}"
+    if submission.earlier_submit_at is not None:
+        words += f", after an earlier submit at {submission.earlier_submit_at:%H:%M} UTC"
+    return words
 
 
 # -- hosted sessions: the server captures red and green itself --------------------------------

@@ -13,16 +13,20 @@ from django.db import models
 from .models import AuditEvent, Invitation
 
 ACTIONS = tuple(AuditEvent.Action.values)
+# What the server does of itself, with no person or command behind it: named "server", not "command line".
+SERVER_ACTIONS = (AuditEvent.Action.WORKSPACE_UNSAVED, AuditEvent.Action.DEADLINE_SUBMIT)
 
 
 def record(actor, action: str, target: models.Model, detail: str = "") -> AuditEvent:
     """Append one event to the audit trail and return it.
 
     actor:  the User who acted, or None for a command run from the shell
-            (shown as "command line").
+            (shown as "command line") or for one of the server's own SERVER_ACTIONS
+            (shown as "server").
     action: one of AuditEvent.Action's values: "invite", "resend", "revoke",
-            "extend", "decision", "role_change", "regrade", "workspace_unsaved"
-            (the server's, actor None: a closed workspace's files not all saved). Anything else
+            "extend", "decision", "role_change", "regrade", and the server's, actor None:
+            "workspace_unsaved" (a closed workspace's files not all saved) and "deadline_submit"
+            (a hosted workspace submitted once uploads closed). Anything else
             raises ValueError (a typo must not create a new kind of event).
     target: the saved model instance acted on: an Invitation, a Submission
             (its invitation is found), a User (for a role change), or any
@@ -43,7 +47,10 @@ def record(actor, action: str, target: models.Model, detail: str = "") -> AuditE
         invitation = target
     elif isinstance(getattr(target, "invitation", None), Invitation):
         invitation = target.invitation
-    name = actor.get_username() if actor is not None else "command line"
+    if actor is not None:
+        name = actor.get_username()
+    else:
+        name = "server" if action in SERVER_ACTIONS else "command line"
     return AuditEvent.objects.create(
         actor=actor if actor is not None and actor.pk else None,
         actor_name=name[:150],

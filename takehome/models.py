@@ -568,7 +568,8 @@ class AuditEvent(models.Model):
 
     Written through takehome.audit.record() from the actions that change
     something a candidate or a colleague lives with: invite, resend, revoke,
-    extend, decision, role change, regrade.
+    extend, decision, role change, regrade; and the few the server does itself (actor None): a
+    workspace closed with files it could not save, a workspace submitted at the deadline.
     """
 
     class Action(models.TextChoices):
@@ -581,6 +582,8 @@ class AuditEvent(models.Model):
         REGRADE = "regrade", "Sent for grading again"
         # written by the server, not a person: a hosted workspace closed with files it could not save
         WORKSPACE_UNSAVED = "workspace_unsaved", "Workspace files not saved"
+        # the server's too: a hosted workspace submitted by the server once uploads closed
+        DEADLINE_SUBMIT = "deadline_submit", "Submitted at the deadline by the server"
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(

@@ -8,7 +8,7 @@ root; test_submit_at_deadline_worker.py does it end to end, from a real workspac
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -17,7 +17,7 @@ from django.utils import timezone
 from sessions_app import actions
 from sessions_app.hosted import gate_host, workspaces
 from sessions_app.models import GateReceipt, Submission, Workspace
-from takehome.models import Invitation
+from takehome.models import AuditEvent, Invitation
 
 from .test_workspace_gate import ws_settings  # noqa: F401  (fixture)
 from .test_workspace_submit import complete, workspace  # noqa: F401  (fixture)
@@ -143,6 +143,33 @@ def test_a_workspace_too_large_to_submit_is_kept_as_a_refused_upload_and_settled
     assert settled(closing.invitation) and not Submission.objects.filter(invitation=closing.invitation).exists()
 
 
+def test_the_submit_at_the_deadline_is_in_the_audit_trail_once(closing):
+    first = actions.do_submit_workspace(closing.invitation).submission
+    closing.files["notes.md"] = b"kept working\n"
+    closing.close()
+    closing.sweep()
+    newest = Submission.objects.get(invitation=closing.invitation, at_deadline=True)
+    event = AuditEvent.objects.get(invitation=closing.invitation, action="deadline_submit")
+    assert event.actor is None and event.actor_name == "server"
+    assert event.target_type == "sessions_app.submission" and event.target_id == str(newest.pk)
+    assert event.detail == (f"submission {newest.pk}, sha256 {newest.sha256[:12]}, after an earlier submit at "
+                            f"{first.uploaded_at.astimezone(UTC):%H:%M} UTC")
+    assert closing.sweep() == [] and actions.do_submit_at_deadline(closing.invitation) is None
+    assert AuditEvent.objects.filter(action="deadline_submit").count() == 1
+
+
+def test_a_submit_at_the_deadline_that_fails_leaves_no_audit_event(closing, monkeypatch):
+    def full_disk(incoming):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(actions, "_store", full_disk)  # the last step of the submission's transaction
+    closing.close()
+    with pytest.raises(OSError):
+        actions.do_submit_at_deadline(closing.invitation)
+    assert not Submission.objects.filter(invitation=closing.invitation).exists()
+    assert not AuditEvent.objects.filter(invitation=closing.invitation).exists()
+
+
 # --- what the recruiter and the reviewer read ----------------------------------------------------------------
 
 def test_the_board_the_queue_and_the_review_page_say_submitted_at_the_deadline(closing, client, reviewer,
@@ -158,6 +185,9 @@ def test_the_board_the_queue_and_the_review_page_say_submitted_at_the_deadline(c
     cell = board.split(f'data-outcome="{closing.invitation.pk}"')[1].split("</td>")[0]
     assert 'data-at-deadline="after-submit"' in cell and "newest state submitted at the deadline" in cell
     assert after in re.sub(r"<[^>]+>", "", cell)
+    history = board.split(f'id="history-{closing.invitation.pk}"')[1].split("</details>")[0]
+    event = history.split('data-action="deadline_submit">')[1].split("</li>")[0]
+    assert " server: Submitted at the deadline by the server (submission " in re.sub(r"<[^>]+>", "", event)
     client.force_login(reviewer)
     queue = client.get("/review/?show=all").content.decode()
     row = queue.split(f'data-submission="{newest.pk}"')[1].split("</tr>")[0]
