@@ -116,7 +116,7 @@ def test_the_scrollbar_covers_no_column_of_the_terminal(asgi_server, browser, in
         page = context.new_page()
         page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
         wait_connected(page)
-        # why: below 75rem the terminal is under the editor, out of view, and xterm.js draws no rows it cannot show
+        # why: the terminal may start below the fold (under the task), and xterm.js draws no rows it cannot show
         page.locator("#terminal").scroll_into_view_if_needed()
         page.locator("#terminal .xterm-rows").get_by_text(re.compile(r"\$\s*$")).first.wait_for()  # the prompt
         type_line(page, "for i in $(seq 1 80); do echo line-$i; done")  # a scrollback: the scrollbar shows
