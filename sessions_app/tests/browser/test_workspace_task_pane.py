@@ -1,5 +1,5 @@
-"""In Chromium: the hosted workspace shows the task and the rules in a pane that folds by keyboard, and the
-clock counts down there with its warnings at 10 and 2 minutes, each said once.
+"""In Chromium: the hosted workspace shows the task and the rules in a pane that folds by keyboard (and stays
+folded after a reload), and the clock counts down there with its warnings at 10 and 2 minutes, each said once.
 
 The deadline is moved in the database; no test waits for minutes to pass.
 """
@@ -62,6 +62,26 @@ def test_the_task_pane_shows_the_prompt_and_the_rules_and_folds_by_keyboard(asgi
     page.keyboard.press("Space")
     body.wait_for(state="visible")
     assert page.evaluate("document.activeElement.id") == "task-pane-summary"
+
+
+FOLDED = "document.getElementById('task-pane').open === false"
+
+
+def test_a_folded_task_pane_stays_folded_after_a_reload_and_an_opened_one_open(asgi_server, page, invitation):
+    do_start_session(invitation)
+    page.goto(f"{asgi_server}/t/{invitation.raw_token}/workspace")
+    body = page.locator("#task-pane-body")
+    page.locator("#task-pane-summary").click()
+    body.wait_for(state="hidden")
+    page.reload()
+    assert page.evaluate(FOLDED) and body.is_hidden()
+    # kept per pane, in the browser: one flag, and nothing of the candidate's
+    assert page.evaluate("Object.entries(localStorage)") == [["takehome-folded:task-pane", "1"]]
+    page.locator("#task-pane-summary").click()
+    body.wait_for(state="visible")
+    page.reload()
+    assert not page.evaluate(FOLDED) and body.is_visible()
+    assert page.evaluate("localStorage.length") == 0
 
 
 def test_the_countdown_follows_the_servers_clock_not_the_candidates(asgi_server, browser, invitation):
