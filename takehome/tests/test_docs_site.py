@@ -3,7 +3,8 @@
 mkdocs.yml is strict and validates links, anchors and the nav, so a page that links to a missing
 page or heading, or a page left out of the nav, fails `mkdocs build --strict` here (a second or
 two) rather than on the published site. The README is not part of the site: its links are checked
-here. What the pages' commands do is held by test_readme_commands.py.
+here. What the pages' commands do is held by test_readme_commands.py. A figure is stated once: the hosted
+sessions' capacity is on the benchmarks page, and operations links to it.
 """
 
 from __future__ import annotations
@@ -59,3 +60,22 @@ def test_every_link_of_the_readme_reaches_a_file_and_every_page_is_linked():
     assert not missing, f"README.md links to files that do not exist: {missing}"
     linked = {Path(t.split("#")[0]).name for t in targets if t.startswith("docs/")}
     assert linked >= {p.name for p in DOCS.glob("*.md")} - {"index.md"}, "the README's list of pages misses one"
+
+
+def section(page: Path, heading: str) -> str:
+    """The text of ``page`` under its ``## heading``, down to the next heading of that level."""
+    text = page.read_text()
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
+
+
+# A measured figure: a number of sessions or candidates, a size, a time or a share.
+FIGURE = re.compile(r"\b\d[\d,.]*\s*(?:candidates|sessions|MiB|GiB|ms|%)")
+
+
+def test_the_hosted_sessions_figures_are_stated_on_the_benchmarks_page_only():
+    operations = section(DOCS / "operations.md", "Hosted sessions: how many, and on how many hosts")
+    assert "(benchmarks.md#hosted-sessions)" in operations
+    assert FIGURE.findall(operations) == [], "operations.md states figures the benchmarks page holds: link to them"
+    assert FIGURE.search(section(DOCS / "benchmarks.md", "Hosted sessions"))
