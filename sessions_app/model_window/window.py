@@ -75,8 +75,15 @@ def check_open(invitation: Invitation) -> None:
                             f"{actions.grace_words()} after your deadline.", "deadline", "permission_error")
     # why counted_receipts: on a hosted-only version only a red the server captured opens the window
     if not actions.counted_receipts(invitation).filter(step=GateReceipt.Step.RED).exists():
-        first = ("capture red in your workspace (the button, or `gate red` in the terminal)"
-                 if not actions.zip_offered(invitation.packet_version) else "run python gate.py red")
+        version = invitation.packet_version
+        hosted = "capture red in your workspace (the button, or `gate red` in the terminal)"
+        if not actions.zip_offered(version):
+            first = hosted
+        elif actions.hosted_offered(version):
+            # why both: one message serves the workspace's chat pane and the downloaded copy's `gate.py ask`
+            first = f"{hosted}, or run python gate.py red where you work on a download"
+        else:
+            first = "run python gate.py red"
         raise WindowRefused(403, f"No red run has been witnessed yet. The model waits: {first} first, then ask.",
                             "red_not_witnessed", "permission_error")
 

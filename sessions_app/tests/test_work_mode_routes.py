@@ -160,3 +160,17 @@ def test_in_both_a_gate_red_counts_as_it_does_in_zip(client, upstream):
                            content_type="application/json")
     assert response.status_code == 201
     assert model_window.closed_because(invitation) == ""
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode, says, never", [
+    ("hosted", "capture red in your workspace", "gate.py"),
+    ("zip", "run python gate.py red", "workspace"),
+    ("both", "capture red in your workspace (the button, or `gate red` in the terminal), or run python gate.py red",
+     None),
+])
+def test_the_closed_model_window_names_the_way_red_is_captured_in_each_work_mode(mode, says, never, settings):
+    settings.MODEL_URL = "http://127.0.0.1:9/v1"  # configured; never reached before red
+    # why: the workspace's chat pane shows this message, where only `gate red` and the button exist
+    message = model_window.closed_because(started_in(mode, model_policy="provided"))
+    assert says in message and (never is None or never not in message), message
