@@ -68,7 +68,7 @@ def test_readyz_is_ready_with_the_database_the_broker_and_a_worker(client, produ
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["status"] == "ready"
-    assert states(response) == {"database": "ok", "broker": "ok", "workers": "ok"}
+    assert states(response) == {"database": "ok", "broker": "ok", "workspaces": "off", "workers": "ok"}
     assert body["checks"]["workers"]["reason"].startswith("worker-7 reported in ")
     assert "no-store" in response["Cache-Control"] and "Set-Cookie" not in response
 
@@ -94,7 +94,7 @@ def test_readyz_fails_at_once_on_a_broker_at_a_closed_port_and_leaks_nothing(
     assert time.monotonic() - start < settings.HEALTH_TIMEOUT_S + 1
     assert response.status_code == 503
     assert response.json()["status"] == "not ready"
-    assert states(response) == {"database": "ok", "broker": "fail", "workers": "ok"}
+    assert states(response) == {"database": "ok", "broker": "fail", "workspaces": "off", "workers": "ok"}
     reason = response.json()["checks"]["broker"]["reason"]
     assert "refused" in reason.lower(), reason
     text = response.content.decode()
