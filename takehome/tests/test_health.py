@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import json
+import subprocess
+import sys
 import time
 from datetime import timedelta
 
@@ -9,7 +13,7 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
-from conftest import free_port, point_celery_at, require
+from conftest import ROOT, free_port, point_celery_at, require
 from grading.models import GradingRun
 from grading.tests.reviewing import make_submission
 from shared.health import plain_error
@@ -181,3 +185,50 @@ def test_a_worker_reports_in_three_times_per_interval_and_stale_reports_are_drop
     entry = settings.CELERY_BEAT_SCHEDULE["record-heartbeat"]
     assert entry["schedule"] == settings.WORKER_HEARTBEAT_S / 3
     assert entry["options"]["expires"] == settings.WORKER_HEARTBEAT_S
+
+
+# --- manage.py health -----------------------------------------------------------------------------------------
+
+
+def test_the_command_prints_each_check_and_fails_when_not_ready(production, db, settings):
+    from django.core.management import CommandError, call_command
+
+    out = io.StringIO()
+    with pytest.raises(CommandError) as failed:
+        call_command("health", stdout=out)
+    assert failed.value.returncode == 1 and str(failed.value) == "Not ready: workers."
+    lines = out.getvalue().splitlines()
+    assert [line.split()[:2] for line in lines] == [
+        ["database", "ok"], ["broker", "ok"], ["workspaces", "off"], ["workers", "fail"]]
+
+    WorkerHeartbeat.objects.create(hostname="worker-7", seen_at=timezone.now())
+    out = io.StringIO()
+    call_command("health", "workers", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("workers  ok       worker-7 reported in ") and lines[1:] == ["Ready."]
+
+    out = io.StringIO()
+    call_command("health", "--json", stdout=out)
+    assert json.loads(out.getvalue())["status"] == "ready"
+
+
+def test_the_command_refuses_a_check_it_does_not_have(db):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="No check called heartbeat: use database, broker, ") as refused:
+        call_command("health", "heartbeat")
+    assert refused.value.returncode == 2
+
+
+def test_the_command_exits_1_when_not_ready_and_0_once_a_worker_reports_in(worker_env):
+    command = [sys.executable, "manage.py", "health"]
+    env = {**worker_env, "TAKEHOME_HEALTH_WORKSPACES": "no"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "workers     fail" in done.stdout and "Not ready: workers." in done.stderr
+    assert "System check" not in done.stderr  # the sandbox's checks are not readiness
+
+    WorkerHeartbeat.objects.create(hostname="worker-7", seen_at=timezone.now())
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.endswith("Ready.\n")
