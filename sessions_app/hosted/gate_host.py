@@ -65,6 +65,7 @@ READ_TIMEOUT_S = 30
 COMMANDS = ("red", "model", "green", "submit", "status", "ask")
 SOCKET_NAME = "gate.sock"
 STATUS_SOCKET_NAME = "serve_workspaces.sock"
+UNIX_PATH_MAX = 107  # bytes of a unix socket's path (sun_path holds 108 with its NUL)
 
 
 def socket_path(invitation_id: int) -> Path:
@@ -296,8 +297,9 @@ class GateHost:
         for invitation_id in set(self.servers) - open_ids:
             await self.forget(invitation_id)
 
-    async def serve_status(self) -> asyncio.AbstractServer:
-        """Answer each connection to the status socket with one line saying this host serves, then close it."""
+    async def serve_status(self) -> asyncio.AbstractServer | None:
+        """Answer each connection to the status socket with one line saying this host serves, then close it.
+        None when the socket cannot be made: the gate is served all the same, and readiness says why it fails."""
         path = status_socket_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
@@ -315,7 +317,11 @@ class GateHost:
                 with contextlib.suppress(ConnectionError, OSError):
                     await writer.wait_closed()
 
-        return await asyncio.start_unix_server(answer_status, path=str(path))
+        try:
+            return await asyncio.start_unix_server(answer_status, path=str(path))
+        except OSError as exc:
+            log.error("cannot answer readiness probes on %s: %s", path, exc)
+            return None
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         stop = stop or asyncio.Event()
@@ -341,10 +347,11 @@ class GateHost:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.discover_every_s)
         finally:
-            status.close()
-            await status.wait_closed()
-            with contextlib.suppress(FileNotFoundError):
-                status_socket_path().unlink()
+            if status is not None:
+                status.close()
+                await status.wait_closed()
+                with contextlib.suppress(FileNotFoundError):
+                    status_socket_path().unlink()
             for invitation_id in list(self.servers):
                 await self.forget(invitation_id)
 
@@ -402,6 +409,9 @@ def readiness(database_up: bool) -> Check:
         hosted = (PacketVersion.WorkMode.HOSTED, PacketVersion.WorkMode.BOTH)
         if not PacketVersion.objects.filter(work_mode__in=hosted).exists():
             return Check(name, OFF, "no packet offers a hosted workspace")
+    if len(os.fsencode(status_socket_path())) > UNIX_PATH_MAX:
+        return Check(name, FAIL, f"serve_workspaces cannot have its status socket: its path would be over "
+                                 f"{UNIX_PATH_MAX} bytes; choose a shorter TAKEHOME_WORKSPACES_DIR")
     timeout = settings.HEALTH_TIMEOUT_S
     try:
         status = ask_status(timeout)

@@ -111,3 +111,14 @@ def test_readyz_is_not_ready_while_a_hosted_packet_has_no_workspace_host(client,
     assert response.status_code == 503
     workspaces = response.json()["checks"]["workspaces"]
     assert workspaces["state"] == "fail" and str(ws_dir) not in response.content.decode()
+
+
+def test_a_workspaces_folder_too_deep_for_a_socket_is_named_and_the_gate_is_served_all_the_same(ws_dir, settings,
+                                                                                                  caplog):
+    settings.HEALTH_WORKSPACES = "yes"
+    settings.WORKSPACES_DIR = ws_dir / ("deep-" * 20)
+    host = gate_host.GateHost()
+    assert asyncio.run(host.serve_status()) is None  # logged; serve_workspaces goes on
+    assert "cannot answer readiness probes" in caplog.text
+    check = gate_host.readiness(database_up=True)
+    assert check.state == "fail" and "choose a shorter TAKEHOME_WORKSPACES_DIR" in check.reason
