@@ -3,13 +3,13 @@
 `/healthz` says the web process answers, and touches nothing else. `/readyz`
 runs the readiness checks: the database and the broker here, and those the
 apps register in their ``AppConfig.ready`` (grading: a worker alive; the
-candidate's side: this host's workspace host). Each
-answers with a state and a short reason, and gives up after
-TAKEHOME_HEALTH_TIMEOUT_S, so a probe polled every few seconds never hangs on
-a service that is down or stalled.
+candidate's side: this host's workspace host). Each answers with a state and
+a short reason, and gives up after TAKEHOME_HEALTH_TIMEOUT_S, so a probe
+polled every few seconds never hangs on a service that is down or stalled.
 
-A reason says what an operator needs to act and nothing more: no URL (a
-broker's or a database's may hold a password), no path, no setting's value.
+Anyone may ask, so a reason says what an operator needs to act and nothing
+more: no password (the credentials in a URL are dropped), no folder (a path
+is cut to its last part).
 """
 
 from __future__ import annotations
@@ -28,9 +28,6 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import add_never_cache_headers
 
 OK, FAIL, OFF, UNKNOWN = "ok", "fail", "off", "unknown"
-
-# The apps' checks by name (register()), after the database's and the broker's.
-_APP_CHECKS: dict[str, Callable[[bool], Check]] = {}
 
 REASON_MAX = 200
 # scheme://user:password@ in an error's text: the credentials go, the rest stays readable.
@@ -61,6 +58,10 @@ class Readiness:
     def as_json(self) -> dict:
         return {"status": "ready" if self.ready else "not ready",
                 "checks": {c.name: {"state": c.state, "reason": c.reason} for c in self.checks}}
+
+
+# The apps' checks by name (register()), run after the database's and the broker's.
+_APP_CHECKS: dict[str, Callable[[bool], Check]] = {}
 
 
 def plain_error(exc: BaseException) -> str:
