@@ -110,6 +110,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: /healthz and /readyz are answered whatever the Host, over plain http, without login (shared/health.py).
+    "shared.health.HealthMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -360,11 +362,29 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# A worker reports in (shared.tasks.record_heartbeat) when beat asks, three times per interval, so one late
+# report never makes /readyz say that no worker is alive; a report not taken within the interval is dropped
+# (expires), so a worker back from an outage does not work through a pile of them.
+env.section("Health")
+WORKER_HEARTBEAT_S = env.duration("TAKEHOME_WORKER_HEARTBEAT_S", 30, least=3,
+                                  doc="A worker counts as alive (`/readyz`, `manage.py health`) when it reported "
+                                      "in within this long; beat asks for a report three times as often.")
 CELERY_BEAT_SCHEDULE = {
-    "record-heartbeat": {"task": "shared.tasks.record_heartbeat", "schedule": 30.0},
+    "record-heartbeat": {"task": "shared.tasks.record_heartbeat", "schedule": WORKER_HEARTBEAT_S / 3,
+                         "options": {"expires": WORKER_HEARTBEAT_S}},
     "sweep-submissions": {"task": "grading.tasks.sweep_submissions", "schedule": 60.0},
     "sweep-packet-checks": {"task": "takehome.tasks.sweep_packet_checks", "schedule": 60.0},
 }
+
+# Each readiness check (shared/health.py) gives up after HEALTH_TIMEOUT_S, so a probe polled every few seconds
+# never hangs on a database or broker that is down or stalled.
+HEALTH_TIMEOUT_S = env.duration("TAKEHOME_HEALTH_TIMEOUT_S", 2.0, above=0,
+                                doc="Each readiness check (the database, the broker, the workspace host) gives up "
+                                    "after this long and counts as failing; PostgreSQL waits at least 2 s.")
+HEALTH_WORKSPACES = env.choice("TAKEHOME_HEALTH_WORKSPACES", "auto", ("auto", "yes", "no"),
+                               doc="Whether readiness asks this host's `serve_workspaces`: `auto` once a packet "
+                                   "version offers a hosted workspace, `yes` always, `no` never (a host that "
+                                   "serves no workspaces).")
 
 env.section("Django")
 LOG_LEVEL = env.choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),

@@ -24,6 +24,11 @@ its last submission, as the candidate's Submit would (actions.do_submit_at_deadl
 once: a workspace is settled when submitted, found unchanged, or refused (too
 big), and tried again at the next sweep when it could not be read.
 
+The host also answers on <TAKEHOME_WORKSPACES_DIR>/serve_workspaces.sock, for
+readiness (shared/health.py): on each connection it writes one JSON line,
+``{"ok": true, "host": "...", "workspaces": N}`` (the workspaces it serves), and
+closes. An answer proves its event loop runs, which the gate commands need.
+
 why here and not in a Celery task: a workspace's files live on its own host
 (TAKEHOME_WORKSPACE_HOST), mounted or saved there; a worker elsewhere cannot read
 them. The grading that follows goes to the workers as any upload's does.
@@ -36,6 +41,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -46,7 +52,9 @@ from django.utils import timezone
 
 from sessions_app import actions
 from sessions_app.models import Workspace
-from takehome.models import Invitation
+from shared.health import FAIL, OFF, OK, UNKNOWN, Check
+from shared.words import counted
+from takehome.models import Invitation, PacketVersion
 
 from . import workspaces
 
@@ -56,10 +64,16 @@ MAX_LINE = 4096
 READ_TIMEOUT_S = 30
 COMMANDS = ("red", "model", "green", "submit", "status", "ask")
 SOCKET_NAME = "gate.sock"
+STATUS_SOCKET_NAME = "serve_workspaces.sock"
+UNIX_PATH_MAX = 107  # bytes of a unix socket's path (sun_path holds 108 with its NUL)
 
 
 def socket_path(invitation_id: int) -> Path:
     return Path(settings.WORKSPACES_DIR) / f"inv-{invitation_id}" / "gate" / SOCKET_NAME
+
+
+def status_socket_path() -> Path:
+    return Path(settings.WORKSPACES_DIR) / STATUS_SOCKET_NAME
 
 
 @dataclass(frozen=True)
@@ -283,10 +297,37 @@ class GateHost:
         for invitation_id in set(self.servers) - open_ids:
             await self.forget(invitation_id)
 
+    async def serve_status(self) -> asyncio.AbstractServer | None:
+        """Answer each connection to the status socket with one line saying this host serves, then close it.
+        None when the socket cannot be made: the gate is served all the same, and readiness says why it fails."""
+        path = status_socket_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a socket left by an earlier run of this host
+
+        async def answer_status(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            status = {"ok": True, "host": settings.WORKSPACE_HOST, "workspaces": len(self.servers)}
+            try:
+                writer.write(json.dumps(status).encode("utf-8") + b"\n")
+                await writer.drain()
+            except (ConnectionError, OSError):
+                pass  # the probe went away
+            finally:
+                writer.close()
+                with contextlib.suppress(ConnectionError, OSError):
+                    await writer.wait_closed()
+
+        try:
+            return await asyncio.start_unix_server(answer_status, path=str(path))
+        except OSError as exc:
+            log.error("cannot answer readiness probes on %s: %s", path, exc)
+            return None
+
     async def run(self, stop: asyncio.Event | None = None) -> None:
         stop = stop or asyncio.Event()
         next_sweep = 0.0
         loop = asyncio.get_running_loop()
+        status = await self.serve_status()
         try:
             while not stop.is_set():
                 # why catch all: a failing sweep or database is logged and tried again; the
@@ -306,6 +347,11 @@ class GateHost:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.discover_every_s)
         finally:
+            if status is not None:
+                status.close()
+                await status.wait_closed()
+                with contextlib.suppress(FileNotFoundError):
+                    status_socket_path().unlink()
             for invitation_id in list(self.servers):
                 await self.forget(invitation_id)
 
@@ -325,3 +371,59 @@ def _sweep_in_thread() -> list[str]:
         return sweep()
     finally:
         close_old_connections()
+
+
+def ask_status(timeout: float) -> dict:
+    """What this host's serve_workspaces says on its status socket. OSError when nothing listens there,
+    TimeoutError when it does not answer within ``timeout`` (for the connect and for each read),
+    ValueError when the answer is not its status."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(str(status_socket_path()))
+        reply = b""
+        while not reply.endswith(b"\n") and len(reply) <= MAX_LINE:
+            chunk = conn.recv(MAX_LINE)
+            if not chunk:
+                break
+            reply += chunk
+    status = json.loads(reply)
+    if not isinstance(status, dict) or status.get("ok") is not True:
+        raise ValueError("not a status line")
+    return status
+
+
+def readiness(database_up: bool) -> Check:
+    """Readiness (shared/health.py): this host's serve_workspaces answers, where workspaces are hosted.
+
+    Hosted here means TAKEHOME_HEALTH_WORKSPACES=yes, or (auto) that some packet version offers a hosted
+    workspace: any invitation to it may open one on this host, and its `gate` commands and the deadline's
+    sweep need serve_workspaces.
+    """
+    name, mode = "workspaces", settings.HEALTH_WORKSPACES
+    if mode == "no":
+        return Check(name, OFF, "not asked on this host (TAKEHOME_HEALTH_WORKSPACES)")
+    if mode == "auto":
+        if not database_up:
+            return Check(name, UNKNOWN, "not asked: the database, which says whether a packet offers a hosted "
+                                        "workspace, does not answer")
+        hosted = (PacketVersion.WorkMode.HOSTED, PacketVersion.WorkMode.BOTH)
+        if not PacketVersion.objects.filter(work_mode__in=hosted).exists():
+            return Check(name, OFF, "no packet offers a hosted workspace")
+    if len(os.fsencode(status_socket_path())) > UNIX_PATH_MAX:
+        return Check(name, FAIL, f"serve_workspaces cannot have its status socket: its path would be over "
+                                 f"{UNIX_PATH_MAX} bytes; choose a shorter TAKEHOME_WORKSPACES_DIR")
+    timeout = settings.HEALTH_TIMEOUT_S
+    try:
+        status = ask_status(timeout)
+    except TimeoutError:
+        return Check(name, FAIL, f"serve_workspaces did not answer within {timeout:g} s")
+    except PermissionError:
+        return Check(name, FAIL, "serve_workspaces' socket refuses this process: run both as the same user")
+    except OSError:
+        # why not the error's text: it names the socket's path
+        return Check(name, FAIL, "serve_workspaces is not running on this host: nothing answers on its socket")
+    except ValueError:
+        return Check(name, FAIL, "what answers on serve_workspaces' socket is not serve_workspaces")
+    served = status.get("workspaces")
+    return Check(name, OK, f"serve_workspaces answers on {status.get('host', 'this host')}, serving "
+                           f"{counted(served if isinstance(served, int) else 0, 'open workspace')}")

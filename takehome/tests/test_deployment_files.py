@@ -33,10 +33,10 @@ def test_the_knobs_other_programs_read_are_real():
     assert read_by("docker compose") and read_by("make run")
 
 
-def test_compose_parses_and_has_the_four_services():
+def test_compose_parses_and_has_the_six_services():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    assert set(compose["services"]) == {"caddy", "postgres", "redis", "web", "worker"}
-    for name in ("web", "worker"):
+    assert set(compose["services"]) == {"caddy", "postgres", "redis", "web", "worker", "beat"}
+    for name in ("web", "worker", "beat"):
         service = compose["services"][name]
         assert service["build"] == "."
         assert set(service["environment"]) <= {n for n, s in declared().items() if not s.read_by}
@@ -65,13 +65,86 @@ def test_dockerfile_installs_the_sandbox():
 def test_compose_never_runs_with_debug_from_a_development_env():
     # The .env make writes says DEBUG=true; compose's own environment wins over env_file.
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    for name in ("web", "worker"):
+    for name in ("web", "worker", "beat"):
         assert compose["services"][name]["environment"]["DEBUG"] == "false"
 
 
 def test_the_image_never_holds_a_dotenv():
     ignored = (ROOT / ".dockerignore").read_text().splitlines()
     assert ".env" in ignored
+
+
+# --- restarts, healthchecks and one beat ------------------------------------------------------------------------
+
+
+def compose_services() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+
+
+def words(command) -> list[str]:
+    """A service's command (a list, or a string the shell splits) as its words."""
+    return shlex.split(command) if isinstance(command, str) else list(command)
+
+
+def celery_subcommand(service: dict) -> str | None:
+    """`worker` or `beat` when the service runs `celery -A takehome <that>`, else None."""
+    command = words(service.get("command", []))
+    if command[:3] != ["celery", "-A", "takehome"]:
+        return None
+    return command[3]
+
+
+def test_every_service_restarts_and_has_a_healthcheck():
+    for name, service in compose_services().items():
+        assert service.get("restart") == "unless-stopped", f"{name} has no restart policy"
+        test = service.get("healthcheck", {}).get("test")
+        assert test and test[0] in ("CMD", "CMD-SHELL") and len(test) > 1, f"{name} has no healthcheck"
+        assert not service["healthcheck"].get("disable"), name
+
+
+def test_exactly_one_service_runs_beat_and_no_worker_runs_it_too():
+    services = compose_services()
+    beats = [name for name, service in services.items() if celery_subcommand(service) == "beat"]
+    workers = [name for name, service in services.items() if celery_subcommand(service) == "worker"]
+    assert beats == ["beat"] and workers == ["worker"]
+    for name in workers:
+        assert not {"--beat", "-B"} & set(words(services[name]["command"])), f"{name} runs beat as well"
+    # One beat however many workers are asked for: nothing scales it up.
+    assert services["beat"].get("deploy", {}).get("replicas", 1) == 1 and "scale" not in services["beat"]
+
+
+def test_make_run_runs_beat_once_beside_its_worker():
+    import configparser
+
+    config = configparser.RawConfigParser()
+    config.read_string((ROOT / "scripts" / "supervisord.conf").read_text())
+    commands = {section: config.get(section, "command").split()
+                for section in config.sections() if section.startswith("program:")}
+    celery = {section: command[command.index("-A") + 2] for section, command in commands.items()
+              if any(word.endswith("/celery") for word in command)}
+    assert sorted(celery.values()) == ["beat", "worker"], celery
+    assert not {"--beat", "-B"} & set(commands["program:worker"])
+
+
+def test_the_healthchecks_ask_what_each_service_is_for():
+    services = compose_services()
+    # The web server: daphne's own liveness, over the PROXY protocol its endpoint requires.
+    web = services["web"]["healthcheck"]["test"]
+    assert web[:4] == ["CMD", "python", "-m", "shared.probe"] and "--proxy-protocol" in web
+    daphne = " ".join(services["web"]["command"].split())
+    assert "haproxy:tcp:port=8000:" in daphne and web[-1] == "http://127.0.0.1:8000/healthz"
+    # The worker: this worker (celery@<container host name>) answers a ping; $$ keeps compose's hands off.
+    worker = services["worker"]["healthcheck"]["test"]
+    assert worker[0] == "CMD-SHELL" and worker[1].startswith("celery -A takehome inspect ping ")
+    assert "--destination celery@$$HOSTNAME" in worker[1]
+    # beat: what it makes, a worker's heartbeat.
+    assert services["beat"]["healthcheck"]["test"] == ["CMD", "python", "manage.py", "health", "workers"]
+    assert services["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+    assert services["postgres"]["healthcheck"]["test"][:2] == ["CMD", "pg_isready"]
+    assert "http://127.0.0.1:2019/" in services["caddy"]["healthcheck"]["test"][-1]  # Caddy's admin API
+    # What needs Redis waits until it answers, not merely until its container started.
+    for name in ("web", "worker", "beat"):
+        assert services[name]["depends_on"]["redis"] == {"condition": "service_healthy"}, name
 
 
 # --- Caddy in front (Caddyfile) -------------------------------------------------------------------

@@ -275,6 +275,15 @@ COVERED = {
     ".venv/bin/python bench/sessions.py":
         ("grading/tests/test_bench_sessions.py::test_sessions_bench_types_in_two_terminals_and_cleans_up",
          "grading/tests/test_bench_sessions.py::test_ctrl_c_ends_the_shells_the_mounts_and_the_servers"),
+    "manage.py health [CHECK...] [--json]": (
+        "takehome/tests/test_health.py::test_the_command_exits_1_when_not_ready_and_0_once_a_worker_reports_in",
+        "takehome/tests/test_health.py::test_the_command_prints_each_check_and_fails_when_not_ready"),
+    "manage.py health workers": (
+        "takehome/tests/test_health.py::test_the_command_prints_each_check_and_fails_when_not_ready",
+        "takehome/tests/test_health_processes.py::test_readyz_follows_the_worker_and_the_broker_and_the_healthchecks_say_so"),
+    "python -m shared.probe": (
+        "takehome/tests/test_health_processes.py::"
+        "test_the_web_healthcheck_reaches_daphne_through_its_proxy_protocol_endpoint",),
     "python -m venv .venv": GATE_WALK,
     "python -m pip install pytest -r requirements.txt": GATE_WALK,
     "python -m pytest -q": GATE_WALK,
@@ -326,7 +335,9 @@ ELSEWHERE = {
     "docker compose exec web python manage.py createsuperuser": NO_DOCKER,
     "docker compose cp caddy:/data/caddy/pki/authorities/local/root.crt caddy-root.crt": NO_DOCKER,
     "curl --cacert caddy-root.crt https://localhost/": NO_DOCKER,
-    "docker compose up -d postgres redis web worker": NO_DOCKER,
+    "docker compose up -d postgres redis web worker beat": NO_DOCKER,
+    "docker compose ps": NO_DOCKER,
+    "docker compose up -d --scale worker=3": NO_DOCKER,
     "docker compose exec -T postgres pg_dump -U takehome -Fc takehome > takehome-db.dump": NO_DOCKER,
     "docker compose exec -T web tar -czf - -C /data media > takehome-media.tar.gz": NO_DOCKER,
     "docker compose up -d postgres redis": NO_DOCKER,
