@@ -89,8 +89,11 @@ except OSError:
     pass  # a read-only image: whatever needs the folder says so itself
 
 INSTALLED_APPS = [
-    # First, so `manage.py runserver` serves the ASGI app (WebSockets too) in development.
-    "daphne",
+    # First, so its `manage.py runserver` (daphne's: the ASGI app, WebSockets too) wins over staticfiles' and
+    # whitenoise's. why not "daphne" here, as daphne's docs have it: that app imports Twisted and Autobahn in
+    # every process (about 0.7 s of CPU for each command, worker and server); shared's runserver imports
+    # them only when it runs.
+    "shared",
     "channels",
     "django.contrib.admin",
     "django.contrib.auth",
@@ -103,7 +106,6 @@ INSTALLED_APPS = [
     "csp",
     "template_partials",
     "axes",
-    "shared",
     "takehome",
     "sessions_app",
     "grading",
