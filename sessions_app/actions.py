@@ -68,6 +68,13 @@ class SessionRefused(Exception):
         self.receipt: GateReceipt | None = None
 
 
+class DeadlineMoved(Exception):
+    """The deadline a submission at the deadline was for was extended before it was stored: nothing is stored.
+
+    why not a SessionRefused: nothing was refused, so nothing is kept as a refused upload.
+    """
+
+
 # -- work modes: which routes a packet version offers -----------------------------------------
 
 NOT_ZIP = ("This take-home is worked in a hosted workspace only: it has no download, no gate.py and no zip "
@@ -666,9 +673,10 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
     (storing nothing, deleting the received file) after the deadline plus
     grace (judged by ``began``, when the request began, see check_upload_allowed), and past the
     per-invitation upload limits. ``at_deadline``: the server's own submit of a hosted workspace
-    once uploads closed (do_submit_at_deadline), which neither the clock nor the limits hold; a
-    second one of the same invitation raises IntegrityError. ``files_digest``: a hosted submit's
-    files_digest, kept to tell the deadline whether anything changed since.
+    once uploads closed (do_submit_at_deadline), which neither the limits nor the clock hold, but for
+    the deadline it is made for (``for_deadline``): DeadlineMoved when that deadline was extended
+    meanwhile, IntegrityError for a second one of the same deadline. ``files_digest``: a hosted
+    submit's files_digest, kept to tell the deadline whether anything changed since.
     """
     created = None
     try:
@@ -682,8 +690,13 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             now = timezone.now()
             # why again, under the lock: two uploads racing past the view's check must
             # not both fit into the last place of the limit.
-            earlier = None
+            earlier = for_deadline = None
             if at_deadline:
+                # why under the lock: a recruiter's extension that commits first has reopened this
+                # deadline; its state would otherwise be kept as submitted at a deadline that is not one
+                if invitation.phase_at(now) != Invitation.CLOSED:
+                    raise DeadlineMoved()
+                for_deadline = invitation.deadline
                 earlier = (Submission.objects.filter(invitation=invitation).exclude(at_deadline=True)
                            .aggregate(at=Max("uploaded_at"))["at"])
             else:
@@ -693,7 +706,7 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
                 invitation=invitation, archive=stored_name(incoming.sha256), sha256=incoming.sha256,
                 size=incoming.size, original_name=incoming.original_name, via=via, uploaded_at=now,
                 unpack_refusal=refusal, files_digest=files_digest, at_deadline=at_deadline,
-                earlier_submit_at=earlier,
+                earlier_submit_at=earlier, for_deadline=for_deadline,
             )
             receipt = GateReceipt.objects.create(
                 invitation=invitation, step=Step.UPLOAD, received_at=now, sha256=incoming.sha256, submission=submission
@@ -1077,7 +1090,8 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
     It is marked ``at_deadline``, takes no place among the candidate's limits, and is graded as any
     upload. Idempotent: a second call finds the same digest and does nothing; two at once take turns
     on the capture lock (the second is refused as busy, and the sweep calls it again), and the
-    database keeps one submission at the deadline per invitation. A workspace too big or too large
+    database keeps one submission per invitation and deadline (``for_deadline``). A deadline extended
+    meanwhile stores nothing (None). A workspace too big or too large
     to submit is kept as a refused upload (AT_DEADLINE_REFUSED), for the recruiter and the reviewers,
     and SessionRefused is raised, as are the snapshot's errors (WorkspaceUnavailable: try again).
     """
@@ -1097,7 +1111,9 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
         try:
             result = _store_workspace(invitation, files, at_deadline=True, record_prefix=AT_DEADLINE_REFUSED)
         except IntegrityError:
-            return None  # another sweep submitted it first: at most one per invitation
+            return None  # another sweep submitted it first: at most one per invitation and deadline
+        except DeadlineMoved:
+            return None  # extended since the check above: the deadline it was for is not one any more
         result.missing = tuple(hosted_missing(invitation, files))
     append_marker(invitation, "submitted at the deadline")
     return result
