@@ -6,7 +6,6 @@ transaction. Gate receipts are append-only and written nowhere else.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import logging
@@ -71,7 +70,8 @@ class SessionRefused(Exception):
 class DeadlineMoved(Exception):
     """The deadline a submission at the deadline was for was extended before it was stored: nothing is stored.
 
-    why not a SessionRefused: nothing was refused, so nothing is kept as a refused upload.
+    why not a SessionRefused: nothing was refused, so nothing is kept as a refused upload; the
+    workspace reopens for the extra time, and the new deadline submits it (see do_submit_at_deadline).
     """
 
 
@@ -788,25 +788,15 @@ def _file_hashes(files: Mapping[str, bytes]) -> dict[str, str]:
 
 @contextmanager
 def _capture_lock(invitation: Invitation):
-    """One capture or hosted submit at a time per invitation, across processes (web and gate host).
+    """One capture or hosted submit at a time per invitation (workspaces.capture_lock); busy: SessionRefused."""
+    from .hosted.workspaces import WorkspaceBusy, capture_lock
 
-    why a file lock: the buttons run in the web process, `gate red` in the gate
-    host; two sandboxes over one workspace at once would only race.
-    """
-    from .hosted.workspaces import folder_for
-
-    folder = folder_for(invitation)
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "capture.lock").open("a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SessionRefused("A capture or submit of this workspace is already running. Wait for it to "
-                                 "finish (a few seconds), then try again.", "busy", retry_after=5) from None
-        try:
+    try:
+        with capture_lock(invitation):
             yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    except WorkspaceBusy:
+        raise SessionRefused("A capture or submit of this workspace is already running. Wait for it to "
+                             "finish (a few seconds), then try again.", "busy", retry_after=5) from None
 
 
 def _check_hosted(invitation: Invitation) -> None:
@@ -1091,7 +1081,8 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
     upload. Idempotent: a second call finds the same digest and does nothing; two at once take turns
     on the capture lock (the second is refused as busy, and the sweep calls it again), and the
     database keeps one submission per invitation and deadline (``for_deadline``). A deadline extended
-    meanwhile stores nothing (None). A workspace too big or too large
+    meanwhile stores nothing (None): the workspace reopens, and its new deadline submits it. Nothing
+    happens unless the workspace is frozen and its deadline not settled yet. A workspace too big or too large
     to submit is kept as a refused upload (AT_DEADLINE_REFUSED), for the recruiter and the reviewers,
     and SessionRefused is raised, as are the snapshot's errors (WorkspaceUnavailable: try again).
     """
@@ -1100,6 +1091,14 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
     if invitation.revoked_at is not None or invitation.phase_at(now or timezone.now()) != Invitation.CLOSED:
         return None  # why: a revoked link submits nothing; an extended deadline is not there yet
     with _capture_lock(invitation):
+        # why read again under the lock: the deadline may have been extended since the sweep read it, and a
+        # reopening (workspaces.reopen) takes the same lock; an open workspace's files are the candidate's
+        invitation.refresh_from_db(fields=["started_at", "deadline", "revoked_at"])
+        if invitation.revoked_at is not None or invitation.phase_at(now or timezone.now()) != Invitation.CLOSED:
+            return None
+        if not Workspace.objects.filter(invitation=invitation, frozen_at__isnull=False,
+                                        deadline_settled_at__isnull=True).exists():
+            return None
         try:
             files = hosted_files(invitation, _snapshot(invitation))
         except SessionRefused as exc:
@@ -1113,7 +1112,7 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
         except IntegrityError:
             return None  # another sweep submitted it first: at most one per invitation and deadline
         except DeadlineMoved:
-            return None  # extended since the check above: the deadline it was for is not one any more
+            return None  # extended since the check above: the workspace reopens for the extra time
         result.missing = tuple(hosted_missing(invitation, files))
     append_marker(invitation, "submitted at the deadline")
     return result

@@ -313,7 +313,8 @@ class Workspace(models.Model):
     ``manage.py serve_workspaces`` stops shells idle too long
     (``shell_stopped_at``) and freezes workspaces past the deadline plus grace,
     then submits the frozen files when they changed since the last submission
-    (``deadline_settled_at``: done, once).
+    (``deadline_settled_at``: done, once per deadline). A deadline extended after
+    it passed reopens a frozen workspace on its host (open again, under a free uid).
     Each of these steps is a function of sessions_app.hosted.workspaces, the
     only writer of this row.
     """
