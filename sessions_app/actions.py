@@ -6,7 +6,6 @@ transaction. Gate receipts are append-only and written nowhere else.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import logging
@@ -67,6 +66,14 @@ class SessionRefused(Exception):
         self.message, self.code, self.retry_after = message, code, retry_after
         self.record = record or message
         self.receipt: GateReceipt | None = None
+
+
+class DeadlineMoved(Exception):
+    """The deadline a submission at the deadline was for was extended before it was stored: nothing is stored.
+
+    why not a SessionRefused: nothing was refused, so nothing is kept as a refused upload; the
+    workspace reopens for the extra time, and the new deadline submits it (see do_submit_at_deadline).
+    """
 
 
 # -- work modes: which routes a packet version offers -----------------------------------------
@@ -667,8 +674,9 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
     (storing nothing, deleting the received file) after the deadline plus
     grace (judged by ``began``, when the request began, see check_upload_allowed), and past the
     per-invitation upload limits. ``at_deadline``: the server's own submit of a hosted workspace
-    once uploads closed (do_submit_at_deadline), which neither the clock nor the limits hold; a
-    second one of the same invitation raises IntegrityError, and which the audit trail records
+    once uploads closed (do_submit_at_deadline), which neither the limits nor the clock hold, but for
+    the deadline it is made for (``for_deadline``): DeadlineMoved when that deadline was extended
+    meanwhile, IntegrityError for a second one of the same deadline; the audit trail records it
     ("deadline_submit") in the same transaction. ``files_digest``: a hosted submit's
     files_digest, kept to tell the deadline whether anything changed since.
     """
@@ -684,8 +692,13 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
             now = timezone.now()
             # why again, under the lock: two uploads racing past the view's check must
             # not both fit into the last place of the limit.
-            earlier = None
+            earlier = for_deadline = None
             if at_deadline:
+                # why under the lock: a recruiter's extension that commits first has reopened this
+                # deadline; its state would otherwise be kept as submitted at a deadline that is not one
+                if invitation.phase_at(now) != Invitation.CLOSED:
+                    raise DeadlineMoved()
+                for_deadline = invitation.deadline
                 earlier = (Submission.objects.filter(invitation=invitation).exclude(at_deadline=True)
                            .aggregate(at=Max("uploaded_at"))["at"])
             else:
@@ -695,7 +708,7 @@ def do_accept_upload(invitation: Invitation, incoming: IncomingArchive, via: str
                 invitation=invitation, archive=stored_name(incoming.sha256), sha256=incoming.sha256,
                 size=incoming.size, original_name=incoming.original_name, via=via, uploaded_at=now,
                 unpack_refusal=refusal, files_digest=files_digest, at_deadline=at_deadline,
-                earlier_submit_at=earlier,
+                earlier_submit_at=earlier, for_deadline=for_deadline,
             )
             receipt = GateReceipt.objects.create(
                 invitation=invitation, step=Step.UPLOAD, received_at=now, sha256=incoming.sha256, submission=submission
@@ -788,25 +801,15 @@ def _file_hashes(files: Mapping[str, bytes]) -> dict[str, str]:
 
 @contextmanager
 def _capture_lock(invitation: Invitation):
-    """One capture or hosted submit at a time per invitation, across processes (web and gate host).
+    """One capture or hosted submit at a time per invitation (workspaces.capture_lock); busy: SessionRefused."""
+    from .hosted.workspaces import WorkspaceBusy, capture_lock
 
-    why a file lock: the buttons run in the web process, `gate red` in the gate
-    host; two sandboxes over one workspace at once would only race.
-    """
-    from .hosted.workspaces import folder_for
-
-    folder = folder_for(invitation)
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "capture.lock").open("a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SessionRefused("A capture or submit of this workspace is already running. Wait for it to "
-                                 "finish (a few seconds), then try again.", "busy", retry_after=5) from None
-        try:
+    try:
+        with capture_lock(invitation):
             yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    except WorkspaceBusy:
+        raise SessionRefused("A capture or submit of this workspace is already running. Wait for it to "
+                             "finish (a few seconds), then try again.", "busy", retry_after=5) from None
 
 
 def _check_hosted(invitation: Invitation) -> None:
@@ -1090,7 +1093,9 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
     It is marked ``at_deadline``, takes no place among the candidate's limits, and is graded as any
     upload. Idempotent: a second call finds the same digest and does nothing; two at once take turns
     on the capture lock (the second is refused as busy, and the sweep calls it again), and the
-    database keeps one submission at the deadline per invitation. A workspace too big or too large
+    database keeps one submission per invitation and deadline (``for_deadline``). A deadline extended
+    meanwhile stores nothing (None): the workspace reopens, and its new deadline submits it. Nothing
+    happens unless the workspace is frozen and its deadline not settled yet. A workspace too big or too large
     to submit is kept as a refused upload (AT_DEADLINE_REFUSED), for the recruiter and the reviewers,
     and SessionRefused is raised, as are the snapshot's errors (WorkspaceUnavailable: try again).
     """
@@ -1099,6 +1104,14 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
     if invitation.revoked_at is not None or invitation.phase_at(now or timezone.now()) != Invitation.CLOSED:
         return None  # why: a revoked link submits nothing; an extended deadline is not there yet
     with _capture_lock(invitation):
+        # why read again under the lock: the deadline may have been extended since the sweep read it, and a
+        # reopening (workspaces.reopen) takes the same lock; an open workspace's files are the candidate's
+        invitation.refresh_from_db(fields=["started_at", "deadline", "revoked_at"])
+        if invitation.revoked_at is not None or invitation.phase_at(now or timezone.now()) != Invitation.CLOSED:
+            return None
+        if not Workspace.objects.filter(invitation=invitation, frozen_at__isnull=False,
+                                        deadline_settled_at__isnull=True).exists():
+            return None
         try:
             files = hosted_files(invitation, _snapshot(invitation))
         except SessionRefused as exc:
@@ -1110,7 +1123,9 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
         try:
             result = _store_workspace(invitation, files, at_deadline=True, record_prefix=AT_DEADLINE_REFUSED)
         except IntegrityError:
-            return None  # another sweep submitted it first: at most one per invitation
+            return None  # another sweep submitted it first: at most one per invitation and deadline
+        except DeadlineMoved:
+            return None  # extended since the check above: the workspace reopens for the extra time
         result.missing = tuple(hosted_missing(invitation, files))
     append_marker(invitation, "submitted at the deadline")
     return result

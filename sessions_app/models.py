@@ -180,6 +180,10 @@ class Submission(models.Model):
     earlier_submit_at = models.DateTimeField(null=True, blank=True,
                                              help_text="A submission at the deadline: when the candidate's own "
                                                        "last submission was, if they made one.")
+    for_deadline = models.DateTimeField(null=True, blank=True,
+                                        help_text="A submission at the deadline: the deadline it was made for "
+                                                  "(an extension gives the workspace another); empty for one "
+                                                  "made before this was kept whose deadline moved since.")
 
     objects = SubmissionQuerySet.as_manager()
 
@@ -188,9 +192,10 @@ class Submission(models.Model):
         indexes = [models.Index(fields=["is_latest", "status"])]
         constraints = [
             # why: two sweeps at once (the serving host and a `serve_workspaces --once`) must not both
-            # submit the deadline's state; the workspace is frozen then, so there is only one.
-            models.UniqueConstraint(fields=["invitation"], condition=models.Q(at_deadline=True),
-                                    name="one_submission_at_the_deadline_per_invitation"),
+            # submit a deadline's state; the workspace is frozen then, so there is only one. A deadline
+            # extended after it passed reopens the workspace, and the new deadline gets its own.
+            models.UniqueConstraint(fields=["invitation", "for_deadline"], condition=models.Q(at_deadline=True),
+                                    name="one_submission_at_each_deadline_per_invitation"),
         ]
 
     def __str__(self) -> str:
@@ -308,7 +313,8 @@ class Workspace(models.Model):
     ``manage.py serve_workspaces`` stops shells idle too long
     (``shell_stopped_at``) and freezes workspaces past the deadline plus grace,
     then submits the frozen files when they changed since the last submission
-    (``deadline_settled_at``: done, once).
+    (``deadline_settled_at``: done, once per deadline). A deadline extended after
+    it passed reopens a frozen workspace on its host (open again, under a free uid).
     Each of these steps is a function of sessions_app.hosted.workspaces, the
     only writer of this row.
     """

@@ -40,6 +40,7 @@ from grading.engine.sandbox.shell import (
     spawn_client,
     start_shell,
     stop_shell,
+    thaw,
 )
 from shared import pytest_slots
 
@@ -419,6 +420,21 @@ def test_freeze_makes_writes_fail(make_ws, term):
     assert (ws.home / "notes.txt").read_text() == "one\n"
     with pytest.raises(OSError, match="Read-only file system"):
         (ws.home / "later.txt").write_text("x")
+
+
+def test_thaw_opens_the_frozen_files_writable_under_the_uid_given_next(make_ws):
+    ws = make_ws()
+    (ws.home / "notes.txt").write_text("before the deadline\n")
+    freeze(ws)
+    thaw(ws)  # the deadline was moved later: saved, unmounted, the mark gone
+    assert not ws.part("frozen").exists() and not _is_mounted(ws.home)
+    # the frozen workspace gave its uid back: it opens again under the one it is given now
+    moved = replace(ws, uid=ws.uid + 1)
+    open_workspace(moved, {})
+    assert (moved.home / "notes.txt").read_text() == "before the deadline\n"
+    assert (moved.home / "notes.txt").stat().st_uid == moved.uid and (moved.home / "src").stat().st_uid == moved.uid
+    (moved.home / "after.txt").write_text("in the extra time\n")  # writable again
+    release(moved)
 
 
 def test_exit_ends_the_shell_and_the_next_start_is_fresh(make_ws, term):

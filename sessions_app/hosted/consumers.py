@@ -102,11 +102,14 @@ def open_client(invitation, cols: int, rows: int):
     from grading.engine.sandbox.shell import spawn_client
     from sessions_app.models import Workspace
 
-    from .workspaces import ensure_open
+    from .workspaces import ensure_open, reopen
 
+    row = Workspace.objects.filter(invitation_id=invitation.pk).first()
+    if row is not None:
+        row = reopen(invitation, row)  # its deadline extended since it froze: writable again, under a free uid
     # why: a frozen workspace has given its uid back, which another open workspace may hold now;
     # a shell started here would run beside that candidate's, under the same uid and caps.
-    if Workspace.objects.filter(invitation_id=invitation.pk).exclude(frozen_at=None, closed=False).exists():
+    if row is not None and (row.frozen_at is not None or row.closed):
         raise WorkspaceClosed("time is up: your workspace is closed and read-only")
     return spawn_client(ensure_open(invitation), cols, rows)
 

@@ -21,8 +21,11 @@ and freezes workspaces past the deadline plus grace, or whose link was revoked
 (read-only, shell stopped, files saved and unmounted, terminals closed with 4410).
 Then it submits each workspace frozen at the deadline whose files changed since
 its last submission, as the candidate's Submit would (actions.do_submit_at_deadline),
-once: a workspace is settled when submitted, found unchanged, or refused (too
-big), and tried again at the next sweep when it could not be read.
+once per deadline: a workspace is settled when submitted, found unchanged, or refused (too
+big), and tried again at the next sweep when it could not be read. Before all this,
+a frozen workspace whose deadline a recruiter extended since (on whichever server)
+is reopened, writable with its files as they were frozen (workspaces.reopen); its
+new deadline freezes and submits it again.
 
 The host also answers on <TAKEHOME_WORKSPACES_DIR>/serve_workspaces.sock, for
 readiness (shared/health.py): on each connection it writes one JSON line,
@@ -145,10 +148,11 @@ def _close_terminals(invitation_id: int, reason: str) -> None:
 
 
 def sweep(now=None) -> list[str]:
-    """Stop idle shells and freeze workspaces whose time is up; one line per workspace touched."""
+    """Reopen frozen workspaces given more time, stop idle shells and freeze workspaces whose time is up, then
+    submit the frozen ones at their deadline; one line per workspace touched."""
     now = now or timezone.now()
     idle_before = now - timedelta(minutes=settings.WORKSPACE_IDLE_MINUTES)
-    done = []
+    done = reopen_extended(now)
     rows = Workspace.objects.filter(closed=False, host=settings.WORKSPACE_HOST)
     for row in rows.select_related("invitation__packet_version__packet"):
         invitation = row.invitation
@@ -173,6 +177,31 @@ def sweep(now=None) -> list[str]:
     return done + submit_at_deadline(now)
 
 
+def reopen_extended(now) -> list[str]:
+    """Reopen the frozen workspaces of this host whose deadline a recruiter extended since (workspaces.reopen).
+
+    why here too, not only when the candidate opens it: the recruiter's extension may be made on
+    another server, which can change only the invitation; the frozen mark is on this host's disk.
+    """
+    done = []
+    rows = Workspace.objects.filter(
+        host=settings.WORKSPACE_HOST, frozen_at__isnull=False, invitation__revoked_at__isnull=True,
+        # uploads open again: the deadline plus grace is still to come
+        invitation__deadline__gte=now - timedelta(seconds=settings.UPLOAD_GRACE_S))
+    for row in rows.select_related("invitation__packet_version__packet"):
+        invitation = row.invitation
+        try:
+            reopened = workspaces.reopen(invitation, row, now, wait=False)
+        except workspaces.WorkspaceBusy:
+            continue  # a capture or submit of it runs: the next sweep, or the candidate's next visit
+        except Exception:
+            log.exception("the sweep could not reopen the workspace of invitation %s", invitation.pk)
+            continue
+        if reopened.frozen_at is None:
+            done.append(f"reopened the workspace of invitation {invitation.pk}: its deadline was extended")
+    return done
+
+
 def submit_at_deadline(now) -> list[str]:
     """Submit the frozen workspaces of this host whose uploads closed and whose files changed since their last
     submission; settle each one once. One line per workspace submitted or refused."""
@@ -182,7 +211,7 @@ def submit_at_deadline(now) -> list[str]:
     for row in rows.select_related("invitation__packet_version__packet"):
         invitation = row.invitation
         if invitation.phase_at(now) != Invitation.CLOSED:
-            continue  # frozen, then given more time: its deadline is not here yet
+            continue  # frozen, then given more time: reopen_extended reopens it
         try:
             result = actions.do_submit_at_deadline(invitation, now)
         except actions.SessionRefused as exc:

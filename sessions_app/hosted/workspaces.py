@@ -15,13 +15,19 @@ the row's together, and this module is the only writer of the Workspace row
 - shell stopped: ``stop_idle_shell`` (the sweep) and ``stop_for_shutdown``
   (``manage.py stop_workspaces``), its files saved and unmounted;
 - frozen: ``freeze`` (the sweep, once time is up or the link is revoked),
-  read-only for good, closed, its uid given back;
+  read-only, closed, its uid given back;
 - settled at the deadline: ``settle_deadline`` (the sweep, once it submitted
-  the frozen files, or found them unchanged since the last submission).
+  the frozen files, or found them unchanged since the last submission);
+- reopened: ``reopen`` (the next open or sweep on its host, once a recruiter
+  extended a deadline that had passed and the link is still valid), writable
+  again with its files as they were frozen, under a free uid, its next
+  deadline to be settled in turn.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib
 import logging
 import os
@@ -59,6 +65,32 @@ def backend():
 
 def folder_for(invitation: Invitation) -> Path:
     return Path(settings.WORKSPACES_DIR) / f"inv-{invitation.pk}"
+
+
+class WorkspaceBusy(Exception):
+    """Another capture, submit, settling or reopening of the workspace holds its capture_lock."""
+
+
+@contextlib.contextmanager
+def capture_lock(invitation: Invitation, *, wait: bool = False):
+    """One capture, hosted submit, deadline's settling or reopening at a time per invitation, across processes
+    (web and gate host); WorkspaceBusy when another holds it, unless ``wait``.
+
+    why a file lock: the buttons run in the web process, `gate red` in the gate
+    host; two sandboxes over one workspace at once would only race. And a reopening must not
+    come between the deadline's submit of the frozen files and its settling.
+    """
+    folder = folder_for(invitation)
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "capture.lock").open("a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise WorkspaceBusy(f"the workspace of invitation {invitation.pk} is busy") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def cast_path(invitation: Invitation) -> Path:
@@ -175,9 +207,9 @@ def ensure_open(invitation: Invitation):
     """Open the invitation's workspace (seeded when new, restored when saved) and start its shell.
 
     Idempotent. A frozen workspace (past the deadline) is opened read-only and
-    its shell stays stopped.
+    its shell stays stopped, unless its deadline was extended since (``reopen``).
     """
-    row = workspace_row(invitation)
+    row = reopen(invitation, workspace_row(invitation))
     ws = workspace_for(invitation, row)
     sandbox = backend()
     sandbox.open_workspace(ws, seed_files(invitation))
@@ -206,6 +238,8 @@ def restart_shell(invitation: Invitation):
     if refusal is not None:
         raise RestartRefused(refusal[1])
     row = Workspace.objects.filter(invitation_id=invitation.pk).first()
+    if row is not None:
+        row = reopen(invitation, row)
     if row is not None and (row.closed or row.frozen_at is not None):
         raise RestartRefused("Time is up: your workspace is closed and read-only.")
     if row is not None:
@@ -298,13 +332,71 @@ def freeze(invitation: Invitation, row: Workspace, now) -> bool:
     return saved
 
 
-def settle_deadline(invitation: Invitation, row: Workspace, now) -> None:
+def settle_deadline(invitation: Invitation, row: Workspace, now) -> bool:
     """The deadline's submit of a frozen workspace is done (submitted, found unchanged, or refused and kept
     as refused): its files go back to disk, unmounted (reading them mounted them), and the sweep is done
-    with it for good."""
-    # why stop=False: the workspace is closed, its uid may be another open workspace's now
-    close_files(invitation, workspace_for(invitation, row), stop=False)
-    Workspace.objects.filter(pk=row.pk).update(deadline_settled_at=now)
+    with it until a recruiter extends the deadline (``reopen``). Whether it was settled: not when the
+    deadline was extended since (its submit stored nothing then) or the workspace was reopened."""
+    # why the lock: a reopening between the check and the unmount would lose the candidate's mount
+    with capture_lock(invitation, wait=True):
+        fresh = Invitation.objects.only("started_at", "deadline", "revoked_at").get(pk=invitation.pk)
+        if _extended(fresh, now):
+            return False  # its next open or sweep reopens it, and the new deadline is settled in turn
+        if not Workspace.objects.filter(pk=row.pk, frozen_at__isnull=False).update(deadline_settled_at=now):
+            return False
+        # why stop=False: the workspace is closed, its uid may be another open workspace's now
+        close_files(invitation, workspace_for(invitation, row), stop=False)
+    return True
+
+
+def reopen(invitation: Invitation, row: Workspace, now=None, *, wait: bool = True) -> Workspace:
+    """The workspace's row, reopened first when it is frozen and its deadline was extended since: its files
+    writable again as they were frozen, under a uid free on this host, closed no more, and its next
+    deadline to be settled in turn. A revoked link never reopens.
+
+    Runs on the workspace's own host (WorkspaceElsewhere otherwise), where the frozen mark is: the
+    recruiter's extension may be made on any server and changes only the invitation. Raises
+    WorkspaceFull when no uid is free (the row stays frozen; the next try reopens it), WorkspaceBusy
+    when a capture, submit or the deadline's settling of it runs and not ``wait``, and OSError when
+    the frozen files cannot be saved before they are opened under the new uid (frozen still: nothing lost).
+    """
+    if row.frozen_at is None or not _extended(invitation, now):
+        return row
+    _check_host(row)
+    with capture_lock(invitation, wait=wait):
+        # why read both again under the lock: a sweep may have settled or reopened it, or the link been revoked
+        invitation.refresh_from_db(fields=["started_at", "deadline", "revoked_at"])
+        row = Workspace.objects.get(pk=row.pk)
+        if row.frozen_at is None or not _extended(invitation, now):
+            return row
+        frozen = workspace_for(invitation, row)
+        with transaction.atomic():
+            # why the row first, in the transaction: a thaw that fails rolls it back, and the workspace
+            # stays frozen on both sides
+            for _ in range(5):
+                try:
+                    with transaction.atomic():
+                        uid = _free_uid()
+                        Workspace.objects.filter(pk=row.pk).update(
+                            uid=uid, closed=False, frozen_at=None, deadline_settled_at=None,
+                            last_seen_at=now or timezone.now())
+                    break
+                except IntegrityError:
+                    continue  # another workspace of this host took the same uid just now
+            else:
+                raise WorkspaceFull("The server could not reopen your workspace just now (busy). Reload the "
+                                    "page to try again.")
+            report = backend().thaw(frozen)
+        if report is not None and report.left_out:
+            tell_unsaved(invitation, report.words())
+    log.info("reopened the workspace of invitation %s under uid %s: its deadline was extended", invitation.pk, uid)
+    return Workspace.objects.get(pk=row.pk)
+
+
+def _extended(invitation: Invitation, now=None) -> bool:
+    """Whether a frozen workspace's invitation has time again: its link valid, its uploads open."""
+    return invitation.revoked_at is None and invitation.phase_at(now or timezone.now()) in (
+        Invitation.RUNNING, Invitation.GRACE)
 
 
 SHOWN_FILE_BYTES = 256 << 10  # a closed workspace's page shows each file up to this size
@@ -364,7 +456,7 @@ def _editor_workspace(invitation: Invitation, write: bool):
     why mount: the sweep may have released an idle workspace (its files only in saved.tar);
     the editor reads and writes it as the terminal would find it, without starting a shell.
     """
-    row = workspace_row(invitation)
+    row = reopen(invitation, workspace_row(invitation))
     if write and (row.closed or row.frozen_at is not None):
         raise editing().EditRefused("Time is up: the workspace is read-only, and nothing was saved.", "frozen")
     ws = workspace_for(invitation, row)

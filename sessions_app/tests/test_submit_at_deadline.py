@@ -96,7 +96,8 @@ def test_a_workspace_as_it_was_seeded_is_not_submitted(workspace, settings):  # 
 def test_only_closed_frozen_unsettled_workspaces_of_this_host_with_a_valid_link_are_submitted(closing, settings):
     invitation = closing.invitation
     Workspace.objects.filter(invitation=invitation).update(frozen_at=timezone.now(), closed=True)
-    assert closing.sweep() == []  # frozen, but its deadline is still to come (extended since)
+    # frozen, but its deadline is still to come (extended since): reopened, nothing submitted
+    assert closing.sweep() == [f"reopened the workspace of invitation {invitation.pk}: its deadline was extended"]
     closing.close()
     Workspace.objects.filter(invitation=invitation).update(host="elsewhere")
     assert closing.sweep() == []  # another host's: its files are there

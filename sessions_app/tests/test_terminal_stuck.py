@@ -13,8 +13,10 @@ import json
 import os
 import select
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from grading.engine.sandbox.cgroups import _read_keys
 from grading.engine.sandbox.processes import _uid_processes
@@ -203,13 +205,17 @@ def test_a_client_that_ends_well_is_no_stuck_shell(started):
     assert not consumers.shell_stuck(started.pk, 1)  # no shell: reconnecting starts one
 
 
-def test_a_closed_workspace_is_not_restarted(started, client):
+def test_a_closed_workspace_is_not_restarted(started, client, monkeypatch, settings):
     from sessions_app.hosted.workspaces import ensure_open
     from sessions_app.models import Workspace
 
     ws = ensure_open(started)
     shell = ws.part("shell.pid").read_text()
     Workspace.objects.filter(invitation=started).update(closed=True, frozen_at=started.started_at)
+    # the deadline passed after the page's check (which let the restart through): it is not reopened
+    type(started).objects.filter(pk=started.pk).update(
+        deadline=timezone.now() - timedelta(seconds=settings.UPLOAD_GRACE_S + 1))
+    monkeypatch.setattr(consumers, "refusal_for", lambda invitation: None)
     response = client.post(f"/t/{started.raw_token}/workspace/restart", follow=True)
     assert "closed and read-only" in response.content.decode()
     assert ws.part("shell.pid").read_text() == shell  # nothing was ended or started

@@ -8,6 +8,7 @@ written. The path safety itself is grading/tests/test_editing.py's.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.middleware.csrf import _get_new_csrf_string, _mask_cipher_secret
@@ -15,7 +16,10 @@ from django.test import Client
 from django.utils import timezone
 
 from sessions_app.actions import do_start_session
+from sessions_app.hosted import consumers, workspaces
 from sessions_app.models import Workspace
+from takehome.actions import do_extend_deadline
+from takehome.models import Invitation
 
 from .hosted_shell import shells  # noqa: F401  (the workspaces' folder and uids of the tests)
 
@@ -69,10 +73,19 @@ def test_list_open_save_create_and_rename_through_the_link(shells, csrf_client, 
     assert missing.status_code == 404 and missing.json()["message"] == "There is no file nope.py in the workspace."
 
 
-def test_a_frozen_workspace_is_not_written(shells, csrf_client, invitation):  # noqa: F811
+def expire(invitation, settings) -> None:
+    Invitation.objects.filter(pk=invitation.pk).update(
+        deadline=timezone.now() - timedelta(seconds=settings.UPLOAD_GRACE_S + 1))
+    invitation.refresh_from_db()
+
+
+def test_a_frozen_workspace_is_not_written(shells, csrf_client, invitation, monkeypatch, settings):  # noqa: F811
     do_start_session(invitation)
     opened = csrf_client.get(url(invitation, "/read"), {"path": "invoices.py"}).json()
     Workspace.objects.filter(invitation=invitation).update(frozen_at=timezone.now())
+    # the deadline passed after the editor's check of the link (which let the save through)
+    expire(invitation, settings)
+    monkeypatch.setattr(consumers, "refusal_for", lambda invitation: None)
     refused = post(csrf_client, invitation, "/save", {"path": "invoices.py", "text": "X\n", "base": opened["sha256"]})
     assert refused.status_code == 403 and refused.json()["message"].startswith("Time is up")
     assert post(csrf_client, invitation, "/create", {"path": "b.py"}).json()["code"] == "frozen"
@@ -88,3 +101,17 @@ def test_the_link_decides_as_for_the_terminal(shells, csrf_client, invitation): 
     closed = post(csrf_client, invitation, "/save", {"path": "invoices.py", "text": "X\n", "base": "0"})
     assert closed.status_code == 403 and closed.json()["message"] == "Time is up: the workspace is closed."
     assert csrf_client.get("/t/not-a-real-token/workspace/files").status_code == 404
+
+
+def test_a_frozen_workspace_whose_deadline_was_extended_is_written_again(shells, csrf_client, invitation,  # noqa: F811
+                                                                          settings):
+    do_start_session(invitation)
+    opened = csrf_client.get(url(invitation, "/read"), {"path": "invoices.py"}).json()
+    expire(invitation, settings)
+    workspaces.freeze(invitation, Workspace.objects.get(invitation=invitation), timezone.now())
+    do_extend_deadline(invitation, 30)
+    saved = post(csrf_client, invitation, "/save", {"path": "invoices.py", "text": "X = 1\n", "base": opened["sha256"]})
+    assert saved.status_code == 200 and saved.json()["message"] == "Saved invoices.py."
+    row = Workspace.objects.get(invitation=invitation)
+    assert row.frozen_at is None and not row.closed
+    assert csrf_client.get(url(invitation, "/read"), {"path": "invoices.py"}).json()["text"] == "X = 1\n"

@@ -1,5 +1,6 @@
 """A hosted workspace's life has one writer: every step of it (opened, shell started, seen, shell stopped,
-frozen) is a function of sessions_app/hosted/workspaces.py, the only module that writes the Workspace row."""
+frozen, settled, reopened) is a function of sessions_app/hosted/workspaces.py, the only module that writes the
+Workspace row."""
 
 from __future__ import annotations
 
@@ -31,5 +32,6 @@ def test_the_write_finder_tells_a_workspaces_writes_from_reads(source, written):
 def test_only_the_workspaces_module_writes_the_workspace_row():
     offenders = writes_outside(WORKSPACE, {OWNER: WORKSPACE.fields})
     assert offenders == [], (f"change a Workspace row only through the transitions in {OWNER} (workspace_row, "
-                             "ensure_open, touch, stop_idle_shell, stop_for_shutdown, freeze):\n"
+                             "ensure_open, touch, stop_idle_shell, stop_for_shutdown, freeze, settle_deadline, "
+                             "reopen):\n"
                              + "\n".join(offenders))

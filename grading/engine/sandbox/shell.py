@@ -16,7 +16,8 @@ Host layout of one workspace (``Workspace.folder``, root's, mode 0711)::
     shell.pid      "<pid> <start time>" of the shell's bwrap (root's)
     lock           flocked while the workspace is opened, started, stopped, released or frozen
     saved.tar      the files, saved when the workspace is released (idle, restart)
-    frozen         present once the deadline froze the workspace: it stays read-only
+    frozen         present once the deadline froze the workspace: it stays read-only until
+                   a later deadline thaws it (``thaw``)
     session.cast   the recording (grading/engine/asciicast.py), never visible inside
 
 Caps: a cgroup per workspace (``takehome/ws-<uid>`` in the memory, pids and,
@@ -1304,6 +1305,30 @@ def freeze(ws: Workspace) -> None:
             opts = _mount_options(ws.home) or ""
             if "ro" not in opts.split(","):
                 _remount(ws.home, read_only=True)
+
+
+def thaw(ws: Workspace) -> SaveReport | None:
+    """Undo ``freeze`` (the deadline was moved later): the next ``open_workspace`` mounts the files writable.
+
+    The files stay as they were frozen: mounted ones are saved to saved.tar and unmounted
+    first, because the next open may be under another uid (the frozen workspace gave its
+    own back) and restores them as that uid's. No process is touched: a frozen workspace
+    has none, and its old uid may be another workspace's now. A save that fails raises
+    OSError and leaves the workspace frozen and mounted (nothing lost); returns the save's
+    report, None when nothing was mounted. Idempotent.
+    """
+    if not Path(ws.folder).is_dir():
+        return None
+    with _locked(ws):
+        report = None
+        if _is_mounted(ws.home):
+            report = save(ws)  # why before the mark goes: a save that fails leaves the workspace as it was
+            _umount(ws.home)
+        try:
+            os.unlink(ws.part("frozen"))
+        except FileNotFoundError:
+            pass
+        return report
 
 
 # -- clients --------------------------------------------------------------------------
