@@ -580,6 +580,21 @@ def _runner_wheels() -> Path:
 
 
 @pytest.fixture(scope="session")
+def seed_envs(tmp_path_factory):
+    """Puts into a new environments' folder the bare venv of /usr/bin/python3 that its first build would make
+    (grading.engine.runner._seed_for: ``python -m venv``, about 3 s of CPU), made once per test process. The
+    tests of what a build does start from it as a worker's second build does; one test makes its own."""
+    from grading.engine import runner
+
+    seed = runner._seed_for(Path("/usr/bin/python3"), tmp_path_factory.mktemp("env-seed"), 300)
+
+    def into(folder: Path) -> None:
+        shutil.copytree(seed, folder / seed.name, symlinks=True)
+
+    return into
+
+
+@pytest.fixture(scope="session")
 def local_index(tmp_path_factory) -> LocalIndex:
     """A PEP 503 index on disk: tinylib 1.0 and 1.1, clash (needs pluggy<1), an old pluggy,
     needsnew (Python >=3.99 only), srconly (source only) and the runner's pinned wheels."""

@@ -39,12 +39,19 @@ SYSTEM = Path("/usr/bin/python3")
 
 
 @pytest.fixture
-def env_root():
+def bare_env_root():
     """A folder the sandbox's uids can reach (pytest's tmp_path is mode 0700), removed afterwards."""
     folder = Path(tempfile.mkdtemp(prefix="th-envs-", dir="/var/tmp"))
     os.chmod(folder, 0o755)
     yield folder
     shutil.rmtree(folder)
+
+
+@pytest.fixture
+def env_root(bare_env_root, seed_envs):
+    """The same, holding the bare venv a first build makes (the seed), as on a worker that built before."""
+    seed_envs(bare_env_root)
+    return bare_env_root
 
 
 @pytest.fixture(scope="session")
@@ -137,7 +144,8 @@ def test_an_unusable_python_is_the_machine_s_problem(env_root):
         ensure_env(env_root, broken, "tinylib==1.0\n")
 
 
-def test_refused_text_is_refused_before_anything_is_built(env_root, system_python):
+def test_refused_text_is_refused_before_anything_is_built(bare_env_root, system_python):
+    env_root = bare_env_root
     with pytest.raises(RequirementsRefused, match="Line 2: --index-url changes where packages come from"):
         ensure_env(env_root, system_python, "tinylib==1.0\n--index-url https://evil.example/simple\n")
     assert list(env_root.iterdir()) == []
@@ -224,7 +232,8 @@ def test_hash_checking_mode(env_root, system_python, local_index):
         f"sha256:{local_index.sha256['tinylib']})")
 
 
-def test_concurrent_builds_of_one_env_build_it_once(env_root, system_python, local_index, monkeypatch):
+def test_concurrent_builds_of_one_env_build_it_once(bare_env_root, system_python, local_index, monkeypatch):
+    env_root = bare_env_root  # why bare: the one venv made is the seed, which two builds also make once
     venvs = []
     make_venv = runner._make_venv
     monkeypatch.setattr(runner, "_make_venv", lambda *args: venvs.append(args) or make_venv(*args))

@@ -151,10 +151,12 @@ def test_a_runner_built_from_an_interpreter_outside_usr_sees_its_prefix_read_onl
 
 
 @pytest.fixture
-def runners_root(settings, local_index):
-    """Packets' environments built from the local index into a folder the sandbox's uids can reach."""
+def runners_root(settings, local_index, seed_envs):
+    """Packets' environments built from the local index into a folder the sandbox's uids can reach, holding
+    the bare venv their builds start from (conftest.seed_envs)."""
     folder = Path(tempfile.mkdtemp(prefix="th-runners-", dir="/var/tmp"))
     os.chmod(folder, 0o755)
+    seed_envs(folder)
     settings.GRADING_RUNNERS_DIR = folder
     settings.GRADING_PIP_INDEX_URL = local_index.url
     yield folder
