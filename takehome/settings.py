@@ -110,6 +110,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that every line logged while a request is served carries its id (shared/logs.py).
+    "shared.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -368,12 +370,27 @@ CELERY_BEAT_SCHEDULE = {
 
 env.section("Django")
 LOG_LEVEL = env.choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
-                       doc="The least severe log messages printed.")
+                       doc="The least severe log messages printed (by the Celery worker and beat too: their "
+                           "`--loglevel` is not used).")
+LOG_FORMAT = env.choice("TAKEHOME_LOG_FORMAT", "text", ("text", "json"),
+                        doc="How log lines are written: `text`, for people; `json`, one JSON object a line "
+                            "(time, level, logger, message, request_id or task_id) for a log collector.")
+# Every line goes through the root's one handler, to standard error: time, level, logger, message and the
+# request or task id it was written for (shared/logs.py). The Celery worker and beat keep this too
+# (takehome/celery.py answers their setup_logging signal).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"client_errors": {"()": "shared.logs.NoTracebackForClientErrors"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["client_errors"]}},
+    "filters": {
+        "context": {"()": "shared.logs.LogContext"},
+        "client_errors": {"()": "shared.logs.NoTracebackForClientErrors"},
+    },
+    "formatters": {
+        "text": {"()": "shared.logs.ReadableFormatter"},
+        "json": {"()": "shared.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["context", "client_errors"],
+                             "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # why: in DEBUG, Django's own "django" logger has a console handler too, so a
     # 403 or 404 printed its traceback twice; everything goes through the root's.
