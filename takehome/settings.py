@@ -368,7 +368,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-packet-checks": {"task": "takehome.tasks.sweep_packet_checks", "schedule": 60.0},
 }
 
-env.section("Django")
+env.section("Logs and metrics")
 LOG_LEVEL = env.choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
                        doc="The least severe log messages printed (by the Celery worker and beat too: their "
                            "`--loglevel` is not used).")
@@ -396,6 +396,15 @@ LOGGING = {
     # 403 or 404 printed its traceback twice; everything goes through the root's.
     "loggers": {"django": {"handlers": [], "propagate": True}},
 }
+# /metrics (grading/metrics.py) answers only a request bearing this token; without one it is a 404.
+METRICS_TOKEN = env.secret("TAKEHOME_METRICS_TOKEN", "",
+                           doc="The bearer token Prometheus sends to `/metrics` (`Authorization: Bearer ...`); at "
+                               "least 16 characters. `TAKEHOME_METRICS_TOKEN_FILE` names a file holding it instead. "
+                               "Empty: `/metrics` answers 404.")
+# why a floor: the endpoint faces the internet behind the proxy; a short token could be guessed.
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    raise SettingError("TAKEHOME_METRICS_TOKEN is shorter than 16 characters. Make one with: "
+                       "python -c 'import secrets; print(secrets.token_urlsafe(32))'")
 
 # Grading. The sandbox runs candidate code as unprivileged uids, so the runner
 # virtualenv and the scratch folder must sit where any user can traverse.
