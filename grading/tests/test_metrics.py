@@ -6,7 +6,10 @@ number is read back through the endpoint, as Prometheus reads it.
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -184,3 +187,30 @@ def test_a_scrape_is_seven_queries_whatever_the_rows(client, token, sample_packe
     for n in range(5):
         grade(make_submission(sample_packet, name=f"c{n}", status=Submission.Status.QUEUED), n)
     assert queries() == empty == 7
+
+
+# --- the Grafana dashboard beside the docs ------------------------------------------------------------
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "takehome.json"
+
+
+def queries(node) -> list[str]:
+    """Every PromQL expression of the dashboard, however deep its panels nest."""
+    if isinstance(node, dict):
+        return ([node["expr"]] if isinstance(node.get("expr"), str) else []) + [
+            q for value in node.values() for q in queries(value)]
+    if isinstance(node, list):
+        return [q for value in node for q in queries(value)]
+    return []
+
+
+def test_the_dashboard_queries_only_what_the_endpoint_exports_and_shows_all_of_it(client, token):
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard["uid"] == "takehome" and dashboard["panels"]
+    used = {name for expr in queries(dashboard) for name in re.findall(r"\b[a-z_][a-z0-9_]*\b", expr)
+            if name.startswith("takehome_")}
+    exported = exported_names(client)
+    assert used and used <= exported, f"the dashboard queries what /metrics does not export: {used - exported}"
+    families = {name for name in exported if not name.endswith(("_total", "_bucket", "_count", "_sum"))}
+    shown = {name for name in families if used & {name + suffix for suffix in ("", "_total", "_bucket", "_count", "_sum")}}
+    assert shown == families, f"exported but on no panel: {families - shown}"
