@@ -1,4 +1,4 @@
-"""The reviewer's desk: queue, review page, marks, debrief. HTTP only.
+"""The reviewer's desk: queue, review page, marks, debrief; and /metrics for Prometheus. HTTP only.
 
 Reads come from grading.pages, writes go through grading.actions. The pages
 that read (queue, review page, debrief, CSV) are behind ``desk_required``:
@@ -10,15 +10,19 @@ reviewers only, a recruiter gets a 403 that says so. Candidates have no account 
 from __future__ import annotations
 
 import csv
+import hmac
 from urllib.parse import urlencode
 
 from django import forms
+from django.conf import settings
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sessions_app.models import Submission
 from shared import paging
@@ -27,6 +31,7 @@ from shared.http import htmx_redirect
 from takehome.models import Decision, Packet
 
 from . import actions, pages
+from .metrics import TakehomeCollector
 from .models import CELLS_BEFORE_DIFF, Cell
 
 QUEUE_PAGE_SIZE = 50
@@ -247,3 +252,26 @@ def debrief_csv(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     )
     response["Content-Disposition"] = f'attachment; filename="debrief-{packet.slug}.csv"'
     return response
+
+
+@require_GET
+@never_cache
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus' scrape (grading.metrics), for a request bearing TAKEHOME_METRICS_TOKEN; 404 when none is set.
+
+    why 404 without a token: the endpoint does not exist until an operator
+    turns it on, and says nothing of the site to anyone until then.
+    """
+    token = settings.METRICS_TOKEN
+    if not token:
+        raise Http404
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    # why compare_digest: a plain == returns sooner the earlier the first wrong character, which a
+    # patient client could time to find the token character by character.
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+        response = HttpResponse("This needs the metrics token: Authorization: Bearer <token>.\n", status=401,
+                                content_type="text/plain")
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    return HttpResponse(generate_latest(TakehomeCollector()), content_type=CONTENT_TYPE_LATEST)
+

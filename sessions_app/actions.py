@@ -256,8 +256,10 @@ def check_upload_allowed(invitation: Invitation, now: datetime | None = None, vi
 REFUSED_UPLOADS_KEPT = 50  # per invitation: past this, refusals are answered but no longer stored
 
 
-def do_record_refused_upload(invitation: Invitation, message: str, sha256: str = "") -> GateReceipt | None:
-    """Keep a refused upload as a refused upload receipt (accepted False, with the reason); None when not kept.
+def do_record_refused_upload(invitation: Invitation, message: str, *, code: str, sha256: str = ""
+                             ) -> GateReceipt | None:
+    """Keep a refused upload as a refused upload receipt (accepted False, with the reason in words and as
+    ``code``, SessionRefused's or the upload form's); None when not kept.
 
     why: an upload the rules turned away (the deadline, the limits, the work
     mode, not a zip) is part of the story the recruiter and the reviewer
@@ -270,7 +272,7 @@ def do_record_refused_upload(invitation: Invitation, message: str, sha256: str =
             if kept >= REFUSED_UPLOADS_KEPT:
                 return None
             return GateReceipt.objects.create(invitation_id=invitation.pk, step=Step.UPLOAD, accepted=False,
-                                              refusal=message[:300], sha256=sha256)
+                                              refusal=message[:300], refusal_code=code[:30], sha256=sha256)
     except DatabaseError:
         # why not raise: the refusal is answered all the same; only its record is missing
         log.exception("could not keep the refused upload of invitation %s", invitation.pk)
@@ -1025,7 +1027,7 @@ def do_submit_workspace(invitation: Invitation, *, anyway: bool = False) -> Uplo
     try:
         check_upload_allowed(invitation, via="hosted")  # the deadline plus grace, and the upload limits
     except SessionRefused as exc:
-        do_record_refused_upload(invitation, exc.record)
+        do_record_refused_upload(invitation, exc.record, code=exc.code)
         raise
     with _capture_lock(invitation):
         files = hosted_files(invitation, _snapshot(invitation))
@@ -1064,7 +1066,7 @@ def _store_workspace(invitation: Invitation, files: Mapping[str, bytes], *, at_d
         return do_accept_upload(invitation, _incoming(data, f"{invitation.packet_version.packet.slug}.zip"),
                                 via="hosted", files_digest=files_digest(files), at_deadline=at_deadline)
     except SessionRefused as exc:
-        do_record_refused_upload(invitation, record_prefix + exc.record)  # kept as any refused upload is
+        do_record_refused_upload(invitation, record_prefix + exc.record, code=exc.code)  # kept as any refused upload is
         raise
 
 
@@ -1116,7 +1118,7 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
             files = hosted_files(invitation, _snapshot(invitation))
         except SessionRefused as exc:
             if exc.code == "too_big":
-                do_record_refused_upload(invitation, AT_DEADLINE_REFUSED + exc.record)
+                do_record_refused_upload(invitation, AT_DEADLINE_REFUSED + exc.record, code=exc.code)
             raise
         if files_digest(files) == _last_submitted_digest(invitation):
             return None

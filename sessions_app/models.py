@@ -38,6 +38,10 @@ class GateReceipt(models.Model):
     received_at = models.DateTimeField(default=timezone.now, db_index=True)
     accepted = models.BooleanField(default=True)
     refusal = models.CharField(max_length=300, blank=True)
+    # why a code beside the words: the words change and carry numbers; the metrics count refusals by reason.
+    refusal_code = models.CharField(max_length=30, blank=True,
+                                    help_text="A refused upload's reason as a code (deadline, too_soon, not_zip...); "
+                                              "'' for other receipts, and for uploads refused before it was kept.")
     local_time = models.CharField(max_length=64, blank=True, help_text="The candidate's clock, as sent.")
     log_text = models.TextField(blank=True)
     tree_hashes = models.JSONField(default=dict, blank=True)

@@ -447,7 +447,7 @@ def _upload_refused(request, invitation, token, code: str, message: str, status:
     kept as a refused upload receipt, for the recruiter and the reviewers, in
     ``record``'s words when given (SessionRefused.record), else the message's.
     """
-    actions.do_record_refused_upload(invitation, record or message)
+    actions.do_record_refused_upload(invitation, record or message, code=code)
     if wants_json(request):
         response = JsonResponse({"code": code, "message": message}, status=status)
     else:

@@ -114,6 +114,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: /healthz and /readyz are answered whatever the Host, over plain http, without login (shared/health.py).
     "shared.health.HealthMiddleware",
+    # Next (the probes above leave no line), so that every line logged while a request is served carries
+    # its id (shared/logs.py).
+    "shared.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -388,19 +391,43 @@ HEALTH_WORKSPACES = env.choice("TAKEHOME_HEALTH_WORKSPACES", "auto", ("auto", "y
                                    "version offers a hosted workspace, `yes` always, `no` never (a host that "
                                    "serves no workspaces).")
 
-env.section("Django")
+env.section("Logs and metrics")
 LOG_LEVEL = env.choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
-                       doc="The least severe log messages printed.")
+                       doc="The least severe log messages printed (by the Celery worker and beat too: their "
+                           "`--loglevel` is not used).")
+LOG_FORMAT = env.choice("TAKEHOME_LOG_FORMAT", "text", ("text", "json"),
+                        doc="How log lines are written: `text`, for people; `json`, one JSON object a line "
+                            "(time, level, logger, message, request_id or task_id) for a log collector.")
+# Every line goes through the root's one handler, to standard error: time, level, logger, message and the
+# request or task id it was written for (shared/logs.py). The Celery worker and beat keep this too
+# (takehome/celery.py answers their setup_logging signal).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"client_errors": {"()": "shared.logs.NoTracebackForClientErrors"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["client_errors"]}},
+    "filters": {
+        "context": {"()": "shared.logs.LogContext"},
+        "client_errors": {"()": "shared.logs.NoTracebackForClientErrors"},
+    },
+    "formatters": {
+        "text": {"()": "shared.logs.ReadableFormatter"},
+        "json": {"()": "shared.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["context", "client_errors"],
+                             "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # why: in DEBUG, Django's own "django" logger has a console handler too, so a
     # 403 or 404 printed its traceback twice; everything goes through the root's.
     "loggers": {"django": {"handlers": [], "propagate": True}},
 }
+# /metrics (grading/metrics.py) answers only a request bearing this token; without one it is a 404.
+METRICS_TOKEN = env.secret("TAKEHOME_METRICS_TOKEN", "",
+                           doc="The bearer token Prometheus sends to `/metrics` (`Authorization: Bearer ...`); at "
+                               "least 16 characters. `TAKEHOME_METRICS_TOKEN_FILE` names a file holding it instead. "
+                               "Empty: `/metrics` answers 404.")
+# why a floor: the endpoint faces the internet behind the proxy; a short token could be guessed.
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    raise SettingError("TAKEHOME_METRICS_TOKEN is shorter than 16 characters. Make one with: "
+                       "python -c 'import secrets; print(secrets.token_urlsafe(32))'")
 
 # Grading. The sandbox runs candidate code as unprivileged uids, so the runner
 # virtualenv and the scratch folder must sit where any user can traverse.

@@ -4,6 +4,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from grading import views as grading_views
+
 from . import views
 
 # An outage met outside a view (see takehome/unavailable.py) is a 503 too; anything else, Django's 500.
@@ -41,4 +43,6 @@ urlpatterns = [
     path("t/", include("sessions_app.urls")),
     path("review/", include("grading.urls")),
     path("admin/", admin.site.urls),
+    # For Prometheus, with a bearer token (TAKEHOME_METRICS_TOKEN); a 404 while none is set.
+    path("metrics", grading_views.metrics, name="metrics"),
 ]

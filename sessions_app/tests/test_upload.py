@@ -71,17 +71,19 @@ def test_the_same_bytes_twice_reuse_the_file_and_the_newest_is_latest(client, st
     assert GateReceipt.objects.filter(step="upload").count() == 2
 
 
-@pytest.mark.parametrize("data, expected", [
-    (b"%PDF-1.4 this is a pdf, not a zip", "This file is not a zip"),
-    (b"PK", "This file is not a zip"),
-    (b"PK\x05\x06" + b"\0" * 18, "This zip holds no files"),  # an empty zip holds nothing to grade
-    (b"", "The file is empty"),
+@pytest.mark.parametrize("data, expected, code", [
+    (b"%PDF-1.4 this is a pdf, not a zip", "This file is not a zip", "not_zip"),
+    (b"PK", "This file is not a zip", "not_zip"),
+    (b"PK\x05\x06" + b"\0" * 18, "This zip holds no files", "empty_zip"),  # an empty zip holds nothing to grade
+    (b"", "The file is empty", "empty"),
 ])
-def test_bad_files_are_refused_clearly_and_store_nothing(client, started, media_root, data, expected):
+def test_bad_files_are_refused_clearly_and_store_nothing(client, started, media_root, data, expected, code):
     r = client.post(url("upload", started), {"archive": archive(data)})
     assert r.status_code == 200  # the form again, so htmx swaps it in
     assert expected in r.content.decode()
     assert_nothing_stored(started, media_root)
+    # the reason is kept as a code too, which the metrics count refusals by
+    assert list(GateReceipt.objects.values_list("refusal_code", flat=True)) == [code]
 
 
 def test_a_missing_file_is_asked_for(client, started, media_root):
@@ -255,7 +257,8 @@ def test_a_second_upload_within_the_interval_is_refused_with_429_and_retry_after
     assert "Your earlier uploads are kept" in text
     assert Submission.objects.count() == 1 and GateReceipt.objects.filter(step="upload", accepted=True).count() == 1
     # kept in the reviewers' words: when it came, what the rule is, and that the candidate was told to wait
-    kept = GateReceipt.objects.get(step="upload", accepted=False).refusal
+    kept, code = GateReceipt.objects.values_list("refusal", "refusal_code").get(step="upload", accepted=False)
+    assert code == "too_soon"
     assert re.fullmatch(r"Too soon: sent (under 1|\d) s after the previous upload, where this link takes one every "
                         r"10 s; not stored, and the candidate was told to wait \d+ s and upload again\.", kept), kept
     assert leftovers(media_root) == []

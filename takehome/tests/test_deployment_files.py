@@ -147,6 +147,25 @@ def test_the_healthchecks_ask_what_each_service_is_for():
         assert services[name]["depends_on"]["redis"] == {"condition": "service_healthy"}, name
 
 
+def test_every_compose_service_rotates_its_logs():
+    """Docker's json-file driver keeps a container's output whole unless told a size and a number of files."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    for name, service in compose["services"].items():
+        logging = service.get("logging") or {}
+        options = logging.get("options") or {}
+        assert logging.get("driver") == "json-file", name
+        assert options.get("max-size") and int(options.get("max-file", 0)) >= 2, name
+
+
+def test_daphne_writes_no_access_log_of_its_own():
+    """daphne's access log names each path whole, a candidate's link token with it; the app logs the route."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["web"]["command"]
+    dockerfile = (ROOT / "Dockerfile").read_text().replace('", "', " ")
+    supervisord = (ROOT / "scripts" / "supervisord.conf").read_text().split("[program:web]")[1]
+    for where in (compose, dockerfile, supervisord):
+        assert "--verbosity 0" in where and "--access-log" not in where, where
+
+
 # --- Caddy in front (Caddyfile) -------------------------------------------------------------------
 
 
@@ -226,3 +245,4 @@ def test_parse_caddyfile_refuses_unbalanced_blocks():
         parse_caddyfile("localhost {\n  reverse_proxy web:8000\n")
     with pytest.raises(AssertionError, match="closes nothing"):
         parse_caddyfile("localhost\n}\n")
+

@@ -128,7 +128,7 @@ class MakeRun:
 
     def tail(self) -> str:
         """The end of the output for a failure message, without the probes' access-log lines."""
-        lines = [line for line in self.output().splitlines() if '"GET /accounts/login/' not in line]
+        lines = [line for line in self.output().splitlines() if " GET /accounts/login/ " not in line]
         return "\n".join(lines[-80:])
 
     def stop(self) -> None:

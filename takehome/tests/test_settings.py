@@ -158,6 +158,9 @@ def stopped_with(result) -> str:
     ("TAKEHOME_CHANNEL_LAYER", "rabbit", "TAKEHOME_CHANNEL_LAYER=rabbit is not one of the choices: write redis or "
                                          "memory."),
     ("LOG_LEVEL", "loud", "LOG_LEVEL=loud is not one of the choices: write DEBUG, INFO, WARNING, ERROR or CRITICAL."),
+    ("TAKEHOME_LOG_FORMAT", "xml", "TAKEHOME_LOG_FORMAT=xml is not one of the choices: write text or json."),
+    # a metrics token short enough to guess; a secret is never repeated
+    ("TAKEHOME_METRICS_TOKEN", "hunter2", "TAKEHOME_METRICS_TOKEN is shorter than 16 characters"),
     # bad boolean
     ("SECURE_HSTS_PRELOAD", "maybe", "SECURE_HSTS_PRELOAD=maybe is not a boolean: write true or false."),
     ("SECURE_SSL_REDIRECT", "2", "SECURE_SSL_REDIRECT=2 is not a boolean: write true or false."),
