@@ -17,7 +17,7 @@ DISTRIBUTION = {"yaml": "pyyaml", "factory": "factory-boy", "websocket": "websoc
                 "pytest_django": "pytest-django", "xdist": "pytest-xdist", "environ": "django-environ",
                 "django_htmx": "django-htmx", "template_partials": "django-template-partials", "axes": "django-axes",
                 "csp": "django-csp", "channels_redis": "channels-redis", "markdown": "markdown", "pygments": "pygments",
-                "django": "django", "httpx": "httpx2",
+                "django": "django", "httpx": "httpx2", "markdown_it": "markdown-it-py",
                 # installed with, and used through, a declared one
                 "asgiref": "django", "kombu": "celery"}
 
