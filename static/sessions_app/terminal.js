@@ -89,7 +89,10 @@
       withdrawOffer();  // the server said at the connect whether the shell is stuck, and says again
       say("connected", "connected");
       sendSize();
-      term.focus();
+      // why not always: a shell that comes up (or back, after a drop) while the candidate types in the
+      // editor or the chat must not take their keys; it takes the keyboard only when nothing else has it
+      const active = document.activeElement;
+      if (!active || active === document.body || box.contains(active)) term.focus();
     }
     let said = "";  // the reason of the server's {"close": ...} control frame
     socket.onmessage = (event) => {

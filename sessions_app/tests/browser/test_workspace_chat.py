@@ -77,3 +77,45 @@ def test_two_streamed_turns_in_the_workspace_chat_are_one_conversation_written_a
         assert blocked == []
     finally:
         context.close()
+
+
+@pytest.fixture
+def held_shell(monkeypatch, tmp_path):
+    """The terminal's shell opens only once the test creates the file this returns, as on a busy server.
+
+    Set before ``served`` forks daphne, whose consumer then waits (a file, not an Event: another process)."""
+    import time
+
+    from sessions_app.hosted import consumers
+
+    go = tmp_path / "go"
+    open_client = consumers.open_client
+
+    def held_open(*args):
+        deadline = time.monotonic() + 30
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return open_client(*args)
+
+    monkeypatch.setattr(consumers, "open_client", held_open)
+    return go
+
+
+def test_a_shell_that_comes_up_while_the_candidate_types_elsewhere_takes_none_of_their_keys(
+        held_shell, served, browser, started):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    try:
+        page.goto(f"{served}/t/{started.raw_token}/workspace")
+        page.locator("#terminal-status[data-state='starting']").wait_for()  # accepted; the shell is held
+        field = page.locator("#editor-new-path")
+        field.focus()
+        page.keyboard.type("notes")
+        held_shell.write_text("")
+        page.locator("#terminal-status[data-state='connected']").wait_for()
+        page.keyboard.type(".md")
+        assert field.input_value() == "notes.md"
+        assert page.evaluate("document.activeElement.id") == "editor-new-path"
+    finally:
+        context.close()
