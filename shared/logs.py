@@ -104,6 +104,19 @@ class LogContext(logging.Filter):
         return True
 
 
+class QuietHeartbeat(logging.Filter):
+    """The workers' heartbeat, sent every few seconds (shared.tasks.record_heartbeat), writes no INFO lines.
+
+    Beat's "Sending due task", the worker's "received" and "succeeded" would be most of what `make run` shows
+    and most of a quiet server's logs; a heartbeat that fails (WARNING and up) is still said.
+    """
+
+    TASK = "shared.tasks.record_heartbeat"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or self.TASK not in record.getMessage()
+
+
 class NoTracebackForClientErrors(logging.Filter):
     """A 4xx answer (a 403 to the wrong role, a 404) logs one line, not a traceback that reads like a crash.
 

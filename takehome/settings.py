@@ -407,12 +407,13 @@ LOGGING = {
     "filters": {
         "context": {"()": "shared.logs.LogContext"},
         "client_errors": {"()": "shared.logs.NoTracebackForClientErrors"},
+        "quiet_heartbeat": {"()": "shared.logs.QuietHeartbeat"},
     },
     "formatters": {
         "text": {"()": "shared.logs.ReadableFormatter"},
         "json": {"()": "shared.logs.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["context", "client_errors"],
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["context", "client_errors", "quiet_heartbeat"],
                              "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # why: in DEBUG, Django's own "django" logger has a console handler too, so a

@@ -187,3 +187,19 @@ def test_takehome_log_format_json_writes_json_lines(tmp_path):
     line = json.loads(result.stderr.strip().splitlines()[-1])
     assert (line["level"], line["logger"], line["message"]) == ("WARNING", "probe", "hello there")
     assert datetime.fromisoformat(line["time"]).utcoffset().total_seconds() == 0
+
+
+def test_the_heartbeat_s_routine_lines_are_left_out_and_its_failures_kept(console):
+    # Celery's own wording: beat sends it, the worker receives it and says it succeeded, every few seconds.
+    logging.getLogger("celery.beat").info("Scheduler: Sending due task %s (%s)", "record-heartbeat",
+                                          "shared.tasks.record_heartbeat")
+    logging.getLogger("celery.app.trace").info("Task %(name)s[%(id)s] succeeded in %(runtime)ss: %(return_value)s",
+                                               {"name": "shared.tasks.record_heartbeat", "id": "h-1",
+                                                "runtime": 0.004, "return_value": "'vm'"})
+    logging.getLogger("celery.app.trace").info("Task %(name)s[%(id)s] succeeded", {"name": "grading.tasks.grade",
+                                                                                    "id": "g-1"})
+    logging.getLogger("celery.app.trace").error("Task %s[%s] raised unexpected: %s",
+                                                "shared.tasks.record_heartbeat", "h-2", "OperationalError")
+    assert lines_of(console, "record_heartbeat") and all("h-2" in str(line) for line in
+                                                         lines_of(console, "record_heartbeat"))
+    assert lines_of(console, "grading.tasks.grade")  # every other task's lines stay
