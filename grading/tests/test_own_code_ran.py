@@ -140,13 +140,13 @@ ATTACKS = {
 }
 
 
-def grade(sandbox, tmp_path, files):
+def grade(sandbox, tmp_path, files, original_runs):
     return grade_archive(corpus.zip_with_times(tmp_path / "s.zip", files), SPEC, sandbox,
-                         options=GradeOptions(cache_dir=tmp_path / "cache"))
+                         options=GradeOptions(cache_dir=original_runs))
 
 
 @pytest.mark.parametrize("name", list(ATTACKS))
-def test_a_test_that_passes_without_running_is_tampered(name, grading_sandbox, tmp_path):
+def test_a_test_that_passes_without_running_is_tampered(name, grading_sandbox, tmp_path, original_runs):
     overrides, reason = ATTACKS[name]
     files = corpus.honest_files(**{"invoices.py": BUGGY, **overrides})
     # The control: in a plain pytest run of the tree, the candidate's test passes over the bug.
@@ -154,7 +154,7 @@ def test_a_test_that_passes_without_running_is_tampered(name, grading_sandbox, t
     write_tree({p: d for p, d in files.items() if not p.startswith("artifacts/")}, control)
     assert grading_sandbox.run(control, PYTEST).outcome == "passed", f"{name}: the attack no longer works"
 
-    evidence = grade(grading_sandbox, tmp_path, files)
+    evidence = grade(grading_sandbox, tmp_path, files, original_runs)
     runs = evidence["runs"]
     run = runs["submitted"]
     assert run["outcome"] == "tampered", (name, run["outcome"], run["notes"], run["log"][-2000:])
@@ -208,7 +208,8 @@ def pytest_pyfunc_call(pyfuncitem):
     {"test_invoices.py": DECOY_RUNTEST + b"\n\n" + corpus.HONEST_TEST},
     {"conftest.py": DECOY_WRAPPER},
 ], ids=["runtest-replaced", "hook-wrapper"])
-def test_a_test_that_fails_every_wrong_fix_without_running_is_tampered(overrides, grading_sandbox, tmp_path):
+def test_a_test_that_fails_every_wrong_fix_without_running_is_tampered(overrides, grading_sandbox, tmp_path,
+                                                                          original_runs):
     files = corpus.honest_files(**overrides)
     # The control: the honest test rejects only the decoy that drops the refund row; with the attack, a plain
     # pytest run over every decoy fails.
@@ -217,7 +218,7 @@ def test_a_test_that_fails_every_wrong_fix_without_running_is_tampered(overrides
         write_tree({**{p: d for p, d in files.items() if not p.startswith("artifacts/")}, **decoy_files}, tree)
         assert grading_sandbox.run(tree, PYTEST).outcome == "failed", decoy
 
-    evidence = grade(grading_sandbox, tmp_path, files)
+    evidence = grade(grading_sandbox, tmp_path, files, original_runs)
     decoys = evidence["runs"]["tests_vs_decoys"]
     assert decoys["outcome"] == "tampered", (decoys["notes"], [(d["name"], d["outcome"]) for d in decoys["decoys"]])
     for decoy in decoys["decoys"]:

@@ -196,6 +196,7 @@ RUN = {
     ".venv/bin/python manage.py createuser --role reviewer reviewer2@example.com":
         Run(r"^http://127\.0\.0\.1:8000/accounts/set-password/\S+\Z"),  # the link last
     ".venv/bin/python manage.py grade_zip submission.zip --packet refund-sum --indent 2": Run('"reference_vs_submitted"'),
+    "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'": Run(r"^[A-Za-z0-9_-]{43}$"),  # a metrics token
     "cp .env takehome.env": Run(),  # the backup's third line; the other two need the compose deployment
     # nothing runs in the copy: make status says so
     "make status": Run(r"^make run is not running here: no supervisord answers on .*/var/supervisor/supervisor\.sock"),
