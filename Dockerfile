@@ -27,5 +27,6 @@ ENTRYPOINT ["/usr/bin/tini", "--"]
 # (a streamed model reply holds its request for up to TAKEHOME_MODEL_TIMEOUT_S); Django runs
 # the views in a pool of ASGI_THREADS threads. --verbosity 0: no access log of daphne's (it names
 # each path whole, a candidate's link token with it); the app logs each request itself (shared/logs.py).
+# --no-server-name: no `Server: daphne` header.
 ENV ASGI_THREADS=16
-CMD ["daphne", "takehome.asgi:application", "--bind", "0.0.0.0", "--port", "8000", "--application-close-timeout", "10", "--verbosity", "0"]
+CMD ["daphne", "takehome.asgi:application", "--bind", "0.0.0.0", "--port", "8000", "--application-close-timeout", "10", "--verbosity", "0", "--no-server-name"]

@@ -26,3 +26,26 @@ def from_gate(request: HttpRequest) -> bool:
 def wants_json(request: HttpRequest) -> bool:
     accept = request.headers.get("Accept", "")
     return from_gate(request) or ("application/json" in accept and "text/html" not in accept)
+
+
+# why: the site uses none of these; a script that got onto a page (or a page that frames nothing, as
+# the CSP says) still cannot ask for a camera, a location or a payment. The terminal copies and pastes
+# through the clipboard (static/sessions_app/terminal.js) and the replay player may go full screen,
+# so neither is listed: both stay allowed for the site itself, as browsers default.
+PERMISSIONS_POLICY = ", ".join(f"{feature}=()" for feature in (
+    "accelerometer", "ambient-light-sensor", "autoplay", "bluetooth", "camera", "display-capture",
+    "geolocation", "gyroscope", "hid", "idle-detection", "magnetometer", "microphone", "midi", "payment",
+    "publickey-credentials-get", "screen-wake-lock", "serial", "usb", "xr-spatial-tracking",
+))
+
+
+class PermissionsPolicyMiddleware:
+    """Adds Permissions-Policy to every response, so it holds behind any proxy."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        response.headers.setdefault("Permissions-Policy", PERMISSIONS_POLICY)
+        return response

@@ -118,6 +118,8 @@ MIDDLEWARE = [
     # its id (shared/logs.py).
     "shared.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Denies the browser features the site never uses (camera, microphone, location, payment, USB, ...).
+    "shared.http.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -205,8 +205,15 @@ def directive(block: list, name: str) -> tuple[list[str], list]:
     return found[0]
 
 
+def snippets_and_sites(text: str) -> tuple[dict[str, list], list[tuple[list[str], list]]]:
+    """The Caddyfile's snippets, by name, and its site blocks."""
+    tree = parse_caddyfile(text)
+    snippets = {tokens[0][1:-1]: block for tokens, block in tree if tokens[0].startswith("(")}
+    return snippets, [(tokens, block) for tokens, block in tree if not tokens[0].startswith("(")]
+
+
 def test_caddyfile_parses_into_one_site_that_proxies_to_daphne():
-    sites = parse_caddyfile((ROOT / "Caddyfile").read_text())
+    snippets, sites = snippets_and_sites((ROOT / "Caddyfile").read_text())
     # A host name from the environment, localhost by default: Caddy gets a public certificate
     # for a real name and uses its internal CA for localhost; no explicit http:// or port, so
     # it serves https and redirects http.
@@ -215,16 +222,40 @@ def test_caddyfile_parses_into_one_site_that_proxies_to_daphne():
     tokens, proxy = directive(site, "reverse_proxy")
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     web = compose["services"]["web"]
-    assert tokens[1:] == ["web:8000"] and "tcp:port=8000:interface=0.0.0.0" in " ".join(web["command"].split())
+    assert tokens[1:] == ["{$TAKEHOME_UPSTREAM:web:8000}"]
+    assert "tcp:port=8000:interface=0.0.0.0" in " ".join(web["command"].split())
     # Caddy must set X-Forwarded-Proto itself (its default), never pass on a fixed or the client's value.
     assert not any(t[0] == "header_up" and "X-Forwarded-Proto" in t for t, _ in proxy)
-    _, transport = directive(proxy, "transport")
+    # By default (compose) each connection to daphne opens with the PROXY protocol line daphne requires.
+    assert directive(proxy, "import")[0] == ["import", "upstream-{$TAKEHOME_UPSTREAM_TRANSPORT:proxy-protocol}"]
+    _, transport = directive(snippets["upstream-proxy-protocol"], "transport")
     assert directive(transport, "proxy_protocol")[0] == ["proxy_protocol", "v1"]
     assert "-e haproxy:tcp:" in " ".join(web["command"].split())  # daphne reads the PROXY line
-    assert directive(proxy, "request_buffers")[0][1] == directive(directive(site, "request_body")[1], "max_size")[0][1]
+    assert directive(snippets["upstream-plain"], "transport")[0] == ["transport", "http"]
     _, body = directive(site, "request_body")
     size = directive(body, "max_size")[0][1]
     assert size.endswith("MB") and int(size[:-2]) * 10**6 > 20 * 2**20  # above the default upload limit
+    # No Server header of Caddy's, on answers and on error pages alike.
+    assert directive(site, "header")[0] == ["header", "-Server"]
+    assert directive(directive(site, "handle_errors")[1], "header")[0] == ["header", "-Server"]
+
+
+def test_compose_serves_caddys_page_for_an_upload_over_its_limit():
+    caddy = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["caddy"]
+    assert "./caddy:/srv/takehome-pages:ro" in caddy["volumes"]
+    assert "{$TAKEHOME_PROXY_PAGES:/srv/takehome-pages}" in (ROOT / "Caddyfile").read_text()
+    assert (ROOT / "caddy" / "upload-too-large.html").is_file()
+    # The page states the app's limit, passed on from .env, with the app's own default.
+    default = declared()["TAKEHOME_UPLOAD_MAX_BYTES"].default
+    assert caddy["environment"]["TAKEHOME_UPLOAD_MAX_BYTES"] == f"${{TAKEHOME_UPLOAD_MAX_BYTES:-{default}}}"
+
+
+def test_no_server_header_from_daphne():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["web"]["command"]
+    dockerfile = (ROOT / "Dockerfile").read_text().replace('", "', " ")
+    supervisord = (ROOT / "scripts" / "supervisord.conf").read_text().split("[program:web]")[1]
+    for where in (compose, dockerfile, supervisord):
+        assert "--no-server-name" in where, where
 
 
 def test_compose_publishes_only_caddy():

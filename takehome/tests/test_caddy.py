@@ -1,0 +1,102 @@
+"""The Caddyfile under the real `caddy` (Debian's 2.6 here, 2.7+ in compose), in front of the real daphne.
+
+Caddy runs over plain HTTP on a free port: a wrapper config turns its admin API off and imports
+the shipped Caddyfile, whose variables point it at a daphne started as make run starts it.
+"""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from conftest import ROOT, _wait_for, free_port, require
+
+UP_WAIT_S = 30
+
+
+def caddy() -> str:
+    found = shutil.which("caddy")
+    require(found is not None, "caddy is not installed (apt-get install caddy)")
+    return str(found)
+
+
+def caddy_env(tmp_path: Path, **variables: str) -> dict:
+    """Caddy's environment: its data and autosaved config under tmp_path, the upstream's transport
+    its version supports (the PROXY protocol needs 2.7)."""
+    version = subprocess.run([caddy(), "version"], capture_output=True, text=True, check=True).stdout
+    major, minor = (int(n) for n in re.search(r"(\d+)\.(\d+)", version).groups())
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "TAKEHOME_HOST": "takehome.example.com", **variables}
+    if (major, minor) < (2, 7):
+        env["TAKEHOME_UPSTREAM_TRANSPORT"] = "plain"
+    return env
+
+
+def test_the_caddyfile_is_valid(tmp_path):
+    result = subprocess.run([caddy(), "validate", "--config", str(ROOT / "Caddyfile"), "--adapter", "caddyfile"],
+                            env=caddy_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(15)
+
+
+@pytest.fixture
+def caddy_in_front(tmp_path):
+    """daphne (make run's command line) behind Caddy; yields Caddy's URL."""
+    daphne_port, caddy_port = free_port(), free_port()
+    daphne = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "takehome.asgi:application", "--bind", "127.0.0.1", "--port",
+         str(daphne_port), "--application-close-timeout", "10", "--verbosity", "0", "--no-server-name"],
+        cwd=ROOT, stdout=(tmp_path / "daphne.log").open("ab"), stderr=subprocess.STDOUT)
+    config = tmp_path / "Caddyfile"
+    config.write_text("{\n\tadmin off\n}\nimport " + str(ROOT / "Caddyfile") + "\n")
+    env = caddy_env(tmp_path, TAKEHOME_HOST=f"http://127.0.0.1:{caddy_port}",
+                    TAKEHOME_UPSTREAM=f"127.0.0.1:{daphne_port}", TAKEHOME_UPSTREAM_TRANSPORT="plain",
+                    TAKEHOME_PROXY_PAGES=str(ROOT / "caddy"), TAKEHOME_UPLOAD_MAX_BYTES=str(20 * 2**20))
+    proxy = subprocess.Popen([caddy(), "run", "--config", str(config), "--adapter", "caddyfile"], cwd=tmp_path,
+                             env=env, stdout=(tmp_path / "caddy.log").open("ab"), stderr=subprocess.STDOUT)
+    try:
+        try:
+            _wait_for(lambda: listening(daphne_port) and listening(caddy_port), UP_WAIT_S, "daphne and Caddy")
+        except AssertionError:
+            raise AssertionError((tmp_path / "caddy.log").read_text()[-3000:]
+                                 + (tmp_path / "daphne.log").read_text()[-3000:])
+        yield f"http://127.0.0.1:{caddy_port}"
+    finally:
+        stop(proxy)
+        stop(daphne)
+
+
+def test_pages_through_caddy_name_no_server_and_carry_the_permissions_policy(caddy_in_front):
+    page = requests.get(caddy_in_front + "/accounts/login/", timeout=30)
+    assert page.status_code == 200 and "Server" not in page.headers, page.headers
+    assert "camera=()" in page.headers["Permissions-Policy"]
+
+
+def test_an_upload_over_caddys_limit_gets_a_page_saying_the_limit(caddy_in_front):
+    r = requests.post(caddy_in_front + "/t/some-token/upload", data=b"\0" * (70 * 10**6),
+                      headers={"Content-Type": "application/zip"}, timeout=120)
+    assert r.status_code == 413 and r.headers["Content-Type"].startswith("text/html"), r.text[:2000]
+    assert "Server" not in r.headers
+    assert "larger than the limit of 20 MB" in r.text and "gate.py submit" in r.text
