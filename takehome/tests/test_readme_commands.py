@@ -342,7 +342,7 @@ ELSEWHERE = {
     "docker compose exec -T postgres pg_dump -U takehome -Fc takehome > takehome-db.dump": NO_DOCKER,
     "docker compose exec -T web tar -czf - -C /data media > takehome-media.tar.gz": NO_DOCKER,
     "docker compose up -d postgres redis": NO_DOCKER,
-    "docker compose stop web worker": NO_DOCKER,
+    "docker compose stop web worker beat": NO_DOCKER,
     "docker compose exec -T postgres pg_restore -U takehome -d takehome --clean --if-exists < takehome-db.dump": NO_DOCKER,
     "docker compose run --rm -T --no-deps web tar -xzf - -C /data < takehome-media.tar.gz": NO_DOCKER,
     "docker compose up -d": NO_DOCKER,
