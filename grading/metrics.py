@@ -74,7 +74,9 @@ class Seconds(Func):
 
     def as_sqlite(self, compiler, connection, **extra):
         start, end, params = self._operands(compiler, connection)
-        return f"((julianday({end}) - julianday({start})) * 86400.0)", params
+        # why round to the millisecond: a julianday is a double of days, so a 7 s run came out as 6.99996 s,
+        # below its own bucket's bound of 7
+        return f"round((julianday({end}) - julianday({start})) * 86400.0, 3)", params
 
     def as_postgresql(self, compiler, connection, **extra):
         start, end, params = self._operands(compiler, connection)

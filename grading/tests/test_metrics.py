@@ -214,3 +214,16 @@ def test_the_dashboard_queries_only_what_the_endpoint_exports_and_shows_all_of_i
     families = {name for name in exported if not name.endswith(("_total", "_bucket", "_count", "_sum"))}
     shown = {name for name in families if used & {name + suffix for suffix in ("", "_total", "_bucket", "_count", "_sum")}}
     assert shown == families, f"exported but on no panel: {families - shown}"
+
+
+def test_a_run_s_seconds_are_exact_whatever_its_start_s_fraction(sample_packet):
+    """A run of 7 s is 7 s, never 6.99996 below its bucket's bound (SQLite counts in julianday's doubles)."""
+    from grading.metrics import Seconds
+
+    run = grade(make_submission(sample_packet, status=Submission.Status.QUEUED), 1)
+    start = timezone.now().replace(microsecond=123)
+    for ms in range(0, 1000, 7):
+        began = start + timedelta(milliseconds=ms)
+        GradingRun.objects.filter(pk=run.pk).update(started_at=began, finished_at=began + timedelta(seconds=7))
+        took = GradingRun.objects.filter(pk=run.pk).annotate(s=Seconds("started_at", "finished_at")).get().s
+        assert took == pytest.approx(7.0, abs=1e-3) and took >= 7.0, (ms, took)
