@@ -236,3 +236,31 @@ def daphne_serving(settings, monkeypatch):
     finally:
         server.terminate()
         server.join(timeout=10)
+
+
+@contextmanager
+def gate_host_in_a_thread():
+    """serve_workspaces' GateHost on its own event loop in a thread (sweeping never, finding sockets at once).
+
+    Yields the host with ``host.stop()``, which ends the loop and waits for it; leaving stops it too."""
+    import asyncio
+    import threading
+
+    from sessions_app.hosted import gate_host
+
+    host = gate_host.GateHost(sweep_every_s=3600, discover_every_s=0.1)
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    thread = threading.Thread(target=loop.run_until_complete, args=(host.run(stop),), daemon=True)
+    thread.start()
+
+    def end() -> None:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(10)
+
+    host.stop = end
+    try:
+        yield host
+    finally:
+        end()
+        loop.close()

@@ -9,7 +9,6 @@ slow, and under CI=true a missing part is a failure.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import json
 import os
@@ -36,7 +35,7 @@ from sessions_app.models import GateReceipt, Submission, Workspace
 from shared import pytest_slots
 
 from .conftest import url
-from .helpers import HONEST_TEST, fix_invoices
+from .helpers import HONEST_TEST, fix_invoices, gate_host_in_a_thread
 
 GATE = Path(__file__).resolve().parents[2] / "grading" / "engine" / "sandbox" / "sandboxed" / "bin" / "gate"
 PROMPT = b"invoices.py uses abs() on cents; refunds are negative. Propose a minimal patch.\n"
@@ -447,15 +446,8 @@ def test_the_submit_button_refuses_after_the_deadline(started, ws_settings, clie
 @pytest.fixture
 def host(transactional_db, ws_settings):
     """serve_workspaces' GateHost on its own event loop in a thread; the loop stops with the test."""
-    host = gate_host.GateHost(sweep_every_s=3600, discover_every_s=0.1)
-    loop = asyncio.new_event_loop()
-    stop = asyncio.Event()
-    thread = threading.Thread(target=loop.run_until_complete, args=(host.run(stop),), daemon=True)
-    thread.start()
-    yield host
-    loop.call_soon_threadsafe(stop.set)
-    thread.join(10)
-    loop.close()
+    with gate_host_in_a_thread() as host:
+        yield host
 
 
 def wait_for_socket(invitation) -> Path:

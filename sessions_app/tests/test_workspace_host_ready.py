@@ -6,13 +6,13 @@ import asyncio
 import shutil
 import socket
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from sessions_app.hosted import gate_host
+from sessions_app.tests.helpers import gate_host_in_a_thread
 from takehome.models import PacketVersion
 
 
@@ -29,24 +29,12 @@ def ws_dir(settings):
 @pytest.fixture
 def serving(transactional_db, ws_dir):
     """serve_workspaces' GateHost on its own event loop in a thread; ``stop()`` ends it and waits."""
-    host = gate_host.GateHost(sweep_every_s=3600, discover_every_s=0.1)
-    loop = asyncio.new_event_loop()
-    stop = asyncio.Event()
-    thread = threading.Thread(target=loop.run_until_complete, args=(host.run(stop),), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not gate_host.status_socket_path().exists():
-        assert time.monotonic() < deadline, "serve_workspaces' status socket never appeared"
-        time.sleep(0.02)
-
-    def end() -> None:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(10)
-
-    host.stop = end
-    yield host
-    end()
-    loop.close()
+    with gate_host_in_a_thread() as host:
+        deadline = time.monotonic() + 10
+        while not gate_host.status_socket_path().exists():
+            assert time.monotonic() < deadline, "serve_workspaces' status socket never appeared"
+            time.sleep(0.02)
+        yield host
 
 
 def hosted_offered(sample_packet) -> None:
