@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_balance import Balance
 from shared import pytest_slots
 
 ROOT = Path(__file__).resolve().parent
@@ -34,6 +35,10 @@ CHROMIUM = "/usr/bin/chromium"
 # Fixtures that start a browser, a worker, a live server or a sandboxed run: a test that uses one is marked slow.
 SLOW_FIXTURES = {"browser", "page", "worker_env", "celery_worker_proc", "runner_dir", "grading_sandbox",
                  "use_test_sandbox", "pythons", "real_logs", "local_index", "live_server", "daphne_url"}
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(Balance(config), "takehome-balance")
 
 
 def pytest_report_header(config):
