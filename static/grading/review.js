@@ -1,9 +1,15 @@
 // The review page's keyboard: p = pass, f = fail, n = next section (after the last: the submit
-// confirmation, then Tab to the button).
-// The sections are read in a fixed order; the active one carries the class "active".
+// confirmation, then Tab to the button); Esc leaves a note (or any field) so the keys work again.
+// The sections are read in a fixed order; the active one carries the class "active". It is the one
+// on screen: scrolling makes the section at the reading line (a third down the window) the active
+// one, a click makes the clicked one, n the next one. The keys can be turned off (WCAG 2.1.4:
+// a person who speaks commands, or whose hand slips, must not mark a cell by one stray letter); the
+// choice is kept in this browser.
 (function () {
   "use strict";
   var active = 0;
+  var ourScroll = false;  // a scroll n started: the section it brings in stays the active one
+  var SHORTCUTS = "takehome:review-shortcuts";
 
   function sections() {
     return Array.prototype.slice.call(document.querySelectorAll("[data-section]"));
@@ -13,13 +19,46 @@
     sections().forEach(function (s, i) { s.classList.toggle("active", i === active); });
   }
 
+  var keysOn = (function () {
+    try { return localStorage.getItem(SHORTCUTS) !== "off"; } catch (e) { return true; }
+  })();
+
   function activate(i) {
     var all = sections();
     if (!all.length) return;
     active = Math.max(0, Math.min(i, all.length - 1));
     show();
+    ourScroll = true;
     all[active].scrollIntoView({ block: "nearest" });
+    // why a frame later: scrollIntoView's scroll events arrive before the next frame (or none come
+    // when it was in view already)
+    requestAnimationFrame(function () { requestAnimationFrame(function () { ourScroll = false; }); });
   }
+
+  // The section at the reading line; else the one with the most of itself in the window.
+  function onScreen() {
+    var all = sections(), line = window.innerHeight / 3, best = -1, most = 0;
+    for (var i = 0; i < all.length; i++) {
+      var box = all[i].getBoundingClientRect();
+      if (box.top <= line && box.bottom > line) return i;
+      var seen = Math.min(box.bottom, window.innerHeight) - Math.max(box.top, 0);
+      if (seen > most) { most = seen; best = i; }
+    }
+    return best;
+  }
+
+  function follow() {
+    if (ourScroll) return;
+    var i = onScreen();
+    if (i >= 0 && i !== active) { active = i; show(); }
+  }
+
+  var pendingFrame = false;
+  window.addEventListener("scroll", function () {
+    if (pendingFrame || ourScroll) return;
+    pendingFrame = true;
+    requestAnimationFrame(function () { pendingFrame = false; follow(); });
+  }, { passive: true });
 
   function press(value) {
     var section = sections()[active];
@@ -40,11 +79,25 @@
     if (submit) submit.focus();
   }
 
+  function isField(target) {
+    return target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName));
+  }
+
   document.addEventListener("keydown", function (event) {
     if (event.ctrlKey || event.metaKey || event.altKey) return;
     var target = event.target;
+    // Esc in a note gives the keys back: the focus goes to the note's section (not the page's top).
+    if (event.key === "Escape" && isField(target) && target.type !== "checkbox") {
+      var section = target.closest("[data-section]");
+      target.blur();
+      if (section) {
+        if (!section.hasAttribute("tabindex")) section.setAttribute("tabindex", "-1");
+        section.focus({ preventScroll: true });
+      }
+      return;
+    }
     // Typing a note (or in any field) is never a shortcut.
-    if (target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName))) return;
+    if (isField(target) || !keysOn) return;
     if (event.key === "p") { press("true"); event.preventDefault(); }
     else if (event.key === "f") { press("false"); event.preventDefault(); }
     else if (event.key === "n") { next(); event.preventDefault(); }
@@ -58,6 +111,18 @@
       if (i >= 0 && i !== active) { active = i; show(); }
     }
   });
+
+  // The switch for the keys, beside the line that names them.
+  function wireSwitch() {
+    var box = document.getElementById("review-shortcuts");
+    if (!box || box.dataset.wired) return;
+    box.dataset.wired = "1";
+    box.checked = keysOn;
+    box.addEventListener("change", function () {
+      keysOn = box.checked;
+      try { localStorage.setItem(SHORTCUTS, keysOn ? "on" : "off"); } catch (e) { /* kept for this page */ }
+    });
+  }
 
   // Notes. htmx saves a note at each pause in typing (the box's hx-trigger). What has not reached
   // the server yet is kept in this tab's sessionStorage as {base, text}: base is the note the server
@@ -134,6 +199,6 @@
 
   // htmx swaps cells and the diff section in place: keep the highlight.
   document.addEventListener("htmx:afterSettle", show);
-  document.addEventListener("DOMContentLoaded", show);
-  if (document.readyState !== "loading") show();
+  document.addEventListener("DOMContentLoaded", function () { wireSwitch(); show(); });
+  if (document.readyState !== "loading") { wireSwitch(); show(); }
 })();

@@ -80,6 +80,9 @@ def test_reviewer_scores_in_order_with_the_keyboard_then_sees_the_debrief(live_s
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "review-page")
 
+    # The keys act on the section on screen: back at the diff, n goes on to the submit button.
+    page.locator("#submit-review").scroll_into_view_if_needed()
+    page.locator("[data-section=diff].active").wait_for()
     page.keyboard.press("n")
     # Final marks take a confirmation: the box first (Space ticks it), then the button.
     assert page.evaluate("document.activeElement.id") == "confirm-submit"
