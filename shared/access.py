@@ -7,6 +7,9 @@ from django.core.exceptions import PermissionDenied
 
 RECRUITER_GROUP = "recruiter"
 REVIEWER_GROUP = "reviewer"
+# Manages the Team page (adds recruiters and reviewers, changes roles, deactivates): a role of its own,
+# so a recruiter can run their team without Django's staff flag, which also opens the admin.
+TEAM_ADMIN_GROUP = "team admin"
 
 
 def group_names(user) -> frozenset[str]:
@@ -40,6 +43,11 @@ def group_required(name: str):
 
 recruiter_required = group_required(RECRUITER_GROUP)
 reviewer_required = group_required(REVIEWER_GROUP)
+
+
+def manages_team(user) -> bool:
+    """May use the Team page: team admins, staff and superusers."""
+    return user.is_authenticated and (user.is_staff or in_group(user, TEAM_ADMIN_GROUP))
 
 
 def reads_only(user) -> bool:

@@ -15,7 +15,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from grading.engine.requirements import requirement_names
 from shared import paging
-from shared.access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, recruiter_required
+from shared.access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, manages_team, recruiter_required
 from shared.http import htmx_redirect
 from shared.models import WorkerHeartbeat
 
@@ -35,7 +35,7 @@ def home(request: HttpRequest) -> HttpResponse:
         return redirect("takehome:packet-list")
     if in_group(request.user, REVIEWER_GROUP):
         return redirect("grading:queue")
-    if request.user.is_staff:
+    if manages_team(request.user):
         return redirect("team:list")
     return render(request, "takehome/no_role.html", status=403)
 

@@ -22,12 +22,14 @@ from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from shared.access import RECRUITER_GROUP, REVIEWER_GROUP
+from shared.access import RECRUITER_GROUP, REVIEWER_GROUP, TEAM_ADMIN_GROUP
 
 log = logging.getLogger(__name__)
 
 # Role name (as typed on the command line and shown on the page) -> group name.
-ROLES = {"recruiter": RECRUITER_GROUP, "reviewer": REVIEWER_GROUP}
+ROLES = {"recruiter": RECRUITER_GROUP, "reviewer": REVIEWER_GROUP, "team-admin": TEAM_ADMIN_GROUP}
+# The roles that do work (an account needs one of them); team-admin only adds the Team page.
+WORK_ROLES = ("recruiter", "reviewer")
 
 
 class TeamError(Exception):
@@ -89,7 +91,7 @@ def _clean_roles(roles) -> list[str]:
     roles = list(dict.fromkeys(roles))
     unknown = [r for r in roles if r not in ROLES]
     if unknown:
-        raise TeamError(f"Unknown role {unknown[0]!r}: choose {' or '.join(ROLES)}.")
+        raise TeamError(f"Unknown role {unknown[0]!r}: choose among {', '.join(ROLES)}.")
     return roles
 
 
@@ -114,7 +116,7 @@ def do_create_member(email: str, roles, actor=None, password: str | None = None)
     """
     email = _clean_email(email)
     roles = _clean_roles(roles)
-    if not roles:
+    if not set(roles) & set(WORK_ROLES):
         raise TeamError("Choose at least one role: recruiter or reviewer.")
     User = get_user_model()
     if User.objects.filter(email__iexact=email).exists() or User.objects.filter(username__iexact=email).exists():
@@ -144,8 +146,9 @@ def do_invite_member(email: str, roles, actor=None) -> NewMember:
     return new
 
 
-def send_set_password_email(user, invited_by=None) -> None:
-    """Email `user` a link to set their password, through Django's password reset form."""
+def send_set_password_email(user, invited_by=None) -> str:
+    """Email `user` a link to set their password, through Django's password reset form; return a link
+    (the same kind: any one made for the account works until the password is set)."""
     form = _InviteForm(user)
     form.is_valid()
     form.save(
@@ -160,6 +163,7 @@ def send_set_password_email(user, invited_by=None) -> None:
         },
         domain_override="takehome",  # unused: the template builds the link from SITE_URL
     )
+    return set_password_link(user)
 
 
 @transaction.atomic

@@ -1,4 +1,4 @@
-"""The Team page (staff only), and the page a locked-out login sees. HTTP only; writes go through actions."""
+"""The Team page (team admins and staff), and the page a locked-out login sees. HTTP only; writes go through actions."""
 
 from __future__ import annotations
 
@@ -15,41 +15,53 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from shared.access import manages_team
 from shared.http import htmx_redirect
 
 from . import actions
-from .forms import InviteMemberForm, MemberRolesForm
+from .forms import ROLE_CHOICES, InviteMemberForm, MemberRolesForm
 from .pages import member_rows
 
 
-def staff_required(view):
-    """Login required, then is_staff; otherwise 403."""
+def team_admin_required(view):
+    """Login required, then the team-admin role (or staff); otherwise 403."""
 
     @wraps(view)
     def wrapped(request, *args, **kwargs):
-        if not request.user.is_staff:
-            raise PermissionDenied("The Team page is for staff accounts.")
+        if not manages_team(request.user):
+            raise PermissionDenied("The Team page is for team admins.")
         return view(request, *args, **kwargs)
 
     return login_required(wrapped)
+
+
+# why in the session, popped when shown: a set-password link is a key to an account. It is shown once,
+# to the team admin who asked for it, to hand over another way when the email does not arrive; it never
+# travels in a URL or a cookie.
+LINK_KEY = "team:set-password-link"
+
+
+def _show_link_once(request: HttpRequest, member, link: str) -> None:
+    request.session[LINK_KEY] = {"user": member.username, "link": link}
 
 
 def _render_team(request: HttpRequest, form: InviteMemberForm | None = None) -> HttpResponse:
     return render(request, "takehome/team_list.html", {
         "rows": member_rows(request.user),
         "form": form or InviteMemberForm(),
-        "role_choices": actions.ROLES,
+        "role_choices": ROLE_CHOICES,
+        "new_link": request.session.pop(LINK_KEY, None),
     })
 
 
 @require_GET
-@staff_required
+@team_admin_required
 def team_list(request: HttpRequest) -> HttpResponse:
     return _render_team(request)
 
 
 @require_POST
-@staff_required
+@team_admin_required
 def team_invite(request: HttpRequest) -> HttpResponse:
     form = InviteMemberForm(request.POST)
     if form.is_valid():
@@ -60,6 +72,7 @@ def team_invite(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Invited {new.user.email} as {form.cleaned_data['role']}: "
                                       "they were emailed a link to set their password.")
+            _show_link_once(request, new.user, new.link)
             return htmx_redirect(request, "team:list")
     return _render_team(request, form)  # 200: htmx does not swap 4xx
 
@@ -69,7 +82,7 @@ def _member(pk: int):
 
 
 @require_POST
-@staff_required
+@team_admin_required
 def member_roles(request: HttpRequest, pk: int) -> HttpResponse:
     member = _member(pk)
     form = MemberRolesForm(request.POST)
@@ -82,7 +95,7 @@ def member_roles(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@staff_required
+@team_admin_required
 def member_deactivate(request: HttpRequest, pk: int) -> HttpResponse:
     member = _member(pk)
     try:
@@ -95,7 +108,7 @@ def member_deactivate(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@staff_required
+@team_admin_required
 def member_reactivate(request: HttpRequest, pk: int) -> HttpResponse:
     member = _member(pk)
     actions.do_reactivate_member(member, request.user)
@@ -104,7 +117,7 @@ def member_reactivate(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@staff_required
+@team_admin_required
 def member_send_link(request: HttpRequest, pk: int) -> HttpResponse:
     """Email a member a fresh set-password link (an invitation lost, a password forgotten)."""
     member = _member(pk)
@@ -113,8 +126,9 @@ def member_send_link(request: HttpRequest, pk: int) -> HttpResponse:
     elif not member.email:
         messages.error(request, f"{member.username} has no email address to send a link to.")
     else:
-        actions.send_set_password_email(member, invited_by=request.user)
+        link = actions.send_set_password_email(member, invited_by=request.user)
         messages.success(request, f"Emailed {member.email} a link to set their password.")
+        _show_link_once(request, member, link)
     return htmx_redirect(request, "team:list")
 
 

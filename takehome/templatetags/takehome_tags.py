@@ -88,3 +88,8 @@ def server_time(text):
         return text
     return format_html('<time datetime="{}" data-format="Y-m-d H:i:s">{}</time>',
                        value.astimezone(UTC).isoformat(timespec="seconds"), text)
+
+
+@register.filter
+def manages_team(user) -> bool:
+    return access.manages_team(user)

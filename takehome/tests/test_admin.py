@@ -158,7 +158,7 @@ def test_the_staff_and_superuser_flags_set_in_the_admin_are_recorded(ops_client,
     assert (recruiter.is_staff, recruiter.is_superuser, recruiter.first_name) == (True, False, "Rita")
 
 
-# -- groups: the two role groups are the app's -----------------------------------------------
+# -- groups: the three role groups are the app's ---------------------------------------------
 
 
 def test_a_role_group_cannot_be_renamed_or_deleted_in_the_admin(ops_client, recruiter, groups):
@@ -168,7 +168,7 @@ def test_a_role_group_cannot_be_renamed_or_deleted_in_the_admin(ops_client, recr
     assert ops_client.post(url + "delete/", {"post": "yes"}).status_code == 403
     other = Group.objects.create(name="log readers")
     assert bulk_delete(ops_client, "auth/group", role.pk, other.pk).status_code == 403  # asks each row's page
-    assert set(Group.objects.values_list("name", flat=True)) == {"recruiter", "reviewer", "log readers"}
+    assert set(Group.objects.values_list("name", flat=True)) == {"recruiter", "reviewer", "team admin", "log readers"}
     assert names_of_groups(recruiter) == {"recruiter"}
     assert "who has it is changed on" in ops_client.get(url + "change/").content.decode()
 

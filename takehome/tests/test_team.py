@@ -30,12 +30,12 @@ def link_in(body: str) -> str:
     return re.search(r"http://\S+/accounts/set-password/\S+/", body).group(0)
 
 
-def test_a_fresh_migrate_has_both_role_groups():
-    # No fixture creates them: the data migration did.
-    assert set(Group.objects.values_list("name", flat=True)) >= {"recruiter", "reviewer"}
+def test_a_fresh_migrate_has_the_three_role_groups():
+    # No fixture creates them: the data migrations did.
+    assert set(Group.objects.values_list("name", flat=True)) >= {"recruiter", "reviewer", "team admin"}
 
 
-def test_the_team_page_is_for_staff_only(client, recruiter):
+def test_the_team_page_is_for_team_admins_and_staff_only(client, recruiter):
     client.force_login(recruiter)
     assert client.get(reverse("team:list")).status_code == 403
     assert client.post(reverse("team:invite"), {"email": "x@example.com", "role": "reviewer"}).status_code == 403
@@ -223,3 +223,68 @@ def test_createuser_refuses_an_unknown_role():
 def test_staff_without_a_role_land_on_the_team_page(staff_client):
     response = staff_client.get(reverse("home"))
     assert response.status_code == 302 and response.url == reverse("team:list")
+
+
+@pytest.fixture
+def team_admin_client(client, recruiter):
+    """rita, a recruiter who is also a team admin, without Django's staff flag."""
+    recruiter.groups.add(Group.objects.get(name="team admin"))
+    client.force_login(recruiter)
+    return client
+
+
+def test_a_recruiter_who_is_team_admin_adds_a_reviewer_and_is_shown_the_link_once(
+        team_admin_client, client, mailoutbox, django_capture_on_commit_callbacks):
+    body = team_admin_client.get(reverse("takehome:packet-list")).content.decode()
+    assert 'href="/team/"' in body and 'href="/admin/"' not in body  # the Team page, not the admin
+    with django_capture_on_commit_callbacks(execute=True):
+        response = team_admin_client.post(reverse("team:invite"), {"email": "new@example.com", "role": "reviewer"})
+    assert response.status_code == 302
+    user = User.objects.get(username="new@example.com")
+    assert in_group(user, "reviewer")
+    page = team_admin_client.get(reverse("team:list")).content.decode()
+    shown = re.search(r'id="set-password-link".*?value="([^"]+)"', page, re.S).group(1)
+    (mail,) = mailoutbox
+    assert shown.startswith("http://127.0.0.1:8000/accounts/set-password/") and "/accounts/set-password/" in mail.body
+    # Once: the next visit does not show it again.
+    assert 'id="set-password-link"' not in team_admin_client.get(reverse("team:list")).content.decode()
+    # The shown link works, as the emailed one does.
+    opened = client.get(shown.split("127.0.0.1:8000", 1)[1], follow=True)
+    assert b"Set your password" in opened.content
+
+
+def test_a_fresh_link_emailed_from_the_page_is_shown_once_too(team_admin_client, reviewer, mailoutbox):
+    reviewer.email = "rob@example.com"
+    reviewer.save()
+    team_admin_client.post(reverse("team:member-send-link", args=[reviewer.pk]))
+    page = team_admin_client.get(reverse("team:list")).content.decode()
+    assert "Set-password link for rob" in page and len(mailoutbox) == 1
+
+
+def test_team_admin_is_a_role_given_on_the_page_never_alone_and_never_by_a_non_admin(
+        team_admin_client, client, reviewer, make_reviewer):
+    team_admin_client.post(reverse("team:member-roles", args=[reviewer.pk]), {"roles": ["reviewer", "team-admin"]})
+    assert actions.roles_of(reviewer) == ["reviewer", "team-admin"]
+    with pytest.raises(actions.TeamError, match="at least one role"):
+        actions.do_create_member("only@example.com", ["team-admin"])
+    other = make_reviewer("ann")
+    client.force_login(other)
+    assert client.post(reverse("team:member-roles", args=[other.pk]), {"roles": ["team-admin"]}).status_code == 403
+    assert actions.roles_of(other) == ["reviewer"]
+
+
+def test_a_team_admin_cannot_deactivate_a_superuser(team_admin_client):
+    boss = User.objects.create_superuser("boss", "boss@example.com", "pw-boss")
+    response = team_admin_client.post(reverse("team:member-deactivate", args=[boss.pk]), follow=True)
+    assert b"only a superuser can deactivate them" in response.content
+    boss.refresh_from_db()
+    assert boss.is_active
+
+
+def test_the_demo_recruiter_manages_the_team(settings, tmp_path, client):
+    settings.VAR_DIR, settings.DEBUG = tmp_path, True
+    call_command("seed_demo", stdout=StringIO())
+    recruiter = User.objects.get(username="recruiter")
+    client.force_login(recruiter)
+    assert client.get(reverse("team:list")).status_code == 200
+    assert not recruiter.is_staff

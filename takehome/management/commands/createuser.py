@@ -15,7 +15,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("email")
         parser.add_argument("--role", action="append", choices=list(ROLES), required=True,
-                            help="recruiter or reviewer; give --role twice for both")
+                            help="recruiter, reviewer or team-admin (the Team page); give --role again for more")
         parser.add_argument("--password-stdin", action="store_true",
                             help="read the password from the first line of standard input")
 

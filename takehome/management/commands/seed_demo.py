@@ -6,10 +6,11 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand, CommandError
 
-from shared.access import RECRUITER_GROUP, REVIEWER_GROUP
+from shared.access import RECRUITER_GROUP, REVIEWER_GROUP, TEAM_ADMIN_GROUP
 
 DEMO_USERS = {
-    "recruiter": {"groups": [RECRUITER_GROUP]},
+    # The demo recruiter runs the team too (adds reviewers), as a hiring manager would.
+    "recruiter": {"groups": [RECRUITER_GROUP, TEAM_ADMIN_GROUP]},
     "reviewer": {"groups": [REVIEWER_GROUP]},
     "admin": {"groups": [RECRUITER_GROUP, REVIEWER_GROUP], "superuser": True},
 }
@@ -25,7 +26,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if not settings.DEBUG:
             raise CommandError("seed_demo creates accounts with known passwords; it runs only with DEBUG=true.")
-        for name in (RECRUITER_GROUP, REVIEWER_GROUP):
+        for name in (RECRUITER_GROUP, REVIEWER_GROUP, TEAM_ADMIN_GROUP):
             Group.objects.get_or_create(name=name)
         store = Path(settings.VAR_DIR) / "demo-passwords.json"
         passwords = json.loads(store.read_text()) if store.exists() else {}
