@@ -14,7 +14,7 @@ from .models import AuditEvent, Invitation
 
 ACTIONS = tuple(AuditEvent.Action.values)
 # What the server does of itself, with no person or command behind it: named "server", not "command line".
-SERVER_ACTIONS = (AuditEvent.Action.WORKSPACE_UNSAVED, AuditEvent.Action.DEADLINE_SUBMIT)
+SERVER_ACTIONS = (AuditEvent.Action.WORKSPACE_UNSAVED, AuditEvent.Action.DEADLINE_SUBMIT, AuditEvent.Action.REMINDER)
 
 
 def record(actor, action: str, target: models.Model, detail: str = "") -> AuditEvent:
@@ -26,7 +26,8 @@ def record(actor, action: str, target: models.Model, detail: str = "") -> AuditE
     action: one of AuditEvent.Action's values: "invite", "resend", "revoke",
             "extend", "decision", "role_change", "regrade", and the server's, actor None:
             "workspace_unsaved" (a closed workspace's files not all saved) and "deadline_submit"
-            (a hosted workspace submitted once uploads closed). Anything else
+            (a hosted workspace submitted once uploads closed), "reminder" (a candidate who had not
+            started emailed a reminder); and "reminders_set" (a packet's reminder times). Anything else
             raises ValueError (a typo must not create a new kind of event).
     target: the saved model instance acted on: an Invitation, a Submission
             (its invitation is found), a User (for a role change), or any

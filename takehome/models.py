@@ -29,6 +29,9 @@ class Packet(models.Model):
     hide_candidate_names = models.BooleanField(
         default=False, help_text="Reviewers see a short code instead of the name."
     )
+    # Hours after the link was sent at which a candidate who has not pressed Start is emailed a reminder,
+    # ascending (takehome.reminders); empty: none.
+    reminder_hours = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -584,6 +587,10 @@ class AuditEvent(models.Model):
         WORKSPACE_UNSAVED = "workspace_unsaved", "Workspace files not saved"
         # the server's too: a hosted workspace submitted by the server once uploads closed
         DEADLINE_SUBMIT = "deadline_submit", "Submitted at the deadline by the server"
+        # the server's too: a candidate who had not started was emailed a reminder (takehome.reminders)
+        REMINDER = "reminder", "Reminder sent"
+        # a recruiter set a packet's reminder times
+        REMINDERS_SET = "reminders_set", "Reminders set"
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(
@@ -646,3 +653,24 @@ def effective_policy(version: PacketVersion) -> str:
     if version.model_policy:
         return version.model_policy
     return PacketVersion.ModelPolicy.PROVIDED if settings.MODEL_URL else PacketVersion.ModelPolicy.OWN
+
+
+class Reminder(models.Model):
+    """One reminder, sent or skipped, to a candidate who had not pressed Start (takehome.reminders).
+
+    The row is the claim: its unique key means a reminder is emailed at most once per invitation and
+    time, however many sweeps or workers see it due.
+    """
+
+    invitation = models.ForeignKey(Invitation, on_delete=models.CASCADE, related_name="reminders")
+    after_hours = models.PositiveIntegerField()
+    at = models.DateTimeField(default=timezone.now)
+    # why skipped ones too: reminder times set after the link went out can be due together; only the
+    # latest is sent, and the earlier are kept as passed over, never sent later.
+    sent = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["invitation", "after_hours"], name="one_reminder_per_time")]
+
+    def __str__(self) -> str:
+        return f"reminder {self.after_hours} h for invitation {self.invitation_id}"

@@ -25,3 +25,11 @@ def sweep_packet_checks() -> int:
     from .actions import do_resend_stale_checks
 
     return do_resend_stale_checks()
+
+
+@shared_task(ignore_result=True)
+def send_reminders() -> int:
+    """Email the reminders that are due to candidates who have not pressed Start (takehome.reminders)."""
+    from .reminders import sweep
+
+    return sweep()

@@ -22,6 +22,7 @@ recruiter_patterns = [
     path("<slug:slug>/invite/", views.packet_invite, name="packet-invite"),
     path("<slug:slug>/invitations/", views.invitation_board, name="invitation-board"),
     path("<slug:slug>/candidate-names", views.packet_candidate_names, name="packet-candidate-names"),
+    path("<slug:slug>/reminders", views.packet_reminders, name="packet-reminders"),
     path("invitations/<int:pk>/resend", views.invitation_resend, name="invitation-resend"),
     path("invitations/<int:pk>/revoke", views.invitation_revoke, name="invitation-revoke"),
     path("invitations/<int:pk>/extend", views.invitation_extend, name="invitation-extend"),

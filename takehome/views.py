@@ -23,6 +23,7 @@ from . import actions, pages
 from .forms import DecisionForm, ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
 from .models import Decision, Invitation, Packet, PacketFile, PacketVersion, effective_policy
 from .packet_zip import export_zip
+from .reminders import ReminderError, do_set_reminders
 
 BOARD_PAGE_SIZE = pages.BOARD_PAGE_SIZE
 
@@ -168,6 +169,22 @@ def packet_import(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"{what}. Its self-check is running; it can be invited to once every check passes.")
             return redirect(imported.packet)
     return render(request, "takehome/packet_import.html", {"form": form})
+
+
+@require_POST
+@recruiter_required
+def packet_reminders(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set the hours after the link at which candidates who have not started are reminded."""
+    packet = get_object_or_404(Packet, slug=slug)
+    try:
+        hours = do_set_reminders(packet, request.POST.get("reminder_hours", ""), request.user)
+    except ReminderError as exc:
+        messages.error(request, f"{exc} The reminders were not changed.")
+    else:
+        messages.success(request, "Candidates who have not started are reminded "
+                         f"{', '.join(map(str, hours))} hours after their link was sent." if hours
+                         else "No reminders are sent for this packet.")
+    return htmx_redirect(request, "takehome:packet-detail", slug=packet.slug)
 
 
 @require_POST
