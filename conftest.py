@@ -112,6 +112,28 @@ def _no_login_lockout(request, settings):
         settings.AXES_ENABLED = False
 
 
+@pytest.fixture(autouse=True)
+def _outside_the_browsers_loop(request):
+    """A test that does not drive the browser runs with no event loop marked running in this thread.
+
+    why: playwright's sync API (the session's browser) runs its event loop in a greenlet of this thread
+    and leaves it marked as the thread's running loop between calls; a later test of this process that
+    calls asyncio.run() or async_to_sync() here would be refused ("cannot be called from a running event
+    loop"). The mark is put back after the test, for the next one that drives the browser.
+    """
+    import asyncio
+
+    loop = asyncio._get_running_loop()
+    if loop is None or "browser" in request.fixturenames:
+        yield
+        return
+    asyncio._set_running_loop(None)
+    try:
+        yield
+    finally:
+        asyncio._set_running_loop(loop)
+
+
 @pytest.fixture
 def media_root(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
@@ -122,9 +144,12 @@ def media_root(settings, tmp_path):
 def groups(db):
     from django.contrib.auth.models import Group
 
-    from shared.access import RECRUITER_GROUP, REVIEWER_GROUP
+    from shared.access import RECRUITER_GROUP, REVIEWER_GROUP, TEAM_ADMIN_GROUP
 
-    return {name: Group.objects.get_or_create(name=name)[0] for name in (RECRUITER_GROUP, REVIEWER_GROUP)}
+    # why get_or_create: the migrations make them, but a transactional test before this one on the same
+    # process flushed every table
+    return {name: Group.objects.get_or_create(name=name)[0]
+            for name in (RECRUITER_GROUP, REVIEWER_GROUP, TEAM_ADMIN_GROUP)}
 
 
 def _user(username: str, group):

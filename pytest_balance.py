@@ -9,6 +9,11 @@ reordered before it is sent:
 
 - the unit is a test file: its tests stay together and in their order (a
   file's own fixtures, and the session's ones it shares, are set up once);
+- each worker keeps pytest-django's order, as Django's runner has it: the
+  tests in a transaction first, then those that commit (they empty every
+  table after them, the rows the migrations wrote included), then those with
+  no database; so the short tests with no database are at the back, where a
+  dry worker steals from;
 - each file's time is what it took on the last run (kept in pytest's cache
   under var/, merged run after run), else a guess from its markers;
 - the files are dealt longest first to the worker share with the least time
@@ -69,9 +74,9 @@ def shares(count: int, workers: int) -> list[int]:
 
 
 def balanced(items: list[pytest.Item], workers: int, known: dict[str, float]) -> list[pytest.Item]:
-    files: dict[str, list[pytest.Item]] = defaultdict(list)
+    files: dict[tuple[int, str], list[pytest.Item]] = defaultdict(list)
     for item in items:
-        files[item.nodeid.split("::", 1)[0]].append(item)
+        files[(database_order(item), item.nodeid.split("::", 1)[0])].append(item)
 
     def time_of(item: pytest.Item) -> float:
         if item.nodeid in known:
@@ -84,7 +89,7 @@ def balanced(items: list[pytest.Item], workers: int, known: dict[str, float]) ->
     room = list(sizes)
     # Longest first, each to the share with the least time that still has room; a tie goes by name,
     # so every worker deals the same way. A file larger than every share's room is split.
-    for name in sorted(files, key=lambda n: (-cost[n], n)):
+    for name in sorted(files, key=lambda n: (-cost[n], n[1], n[0])):
         tests = files[name]
         while tests:
             fits = [i for i in range(workers) if room[i] > 0]
@@ -95,6 +100,21 @@ def balanced(items: list[pytest.Item], workers: int, known: dict[str, float]) ->
             loads[share] += sum(time_of(item) for item in taken)
     ordered = []
     for share in lists:
-        for tests in sorted(share, key=lambda t: -sum(time_of(item) for item in t)):
+        for tests in sorted(share, key=lambda t: (database_order(t[0]), -sum(time_of(item) for item in t))):
             ordered.extend(tests)
     return ordered
+
+
+def database_order(item: pytest.Item) -> int:
+    """pytest-django's order (its get_order_number): 0 in a transaction, 1 committing, 2 no database."""
+    from django.test import TestCase, TransactionTestCase
+
+    cls = getattr(item, "cls", None)
+    if cls is not None and issubclass(cls, TransactionTestCase):
+        return 0 if issubclass(cls, TestCase) else 1
+    fixtures = set(getattr(item, "fixturenames", ()))
+    marker = item.get_closest_marker("django_db")
+    committing = bool(marker and (marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences")))
+    if committing or fixtures & {"transactional_db", "live_server"}:
+        return 1
+    return 0 if marker or "db" in fixtures else 2
