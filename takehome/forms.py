@@ -12,7 +12,8 @@ from grading.engine.requirements import check_requirements
 from grading.engine.spec import split_decoys
 from shared.environments import environment_problems, usable_versions
 
-from .actions import PacketError, VersionContent, read_decoys_zip, read_zip_tree
+from .actions import PacketError, read_decoys_zip, read_zip_tree
+from .content import VersionContent
 from .invites import parse_invite_lines
 from .models import Decision, Packet, PacketFile, PacketVersion
 

@@ -163,6 +163,11 @@ def packet_import(request: HttpRequest) -> HttpResponse:
         except actions.PacketError as exc:
             form.add_error("archive", str(exc))
         else:
+            if imported.unchanged:
+                messages.info(request, f"Nothing imported: version {imported.version.number} of "
+                                       f"{imported.packet.slug} holds this zip already (the same prompt, files and "
+                                       "settings), so no new version was made.")
+                return redirect(imported.packet)
             what = "Imported as a new packet" if imported.new_packet else (
                 f"This installation had {imported.packet.slug} already: imported as version {imported.version.number}")
             messages.success(request, f"{what}. Its self-check is running; it can be invited to once every check passes.")
@@ -213,17 +218,29 @@ def packet_edit(request: HttpRequest, slug: str) -> HttpResponse:
         content = form.content()
         if content is not None:
             try:
-                version = actions.do_create_version(packet, content, request.user)
+                saved = actions.do_save_version(packet, content, request.user)
             except actions.PacketError as exc:
                 form.add_error(None, str(exc))
             else:
-                messages.success(
-                    request,
-                    f"Saved as version {version.number}. Invitations already sent keep the version they were given. "
-                    "Its self-check is running: it can be invited to once every check passes.",
-                )
+                if not saved.created:
+                    messages.info(request, unchanged_words(saved.version))
+                else:
+                    messages.success(
+                        request,
+                        f"Saved as version {saved.version.number}. Invitations already sent keep the version they "
+                        "were given. Its self-check is running: it can be invited to once every check passes.",
+                    )
                 return redirect(packet)
     return render(request, "takehome/packet_form.html", {"form": form, "packet": packet, "base": base})
+
+
+def unchanged_words(version: PacketVersion) -> str:
+    """What a save that changed nothing says: no version made, and how to check the latest again if need be."""
+    words = f"Nothing changed since version {version.number}, so no new version was made."
+    if version.state == PacketVersion.DRAFT:
+        words += (f" Version {version.number} is still a draft: change what its self-check found, or run the "
+                  "check again below (Run the self-check again) if it could not run.")
+    return words
 
 
 @require_http_methods(["GET", "POST"])
