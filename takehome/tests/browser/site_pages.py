@@ -78,6 +78,7 @@ PAGES = [
     SitePage("packet edit", "recruiter", lambda s: f"/packets/{s.slug}/edit/"),
     SitePage("packet detail, with requirements", "recruiter", lambda s: f"/packets/{s.packages_slug}/"),
     SitePage("packet invite", "recruiter", lambda s: f"/packets/{s.slug}/invite/"),
+    SitePage("packet invite, a draft: no Invite button", "recruiter", lambda s: f"/packets/{s.draft_slug}/invite/"),
     SitePage("invitation board", "recruiter", lambda s: f"/packets/{s.slug}/invitations/"),
     SitePage("packet detail, a draft whose self-check failed", "recruiter", lambda s: f"/packets/{s.draft_slug}/"),
     SitePage("packet import", "recruiter", lambda s: "/packets/import/"),
