@@ -191,7 +191,7 @@ def packet_candidate_names(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @recruiter_required
 def packet_create(request: HttpRequest) -> HttpResponse:
-    form = NewPacketForm(request.POST or None, request.FILES or None)
+    form = NewPacketForm(request.POST or None, request.FILES or None, owner=request.user)
     if request.method == "POST" and form.is_valid():
         content = form.content()
         if content is not None:
@@ -202,9 +202,11 @@ def packet_create(request: HttpRequest) -> HttpResponse:
             except actions.PacketError as exc:
                 form.add_error(None, str(exc))
             else:
+                form.forget_kept()
                 messages.success(request, f"Packet {packet.title} created. Its self-check is running: "
                                           "it can be invited to once every check passes.")
                 return redirect(packet)
+    form.keep_uploads()
     return render(request, "takehome/packet_form.html", {"form": form, "packet": None})
 
 
@@ -213,7 +215,7 @@ def packet_create(request: HttpRequest) -> HttpResponse:
 def packet_edit(request: HttpRequest, slug: str) -> HttpResponse:
     packet = get_object_or_404(Packet, slug=slug)
     base = packet.latest_version()
-    form = PacketVersionForm(request.POST or None, request.FILES or None, base=base)
+    form = PacketVersionForm(request.POST or None, request.FILES or None, base=base, owner=request.user)
     if request.method == "POST" and form.is_valid():
         content = form.content()
         if content is not None:
@@ -222,6 +224,7 @@ def packet_edit(request: HttpRequest, slug: str) -> HttpResponse:
             except actions.PacketError as exc:
                 form.add_error(None, str(exc))
             else:
+                form.forget_kept()
                 if not saved.created:
                     messages.info(request, unchanged_words(saved.version))
                 else:
@@ -231,6 +234,7 @@ def packet_edit(request: HttpRequest, slug: str) -> HttpResponse:
                         "were given. Its self-check is running: it can be invited to once every check passes.",
                     )
                 return redirect(packet)
+    form.keep_uploads()
     return render(request, "takehome/packet_form.html", {"form": form, "packet": packet, "base": base})
 
 
