@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.db.models import Prefetch
@@ -21,7 +22,7 @@ from shared.models import WorkerHeartbeat
 
 from . import actions, pages
 from .forms import DecisionForm, ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
-from .models import Decision, Invitation, Packet, PacketFile, PacketVersion, effective_policy
+from .models import Candidate, Decision, Invitation, Packet, PacketFile, PacketVersion, effective_policy
 from .packet_zip import export_zip
 
 BOARD_PAGE_SIZE = pages.BOARD_PAGE_SIZE
@@ -291,6 +292,44 @@ def invitation_board(request: HttpRequest, slug: str) -> HttpResponse:
         # The first page polls its bare address, so a new invitation comes in; a later page keeps its place.
         "poll_query": "" if not page.has_previous else request.GET.urlencode(),
     })
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@recruiter_required
+def candidate_search(request: HttpRequest) -> HttpResponse:
+    """Find a person across every packet by name or email, 25 a page by name; everyone when nothing is typed.
+
+    why recruiters only: a person's invitations side by side (packets, outcomes,
+    decisions) is the recruiter's view. Reviewers score one upload at a time,
+    some packets hide names from them, and a list of everything one named person
+    did would undo that; their queue and debrief are unchanged.
+    """
+    text = request.GET.get("q", "").strip()[: pages.SEARCH_MAX]
+    page = paging.keyset_page(pages.candidate_search(text), "name", False, pages.CANDIDATE_PAGE_SIZE, request.GET)
+    template = "takehome/candidate_list.html"
+    if request.htmx and not request.htmx.history_restore_request:
+        template += "#candidate-results"
+    return render(request, template, {"q": text, "page": page, "rows": pages.candidate_rows(page.ids),
+                                      "filters": urlencode({"q": text}) if text else ""})
+
+
+@require_GET
+@recruiter_required
+def candidate_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One person's every invitation, to any packet, newest first, each as its row on the board reads it."""
+    candidate = get_object_or_404(Candidate, pk=pk)
+    page = paging.keyset_page(pages.person_invitations(candidate), "created_at", True, pages.PERSON_PAGE_SIZE,
+                              request.GET)
+    return render(request, "takehome/candidate_detail.html",
+                  {"candidate": candidate, "page": page, "rows": pages.board_rows(page.ids)})
+
+
+@require_GET
+@recruiter_required
+def invitation_on_board(request: HttpRequest, pk: int) -> HttpResponse:
+    """The invitation's row on its packet's board, on the board's page that shows it (a person's page links here)."""
+    return redirect(pages.board_url_for(_invitation(pk)))
 
 
 def _back_to_board(request: HttpRequest, invitation: Invitation) -> HttpResponse:
