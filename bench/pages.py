@@ -5,8 +5,8 @@ Standalone: creates a throwaway database (SQLite in a temporary folder, or the
 scratch database named by BENCH_DATABASE_URL, whose tables it creates and
 fills), fills it with submissions, evidence and reviews, then requests the
 queue, the review page, the debrief and the debriefs' index (logged in as a
-reviewer), and the invitations board and the packet page with its funnel
-(as a recruiter), through the whole middleware stack (django.test.Client),
+reviewer), and the invitations board, the packet page with its funnel, the
+candidate search and a candidate's page (as a recruiter), through the whole middleware stack (django.test.Client),
 many times each: warm (one
 request after another) and cold (before each request, one review submitted
 through the review page's views, alternately by the viewing reviewer and by
@@ -308,6 +308,8 @@ def main() -> None:
     from django.db import connection
     from django.test import Client
 
+    from sessions_app.models import Submission
+
     try:
         call_command("migrate", verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
@@ -340,6 +342,12 @@ def main() -> None:
             "invitations board (page 40)": [deep_url(recruiter, board, "next", 40)],
             "invitations board (htmx poll)": [board],
             f"packet page {slug} (funnel)": [f"/packets/{slug}/"],
+            # The search at its worst, a word nobody's name or email holds (every candidate read), and a
+            # person's page. (Two pages only: each cold request uses up an unreviewed upload, and at
+            # 10,000 the viewing reviewer has about 1,370 of them for the 13 pages.)
+            "candidates (search, no match)": ["/candidates/?q=nobody"],
+            "a candidate's page (100 people)": [f"/candidates/{pk}/" for pk in Submission.objects.filter(
+                pk__in=sample).values_list("invitation__candidate_id", flat=True)],
         }
         submit = ReviewSubmitter([data["reviewer"], data["other"]], data["unreviewed"])
         warm = {"baseline: login page": baseline}

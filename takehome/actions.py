@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -17,7 +17,6 @@ from django.db.models import Max
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from grading.engine import rubric
 from grading.engine.archive import Limits, UnsafeArchive, safe_extract
 from grading.engine.spec import (
     DECOY_NAME_RE,
@@ -31,6 +30,7 @@ from shared.words import counted
 
 from . import funnel
 from .audit import record
+from .content import VersionContent, content_cells, content_of, fingerprint, same_content
 from .invites import InviteRow
 from .models import Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
 from .signals import invitation_revoked
@@ -43,29 +43,6 @@ PACKET_ZIP_LIMITS = Limits(max_entries=500, max_total_bytes=5 * 1024 * 1024, max
 
 class PacketError(Exception):
     """A recruiter's packet input that cannot be used; the message says why."""
-
-
-@dataclass(frozen=True)
-class VersionContent:
-    """Everything a new packet version holds, before it is written."""
-
-    prompt: str
-    fixture: Mapping[str, bytes]
-    solution: Mapping[str, bytes]
-    reference_tests: Mapping[str, bytes]
-    test_command: str = "python -m pytest -q"
-    protected_paths: tuple[str, ...] = ()
-    forbidden_patterns: Mapping[str, str] | None = None
-    refusal_hints: Mapping[str, str | list[str]] | None = None  # label -> one pattern, or several (any counts)
-    time_limit_minutes: int = 90
-    rubric: Mapping[str, str] | None = None  # cell key -> label
-    rubric_definitions: Mapping[str, str] | None = None  # cell key -> what passes and fails it
-    decoys: Mapping[str, Mapping[str, bytes]] | None = None
-    requirements: str = ""  # pip requirements, pinned, from the package index only ("" = pytest alone)
-    python_version: str = ""  # one of TAKEHOME_PYTHONS' versions ("" = the default)
-    model_policy: str = ""  # PacketVersion.ModelPolicy ("" = provided when an upstream is configured, else own)
-    model_name: str = ""  # overrides TAKEHOME_MODEL_NAME ("" = the setting)
-    work_mode: str = "zip"  # PacketVersion.WorkMode: zip, hosted or both (the candidate picks)
 
 
 def read_zip_tree(uploaded, what: str) -> dict[str, bytes]:
@@ -132,12 +109,6 @@ def validate_content(content: VersionContent) -> None:
                               "has files that are not in it: " + ", ".join(sorted(missing)))
 
 
-def content_cells(content: VersionContent) -> tuple[rubric.RubricCell, ...]:
-    """The rubric a version of this content carries, the defaults filled in for its model policy."""
-    return rubric.cells(content.rubric, content.rubric_definitions,
-                        no_model=content.model_policy == PacketVersion.ModelPolicy.NONE)
-
-
 @transaction.atomic
 def do_create_version(packet: Packet, content: VersionContent, user=None, send_check: bool = True) -> PacketVersion:
     """Write a new immutable version of a packet, numbered after the last one.
@@ -183,6 +154,30 @@ def do_create_version(packet: Packet, content: VersionContent, user=None, send_c
     return version
 
 
+@dataclass(frozen=True)
+class SavedVersion:
+    version: PacketVersion  # the new version; or, when nothing was written, the latest, which holds the content
+    created: bool
+
+
+@transaction.atomic
+def do_save_version(packet: Packet, content: VersionContent, user=None) -> SavedVersion:
+    """A new version of the packet from ``content``, unless its latest version holds the same already.
+
+    "The same" is takehome.content.fingerprint: then nothing is written (no
+    version, no self-check) and the latest is returned, so saving a form
+    unchanged or importing an export again does not pile up versions. Any
+    earlier version that holds the same is no matter: going back to it is a
+    change, and gets a version of its own.
+    """
+    # why the lock first: two identical saves at once must make one version, not two.
+    Packet.objects.select_for_update().get(pk=packet.pk)
+    latest = packet.versions.order_by("-number").prefetch_related("files").first()
+    if latest is not None and same_content(latest, content):
+        return SavedVersion(latest, False)
+    return SavedVersion(do_create_version(packet, content, user), True)
+
+
 @transaction.atomic
 def do_create_packet(slug: str, title: str, content: VersionContent, user=None, send_check: bool = True) -> Packet:
     packet = Packet.objects.create(slug=slug, title=title, created_by=user)
@@ -197,13 +192,15 @@ class ImportedPacket:
     new_packet: bool
     earlier: tuple[PacketVersion, ...] = ()  # versions/<n>/, recreated for a new packet
     history_skipped: int = 0  # versions/<n>/ not imported: the packet existed here
+    unchanged: bool = False  # the packet's latest version held the zip already: nothing was written
 
 
 def do_import_packet(uploaded, user=None) -> ImportedPacket:
     """Import a packet zip (the layout of ``takehome/sample_packets/refund-sum/``), all or nothing.
 
     A slug this installation has already gets a new version (never an
-    overwrite) from the zip's top level; a new slug, a new packet, with the
+    overwrite) from the zip's top level, unless its latest version holds the
+    same already (``do_save_version``: then nothing); a new slug, a new packet, with the
     earlier versions under ``versions/<n>/`` recreated first, in order. Every
     version made is self-checked (queued), so it is invitable only once it
     passes. PacketError says why a zip cannot be used, and nothing is stored then.
@@ -216,8 +213,9 @@ def do_import_packet(uploaded, user=None) -> ImportedPacket:
     with transaction.atomic():
         packet = Packet.objects.filter(slug=slug).first()
         if packet is not None:
-            return ImportedPacket(packet, do_create_version(packet, content, user), False,
-                                  history_skipped=len(history))
+            saved = do_save_version(packet, content, user)
+            return ImportedPacket(packet, saved.version, False, history_skipped=len(history),
+                                  unchanged=not saved.created)
         packet = Packet.objects.create(slug=slug, title=title, created_by=user)
         earlier = tuple(do_create_version(packet, old, user) for _, old in history)
         return ImportedPacket(packet, do_create_version(packet, content, user), True, earlier)
@@ -254,32 +252,6 @@ def sample_content(folder: Path = SAMPLE_PACKET_DIR) -> tuple[str, str, VersionC
     return meta["slug"], meta["title"], content
 
 
-def _text(prompt: str) -> str:
-    """A prompt as compared: the form strips its ends and a file keeps them; line ends as in a file."""
-    return prompt.replace("\r\n", "\n").strip()
-
-
-def _same_content(version: PacketVersion, content: VersionContent) -> bool:
-    return (
-        _text(version.prompt) == _text(content.prompt)
-        and version.files_of(PacketFile.Kind.FIXTURE) == dict(content.fixture)
-        and version.files_of(PacketFile.Kind.SOLUTION) == dict(content.solution)
-        and version.files_of(PacketFile.Kind.REFERENCE_TEST) == dict(content.reference_tests)
-        and version.files_of(PacketFile.Kind.DECOY) == join_decoys(content.decoys or {})
-        and version.test_command == content.test_command
-        and list(version.protected_paths) == list(content.protected_paths)
-        and version.forbidden_patterns == dict(content.forbidden_patterns or {})
-        and version.refusal_hints == dict(content.refusal_hints or {})
-        and version.time_limit_minutes == content.time_limit_minutes
-        and version.requirements == content.requirements
-        and version.python_version == content.python_version
-        and version.model_policy == content.model_policy
-        and version.model_name == content.model_name
-        and version.work_mode == content.work_mode
-        and version.rubric_cells() == content_cells(content)
-    )
-
-
 @transaction.atomic
 def do_load_sample_packet(send_check: bool = True, folder: Path = SAMPLE_PACKET_DIR) -> tuple[Packet, bool]:
     """Create a sample packet (refund-sum by default), or a new version if its files changed since
@@ -294,7 +266,8 @@ def do_load_sample_packet(send_check: bool = True, folder: Path = SAMPLE_PACKET_
         return do_create_packet(slug, title, content, send_check=send_check), True
     # why any version, not only the latest: a recruiter's own later version of a sample packet
     # stays the latest; only a release that changes the sample's files adds a version.
-    if any(_same_content(version, content) for version in packet.versions.prefetch_related("files")):
+    wanted = fingerprint(content)
+    if any(fingerprint(content_of(version)) == wanted for version in packet.versions.prefetch_related("files")):
         return packet, False
     do_create_version(packet, content, send_check=send_check)
     return packet, True

@@ -6,17 +6,24 @@ import re
 import shlex
 
 from django import forms
+from django.template.defaultfilters import filesizeformat
+from django.utils.html import format_html
 
 from grading.engine import rubric
 from grading.engine.requirements import check_requirements
 from grading.engine.spec import split_decoys
 from shared.environments import environment_problems, usable_versions
 
-from .actions import PacketError, VersionContent, read_decoys_zip, read_zip_tree
+from . import kept_uploads
+from .actions import PacketError, read_decoys_zip, read_zip_tree
+from .content import VersionContent
 from .invites import parse_invite_lines
+from .kept_uploads import Kept
 from .models import Decision, Packet, PacketFile, PacketVersion
 
 MAX_PACKET_ZIP_BYTES = 5 * 1024 * 1024
+ZIP_FIELDS = ("fixture_zip", "solution_zip", "reference_tests_zip", "decoys_zip")
+KEPT_HOURS = int(kept_uploads.KEPT_FOR.total_seconds() // 3600)
 # What each rubric cell reads, by its section of the review page.
 READS = {"red-log": "the red log", "stamp": "the stamp", "refusal": "the refusal", "diff": "the test, in the diff"}
 
@@ -64,6 +71,33 @@ def _format_map(mapping: dict[str, str | list[str]]) -> str:
     )
 
 
+class KeptZipInput(forms.FileInput):
+    """A zip's file input that, after a refused submit, shows the zip kept from it (takehome.kept_uploads).
+
+    The kept zip travels as a signed reference in the hidden ``<name>_kept``;
+    choosing a file replaces it, and ``<name>_forget`` drops it.
+    """
+
+    kept: Kept | None = None  # set by the form for this render
+
+    def use_required_attribute(self, initial) -> bool:
+        # why: a kept zip fills a required field, and the browser must not insist on a file
+        return super().use_required_attribute(initial) and self.kept is None
+
+    def render(self, name, value, attrs=None, renderer=None):
+        html = super().render(name, value, attrs, renderer)
+        if self.kept is None:
+            return html
+        return format_html(
+            '<p class="kept" data-kept="{name}">Kept from your last try: <strong>{file}</strong> ({size}). '
+            "Choose a file only to replace it."
+            '<input type="hidden" name="{name}_kept" value="{reference}">'
+            '<label class="inline-check"><input type="checkbox" name="{name}_forget" value="on"> '
+            "Do not use it</label></p>{input}",
+            name=name, file=self.kept.name, size=filesizeformat(self.kept.size), reference=self.kept.reference,
+            input=html)
+
+
 class PacketVersionForm(forms.Form):
     """The fields every version has. Zips are required for a new packet, optional for an edit."""
 
@@ -71,18 +105,22 @@ class PacketVersionForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 14}), help_text="Markdown. Candidates read it on their page."
     )
     fixture_zip = forms.FileField(
+        widget=KeptZipInput,
         required=False, label="Fixture (zip)", help_text="The tree handed to candidates, tests included."
     )
     solution_zip = forms.FileField(
+        widget=KeptZipInput,
         required=False,
         label="Reference solution (zip)",
         help_text="The fixed production files, at the same paths as in the fixture. "
         "Used to check that a candidate's test passes on correct code.",
     )
     reference_tests_zip = forms.FileField(
+        widget=KeptZipInput,
         required=False, label="Hidden reference tests (zip)", help_text="Hidden tests run against the candidate's fix."
     )
     decoys_zip = forms.FileField(
+        widget=KeptZipInput,
         required=False, label="Decoys (zip, optional)",
         help_text="Plausible wrong fixes, one folder per decoy holding production files at their fixture paths "
         "(for example drop-refund-rows/invoices.py). The candidate's tests run over each; a test that "
@@ -140,8 +178,12 @@ class PacketVersionForm(forms.Form):
         "Repeat a label on more lines to give it more patterns (other wordings, other languages); "
         "any one matching counts. Reviewers see these as a hint beside the refusal, never as a verdict.",
     )
-    def __init__(self, *args, base: PacketVersion | None = None, **kwargs):
+    def __init__(self, *args, base: PacketVersion | None = None, owner=None, **kwargs):
+        """``owner``: the person submitting, whose zips are kept when the form is refused (``keep_uploads``)."""
         self.base = base
+        self.owner = owner
+        self._lost: list[str] = []  # zip fields whose kept zip could not be used
+        self._referenced: set[str] = set()  # the content hashes of the kept zips this submit named
         if base is not None and not kwargs.get("initial"):
             kwargs["initial"] = {
                 "prompt": base.prompt,
@@ -181,8 +223,46 @@ class PacketVersionForm(forms.Form):
             self.fields["fixture_zip"].required = True
             self.fields["solution_zip"].required = True
         else:
-            for name in ("fixture_zip", "solution_zip", "reference_tests_zip", "decoys_zip"):
+            for name in ZIP_FIELDS:
                 self.fields[name].help_text += " Leave empty to keep the current files."
+        if self.is_bound and owner is not None:
+            self._recall_kept()
+
+    def _recall_kept(self) -> None:
+        """Put back the zips an earlier refused submit kept, where the browser sent no new file for them."""
+        files = self.files.copy()
+        for name in ZIP_FIELDS:
+            reference = self.data.get(f"{name}_kept", "")
+            sha256 = kept_uploads.content_named(self.owner, reference) if reference else None
+            if sha256:
+                self._referenced.add(sha256)
+            if not reference or files.get(name) or self.data.get(f"{name}_forget"):
+                continue
+            found = kept_uploads.recall(self.owner, reference)
+            if found is None:
+                self._lost.append(name)
+                continue
+            self.fields[name].widget.kept, files[name] = found
+        self.files = files
+
+    def keep_uploads(self) -> None:
+        """After a refused submit: keep each zip that was read without a problem, for the next submit."""
+        if self.owner is None or not self.is_bound:
+            return
+        for name in ZIP_FIELDS:
+            uploaded = getattr(self, "cleaned_data", {}).get(name)
+            # why not a zip with a problem: the author must choose another one anyway
+            self.fields[name].widget.kept = (kept_uploads.keep(self.owner, uploaded)
+                                             if uploaded and name not in self.errors else None)
+
+    def forget_kept(self) -> None:
+        """After a save: the kept zips this submit named, used, replaced or dropped, are of no more use."""
+        if self.owner is not None and self._referenced:
+            kept_uploads.forget(self.owner, self._referenced)
+
+    @property
+    def kept_count(self) -> int:
+        return sum(self.fields[name].widget.kept is not None for name in ZIP_FIELDS)
 
     def clean_prompt(self) -> str:
         # why: browsers send \r\n; stored as typed, an unchanged prompt would differ from the same text loaded
@@ -246,6 +326,9 @@ class PacketVersionForm(forms.Form):
     def clean(self):
         """Read the zips with the other fields, so every problem is listed after one submit."""
         cleaned = super().clean()
+        for name in self._lost:
+            self.add_error(name, "The zip kept from your last try cannot be used any more (zips are kept for "
+                                 f"{KEPT_HOURS} hours, for the person who chose them only): choose it again.")
         self._trees = {
             "fixture": self._zip("fixture_zip", "fixture", PacketFile.Kind.FIXTURE),
             "solution": self._zip("solution_zip", "solution", PacketFile.Kind.SOLUTION),

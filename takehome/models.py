@@ -274,6 +274,30 @@ class PacketFile(models.Model):
             return None
 
 
+class KeptUpload(models.Model):
+    """A zip chosen on a packet form that was refused, kept for the person who chose it (takehome.kept_uploads).
+
+    Browsers never fill a file input again, so without it every refused
+    submit would mean choosing every zip again. One row per person and
+    content; the form carries a signed reference that only that person can
+    use. A save that uses it deletes it; any left over goes after
+    ``kept_uploads.KEPT_FOR`` (takehome.tasks.forget_kept_uploads).
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    sha256 = models.CharField(max_length=64)
+    name = models.CharField(max_length=255)  # as the browser sent it, shown as "kept: name (size)"
+    size = models.PositiveIntegerField()
+    content = models.BinaryField()
+    kept_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "sha256"], name="kept_upload_owner_content")]
+
+    def __str__(self) -> str:
+        return f"{self.name} kept for user {self.owner_id}"
+
+
 class Candidate(models.Model):
     name = models.CharField(max_length=200)
     email = models.EmailField(unique=True)

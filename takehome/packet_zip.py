@@ -30,7 +30,8 @@ import re
 import zipfile
 from collections.abc import Mapping
 
-from .actions import PacketError, VersionContent
+from .actions import PacketError
+from .content import VersionContent
 from .models import PacketFile, PacketVersion
 
 FOLDERS = {

@@ -11,13 +11,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Q
 from django.urls import reverse
 
 from shared.paging import beyond
 
 from . import charts
 from . import funnel as tally
-from .models import AuditEvent, Decision, Invitation, Packet
+from .models import AuditEvent, Candidate, Decision, Invitation, Packet
 from .signals import board_rows_read
 
 
@@ -37,7 +38,7 @@ class BoardRow:
     events: list = field(default_factory=list)  # AuditEvents, newest first
     refused_uploads: int = 0  # uploads the rules refused (kept as refused upload receipts), too-soon retries aside
     last_refusal: str = ""  # the newest one's reason
-    urls: dict = field(default_factory=dict)  # where the row's forms post: resend, revoke, extend, decide
+    urls: dict = field(default_factory=dict)  # where the row's forms post (resend, revoke, extend, decide); person
 
 
 ROW_ACTIONS = ("resend", "revoke", "extend", "decide")
@@ -90,10 +91,54 @@ def board_rows(ids: list[int]) -> list[BoardRow]:
     # why one reverse per action for the page: a row's four addresses differ only by its id, and
     # reversing each of them for each row was a tenth of the page's time.
     pattern = {name: reverse(f"takehome:invitation-{name}", args=[0]).split("/0/") for name in ROW_ACTIONS}
+    person_head, person_tail = reverse("candidates:detail", args=[0]).split("/0/")
     for pk, row in rows.items():
         row.events = events[pk]
         row.urls = {name: f"{head}/{pk}/{tail}" for name, (head, tail) in pattern.items()}
+        row.urls["person"] = f"{person_head}/{row.invitation.candidate_id}/{person_tail}"
     return [rows[inv.pk] for inv in invitations]
+
+
+# --- candidates across packets ------------------------------------------------------------
+
+CANDIDATE_PAGE_SIZE = 25  # people a page of the candidate search
+PERSON_PAGE_SIZE = 25  # invitations a page of one person's page (each row as the board's)
+SEARCH_MAX = 200  # characters of a search that are read
+
+
+def candidate_search(text: str):
+    """The candidates whose name or email holds every word of ``text`` (any case); everyone when it is empty.
+
+    Every packet counts: the recruiter's side has no packet a recruiter may
+    not see. Paged by keyset on the name index (shared.paging), so a page of
+    the directory costs the same at any depth.
+    """
+    found = Candidate.objects.all()
+    for word in text[:SEARCH_MAX].split():
+        found = found.filter(Q(name__icontains=word) | Q(email__icontains=word))
+    return found
+
+
+@dataclass
+class CandidateRow:
+    """One person in the search: who, and their invitations, newest first."""
+
+    candidate: Candidate
+    invitations: list[Invitation] = field(default_factory=list)
+
+
+def candidate_rows(ids: list[int]) -> list[CandidateRow]:
+    """One page of the search (candidate ids in the page's order) with each one's invitations; two queries."""
+    found = Candidate.objects.in_bulk(ids)
+    rows = {pk: CandidateRow(found[pk]) for pk in ids if pk in found}
+    for invitation in Invitation.objects.for_board().filter(candidate_id__in=list(rows)):
+        rows[invitation.candidate_id].invitations.append(invitation)
+    return list(rows.values())
+
+
+def person_invitations(candidate: Candidate):
+    """Every invitation of one person, to any packet: their page's list, paged by keyset on creation time."""
+    return Invitation.objects.filter(candidate=candidate)
 
 
 # --- the funnel ---------------------------------------------------------------------------

@@ -382,6 +382,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-submissions": {"task": "grading.tasks.sweep_submissions", "schedule": 60.0},
     "sweep-packet-checks": {"task": "takehome.tasks.sweep_packet_checks", "schedule": 60.0},
     "send-reminders": {"task": "takehome.tasks.send_reminders", "schedule": 300.0},
+    "forget-kept-uploads": {"task": "takehome.tasks.forget_kept_uploads", "schedule": 3600.0},
 }
 
 # Each readiness check (shared/health.py) gives up after HEALTH_TIMEOUT_S, so a probe polled every few seconds

@@ -1,4 +1,5 @@
-"""The recruiter side's tasks: a packet version's self-check, and the sweep that sends lost ones again."""
+"""The recruiter side's tasks: a packet version's self-check, the sweep that sends lost ones again, and the
+clean-up of zips kept from refused packet forms."""
 
 from celery import shared_task
 
@@ -33,3 +34,11 @@ def send_reminders() -> int:
     from .reminders import sweep
 
     return sweep()
+
+
+@shared_task(ignore_result=True)
+def forget_kept_uploads() -> int:
+    """Delete the zips kept from refused packet forms once they are too old to be used (takehome.kept_uploads)."""
+    from .kept_uploads import forget_stale
+
+    return forget_stale()

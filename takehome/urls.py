@@ -23,10 +23,17 @@ recruiter_patterns = [
     path("<slug:slug>/invitations/", views.invitation_board, name="invitation-board"),
     path("<slug:slug>/candidate-names", views.packet_candidate_names, name="packet-candidate-names"),
     path("<slug:slug>/reminders", views.packet_reminders, name="packet-reminders"),
+    path("invitations/<int:pk>/", views.invitation_on_board, name="invitation-on-board"),
     path("invitations/<int:pk>/resend", views.invitation_resend, name="invitation-resend"),
     path("invitations/<int:pk>/revoke", views.invitation_revoke, name="invitation-revoke"),
     path("invitations/<int:pk>/extend", views.invitation_extend, name="invitation-extend"),
     path("invitations/<int:pk>/decide", views.invitation_decide, name="invitation-decide"),
+]
+
+# A person across every packet (the recruiter's): the search, and one person's page.
+candidate_patterns = [
+    path("", views.candidate_search, name="search"),
+    path("<int:pk>/", views.candidate_detail, name="detail"),
 ]
 
 urlpatterns = [
@@ -41,6 +48,7 @@ urlpatterns = [
          name="password_reset_complete"),
     path("team/", include("takehome.team.urls")),
     path("packets/", include((recruiter_patterns, "takehome"))),
+    path("candidates/", include((candidate_patterns, "candidates"))),
     path("t/", include("sessions_app.urls")),
     path("review/", include("grading.urls")),
     path("admin/", admin.site.urls),

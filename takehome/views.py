@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.db.models import Prefetch
@@ -21,7 +22,7 @@ from shared.models import WorkerHeartbeat
 
 from . import actions, pages
 from .forms import DecisionForm, ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
-from .models import Decision, Invitation, Packet, PacketFile, PacketVersion, effective_policy
+from .models import Candidate, Decision, Invitation, Packet, PacketFile, PacketVersion, effective_policy
 from .packet_zip import export_zip
 from .reminders import ReminderError, do_set_reminders
 
@@ -164,6 +165,11 @@ def packet_import(request: HttpRequest) -> HttpResponse:
         except actions.PacketError as exc:
             form.add_error("archive", str(exc))
         else:
+            if imported.unchanged:
+                messages.info(request, f"Nothing imported: version {imported.version.number} of "
+                                       f"{imported.packet.slug} holds this zip already (the same prompt, files and "
+                                       "settings), so no new version was made.")
+                return redirect(imported.packet)
             what = "Imported as a new packet" if imported.new_packet else (
                 f"This installation had {imported.packet.slug} already: imported as version {imported.version.number}")
             messages.success(request, f"{what}. Its self-check is running; it can be invited to once every check passes.")
@@ -203,7 +209,7 @@ def packet_candidate_names(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @recruiter_required
 def packet_create(request: HttpRequest) -> HttpResponse:
-    form = NewPacketForm(request.POST or None, request.FILES or None)
+    form = NewPacketForm(request.POST or None, request.FILES or None, owner=request.user)
     if request.method == "POST" and form.is_valid():
         content = form.content()
         if content is not None:
@@ -214,9 +220,11 @@ def packet_create(request: HttpRequest) -> HttpResponse:
             except actions.PacketError as exc:
                 form.add_error(None, str(exc))
             else:
+                form.forget_kept()
                 messages.success(request, f"Packet {packet.title} created. Its self-check is running: "
                                           "it can be invited to once every check passes.")
                 return redirect(packet)
+    form.keep_uploads()
     return render(request, "takehome/packet_form.html", {"form": form, "packet": None})
 
 
@@ -225,22 +233,36 @@ def packet_create(request: HttpRequest) -> HttpResponse:
 def packet_edit(request: HttpRequest, slug: str) -> HttpResponse:
     packet = get_object_or_404(Packet, slug=slug)
     base = packet.latest_version()
-    form = PacketVersionForm(request.POST or None, request.FILES or None, base=base)
+    form = PacketVersionForm(request.POST or None, request.FILES or None, base=base, owner=request.user)
     if request.method == "POST" and form.is_valid():
         content = form.content()
         if content is not None:
             try:
-                version = actions.do_create_version(packet, content, request.user)
+                saved = actions.do_save_version(packet, content, request.user)
             except actions.PacketError as exc:
                 form.add_error(None, str(exc))
             else:
-                messages.success(
-                    request,
-                    f"Saved as version {version.number}. Invitations already sent keep the version they were given. "
-                    "Its self-check is running: it can be invited to once every check passes.",
-                )
+                form.forget_kept()
+                if not saved.created:
+                    messages.info(request, unchanged_words(saved.version))
+                else:
+                    messages.success(
+                        request,
+                        f"Saved as version {saved.version.number}. Invitations already sent keep the version they "
+                        "were given. Its self-check is running: it can be invited to once every check passes.",
+                    )
                 return redirect(packet)
+    form.keep_uploads()
     return render(request, "takehome/packet_form.html", {"form": form, "packet": packet, "base": base})
+
+
+def unchanged_words(version: PacketVersion) -> str:
+    """What a save that changed nothing says: no version made, and how to check the latest again if need be."""
+    words = f"Nothing changed since version {version.number}, so no new version was made."
+    if version.state == PacketVersion.DRAFT:
+        words += (f" Version {version.number} is still a draft: change what its self-check found, or run the "
+                  "check again below (Run the self-check again) if it could not run.")
+    return words
 
 
 @require_http_methods(["GET", "POST"])
@@ -287,6 +309,44 @@ def invitation_board(request: HttpRequest, slug: str) -> HttpResponse:
         # The first page polls its bare address, so a new invitation comes in; a later page keeps its place.
         "poll_query": "" if not page.has_previous else request.GET.urlencode(),
     })
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@recruiter_required
+def candidate_search(request: HttpRequest) -> HttpResponse:
+    """Find a person across every packet by name or email, 25 a page by name; everyone when nothing is typed.
+
+    why recruiters only: a person's invitations side by side (packets, outcomes,
+    decisions) is the recruiter's view. Reviewers score one upload at a time,
+    some packets hide names from them, and a list of everything one named person
+    did would undo that; their queue and debrief are unchanged.
+    """
+    text = request.GET.get("q", "").strip()[: pages.SEARCH_MAX]
+    page = paging.keyset_page(pages.candidate_search(text), "name", False, pages.CANDIDATE_PAGE_SIZE, request.GET)
+    template = "takehome/candidate_list.html"
+    if request.htmx and not request.htmx.history_restore_request:
+        template += "#candidate-results"
+    return render(request, template, {"q": text, "page": page, "rows": pages.candidate_rows(page.ids),
+                                      "filters": urlencode({"q": text}) if text else ""})
+
+
+@require_GET
+@recruiter_required
+def candidate_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One person's every invitation, to any packet, newest first, each as its row on the board reads it."""
+    candidate = get_object_or_404(Candidate, pk=pk)
+    page = paging.keyset_page(pages.person_invitations(candidate), "created_at", True, pages.PERSON_PAGE_SIZE,
+                              request.GET)
+    return render(request, "takehome/candidate_detail.html",
+                  {"candidate": candidate, "page": page, "rows": pages.board_rows(page.ids)})
+
+
+@require_GET
+@recruiter_required
+def invitation_on_board(request: HttpRequest, pk: int) -> HttpResponse:
+    """The invitation's row on its packet's board, on the board's page that shows it (a person's page links here)."""
+    return redirect(pages.board_url_for(_invitation(pk)))
 
 
 def _back_to_board(request: HttpRequest, invitation: Invitation) -> HttpResponse:

@@ -13,6 +13,15 @@ def mark_checked(version: PacketVersion) -> PacketVersion:
     return version
 
 
+def mark_failed(version: PacketVersion) -> PacketVersion:
+    """Make a version a draft as if a check of its self-check had failed, for tests of what a draft refuses."""
+    version.checks.filter(status__in=PacketCheck.OPEN).delete()
+    PacketCheck.objects.create(version=version, status=PacketCheck.Status.FAILED,
+                               results=[{"check_id": "test-setup", "title": "Marked failed by the test set-up",
+                                         "passed": False, "summary": "the test said so", "log": ""}])
+    return version
+
+
 def make_packet(slug="tiny", title="Tiny packet", checked=True, **overrides):
     """A small real packet through the same action the recruiter's form uses (published unless ``checked=False``)."""
     content = VersionContent(

@@ -12,6 +12,7 @@ PAGES = [
     ("takehome:packet-edit", {"slug": "refund-sum"}),
     ("takehome:packet-invite", {"slug": "refund-sum"}),
     ("takehome:invitation-board", {"slug": "refund-sum"}),
+    ("candidates:search", {}),
 ]
 POSTS = [("takehome:invitation-resend", {"pk": 1}), ("takehome:invitation-revoke", {"pk": 1})]
 

@@ -89,7 +89,7 @@ def test_editing_keeps_the_files_when_no_zip_is_given(recruiter_client, sample_p
     assert v2.refusal_hints == v1.refusal_hints
 
 
-def test_one_submit_lists_every_problem_and_asks_for_the_zips_again(recruiter_client, sample_packet):
+def test_one_submit_lists_every_problem_and_keeps_the_good_zips(recruiter_client, sample_packet):
     response = recruiter_client.post(reverse("takehome:packet-create"), form_data(
         fixture_zip=SimpleUploadedFile("f.zip", b"not a zip at all"),
         forbidden_patterns="eval: (\nno label here\nexec: exec(",
@@ -101,7 +101,8 @@ def test_one_submit_lists_every_problem_and_asks_for_the_zips_again(recruiter_cl
     assert "Forbidden patterns, line 1 (eval): the pattern is not valid" in html
     assert "Forbidden patterns, line 2: write it as" in html
     assert "Forbidden patterns, line 3 (exec): the pattern is not valid" in html
-    assert "Nothing was saved." in html and "choose the zips again" in html
+    assert "Nothing was saved." in html and "The zips read without a problem are kept below" in html
+    assert 'name="solution_zip_kept"' in html and 'name="fixture_zip_kept"' not in html
     assert "Time limit (minutes)" in html and "Time limit minutes" not in html
 
 

@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 
 from takehome.models import Candidate, Invitation
+from takehome.tests.factories import make_packet, mark_failed
 
 pytestmark = pytest.mark.django_db
 
@@ -99,3 +100,35 @@ def test_a_revocation_closes_the_hosted_terminals_once_it_commits_and_stands_whe
     close.assert_called_once_with(invitation.pk, 4403, "This invitation was withdrawn.")
     assert Invitation.objects.get(pk=invitation.pk).revoked_at is not None
     assert f"could not close the terminals of revoked invitation {invitation.pk}" in caplog.text
+
+
+INVITE_BUTTON = '<button type="submit" class="primary">Invite</button>'
+
+
+def test_a_draft_has_no_invite_button_and_says_to_publish_first(recruiter_client):
+    packet = make_packet()
+    mark_failed(packet.latest_version())
+    url = reverse("takehome:packet-invite", args=[packet.slug])
+    page = recruiter_client.get(url).content.decode()
+    assert INVITE_BUTTON not in page and 'name="lines"' not in page
+    refused = page.split('id="invite-refused"')[1].split("</section>")[0]
+    assert "Publish a version first" in refused and "is a draft: its self-check failed" in refused
+    assert reverse("takehome:packet-edit", args=[packet.slug]) in refused
+    # A post all the same (a page opened earlier, a script) is refused by the server: nobody is invited.
+    response = recruiter_client.post(url, {"lines": "Ada, ada@example.com", "send_email": "on"})
+    page = response.content.decode()
+    assert response.status_code == 200 and INVITE_BUTTON not in page
+    assert "nobody was invited" in page and "Ada, ada@example.com" in page
+    assert not Invitation.objects.exists() and not Candidate.objects.exists()
+
+
+def test_a_version_still_checking_has_no_invite_button(recruiter_client):
+    packet = make_packet(checked=False)
+    page = recruiter_client.get(reverse("takehome:packet-invite", args=[packet.slug])).content.decode()
+    assert INVITE_BUTTON not in page and "is still being checked" in page
+    assert reverse("takehome:packet-edit", args=[packet.slug]) not in page.split('id="invite-refused"')[1]
+
+
+def test_a_published_version_has_the_invite_button(recruiter_client, sample_packet):
+    page = recruiter_client.get(reverse("takehome:packet-invite", args=["refund-sum"])).content.decode()
+    assert INVITE_BUTTON in page and 'id="invite-refused"' not in page

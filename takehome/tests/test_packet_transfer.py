@@ -203,8 +203,10 @@ def test_the_page_buttons_export_and_import(recruiter_client, sample_packet):
     assert reverse("takehome:packet-import") in page
     response = recruiter_client.get(reverse("takehome:packet-export", args=["refund-sum"]) + "?v=1")
     assert response["Content-Disposition"] == 'attachment; filename="refund-sum-v1.zip"'
-    exported = response.content
-    response = recruiter_client.post(reverse("takehome:packet-import"), {"archive": upload(exported)})
+    with zipfile.ZipFile(io.BytesIO(response.content)) as zf:
+        files = {name: zf.read(name) for name in zf.namelist()}
+    files["prompt.md"] += b"\nOne more line.\n"
+    response = recruiter_client.post(reverse("takehome:packet-import"), {"archive": upload(zip_bytes(files))})
     assert response.status_code == 302
     assert sample_packet.versions.count() == 2
     response = recruiter_client.post(reverse("takehome:packet-import"), {"archive": upload(b"junk")})
@@ -238,7 +240,11 @@ def test_history_follows_under_versions_and_is_recreated_in_an_empty_database(sa
     versions = list(Packet.objects.get().versions.order_by("number"))
     assert [v.prompt for v in versions] == [sample_files()["prompt.md"].decode(), "The second prompt."]
     assert [v.state for v in versions] == [PacketVersion.PUBLISHED, PacketVersion.PUBLISHED]
-    # into an installation that has the packet: only the top level, as one new version
+    # into an installation that has the packet: only the top level, as one new version when it is new here
+    with zipfile.ZipFile(out) as zf:
+        changed = {name: zf.read(name) for name in zf.namelist()}
+    changed["prompt.md"] = b"The third prompt."
+    out.write_bytes(zip_bytes(changed))
     result = StringIO()
     call_command("import_packet", str(out), "--no-check", stdout=result)
     assert "Left out the 1 earlier version" in result.getvalue()
@@ -258,7 +264,7 @@ def test_a_bad_history_is_refused_and_nothing_is_stored(extra, message):
 
 
 def test_the_page_offers_an_export_with_the_versions_before_it(recruiter_client, sample_packet):
-    do_import_packet(upload(zip_bytes(sample_files())))
+    do_import_packet(upload(zip_bytes({**sample_files(), "prompt.md": b"The second prompt."})))
     page = recruiter_client.get(sample_packet.get_absolute_url()).content.decode()
     link = reverse("takehome:packet-export", args=["refund-sum"]) + "?v=2&amp;history=1"
     assert link in page

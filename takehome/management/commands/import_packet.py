@@ -6,13 +6,14 @@ from django.core.management.base import BaseCommand, CommandError
 
 from grading.engine.sandbox import SandboxUnavailable
 from takehome.actions import PacketError, do_import_packet, do_run_packet_check
-from takehome.models import PacketCheck
+from takehome.models import PacketCheck, PacketVersion
 
 
 class Command(BaseCommand):
     help = (
         "Import a packet zip made by export_packet (or by hand, laid out like takehome/sample_packets/refund-sum/). "
-        "A slug that exists gets a new version, never an overwrite. The new version's self-check runs here "
+        "A slug that exists gets a new version, never an overwrite, unless its latest version holds the zip already "
+        "(then nothing is written). The new version's self-check runs here "
         "when this machine has the sandbox (else a worker runs it); exits 0 only when every check passes."
     )
 
@@ -30,6 +31,9 @@ class Command(BaseCommand):
                 imported = do_import_packet(File(fh, name=path.name))
         except PacketError as exc:
             raise CommandError(f"{path} was not imported: {exc}") from exc
+        if imported.unchanged:
+            self._unchanged(imported, options["no_check"])
+            return
         verb = "Created packet" if imported.new_packet else "Added a new version to"
         self.stdout.write(f"{verb} {imported.packet.slug}: {imported.version}.")
         if imported.earlier:
@@ -62,6 +66,19 @@ class Command(BaseCommand):
         if check.status != PacketCheck.Status.PASSED:
             raise CommandError(f"{imported.version} is a draft: {check.error or 'a check failed'}.")
         self.stdout.write(f"{imported.version} passes every check; it is published.")
+
+    def _unchanged(self, imported, no_check: bool) -> None:
+        """The latest version held the zip already: say so, and its state; a draft exits 1 (unless --no-check)."""
+        version = imported.version
+        self.stdout.write(f"Nothing imported: {version} holds this zip already (the same prompt, files and "
+                          "settings); no new version was made.")
+        if imported.history_skipped:
+            self.stdout.write(f"The {imported.history_skipped} earlier version(s) under versions/ were left out: "
+                              "this installation has its own history of the packet.")
+        refusal = version.refusal_to_invite()
+        if version.state == PacketVersion.DRAFT and not no_check:
+            raise CommandError(refusal)
+        self.stdout.write(refusal or f"{version} is {version.state}: it can be invited to.")
 
     def _check_earlier(self, versions) -> None:
         """Self-check the recreated earlier versions here too (one line each); a worker takes any left over."""

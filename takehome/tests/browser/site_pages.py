@@ -46,6 +46,7 @@ class Site:
     replay_review_id: int  # an upload from a hosted session whose recording the review page plays
     draft_slug: str  # a packet whose self-check failed (a draft, with the checks' logs)
     set_password_path: str  # a set-password link that still works (the team's invitation)
+    person_id: int  # a candidate whose upload was scored (the search lists them, their page shows it)
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,13 @@ PAGES = [
     SitePage("packet edit", "recruiter", lambda s: f"/packets/{s.slug}/edit/"),
     SitePage("packet detail, with requirements", "recruiter", lambda s: f"/packets/{s.packages_slug}/"),
     SitePage("packet invite", "recruiter", lambda s: f"/packets/{s.slug}/invite/"),
+    SitePage("packet invite, a draft: no Invite button", "recruiter", lambda s: f"/packets/{s.draft_slug}/invite/"),
     SitePage("invitation board", "recruiter", lambda s: f"/packets/{s.slug}/invitations/"),
     SitePage("packet detail, a draft whose self-check failed", "recruiter", lambda s: f"/packets/{s.draft_slug}/"),
     SitePage("packet import", "recruiter", lambda s: "/packets/import/"),
+    SitePage("candidates", "recruiter", lambda s: "/candidates/"),
+    SitePage("candidates, a search", "recruiter", lambda s: "/candidates/?q=grace"),
+    SitePage("a candidate's page", "recruiter", lambda s: f"/candidates/{s.person_id}/"),
     SitePage("queue, read by a recruiter", "recruiter", lambda s: "/review/?show=all"),
     SitePage("review page, read by a recruiter", "recruiter", lambda s: f"/review/{s.scored_id}/"),
     SitePage("debrief, read by a recruiter", "recruiter", lambda s: f"/review/debrief/{s.slug}/"),

@@ -86,7 +86,7 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
         submitted_token=ada.invitation.link_token(), submission_id=ada.pk, scored_id=grace.pk,
         recruiter_id=recruiter.pk, packages_slug=packages.slug, packages_token=on_packages.raw_token,
         chat_token=chat.raw_token, chat_review_id=chat_review.pk, replay_review_id=replayed.pk, draft_slug=draft.slug,
-        set_password_path=set_password_link,
+        set_password_path=set_password_link, person_id=grace.invitation.candidate_id,
     )
     people = {"recruiter": recruiter, "reviewer": rob, "norole": User.objects.create_user("nora", password="x"),
               "staff": User.objects.create_superuser("sam", password="x")}

@@ -1,5 +1,6 @@
 """A recruiter in headless Chromium exports a packet and imports it where the packet is not (another installation's
-empty database, here the same database emptied), then again where it is; a file that is not a zip is refused."""
+empty database, here the same database emptied), then again where it is (unchanged: nothing; changed: a version);
+a file that is not a zip is refused."""
 
 import zipfile
 
@@ -43,9 +44,18 @@ def test_export_then_import_into_an_empty_database_then_again_as_a_new_version(l
     assert packet.versions.count() == 1 and packet.latest_version().files.count() > 0
     screenshot(page, "recruiter-packet-imported")
 
-    # The same zip again: the slug exists, so a new version, never an overwrite.
-    first = packet.latest_version()
+    # The same zip again: the packet's latest version holds it already, so nothing is written.
     import_file(page, exported)
+    page.get_by_text("Nothing imported: version 1 of refund-sum holds this zip already").wait_for()
+    assert [v.number for v in packet.versions.order_by("number")] == [1]
+
+    # A changed one: the slug exists, so a new version, never an overwrite.
+    first = packet.latest_version()
+    changed = tmp_path / "changed.zip"
+    with zipfile.ZipFile(exported) as source, zipfile.ZipFile(changed, "w") as zf:
+        for name in source.namelist():
+            zf.writestr(name, source.read(name) + (b"\nOne more line.\n" if name == "prompt.md" else b""))
+    import_file(page, changed)
     page.get_by_text("This installation had refund-sum already: imported as version 2.").wait_for()
     assert [v.number for v in packet.versions.order_by("number")] == [1, 2]
     assert PacketVersion.objects.get(pk=first.pk).prompt == first.prompt
