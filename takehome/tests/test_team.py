@@ -188,7 +188,7 @@ def test_staff_can_email_a_fresh_set_password_link(staff_client, recruiter, mail
     assert mail.to == ["rita@example.com"] and "/accounts/set-password/" in mail.body
 
 
-def test_createuser_prints_a_working_set_password_link(client, settings):
+def test_createuser_prints_a_working_set_password_link(client, settings, groups):
     settings.SITE_URL = "http://127.0.0.1:8123"
     out, err = StringIO(), StringIO()
     call_command("createuser", "--role", "reviewer", "New@Example.com", stdout=out, stderr=err)
@@ -199,7 +199,7 @@ def test_createuser_prints_a_working_set_password_link(client, settings):
     assert b"Set your password" in client.get(link.split("8123", 1)[1], follow=True).content
 
 
-def test_createuser_reads_a_password_from_stdin(client, monkeypatch):
+def test_createuser_reads_a_password_from_stdin(client, monkeypatch, groups):
     monkeypatch.setattr("sys.stdin", StringIO("a long new password 42\n"))
     out = StringIO()
     call_command("createuser", "--role", "recruiter", "--role", "reviewer", "both@example.com",
