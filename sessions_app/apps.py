@@ -6,11 +6,13 @@ class SessionsAppConfig(AppConfig):
     verbose_name = "Candidate sessions"
 
     def ready(self) -> None:
-        from shared import health
+        from shared import backup, health
         from takehome.signals import invitation_revoked
 
+        from .hosted import backup as hosted_backup
         from .hosted import gate_host
         from .hosted.consumers import close_revoked_terminals
 
         invitation_revoked.connect(close_revoked_terminals, dispatch_uid="hosted-close-revoked-terminals")
         health.register("workspaces", gate_host.readiness)
+        backup.register(hosted_backup.PART)

@@ -64,7 +64,11 @@ def backend():
 
 
 def folder_for(invitation: Invitation) -> Path:
-    return Path(settings.WORKSPACES_DIR) / f"inv-{invitation.pk}"
+    return folder_of(invitation.pk)
+
+
+def folder_of(invitation_id: int) -> Path:
+    return Path(settings.WORKSPACES_DIR) / f"inv-{invitation_id}"
 
 
 class WorkspaceBusy(Exception):
@@ -435,6 +439,36 @@ def stop_for_shutdown(invitation: Invitation, row: Workspace) -> bool | None:
         tell_unsaved(invitation, report.words())
     Workspace.objects.filter(pk=row.pk, shell_stopped_at=None).update(shell_stopped_at=timezone.now())
     return running
+
+
+def copy_files(invitation_id: int, row: Workspace | None, out):
+    """Write the files of the invitation's open workspace to ``out`` as saved.tar holds them, for a backup;
+    the workspace is left as it is (mounted, its shell running). None when its files are not mounted.
+
+    why not workspace_for: runner_for may build the packet's environment first, and a copy needs none.
+    """
+    ws = backend().Workspace(folder=folder_of(invitation_id),
+                             uid=row.uid if row is not None else settings.WORKSPACE_UID_BASE,
+                             runner_dir=Path(settings.GRADING_RUNNER_DIR), limits=limits())
+    return backend().save_copy(ws, out)
+
+
+def adopt_restored(from_host: str) -> tuple[int, int]:
+    """After a restore on this server, whose files came from ``from_host``'s: (rows moved, shells marked stopped).
+
+    The workspaces that server held are this one's now: their files are here, so their rows say so
+    (else every visit would be sent to a server that no longer has them). No shell runs after a restore:
+    an open workspace's row says its shell stopped, and the next visit starts it again from saved.tar.
+    Raises IntegrityError when an open workspace of this server already has one of their uids.
+    """
+    here = settings.WORKSPACE_HOST
+    moved = 0
+    with transaction.atomic():
+        if from_host and from_host != here:
+            moved = Workspace.objects.filter(host=from_host).update(host=here)
+        stopped = Workspace.objects.filter(host=here, closed=False, shell_stopped_at=None).update(
+            shell_stopped_at=timezone.now())
+    return moved, stopped
 
 
 def idle_since():

@@ -57,7 +57,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import cast
+from typing import BinaryIO, cast
 
 from grading.engine.archive import JUNK_FILES, JUNK_PARTS, Limits, _size
 
@@ -594,45 +594,63 @@ def save(ws: Workspace) -> SaveReport | None:
     """
     if not _is_mounted(ws.home):
         return None
+    with _atomic_file(ws.part("saved.tar"), 0o600) as out:
+        return _write_saved(ws, out)
+
+
+def save_copy(ws: Workspace, out: BinaryIO) -> SaveReport | None:
+    """Write the files of an open workspace to ``out`` exactly as ``save`` writes saved.tar, and change nothing.
+
+    For a backup of a running server: the files stay mounted, the shell keeps running, saved.tar is
+    left as it was. None when the files are not mounted (saved.tar, if any, holds them). Holds the
+    workspace's lock meanwhile, so no stop, save or freeze runs halfway through the copy.
+    """
+    with _locked(ws):
+        if not _is_mounted(ws.home):
+            return None
+        return _write_saved(ws, out)
+
+
+def _write_saved(ws: Workspace, out: BinaryIO) -> SaveReport:
+    """The tar of ``save``: the mounted files, each once, written to ``out``; the report of what was left out."""
     lim = ws.limits
     kept, left_out = 0, []
     first_name: dict[tuple[int, int], str] = {}
     allocated = 0
     now = int(time.time())
-    with _atomic_file(ws.part("saved.tar"), 0o600) as out:
-        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for rel, dir_fd, name, st in _entries(ws.home):
-                info = tarfile.TarInfo(rel)
-                info.mtime = now
-                body = None
-                if stat.S_ISDIR(st.st_mode):
-                    info.type, info.mode = tarfile.DIRTYPE, 0o755
-                elif stat.S_ISLNK(st.st_mode):
-                    try:
-                        info.linkname = os.readlink(name, dir_fd=dir_fd)
-                    except OSError as exc:
-                        left_out.append(f"{rel}: {exc.strerror}")
-                        continue
-                    info.type, info.mode = tarfile.SYMTYPE, 0o777
-                elif (st.st_dev, st.st_ino) in first_name:
-                    info.type, info.linkname = tarfile.LNKTYPE, first_name[(st.st_dev, st.st_ino)]
-                    info.mode = 0o755 if st.st_mode & 0o100 else 0o644
-                else:
-                    try:
-                        body = _file_body(info, name, dir_fd, st)
-                    except OSError as exc:
-                        left_out.append(f"{rel}: could not be read ({exc.strerror or exc})")
-                        continue
-                    # why the allocated space, each file once: that is what the tmpfs caps
-                    allocated += st.st_blocks * 512
-                    if allocated > lim.disk_bytes:
-                        allocated -= st.st_blocks * 512
-                        left_out.append(f"{rel}: more than the workspace's {_size(lim.disk_bytes)} in all")
-                        continue
-                    if st.st_nlink > 1:
-                        first_name[(st.st_dev, st.st_ino)] = rel
-                tar.addfile(info, io.BytesIO(body) if body is not None else None)
-                kept += 1
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel, dir_fd, name, st in _entries(ws.home):
+            info = tarfile.TarInfo(rel)
+            info.mtime = now
+            body = None
+            if stat.S_ISDIR(st.st_mode):
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+            elif stat.S_ISLNK(st.st_mode):
+                try:
+                    info.linkname = os.readlink(name, dir_fd=dir_fd)
+                except OSError as exc:
+                    left_out.append(f"{rel}: {exc.strerror}")
+                    continue
+                info.type, info.mode = tarfile.SYMTYPE, 0o777
+            elif (st.st_dev, st.st_ino) in first_name:
+                info.type, info.linkname = tarfile.LNKTYPE, first_name[(st.st_dev, st.st_ino)]
+                info.mode = 0o755 if st.st_mode & 0o100 else 0o644
+            else:
+                try:
+                    body = _file_body(info, name, dir_fd, st)
+                except OSError as exc:
+                    left_out.append(f"{rel}: could not be read ({exc.strerror or exc})")
+                    continue
+                # why the allocated space, each file once: that is what the tmpfs caps
+                allocated += st.st_blocks * 512
+                if allocated > lim.disk_bytes:
+                    allocated -= st.st_blocks * 512
+                    left_out.append(f"{rel}: more than the workspace's {_size(lim.disk_bytes)} in all")
+                    continue
+                if st.st_nlink > 1:
+                    first_name[(st.st_dev, st.st_ino)] = rel
+            tar.addfile(info, io.BytesIO(body) if body is not None else None)
+            kept += 1
     report = SaveReport(kept, tuple(left_out))
     if left_out:
         log.warning("workspace %s: %s", ws.folder, report.words())
