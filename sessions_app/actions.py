@@ -33,6 +33,7 @@ from grading.engine.checks.receipts import (
     gate_refusal_kind,
 )
 from grading.engine.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
+from shared import stored
 from shared.words import counted, listed
 from takehome import funnel
 from takehome.audit import record
@@ -609,19 +610,21 @@ def do_write_model_artifacts(exchange: ModelExchange) -> str:
 
 
 def stored_name(sha256: str) -> str:
-    """Where an upload lives under MEDIA_ROOT: by content, so the same bytes are stored once."""
-    return f"uploads/{sha256[:2]}/{sha256}.zip"
+    """Where an upload lives in the storage: by content, so the same bytes are stored once."""
+    return stored.upload_name(sha256)
 
 
-def _store(incoming: IncomingArchive) -> Path | None:
-    """Move the received file to its place by hash; returns that path when this call created it."""
-    final = Path(settings.MEDIA_ROOT) / stored_name(incoming.sha256)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    if final.exists():
+def _store(incoming: IncomingArchive) -> str | None:
+    """Move the received file into the storage under its hash; returns that name when this call stored it.
+
+    On the filesystem storage a rename (the file arrived beside its place); on a bucket, an upload.
+    """
+    name = stored_name(incoming.sha256)
+    if stored.exists(name):
         incoming.discard()
         return None
-    os.replace(incoming.path, final)
-    return final
+    stored.save(name, incoming.path, move=True)
+    return name
 
 
 def _lock_content(sha256: str) -> None:
@@ -638,16 +641,17 @@ def _lock_content(sha256: str) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int(sha256[:15], 16)])
 
 
-def _remove_unless_used(path: Path, sha256: str) -> None:
-    """After a failed commit: remove the file this upload created, unless a committed upload uses it."""
+def _remove_unless_used(name: str, sha256: str) -> None:
+    """After a failed commit: remove the file this upload stored, unless a committed upload uses it."""
     try:
         with transaction.atomic():
             _lock_content(sha256)
-            if not Submission.objects.filter(archive=stored_name(sha256)).exists():
-                path.unlink(missing_ok=True)
-    except DatabaseError:
+            if not Submission.objects.filter(archive=name).exists():
+                stored.delete(name)
+    except (DatabaseError, OSError) as exc:
         # why keep it: a file nobody uses costs disk; one removed under a committed upload loses work.
-        log.warning("kept %s: the database could not say whether a stored upload uses it", path)
+        log.warning("kept %s: the database could not say whether a stored upload uses it, or the storage "
+                    "could not remove it (%s)", name, exc)
 
 
 @dataclass
