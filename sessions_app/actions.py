@@ -1025,7 +1025,7 @@ def do_submit_workspace(invitation: Invitation, *, anyway: bool = False) -> Uplo
     SessionRefused as do_accept_upload does, and when the workspace is too big
     or cannot be read.
     """
-    from .hosted.workspaces import append_marker
+    from .hosted.workspaces import append_marker, publish_recording
 
     _check_hosted(invitation)
     try:
@@ -1040,6 +1040,7 @@ def do_submit_workspace(invitation: Invitation, *, anyway: bool = False) -> Uplo
             raise WorkspaceIncomplete(missing)
         result = _store_workspace(invitation, files)
     append_marker(invitation, "submitted")
+    publish_recording(invitation)  # why now: the reviewer's page, on any host, replays it with this submission
     result.missing = tuple(missing)
     return result
 
@@ -1105,7 +1106,7 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
     to submit is kept as a refused upload (AT_DEADLINE_REFUSED), for the recruiter and the reviewers,
     and SessionRefused is raised, as are the snapshot's errors (WorkspaceUnavailable: try again).
     """
-    from .hosted.workspaces import append_marker
+    from .hosted.workspaces import append_marker, publish_recording
 
     if invitation.revoked_at is not None or invitation.phase_at(now or timezone.now()) != Invitation.CLOSED:
         return None  # why: a revoked link submits nothing; an extended deadline is not there yet
@@ -1134,6 +1135,7 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
             return None  # extended since the check above: the workspace reopens for the extra time
         result.missing = tuple(hosted_missing(invitation, files))
     append_marker(invitation, "submitted at the deadline")
+    publish_recording(invitation)
     return result
 
 
