@@ -140,6 +140,55 @@ def media_root(settings, tmp_path):
     return settings.MEDIA_ROOT
 
 
+@pytest.fixture(scope="session")
+def s3_server() -> str:
+    """A real S3 endpoint on 127.0.0.1 for the run (moto's standalone server, in a thread): its URL.
+
+    why moto's: S3 is a service outside the project; this serves its HTTP API as a self-hosted server
+    (MinIO, Garage) does, so the storage is tested over real requests, from this process and from the
+    workers and servers the tests start.
+    """
+    import logging
+
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError:
+        require(False, "moto is not installed (pip install -r requirements-dev.txt)")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # why: a log line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@dataclass(frozen=True)
+class S3Bucket:
+    name: str
+    env: dict[str, str]  # the settings' variables that point a process at it (TAKEHOME_STORAGE=s3...)
+
+
+@pytest.fixture
+def s3_bucket(s3_server, settings, media_root) -> S3Bucket:
+    """A new bucket on the test's S3 server, the storage of uploads and recordings for this test's process
+    (as TAKEHOME_STORAGE=s3 makes it); ``env`` points a worker or server the test starts at it too."""
+    import uuid
+
+    import boto3
+
+    from shared.stored import s3_storage
+
+    name = f"takehome-{uuid.uuid4().hex[:12]}"
+    env = {"TAKEHOME_STORAGE": "s3", "TAKEHOME_S3_BUCKET": name, "TAKEHOME_S3_ENDPOINT_URL": s3_server,
+           "TAKEHOME_S3_REGION": "us-east-1", "TAKEHOME_S3_ACCESS_KEY_ID": "test-key",
+           "TAKEHOME_S3_SECRET_ACCESS_KEY": "test-secret"}
+    boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1", aws_access_key_id="test-key",
+                 aws_secret_access_key="test-secret").create_bucket(Bucket=name)
+    settings.STORAGES = {**settings.STORAGES, "default": s3_storage(
+        bucket=name, endpoint_url=s3_server, region="us-east-1", access_key="test-key", secret_key="test-secret")}
+    return S3Bucket(name, env)
+
+
 @pytest.fixture
 def groups(db):
     from django.contrib.auth.models import Group

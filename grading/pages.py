@@ -8,17 +8,17 @@ is submitted (blind double review).
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from sessions_app.models import GateReceipt, Submission
+from shared import stored
 from shared.paging import beyond
 from takehome import funnel
 from takehome.models import Candidate, Decision, Invitation, Packet
@@ -338,13 +338,38 @@ def with_upload_verdicts(rows: list[dict], upload_receipts: list[GateReceipt], u
     return [{**r, "not_accepted": why.get(r.get("id"), "") if r.get("step") == "upload" else ""} for r in rows]
 
 
-def recording_path(invitation: Invitation) -> Path:
-    """Where the hosted session's terminal recording lives: <workspaces dir>/inv-<pk>/session.cast.
+def recording_name(invitation: Invitation) -> str:
+    """The stored name of the hosted session's terminal recording (shared.stored), which the review page reads.
 
-    settings.WORKSPACES_DIR (TAKEHOME_WORKSPACES_DIR), the folder the terminal records into (the
-    workspace's own folder; the recording is never visible inside its sandbox).
+    The terminal records into the workspace's own folder, on the host that holds the workspace; that host
+    copies the recording into the storage every host shares (sessions_app.hosted.workspaces.publish_recording)
+    when the candidate submits, and at each of its sweeps while it grows. So the replay plays on any web
+    host, whichever host the session ran on.
     """
-    return Path(settings.WORKSPACES_DIR) / f"inv-{invitation.pk}" / "session.cast"
+    return stored.recording_name(invitation.pk)
+
+
+def read_recording(name: str) -> replay.Recording | None:
+    """The stored recording ``name``, or None when there is none; replay.UnreadableRecording when it is not
+    one, or cannot be read just now.
+
+    A recording read before and unchanged since (same size and time written) is not read again: the review
+    page asks on every view, and a finished session's recording no longer changes.
+    """
+    try:
+        found = stored.stat(name)
+        return None if found is None else _read_stored(name, *found)
+    except OSError as exc:
+        raise replay.UnreadableRecording(f"it cannot be read just now ({exc.strerror or exc}).") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _read_stored(name: str, size: int, written: float) -> replay.Recording | None:
+    try:
+        with stored.open(name) as handle:
+            return replay.parse_recording(handle)
+    except FileNotFoundError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -362,7 +387,7 @@ class Replay:
 def session_replay(submission: Submission) -> Replay | None:
     """The replay for a submission from a hosted session, or whose invitation has a recording; else None."""
     try:
-        recording = replay.read_recording(recording_path(submission.invitation))
+        recording = read_recording(recording_name(submission.invitation))
     except replay.UnreadableRecording as exc:
         return Replay(None, f"The session's recording cannot be played: {exc}")
     if recording is None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 import traceback
+from contextlib import ExitStack
 from pathlib import Path
 
 from django.conf import settings
@@ -20,6 +22,7 @@ from django.utils import timezone
 
 from sessions_app.models import GateReceipt, ModelExchange, Submission
 from sessions_app.uploads import unpack_limits
+from shared import stored
 from shared.sandboxes import sandbox_for_spec, sandbox_from_settings
 from takehome.models import effective_policy
 
@@ -29,6 +32,7 @@ from .engine.checks.timeline import Receipt
 from .engine.core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
 from .engine.display import is_tampered
 from .engine.sandbox import SandboxUnavailable, clean_stale_scratch, close_warm_sandboxes, start_warm_sandboxes
+from .engine.sandbox.cgroups import owned_name
 from .models import Evidence, GradingRun
 
 log = logging.getLogger(__name__)
@@ -147,25 +151,35 @@ def grade_run(run: GradingRun) -> str:
     """
     submission = Submission.objects.select_related("invitation__packet_version__packet").get(pk=run.submission_id)
     run.submission = submission
-    archive = _archive_path(submission)
-    if archive is None or not archive.is_file():
-        # why: no retry brings a deleted file back; say so once, clearly, for operators
-        lifecycle.finish_error(run, f"the uploaded archive is missing from storage ({archive or 'no file recorded'}); "
-                                    "restore the file and grade again, or ask the candidate to upload again")
-        return run.submission.status
-    spec = submission.invitation.packet_version.to_spec()
-    started = time.monotonic()
-    with lifecycle.keep_alive(run):
-        evidence = grade_archive(
-            archive,
-            spec,
-            sandbox_for_spec(spec),
-            receipts=receipts_for(submission),
-            model=model_record_for(submission),
-            deadline=submission.invitation.deadline,
-            options=grade_options(),
-            scratch=settings.GRADING_SCRATCH_DIR,
-        )
+    name = submission.archive.name
+    with ExitStack() as held:
+        # why a local file: the zip is unpacked from a path; from a bucket shared by several hosts this
+        # worker copies it into a folder of its own scratch space first (shared.stored.local_file), named
+        # as a grading's, so that what a killed worker left there is removed (clean_stale_scratch)
+        copies = Path(settings.GRADING_SCRATCH_DIR) / owned_name("grade")
+        held.callback(shutil.rmtree, copies, ignore_errors=True)
+        try:
+            archive = held.enter_context(stored.local_file(name, copies)) if name else None
+        except FileNotFoundError:
+            archive = None
+        if archive is None:
+            # why: no retry brings a deleted file back; say so once, clearly, for operators
+            lifecycle.finish_error(run, f"the uploaded archive is missing from storage ({name or 'no file recorded'}); "
+                                        "restore the file and grade again, or ask the candidate to upload again")
+            return run.submission.status
+        spec = submission.invitation.packet_version.to_spec()
+        started = time.monotonic()
+        with lifecycle.keep_alive(run):
+            evidence = grade_archive(
+                archive,
+                spec,
+                sandbox_for_spec(spec),
+                receipts=receipts_for(submission),
+                model=model_record_for(submission),
+                deadline=submission.invitation.deadline,
+                options=grade_options(),
+                scratch=settings.GRADING_SCRATCH_DIR,
+            )
     record_evidence(run, evidence, time.monotonic() - started)
     return run.submission.status
 
@@ -192,15 +206,6 @@ def record_evidence(run: GradingRun, evidence: dict, duration_s: float) -> None:
             lifecycle.finish_graded(run)
         else:
             lifecycle.finish_rejected(run, evidence["archive"]["reason"])
-
-
-def _archive_path(submission: Submission) -> Path | None:
-    if not submission.archive:
-        return None
-    try:
-        return Path(submission.archive.path)
-    except (NotImplementedError, ValueError):
-        return None
 
 
 def record_failure(run: GradingRun, exc: BaseException, retry: bool) -> bool:

@@ -25,7 +25,7 @@ from django_htmx.http import HttpResponseClientRefresh
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sessions_app.models import Submission
-from shared import paging
+from shared import paging, stored
 from shared.access import desk_required, marker_required, reads_only
 from shared.http import htmx_redirect
 from takehome.models import Decision, Packet
@@ -120,8 +120,8 @@ def session_cast(request: HttpRequest, pk: int) -> HttpResponse:
     """The hosted session's recording (asciicast v2) for the review page's player; 404 when it has none."""
     submission = _submission(pk)
     try:
-        handle = pages.recording_path(submission.invitation).open("rb")
-    except OSError:
+        handle = stored.open(pages.recording_name(submission.invitation))
+    except FileNotFoundError:
         raise Http404("No recording of this session.") from None
     response = FileResponse(handle, content_type="application/x-asciicast")
     response["Cache-Control"] = "private, no-store"

@@ -33,6 +33,7 @@ from grading.engine.checks.receipts import (
     gate_refusal_kind,
 )
 from grading.engine.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
+from shared import stored
 from shared.words import counted, listed
 from takehome import funnel
 from takehome.audit import record
@@ -609,19 +610,21 @@ def do_write_model_artifacts(exchange: ModelExchange) -> str:
 
 
 def stored_name(sha256: str) -> str:
-    """Where an upload lives under MEDIA_ROOT: by content, so the same bytes are stored once."""
-    return f"uploads/{sha256[:2]}/{sha256}.zip"
+    """Where an upload lives in the storage: by content, so the same bytes are stored once."""
+    return stored.upload_name(sha256)
 
 
-def _store(incoming: IncomingArchive) -> Path | None:
-    """Move the received file to its place by hash; returns that path when this call created it."""
-    final = Path(settings.MEDIA_ROOT) / stored_name(incoming.sha256)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    if final.exists():
+def _store(incoming: IncomingArchive) -> str | None:
+    """Move the received file into the storage under its hash; returns that name when this call stored it.
+
+    On the filesystem storage a rename (the file arrived beside its place); on a bucket, an upload.
+    """
+    name = stored_name(incoming.sha256)
+    if stored.exists(name):
         incoming.discard()
         return None
-    os.replace(incoming.path, final)
-    return final
+    stored.save(name, incoming.path, move=True)
+    return name
 
 
 def _lock_content(sha256: str) -> None:
@@ -638,16 +641,17 @@ def _lock_content(sha256: str) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int(sha256[:15], 16)])
 
 
-def _remove_unless_used(path: Path, sha256: str) -> None:
-    """After a failed commit: remove the file this upload created, unless a committed upload uses it."""
+def _remove_unless_used(name: str, sha256: str) -> None:
+    """After a failed commit: remove the file this upload stored, unless a committed upload uses it."""
     try:
         with transaction.atomic():
             _lock_content(sha256)
-            if not Submission.objects.filter(archive=stored_name(sha256)).exists():
-                path.unlink(missing_ok=True)
-    except DatabaseError:
+            if not Submission.objects.filter(archive=name).exists():
+                stored.delete(name)
+    except (DatabaseError, OSError) as exc:
         # why keep it: a file nobody uses costs disk; one removed under a committed upload loses work.
-        log.warning("kept %s: the database could not say whether a stored upload uses it", path)
+        log.warning("kept %s: the database could not say whether a stored upload uses it, or the storage "
+                    "could not remove it (%s)", name, exc)
 
 
 @dataclass
@@ -1021,7 +1025,7 @@ def do_submit_workspace(invitation: Invitation, *, anyway: bool = False) -> Uplo
     SessionRefused as do_accept_upload does, and when the workspace is too big
     or cannot be read.
     """
-    from .hosted.workspaces import append_marker
+    from .hosted.workspaces import append_marker, publish_recording
 
     _check_hosted(invitation)
     try:
@@ -1036,6 +1040,7 @@ def do_submit_workspace(invitation: Invitation, *, anyway: bool = False) -> Uplo
             raise WorkspaceIncomplete(missing)
         result = _store_workspace(invitation, files)
     append_marker(invitation, "submitted")
+    publish_recording(invitation)  # why now: the reviewer's page, on any host, replays it with this submission
     result.missing = tuple(missing)
     return result
 
@@ -1101,7 +1106,7 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
     to submit is kept as a refused upload (AT_DEADLINE_REFUSED), for the recruiter and the reviewers,
     and SessionRefused is raised, as are the snapshot's errors (WorkspaceUnavailable: try again).
     """
-    from .hosted.workspaces import append_marker
+    from .hosted.workspaces import append_marker, publish_recording
 
     if invitation.revoked_at is not None or invitation.phase_at(now or timezone.now()) != Invitation.CLOSED:
         return None  # why: a revoked link submits nothing; an extended deadline is not there yet
@@ -1130,6 +1135,7 @@ def do_submit_at_deadline(invitation: Invitation, now: datetime | None = None) -
             return None  # extended since the check above: the workspace reopens for the extra time
         result.missing = tuple(hosted_missing(invitation, files))
     append_marker(invitation, "submitted at the deadline")
+    publish_recording(invitation)
     return result
 
 

@@ -10,7 +10,7 @@ otherwise, and how a slot keeps it apart:
   hand out the same uid to two shells);
 - ports for the servers the tests start (``free_port`` in conftest.py takes
   them from the slot's band, below the kernel's ephemeral range);
-- the scratch and workspace folders;
+- the scratch, workspace and media folders;
 - a broker on the machine's Redis (CI's second pass): each slot uses a
   database number of its own, so one process's worker never takes another
   one's task.
@@ -105,6 +105,8 @@ def environment(number: int, var_dir: Path) -> dict[str, str]:
         "TAKEHOME_WORKSPACE_UID_BASE": str(base + WORKSPACE_UID_OFFSET),
         "TAKEHOME_SCRATCH_DIR": str(folder / "scratch"),
         "TAKEHOME_WORKSPACES_DIR": str(folder / "workspaces"),
+        # why: recordings are stored by invitation id, which every test process's database hands out from 1
+        "TAKEHOME_MEDIA_ROOT": str(folder / "media"),
         "TAKEHOME_TEST_SLOT": str(number),
     }
     broker = os.environ.get("CELERY_BROKER_URL")

@@ -9,6 +9,7 @@ check that nothing here reads the environment around them and that
 bad value stops the process with a message naming the variable, never a guess.
 """
 
+import importlib.util
 import os
 import socket
 import sys
@@ -251,10 +252,48 @@ env.section("Files")
 STATIC_ROOT = env.path("TAKEHOME_STATIC_ROOT", BASE_DIR / "staticfiles", shown="`<checkout>/staticfiles`",
                        doc="Where `collectstatic` puts the static files.")
 MEDIA_ROOT = env.path("TAKEHOME_MEDIA_ROOT", VAR_DIR / "media", shown="`<TAKEHOME_VAR_DIR>/media`",
-                      doc="Where uploads and recordings are stored.")
+                      doc="Where uploads and hosted sessions' recordings are stored with "
+                          "`TAKEHOME_STORAGE=filesystem`; with `s3`, only where an upload arrives before it goes "
+                          "to the bucket.")
 MEDIA_URL = "/media-not-served/"  # uploads are never served directly
+
+# Uploads and recordings live in one storage every host reads and writes (shared/stored.py): this disk by
+# default, or an S3-compatible bucket (MinIO, Garage, SeaweedFS, Amazon S3) through django-storages when the
+# web server, the workers and the workspace hosts are different machines (docs/operations.md, "Several hosts").
+env.section("Uploads and recordings")
+STORAGE = env.choice("TAKEHOME_STORAGE", "filesystem", ("filesystem", "s3"),
+                     doc="Where uploads and hosted sessions' recordings are kept: `filesystem`, under "
+                         "`TAKEHOME_MEDIA_ROOT` on this machine; `s3`, in the S3-compatible bucket "
+                         "`TAKEHOME_S3_BUCKET`, which every host of a site on several machines reaches.")
+S3_BUCKET = env.str("TAKEHOME_S3_BUCKET", "", doc="The bucket, with `TAKEHOME_STORAGE=s3`; create it first.")
+S3_ENDPOINT_URL = env.url("TAKEHOME_S3_ENDPOINT_URL", "", schemes=("http", "https"), example="http://minio:9000",
+                          doc="The S3 server's address, e.g. `http://minio:9000`; empty: Amazon S3 itself.")
+S3_REGION = env.str("TAKEHOME_S3_REGION", "", doc="The bucket's region, e.g. `us-east-1` (MinIO's default) or "
+                    "`garage` (Garage's); empty: the S3 client's own default.")
+S3_ACCESS_KEY_ID = env.str("TAKEHOME_S3_ACCESS_KEY_ID", "",
+                           doc="The access key's id; empty, with the secret empty too: the S3 client's own "
+                               "credentials (its `AWS_*` variables, a machine's role).")
+S3_SECRET_ACCESS_KEY = env.secret("TAKEHOME_S3_SECRET_ACCESS_KEY", "",
+                                  doc="The access key's secret, never shown or logged. "
+                                      "`TAKEHOME_S3_SECRET_ACCESS_KEY_FILE` names a file holding it instead.")
+if STORAGE == "s3":
+    if not S3_BUCKET:
+        raise SettingError("TAKEHOME_STORAGE=s3 needs TAKEHOME_S3_BUCKET: name the bucket that every host "
+                           "shares (create it first), and set TAKEHOME_S3_ENDPOINT_URL unless it is on Amazon S3.")
+    if bool(S3_ACCESS_KEY_ID) != bool(S3_SECRET_ACCESS_KEY):
+        raise SettingError("TAKEHOME_S3_ACCESS_KEY_ID and TAKEHOME_S3_SECRET_ACCESS_KEY go together: set both, "
+                           "or neither to use the S3 client's own credentials.")
+    if importlib.util.find_spec("storages") is None or importlib.util.find_spec("boto3") is None:
+        raise SettingError("TAKEHOME_STORAGE=s3 needs django-storages and boto3, which are not installed here: "
+                           "pip install -r requirements.txt (it names django-storages[s3]).")
+    from shared.stored import s3_storage
+
+    _default_storage = s3_storage(bucket=S3_BUCKET, endpoint_url=S3_ENDPOINT_URL, region=S3_REGION,
+                                  access_key=S3_ACCESS_KEY_ID, secret_key=S3_SECRET_ACCESS_KEY)
+else:
+    _default_storage = {"BACKEND": "shared.stored.FileSystemStorage"}
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": _default_storage,
     "staticfiles": {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"

@@ -1,10 +1,11 @@
 """A write the server cannot do right now answers 503 with Retry-After, never a 500 page.
 
-The database busy past its timeout, refusing writes or out of reach, and a
-full disk, are the server's state, not the client's mistake: the request's
-transaction has rolled back, so nothing of it was stored, and the same
-request sent again later will do. The answer says so in the form the client
-reads: JSON for gate.py and scripts, a notice for htmx, a page for browsers.
+The database busy past its timeout, refusing writes or out of reach, a full
+disk, and the storage of uploads (a bucket) out of reach, are the server's
+state, not the client's mistake: the request's transaction has rolled back,
+so nothing of it was stored, and the same request sent again later will do.
+The answer says so in the form the client reads: JSON for gate.py and
+scripts, a notice for htmx, a page for browsers.
 
 why 503 for a full disk too, not 507: every client we have (gate.py, the
 browser page, a load tool) already knows 503 with Retry-After as "not
@@ -28,6 +29,7 @@ from django.template.loader import render_to_string
 from django.views import defaults
 
 from shared.http import wants_json
+from shared.stored import StorageUnavailable
 from shared.words import counted
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,8 @@ def classify(exc: BaseException) -> Outage | None:
         return Outage(kind) if kind else None
     if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
         return Outage(NO_SPACE)
+    if isinstance(exc, StorageUnavailable):  # the bucket of uploads and recordings did not answer
+        return Outage(DOWN)
     return None
 
 

@@ -149,3 +149,28 @@ def read_events(path: Path | str) -> tuple[Header, list[Event]]:
             except (ValueError, TypeError):
                 continue
     return header, events
+
+
+def copy_written(path: Path | str, dest: Path | str) -> int:
+    """Copy the lines written to the recording so far into ``dest`` (made anew); returns how many bytes.
+
+    The size is read under the writers' lock, where no line is half-written, and only that much is
+    copied: the file only grows at its end, so what lies before never changes, and writers go on
+    meanwhile. FileNotFoundError when there is no recording.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        size = os.fstat(fd).st_size
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        with open(fd, "rb", closefd=False) as source, open(dest, "wb") as out:
+            left = size
+            while left:
+                chunk = source.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                out.write(chunk)
+                left -= len(chunk)
+        return size - left
+    finally:
+        os.close(fd)

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import BinaryIO
 
 # Read no further than this: the terminal caps what it records, and a file past it is not ours to parse whole.
 MAX_READ_BYTES = 64 << 20
@@ -146,39 +147,46 @@ def _read(path: str, size: int, mtime_ns: int, max_bytes: int) -> Recording | No
     except OSError as exc:
         raise UnreadableRecording(f"it cannot be opened ({exc.strerror}).") from None
     with handle:
-        header = _header(handle.readline(max_bytes))
-        stamp = _number(header.get("timestamp"))
-        started_at = datetime.fromtimestamp(stamp, tz=UTC) if stamp is not None else None
-        width, height = (int(_number(header.get(k)) or 0) for k in ("width", "height"))
-        markers: list[Marker] = []
-        runs = _TestRuns()
-        duration = 0.0
-        read = handle.tell()
-        cut = None
-        for line in handle:
-            read += len(line)
-            if read > max_bytes:
-                cut = max_bytes
-                break
-            try:
-                event = json.loads(line)
-            except (UnicodeDecodeError, ValueError):
-                continue
-            if not isinstance(event, list) or len(event) != 3:
-                continue
-            t = _number(event[0])
-            if t is None:
-                continue
-            duration = max(duration, t)
-            if event[1] == "m":
-                label = str(event[2]).strip()[:MAX_LABEL] or "marker"
-                markers.append(Marker(t, label))
-            elif event[1] == "o" and isinstance(event[2], str):
-                markers += runs.feed(t, event[2])
-            elif event[1] == "i" and isinstance(event[2], str):
-                runs.typed(event[2])
-            elif event[1] == "r":
-                runs.armed = False
+        return parse_recording(handle, max_bytes)
+
+
+def parse_recording(handle: BinaryIO, max_bytes: int = MAX_READ_BYTES) -> Recording:
+    """The recording read from ``handle`` (a file open in binary, at its start); UnreadableRecording when it is
+    not one. Reads no further than ``max_bytes``."""
+    first = handle.readline(max_bytes)
+    header = _header(first)
+    stamp = _number(header.get("timestamp"))
+    started_at = datetime.fromtimestamp(stamp, tz=UTC) if stamp is not None else None
+    width, height = (int(_number(header.get(k)) or 0) for k in ("width", "height"))
+    markers: list[Marker] = []
+    runs = _TestRuns()
+    duration = 0.0
+    read = len(first)
+    cut = None
+    while line := handle.readline(max_bytes - read + 1):
+        read += len(line)
+        if read > max_bytes:
+            cut = max_bytes
+            break
+        try:
+            event = json.loads(line)
+        except (UnicodeDecodeError, ValueError):
+            continue
+        if not isinstance(event, list) or len(event) != 3:
+            continue
+        t = _number(event[0])
+        if t is None:
+            continue
+        duration = max(duration, t)
+        if event[1] == "m":
+            label = str(event[2]).strip()[:MAX_LABEL] or "marker"
+            markers.append(Marker(t, label))
+        elif event[1] == "o" and isinstance(event[2], str):
+            markers += runs.feed(t, event[2])
+        elif event[1] == "i" and isinstance(event[2], str):
+            runs.typed(event[2])
+        elif event[1] == "r":
+            runs.armed = False
     return Recording(started_at, width, height, duration, tuple(sorted(markers, key=lambda m: m.t)), cut)
 
 

@@ -1,19 +1,24 @@
-"""Hand-written asciicast v2 recordings, laid out where a hosted session's recording lives."""
+"""Hand-written asciicast v2 recordings, and stored where the review page reads a hosted session's recording."""
 
 import json
 from pathlib import Path
 
-from grading.pages import recording_path
+from grading.pages import recording_name
+from shared import stored
 
 STARTED = 1_796_126_400.0  # 2026-12-01 12:00:00 UTC
 
 
-def write_cast(path: Path, events, started: float = STARTED, width: int = 80, height: int = 24) -> Path:
+def cast_bytes(events, started: float = STARTED, width: int = 80, height: int = 24) -> bytes:
     """A recording: the header, then one ``[t, code, data]`` line per event."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps({"version": 2, "width": width, "height": height, "timestamp": started})]
     lines += [json.dumps(list(e)) for e in events]
-    path.write_text("\n".join(lines) + "\n")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def write_cast(path: Path, events, **kwargs) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(cast_bytes(events, **kwargs))
     return path
 
 
@@ -32,5 +37,8 @@ SESSION = [
 ]
 
 
-def cast_for(submission, events=SESSION, **kwargs) -> Path:
-    return write_cast(recording_path(submission.invitation), events, **kwargs)
+def cast_for(submission, events=SESSION, **kwargs) -> str:
+    """The submission's session recorded as ``events``, stored as its workspace host stores it; its stored name."""
+    name = recording_name(submission.invitation)
+    stored.save(name, cast_bytes(events, **kwargs))
+    return name

@@ -12,6 +12,7 @@ from django.core.files import File
 from django.utils import timezone
 
 from grading import lifecycle, pipeline, tasks
+from grading.engine.core import grade_archive
 from grading.engine.sandbox import SandboxUnavailable
 from grading.models import Evidence, GradingRun, InvalidTransition
 from sessions_app.models import GateReceipt, ModelExchange, Submission
@@ -285,6 +286,36 @@ def test_a_deleted_archive_is_an_error_at_once_not_a_retry_loop(invitation, medi
     submission.refresh_from_db()
     assert submission.status == "error" and "missing from storage" in last_error(submission)
     assert submission.runs.count() == 1 and not Evidence.objects.exists()  # one attempt, no retry loop
+
+
+def test_from_a_bucket_the_worker_grades_a_copy_in_its_own_scratch_and_removes_it(invitation, s3_bucket, tmp_path,
+                                                                                   settings, monkeypatch):
+    from shared import stored
+
+    settings.GRADING_SCRATCH_DIR = Path(settings.GRADING_SCRATCH_DIR) / "bucket-copies"
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    assert stored.names(stored.UPLOADS) == [submission.archive.name]  # in the bucket, not on this disk
+    given = []
+
+    def spy(archive, *args, **kwargs):
+        given.append((archive, archive.read_bytes()))
+        return grade_archive(archive, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "grade_archive", spy)
+    assert pipeline.grade_submission(submission.pk) == "graded"
+    [(copy, data)] = given
+    assert copy.is_relative_to(settings.GRADING_SCRATCH_DIR) and data == (tmp_path / "s.zip").read_bytes()
+    assert not copy.exists() and not copy.parent.exists()
+
+
+def test_an_archive_missing_from_the_bucket_is_an_error_at_once(invitation, s3_bucket, tmp_path):
+    from shared import stored
+
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    stored.delete(submission.archive.name)
+    assert tasks.grade_submission.apply(args=(submission.pk,)).get() == "error"
+    submission.refresh_from_db()
+    assert "missing from storage (uploads/s.zip)" in last_error(submission) and not Evidence.objects.exists()
 
 
 def lose(run: GradingRun, minutes: int = 10) -> None:

@@ -36,6 +36,7 @@ def test_two_slots_share_no_uid_port_folder_or_redis_database(monkeypatch):
     assert min(uids[0]) >= pytest_slots.UID_BAND > 63000 + 500  # above the settings' defaults
     assert one["TAKEHOME_SCRATCH_DIR"] != two["TAKEHOME_SCRATCH_DIR"]
     assert one["TAKEHOME_WORKSPACES_DIR"] != two["TAKEHOME_WORKSPACES_DIR"]
+    assert one["TAKEHOME_MEDIA_ROOT"] != two["TAKEHOME_MEDIA_ROOT"]
     assert (one["CELERY_BROKER_URL"], two["CELERY_BROKER_URL"]) == ("redis://127.0.0.1:6379/0",
                                                                     "redis://127.0.0.1:6379/1")
     assert pytest_slots.ports().stop <= 32768  # below the kernel's ephemeral ports

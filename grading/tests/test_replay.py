@@ -10,16 +10,16 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 
 from grading.engine.replay import UnreadableRecording, read_recording
-from grading.pages import recording_path, session_replay
+from grading.pages import recording_name, session_replay
 from sessions_app.models import Submission
+from shared import stored
 
 from .casts import SESSION, cast_for, write_cast
 
 
 @pytest.fixture(autouse=True)
-def workspaces(settings, tmp_path):
-    settings.WORKSPACES_DIR = tmp_path / "workspaces"
-    return settings.WORKSPACES_DIR
+def _storage(media_root):
+    """Recordings are read from the storage, here a folder of the test's own."""
 
 
 # --- reading a recording ------------------------------------------------------------------
@@ -134,14 +134,14 @@ def cast_url(submission) -> str:
 
 
 def test_a_reviewer_gets_the_recording_and_a_recruiter_too(client, reviewer, recruiter, submission):
-    path = cast_for(submission)
-    assert path == recording_path(submission.invitation)
-    assert path.parent.name == f"inv-{submission.invitation.pk}"
+    name = cast_for(submission)
+    assert name == recording_name(submission.invitation) == f"recordings/inv-{submission.invitation.pk}.cast"
     for user in (reviewer, recruiter):
         client.force_login(user)
         response = client.get(cast_url(submission))
         assert response.status_code == 200
-        assert b"".join(response.streaming_content) == path.read_bytes()
+        with stored.open(name) as handle:
+            assert b"".join(response.streaming_content) == handle.read()
         assert response["Cache-Control"] == "private, no-store"
 
 
@@ -209,9 +209,7 @@ def test_a_hosted_submission_without_its_recording_says_so(client, reviewer, sub
 
 
 def test_an_unreadable_recording_is_a_sentence_not_a_traceback(client, reviewer, submission):
-    path = recording_path(submission.invitation)
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"version": 3}) + "\n")
+    stored.save(recording_name(submission.invitation), (json.dumps({"version": 3}) + "\n").encode())
     assert session_replay(submission).problem.startswith("The session's recording cannot be played")
     stamp, _ = review(client, reviewer, submission)
     assert 'id="replay-problem"' in stamp and "asciicast version 2 header" in stamp
@@ -229,3 +227,11 @@ def test_a_recording_that_grows_is_read_again(tmp_path):
     with path.open("a") as out:
         out.write(json.dumps([13.0, "m", "submitted"]) + "\n")
     assert read_recording(path).markers[-1].label == "submitted"
+
+
+def test_a_stored_recording_that_grows_is_read_again(submission):
+    cast_for(submission)
+    first = session_replay(submission).recording
+    assert session_replay(submission).recording is first  # unchanged: read once
+    cast_for(submission, [*SESSION, (13.0, "m", "submitted")])
+    assert session_replay(submission).recording.markers[-1].label == "submitted"

@@ -174,7 +174,28 @@ def sweep(now=None) -> list[str]:
         except Exception:
             # why go on: one workspace that cannot be stopped must not keep the others running
             log.exception("the sweep could not handle the workspace of invitation %s", invitation.pk)
-    return done + submit_at_deadline(now)
+    done += submit_at_deadline(now)
+    publish_recordings()
+    return done
+
+
+_published_closed = False  # whether this process copied the recordings of closed workspaces yet
+
+
+def publish_recordings() -> int:
+    """Copy the recordings of this host's workspaces that grew since their last copy into the shared storage,
+    where the review page reads them on any host (workspaces.publish_recording); how many were copied.
+
+    Those of open workspaces at every sweep; those of closed ones too at the first sweep of a process, for
+    what a host stopped or upgraded meanwhile did not copy (a closed workspace's recording no longer grows).
+    """
+    global _published_closed
+    invitations = Invitation.objects.filter(workspace__host=settings.WORKSPACE_HOST)
+    if _published_closed:
+        invitations = invitations.filter(workspace__closed=False)
+    copied = sum(workspaces.publish_recording(invitation) for invitation in invitations.only("pk"))
+    _published_closed = True
+    return copied
 
 
 def reopen_extended(now) -> list[str]:

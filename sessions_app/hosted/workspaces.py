@@ -40,7 +40,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from grading.engine.asciicast import append_marker as recorder_marker
+from grading.engine.asciicast import copy_written as recorder_copy
 from sessions_app.models import Workspace
+from shared import stored
 from shared.environments import runner_for
 from takehome.models import Invitation, PacketFile
 
@@ -100,6 +102,43 @@ def capture_lock(invitation: Invitation, *, wait: bool = False):
 def cast_path(invitation: Invitation) -> Path:
     """Where the terminal's recording of this invitation lives (asciicast v2)."""
     return folder_for(invitation) / "session.cast"
+
+
+def publish_recording(invitation: Invitation) -> bool:
+    """Copy the terminal's recording into the storage every host shares (shared.stored), where the review
+    page reads it, unless it has not grown since the last copy; whether it copied.
+
+    why a copy: the terminal appends to the file in the workspace's folder, on this host, line by line;
+    a reviewer's page may be served by another host, and a bucket takes no appends. This host copies it
+    when the candidate submits, and at each sweep of its workspaces while it grows (gate_host.sweep).
+    Logged, never raised: the next sweep tries again.
+    """
+    cast = cast_path(invitation)
+    try:
+        size = cast.stat().st_size
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        log.warning("could not read the recording of invitation %s: %s", invitation.pk, exc)
+        return False
+    published = cast.with_name("session.cast.published")  # the size last copied: the file only grows
+    try:
+        # why the lock: two copies at once (a submit and the sweep) must not end with the older one stored
+        with published.open("a+") as mark:
+            fcntl.flock(mark, fcntl.LOCK_EX)
+            mark.seek(0)
+            if mark.read().strip() == str(size):
+                return False
+            part = cast.with_name(".session.cast.publishing")
+            copied = recorder_copy(cast, part)
+            stored.save(stored.recording_name(invitation.pk), part, move=True)
+            mark.seek(0)
+            mark.truncate()
+            mark.write(str(copied))
+    except OSError as exc:
+        log.warning("could not copy the recording of invitation %s into the storage: %s", invitation.pk, exc)
+        return False
+    return True
 
 
 def limits():

@@ -471,20 +471,21 @@ def test_forty_candidates_uploading_at_once_while_the_database_is_busy_are_all_s
         assert Path(submission.archive.path).is_file()
 
 
-def test_a_database_fault_while_cleaning_up_keeps_the_file_and_says_so(tmp_path, monkeypatch, caplog):
+def test_a_database_fault_while_cleaning_up_keeps_the_file_and_says_so(media_root, monkeypatch, caplog):
     """After a failed commit the upload's file is removed only when the database can say nobody uses it."""
     from django.db import DatabaseError
 
     from sessions_app import actions
+    from shared import stored
 
-    stored = tmp_path / "upload.zip"
-    stored.write_bytes(b"zip")
+    name = stored.upload_name("0" * 64)
+    stored.save(name, b"zip")
 
     def busy(sha256):
         raise DatabaseError("database is locked")
 
     monkeypatch.setattr(actions, "_lock_content", busy)
     with caplog.at_level("WARNING", logger="sessions_app.actions"):
-        actions._remove_unless_used(stored, "0" * 64)
-    assert stored.exists()
+        actions._remove_unless_used(name, "0" * 64)
+    assert stored.exists(name) and (media_root / name).read_bytes() == b"zip"
     assert "could not say whether a stored upload uses it" in caplog.text

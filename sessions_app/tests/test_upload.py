@@ -371,3 +371,44 @@ def test_a_zip_that_cannot_be_unpacked_is_said_so_in_the_answer_itself(started, 
     submission = Submission.objects.get()
     assert submission.unpack_refusal == body["refusal"] and submission.status == Submission.Status.RECEIVED
     assert not any(p.name.startswith("check-") for p in (media_root / "uploads" / ".incoming").iterdir())
+
+
+# --- in a bucket shared by several hosts (TAKEHOME_STORAGE=s3) ------------------------------------------------
+
+
+def test_with_a_bucket_the_upload_goes_to_it_and_leaves_nothing_on_this_disk(client, started, media_root, s3_bucket,
+                                                                            settings):
+    from shared import stored
+
+    settings.UPLOAD_INTERVAL_S = 0
+    data = honest_zip()
+    with patch("grading.tasks.enqueue_grading", return_value=True):
+        r = client.post(url("upload", started), {"archive": archive(data)}, headers=GATE)
+    assert r.status_code == 201, r.content
+    submission = Submission.objects.get()
+    assert stored.names(stored.UPLOADS) == [submission.archive.name] == [f"uploads/{sha(data)[:2]}/{sha(data)}.zip"]
+    with stored.open(submission.archive.name) as handle:
+        assert handle.read() == data
+    assert [p for p in media_root.rglob("*") if p.is_file()] == []  # received here, stored there
+
+    # the same bytes again: stored once
+    with patch("grading.tasks.enqueue_grading", return_value=True):
+        assert client.post(url("upload", started), {"archive": archive(data)}, headers=GATE).status_code == 201
+    assert Submission.objects.count() == 2 and len(stored.names(stored.UPLOADS)) == 1
+
+
+def test_with_a_bucket_that_does_not_answer_the_upload_is_503_and_nothing_is_kept(client, started, media_root,
+                                                                                  s3_bucket, settings):
+    from conftest import free_port
+    from shared.stored import s3_storage
+
+    settings.STORAGES = {**settings.STORAGES, "default": s3_storage(
+        bucket=s3_bucket.name, endpoint_url=f"http://127.0.0.1:{free_port()}", access_key="k", secret_key="s")}
+    settings.RETRY_AFTER_FAULT_S = 60
+    with patch("grading.tasks.enqueue_grading", return_value=True) as enqueue:
+        r = client.post(url("upload", started), {"archive": archive(honest_zip())}, headers=GATE)
+    assert r.status_code == 503 and r["Retry-After"] == "60"
+    assert r.json()["code"] == "unavailable" and r.json()["message"].startswith(
+        "The server cannot save anything right now, so your upload was not stored. Try again in 60 seconds")
+    assert enqueue.call_count == 0
+    assert_nothing_stored(started, media_root)

@@ -159,6 +159,7 @@ def stopped_with(result) -> str:
                                          "memory."),
     ("LOG_LEVEL", "loud", "LOG_LEVEL=loud is not one of the choices: write DEBUG, INFO, WARNING, ERROR or CRITICAL."),
     ("TAKEHOME_LOG_FORMAT", "xml", "TAKEHOME_LOG_FORMAT=xml is not one of the choices: write text or json."),
+    ("TAKEHOME_STORAGE", "gcs", "TAKEHOME_STORAGE=gcs is not one of the choices: write filesystem or s3."),
     # a metrics token short enough to guess; a secret is never repeated
     ("TAKEHOME_METRICS_TOKEN", "hunter2", "TAKEHOME_METRICS_TOKEN is shorter than 16 characters"),
     # bad boolean
@@ -168,6 +169,8 @@ def stopped_with(result) -> str:
     ("DATABASE_URL", "mongo://u:hunter2@db/x", "DATABASE_URL=mongo://u:***@db/x is not a database URL"),
     ("EMAIL_URL", "smtp+xyz://mail", "EMAIL_URL=smtp+xyz://mail is not an email URL"),
     ("SITE_URL", "takehome.example.com", "SITE_URL=takehome.example.com does not start with http:// or https://"),
+    ("TAKEHOME_S3_ENDPOINT_URL", "minio:9000", "TAKEHOME_S3_ENDPOINT_URL=minio:9000 does not start with http:// or "
+                                               "https://: write e.g. http://minio:9000."),
 ])
 def test_a_value_the_settings_cannot_use_stops_the_process_naming_it(name, value, says):
     line = stopped_with(manage("check", DEBUG="true", **{name: value}))
@@ -206,3 +209,29 @@ def test_the_model_key_file_wins_over_the_key(tmp_path):
 def test_a_model_url_that_cannot_work_stops_the_process(env, words):
     result = manage("check", DEBUG="true", **env)
     assert result.returncode != 0 and words in result.stderr
+
+
+S3 = {"TAKEHOME_STORAGE": "s3", "TAKEHOME_S3_BUCKET": "takehome", "TAKEHOME_S3_ENDPOINT_URL": "http://minio:9000",
+      "TAKEHOME_S3_REGION": "us-east-1", "TAKEHOME_S3_ACCESS_KEY_ID": "takehome",
+      "TAKEHOME_S3_SECRET_ACCESS_KEY": "hunter2-hunter2"}
+
+
+@pytest.mark.parametrize("drop, says", [
+    ("TAKEHOME_S3_BUCKET", "TAKEHOME_STORAGE=s3 needs TAKEHOME_S3_BUCKET: name the bucket that every host shares"),
+    ("TAKEHOME_S3_SECRET_ACCESS_KEY", "TAKEHOME_S3_ACCESS_KEY_ID and TAKEHOME_S3_SECRET_ACCESS_KEY go together"),
+    ("TAKEHOME_S3_ACCESS_KEY_ID", "TAKEHOME_S3_ACCESS_KEY_ID and TAKEHOME_S3_SECRET_ACCESS_KEY go together"),
+])
+def test_a_bucket_storage_that_cannot_work_stops_the_process_naming_what_is_missing(drop, says):
+    line = stopped_with(manage("check", DEBUG="true", **{**S3, drop: ""}))
+    assert says in line and "hunter2" not in line
+
+
+def test_the_bucket_storage_is_django_storages_s3_backend_on_the_server_named():
+    show = ("from django.core.files.storage import default_storage as s; print(s.__class__.__name__, "
+            "s.bucket_name, s.endpoint_url, s.region_name, s.access_key, s.client_config.s3['addressing_style'])")
+    result = manage("shell", "-c", show, DEBUG="true", **S3)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-6:] == ["S3Storage", "takehome", "http://minio:9000", "us-east-1", "takehome", "path"]
+    local = manage("shell", "-c", "from django.core.files.storage import default_storage as s; "
+                   "print(s.__class__.__module__, s.__class__.__name__)", DEBUG="true")
+    assert local.stdout.split()[-2:] == ["shared.stored", "FileSystemStorage"]
