@@ -804,8 +804,12 @@ def _file_hashes(files: Mapping[str, bytes]) -> dict[str, str]:
 @contextmanager
 def _capture_lock(invitation: Invitation):
     """One capture or hosted submit at a time per invitation (workspaces.capture_lock); busy: SessionRefused."""
-    from .hosted.workspaces import WorkspaceBusy, capture_lock
+    from .hosted.workspaces import WorkspaceBusy, WorkspaceElsewhere, capture_lock, check_held_here
 
+    try:
+        check_held_here(invitation.pk)  # why first: the lock lives in the workspace's folder, on its host
+    except WorkspaceElsewhere as exc:
+        raise SessionRefused(str(exc), "unavailable", retry_after=60) from None
     try:
         with capture_lock(invitation):
             yield
