@@ -33,6 +33,7 @@ from grading.engine.checks.receipts import (
     gate_refusal_kind,
 )
 from grading.engine.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
+from shared.handover import hand_over
 from shared.words import counted, listed
 from takehome import funnel
 from takehome.audit import record
@@ -617,6 +618,7 @@ def _store(incoming: IncomingArchive) -> Path | None:
     """Move the received file to its place by hash; returns that path when this call created it."""
     final = Path(settings.MEDIA_ROOT) / stored_name(incoming.sha256)
     final.parent.mkdir(parents=True, exist_ok=True)
+    hand_over(final.parent.parent, final.parent)  # the web server's, when a workspace host (root) made them
     if final.exists():
         incoming.discard()
         return None
@@ -983,6 +985,8 @@ def _incoming(data: bytes, name: str) -> IncomingArchive:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+    # why: a workspace host runs as root, and the web server (its own user) serves this upload to reviewers
+    hand_over(folder, path)
     return IncomingArchive(path=Path(path), sha256=hashlib.sha256(data).hexdigest(), size=len(data),
                            original_name=name)
 

@@ -42,6 +42,7 @@ from django.utils import timezone
 from grading.engine.asciicast import append_marker as recorder_marker
 from sessions_app.models import Workspace
 from shared.environments import runner_for
+from shared.handover import share_with_web
 from takehome.models import Invitation, PacketFile
 
 log = logging.getLogger(__name__)
@@ -327,6 +328,16 @@ def append_marker(invitation: Invitation, label: str) -> None:
         recorder_marker(path, label)
     except OSError as exc:
         log.warning("could not mark %r in %s: %s", label, path, exc)
+        return
+    share_with_web(path)
+
+
+def share_recording(invitation: Invitation) -> None:
+    """Let the web server, a user of its own (docker-compose.yml), read the recording for the review page's
+    player; its owner stays this host's (root), so it only reads it. Nothing to do under one user (make run)."""
+    path = cast_path(invitation)
+    if path.exists():
+        share_with_web(path)
 
 
 def save_files(invitation: Invitation, row: Workspace) -> None:
