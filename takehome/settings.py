@@ -654,3 +654,7 @@ env.elsewhere("TAKEHOME_WORKER_CONCURRENCY", "int", 2, read_by="`make run`",
 env.elsewhere("TAKEHOME_HOST", "str", "localhost", read_by="docker compose (for Caddy)",
               doc="The site's host name: a real name whose DNS points here gets a public certificate, "
                   "`localhost` one from Caddy's internal CA. Set `ALLOWED_HOSTS` and `SITE_URL` to match.")
+env.elsewhere("TAKEHOME_WORKSPACE_UPSTREAMS", "str", "workspaces:8000", read_by="docker compose (for Caddy)",
+              doc="The workspace hosts' addresses, separated by spaces: Caddy sends every request of one "
+                  "invitation's workspace to the same one of them, picked by a hash of its token "
+                  "(docs/operations.md, \"More hosts\").")
