@@ -34,6 +34,7 @@ from grading.engine.checks.receipts import (
 )
 from grading.engine.checks.redlog import CLOSING_RE, analyse_red_log, clean_log
 from shared import stored
+from shared.handover import hand_over
 from shared.words import counted, listed
 from takehome import funnel
 from takehome.audit import record
@@ -624,7 +625,20 @@ def _store(incoming: IncomingArchive) -> str | None:
         incoming.discard()
         return None
     stored.save(name, incoming.path, move=True)
+    _hand_over_local(name)
     return name
+
+
+def _hand_over_local(name: str) -> None:
+    """On the filesystem storage, the stored zip and its folders go to the web server's user, when a workspace
+    host (root) stored them; a bucket has no local owner to set."""
+    from django.core.files.storage import default_storage
+
+    try:
+        path = Path(default_storage.path(name))
+    except NotImplementedError:
+        return
+    hand_over(path.parent.parent, path.parent, path)
 
 
 def _lock_content(sha256: str) -> None:
@@ -808,8 +822,12 @@ def _file_hashes(files: Mapping[str, bytes]) -> dict[str, str]:
 @contextmanager
 def _capture_lock(invitation: Invitation):
     """One capture or hosted submit at a time per invitation (workspaces.capture_lock); busy: SessionRefused."""
-    from .hosted.workspaces import WorkspaceBusy, capture_lock
+    from .hosted.workspaces import WorkspaceBusy, WorkspaceElsewhere, capture_lock, check_held_here
 
+    try:
+        check_held_here(invitation.pk)  # why first: the lock lives in the workspace's folder, on its host
+    except WorkspaceElsewhere as exc:
+        raise SessionRefused(str(exc), "unavailable", retry_after=60) from None
     try:
         with capture_lock(invitation):
             yield
@@ -983,6 +1001,8 @@ def _incoming(data: bytes, name: str) -> IncomingArchive:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+    # why: a workspace host runs as root, and the web server (its own user) serves this upload to reviewers
+    hand_over(folder, path)
     return IncomingArchive(path=Path(path), sha256=hashlib.sha256(data).hexdigest(), size=len(data),
                            original_name=name)
 

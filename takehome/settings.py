@@ -554,6 +554,15 @@ GRADING_SANDBOX_TMPFS = env.choice("TAKEHOME_SANDBOX_TMPFS", "auto", SANDBOX_TMP
 # stopped and its files saved (`manage.py serve_workspaces` sweeps); the next
 # visit starts it again.
 env.section("Hosted sessions")
+# Whether this process's server holds workspaces at all. docker-compose.yml's web server does not: it runs
+# unprivileged, and the proxy sends the workspaces' paths (sessions_app/hosted/paths.py) to the workspace
+# host (`manage.py serve_workspaces --http`), which holds them.
+HOLDS_WORKSPACES = env.bool("TAKEHOME_HOLDS_WORKSPACES", True,
+                            doc="Whether this server holds hosted workspaces (mounts their files, starts their "
+                                "shells). `false` for a web server behind a proxy that sends the workspaces' "
+                                "paths to a workspace host (`manage.py serve_workspaces --http`), as "
+                                "docker-compose.yml's does: such a request reaching it is refused with a "
+                                "sentence, and nothing is mounted.")
 WORKSPACES_DIR = env.path("TAKEHOME_WORKSPACES_DIR", VAR_DIR / "workspaces",
                           shown="`<TAKEHOME_VAR_DIR>/workspaces`", doc="Where each invitation's workspace lives (`inv-<id>/`).")
 # Which server holds a workspace: its files and shell live on one host only (see docs/operations.md,
@@ -686,3 +695,7 @@ env.elsewhere("TAKEHOME_WORKER_CONCURRENCY", "int", 2, read_by="`make run`",
 env.elsewhere("TAKEHOME_HOST", "str", "localhost", read_by="docker compose (for Caddy)",
               doc="The site's host name: a real name whose DNS points here gets a public certificate, "
                   "`localhost` one from Caddy's internal CA. Set `ALLOWED_HOSTS` and `SITE_URL` to match.")
+env.elsewhere("TAKEHOME_WORKSPACE_UPSTREAMS", "str", "workspaces:8000", read_by="docker compose (for Caddy)",
+              doc="The workspace hosts' addresses, separated by spaces: Caddy sends every request of one "
+                  "invitation's workspace to the same one of them, picked by a hash of its token "
+                  "(docs/operations.md, \"More hosts\").")

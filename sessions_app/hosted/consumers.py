@@ -215,6 +215,13 @@ def recording_path(invitation):
     return cast_path(invitation)
 
 
+def share_recording(invitation) -> None:
+    """The recording readable by the web server, which reads it for the review page (workspaces.share_recording)."""
+    from .workspaces import share_recording as share
+
+    share(invitation)
+
+
 def hosted_allowed(version) -> bool:
     """Whether the packet version is worked in a hosted session (its work_mode: zip, hosted or both)."""
     return version.work_mode in (PacketVersion.WorkMode.HOSTED, PacketVersion.WorkMode.BOTH)
@@ -388,6 +395,7 @@ class TerminalConsumer(AsyncWebsocketConsumer):
         self.recorder = Recorder(path, cols, rows, settings.RECORDING_MAX_BYTES)
         # why: marks where this connection begins; a redraw after it is no new output (grading/engine/replay.py)
         self.recorder.resize(cols, rows)
+        await database_sync_to_async(share_recording)(invitation)  # the review page's player reads it
         self.drawn = asyncio.Event()
         loop = asyncio.get_running_loop()
         self.tasks = [loop.create_task(self.guarded(self.pump())),

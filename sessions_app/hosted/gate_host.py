@@ -258,10 +258,19 @@ def submit_at_deadline(now) -> list[str]:
 class GateHost:
     """Listens on the gate socket of every open workspace; sweeps now and then."""
 
-    def __init__(self, sweep_every_s: float = 30.0, discover_every_s: float = 2.0):
+    def __init__(self, sweep_every_s: float = 30.0, discover_every_s: float = 2.0, executor=None):
         self.sweep_every_s, self.discover_every_s = sweep_every_s, discover_every_s
+        # where the commands, the sweep and the look-ups run: the loop's default pool, unless the host shares
+        # its loop with the workspaces' pages (host_server.py), whose views must not wait behind a capture
+        self.executor = executor
         self.servers: dict[int, asyncio.AbstractServer] = {}
         self.busy: set[int] = set()  # invitations with a command running: one at a time each
+
+    async def in_thread(self, func, *args):
+        """``func(*args)`` in a thread of the host's pool (asyncio.to_thread's, without an executor of its own)."""
+        if self.executor is None:
+            return await asyncio.to_thread(func, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, func, *args)
 
     async def listen(self, invitation_id: int) -> Path:
         path = socket_path(invitation_id)
@@ -307,7 +316,7 @@ class GateHost:
                         if request.command == "ask":
                             reply = await self.ask(invitation_id, request, writer)
                         else:
-                            reply = await asyncio.to_thread(answer, invitation_id, request.command, request.anyway)
+                            reply = await self.in_thread(answer, invitation_id, request.command, request.anyway)
                     finally:
                         self.busy.discard(invitation_id)
             writer.write(json.dumps(reply).encode("utf-8") + b"\n")
@@ -338,7 +347,7 @@ class GateHost:
 
     async def discover(self) -> None:
         """Listen for workspaces opened since, stop listening for those closed."""
-        open_ids = set(await asyncio.to_thread(_open_ids))
+        open_ids = set(await self.in_thread(_open_ids))
         for invitation_id in sorted(open_ids - set(self.servers)):
             try:
                 await self.listen(invitation_id)
@@ -368,10 +377,15 @@ class GateHost:
                     await writer.wait_closed()
 
         try:
-            return await asyncio.start_unix_server(answer_status, path=str(path))
+            server = await asyncio.start_unix_server(answer_status, path=str(path))
         except OSError as exc:
             log.error("cannot answer readiness probes on %s: %s", path, exc)
             return None
+        # why anyone may connect: it says only that this host serves, and a web server of another user
+        # sharing this folder (docker-compose.yml's) asks it for its own readiness
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o666)
+        return server
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         stop = stop or asyncio.Event()
@@ -385,7 +399,7 @@ class GateHost:
                 if loop.time() >= next_sweep:
                     next_sweep = loop.time() + self.sweep_every_s
                     try:
-                        for line in await asyncio.to_thread(_sweep_in_thread):
+                        for line in await self.in_thread(_sweep_in_thread):
                             log.info("%s", line)
                     except Exception:
                         log.exception("the sweep of hosted workspaces failed; trying again in %g s",
@@ -447,11 +461,15 @@ def readiness(database_up: bool) -> Check:
 
     Hosted here means TAKEHOME_HEALTH_WORKSPACES=yes, or (auto) that some packet version offers a hosted
     workspace: any invitation to it may open one on this host, and its `gate` commands and the deadline's
-    sweep need serve_workspaces.
+    sweep need serve_workspaces. A server that holds no workspaces (TAKEHOME_HOLDS_WORKSPACES=false) asks only
+    when told yes: it then asks the workspace host whose folder it shares (docker-compose.yml's web).
     """
     name, mode = "workspaces", settings.HEALTH_WORKSPACES
     if mode == "no":
         return Check(name, OFF, "not asked on this host (TAKEHOME_HEALTH_WORKSPACES)")
+    if mode == "auto" and not settings.HOLDS_WORKSPACES:
+        return Check(name, OFF, "this server holds no workspaces (TAKEHOME_HOLDS_WORKSPACES): a workspace host "
+                                "answers for its own")
     if mode == "auto":
         if not database_up:
             return Check(name, UNKNOWN, "not asked: the database, which says whether a packet offers a hosted "

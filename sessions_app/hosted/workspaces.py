@@ -44,6 +44,7 @@ from grading.engine.asciicast import copy_written as recorder_copy
 from sessions_app.models import Workspace
 from shared import stored
 from shared.environments import runner_for
+from shared.handover import share_with_web
 from takehome.models import Invitation, PacketFile
 
 log = logging.getLogger(__name__)
@@ -66,10 +67,17 @@ def backend():
 
 
 def folder_for(invitation: Invitation) -> Path:
+    """The invitation's workspace folder; WorkspaceElsewhere on a server that holds no workspaces.
+
+    why the check here: every step of a workspace (its mount, shell, lock, files and recording) starts from
+    its folder, so a server that must touch none (TAKEHOME_HOLDS_WORKSPACES=false) is stopped at this door.
+    """
+    check_held_here(invitation.pk)
     return folder_of(invitation.pk)
 
 
 def folder_of(invitation_id: int) -> Path:
+    """Where the workspace of that invitation lives on a host that holds it (no check: for reads by id)."""
     return Path(settings.WORKSPACES_DIR) / f"inv-{invitation_id}"
 
 
@@ -165,7 +173,24 @@ class WorkspaceElsewhere(WorkspaceFull):
     """The workspace lives on another server of this site: its files and shell are there, not here."""
 
 
+def check_held_here(invitation_id: int) -> None:
+    """WorkspaceElsewhere when this server holds no workspaces (TAKEHOME_HOLDS_WORKSPACES=false).
+
+    why: such a server (docker-compose.yml's web) runs unprivileged and mounts nothing; a workspace's request
+    reaching it was misrouted by the proxy, and a row made here would tie the workspace to the wrong host.
+    """
+    if settings.HOLDS_WORKSPACES:
+        return
+    log.error("a request for the workspace of invitation %s reached this server, which holds no workspaces "
+              "(TAKEHOME_HOLDS_WORKSPACES=false): route the workspaces' paths (sessions_app/hosted/paths.py) "
+              "to a workspace host", invitation_id)
+    raise WorkspaceElsewhere("Your workspace is kept on another server of this site, which did not answer this "
+                             "request. Reload the page in a minute; if it keeps happening, write to the person "
+                             "who invited you.")
+
+
 def _check_host(row: Workspace) -> None:
+    check_held_here(row.invitation_id)
     if row.host != settings.WORKSPACE_HOST:
         log.error("workspace of invitation %s is on host %r, this is %r: route /t/<token>/ to one host",
                   row.invitation_id, row.host, settings.WORKSPACE_HOST)
@@ -176,6 +201,7 @@ def _check_host(row: Workspace) -> None:
 
 def workspace_row(invitation: Invitation) -> Workspace:
     """The invitation's Workspace row, created with a free uid on first use (WorkspaceFull when none is)."""
+    check_held_here(invitation.pk)
     row = Workspace.objects.filter(invitation_id=invitation.pk).first()
     if row is not None:
         _check_host(row)
@@ -346,6 +372,16 @@ def append_marker(invitation: Invitation, label: str) -> None:
         recorder_marker(path, label)
     except OSError as exc:
         log.warning("could not mark %r in %s: %s", label, path, exc)
+        return
+    share_with_web(path)
+
+
+def share_recording(invitation: Invitation) -> None:
+    """Let the web server, a user of its own (docker-compose.yml), read the recording for the review page's
+    player; its owner stays this host's (root), so it only reads it. Nothing to do under one user (make run)."""
+    path = cast_path(invitation)
+    if path.exists():
+        share_with_web(path)
 
 
 def save_files(invitation: Invitation, row: Workspace) -> None:

@@ -10,6 +10,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -71,8 +73,10 @@ def caddy_in_front(tmp_path):
         cwd=ROOT, stdout=(tmp_path / "daphne.log").open("ab"), stderr=subprocess.STDOUT)
     config = tmp_path / "Caddyfile"
     config.write_text("{\n\tadmin off\n}\nimport " + str(ROOT / "Caddyfile") + "\n")
+    # make run's one daphne serves the workspaces' requests too
     env = caddy_env(tmp_path, TAKEHOME_HOST=f"http://127.0.0.1:{caddy_port}",
                     TAKEHOME_UPSTREAM=f"127.0.0.1:{daphne_port}", TAKEHOME_UPSTREAM_TRANSPORT="plain",
+                    TAKEHOME_WORKSPACE_UPSTREAMS=f"127.0.0.1:{daphne_port}",
                     TAKEHOME_PROXY_PAGES=str(ROOT / "caddy"), TAKEHOME_UPLOAD_MAX_BYTES=str(20 * 2**20))
     proxy = subprocess.Popen([caddy(), "run", "--config", str(config), "--adapter", "caddyfile"], cwd=tmp_path,
                              env=env, stdout=(tmp_path / "caddy.log").open("ab"), stderr=subprocess.STDOUT)
@@ -100,3 +104,98 @@ def test_an_upload_over_caddys_limit_gets_a_page_saying_the_limit(caddy_in_front
     assert r.status_code == 413 and r.headers["Content-Type"].startswith("text/html"), r.text[:2000]
     assert "Server" not in r.headers
     assert "larger than the limit of 20 MB" in r.text and "gate.py submit" in r.text
+
+
+# --- sticky routing: an invitation's workspace requests reach the host that holds the workspace ---------------
+
+
+class Upstream(ThreadingHTTPServer):
+    """A stand-in for one server behind Caddy: answers every request with its own name, and keeps what it got."""
+
+    daemon_threads = True
+
+    def __init__(self, name: str, port: int):
+        self.name, self.got = name, []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(handler):  # noqa: N805
+                self.got.append((handler.path, dict(handler.headers)))
+                body = self.name.encode()
+                handler.send_response(200)
+                handler.send_header("Content-Length", str(len(body)))
+                handler.end_headers()
+                handler.wfile.write(body)
+
+            do_POST = do_GET
+
+            def log_message(handler, *args):  # noqa: N805
+                pass
+
+        super().__init__(("127.0.0.1", port), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def caddy_before_two_workspace_hosts(tmp_path):
+    """The shipped Caddyfile in front of a web server and two workspace hosts (stand-ins answering their name)."""
+    upstreams = {name: Upstream(name, free_port()) for name in ("web", "host-a", "host-b")}
+    caddy_port = free_port()
+    config = tmp_path / "Caddyfile"
+    config.write_text("{\n\tadmin off\n}\nimport " + str(ROOT / "Caddyfile") + "\n")
+    address = {name: f"127.0.0.1:{server.server_address[1]}" for name, server in upstreams.items()}
+    env = caddy_env(tmp_path, TAKEHOME_HOST=f"http://127.0.0.1:{caddy_port}", TAKEHOME_UPSTREAM=address["web"],
+                    TAKEHOME_UPSTREAM_TRANSPORT="plain",
+                    TAKEHOME_WORKSPACE_UPSTREAMS=f"{address['host-a']} {address['host-b']}",
+                    TAKEHOME_PROXY_PAGES=str(ROOT / "caddy"), TAKEHOME_UPLOAD_MAX_BYTES=str(20 * 2**20))
+    proxy = subprocess.Popen([caddy(), "run", "--config", str(config), "--adapter", "caddyfile"], cwd=tmp_path,
+                             env=env, stdout=(tmp_path / "caddy.log").open("ab"), stderr=subprocess.STDOUT)
+    try:
+        try:
+            _wait_for(lambda: listening(caddy_port), UP_WAIT_S, "Caddy")
+        except AssertionError:
+            raise AssertionError((tmp_path / "caddy.log").read_text()[-3000:]) from None
+        yield f"http://127.0.0.1:{caddy_port}", upstreams
+    finally:
+        stop(proxy)
+        for server in upstreams.values():
+            server.shutdown()
+            server.server_close()
+
+
+# Every kind of request an invitation's workspace gets (sessions_app/hosted/paths.py), and the candidate's
+# other requests, which the web server answers.
+WORKSPACE_REQUESTS = [("GET", "workspace"), ("GET", "workspace/files"), ("GET", "workspace/files/read?path=a.py"),
+                      ("POST", "workspace/files/save"), ("POST", "workspace/capture/red"), ("POST", "workspace/submit"),
+                      ("GET", "workspace/read-only"), ("GET", "terminal?cols=80&rows=24"), ("GET", "model/chat"),
+                      ("POST", "model/v1/chat/completions"), ("GET", "model/v1/models")]
+WEB_REQUESTS = [("GET", ""), ("POST", "start"), ("GET", "download"), ("POST", "gate/red"), ("GET", "status"),
+                ("POST", "upload"), ("GET", "uploads/3")]
+
+
+def test_every_request_of_one_token_reaches_the_same_workspace_host_and_tokens_spread(caddy_before_two_workspace_hosts):
+    base, upstreams = caddy_before_two_workspace_hosts
+    http = requests.Session()
+    http.trust_env = False  # loopback: never a proxy from the environment
+    chosen = {}
+    for number in range(40):
+        token = f"Tok{number:02d}-{number * 7919:08x}_q"
+        answered = set()
+        for _ in range(3):
+            for method, rest in WORKSPACE_REQUESTS:
+                answered.add(http.request(method, f"{base}/t/{token}/{rest}", timeout=30).text)
+        assert len(answered) == 1 and answered <= {"host-a", "host-b"}, (token, answered)
+        chosen[token] = answered.pop()
+        for method, rest in WEB_REQUESTS:
+            assert http.request(method, f"{base}/t/{token}/{rest}", timeout=30).text == "web", (token, rest)
+    # different tokens spread over both hosts
+    assert set(chosen.values()) == {"host-a", "host-b"}, chosen
+    # the header Caddy hashes on never reaches a host
+    for name in ("host-a", "host-b"):
+        assert upstreams[name].got and not any("X-Takehome-Workspace" in headers for _, headers in upstreams[name].got)
+    # a client naming another token in that header changes nothing: Caddy replaces it with the path's
+    one, other = next((a, b) for a in chosen for b in chosen if chosen[a] != chosen[b])
+    steered = http.get(f"{base}/t/{one}/workspace", headers={"X-Takehome-Workspace": other}, timeout=30)
+    assert steered.text == chosen[one]
+    # nothing else goes to a workspace host: the recruiters' pages, the health probes, the static files
+    for path in ("/accounts/login/", "/healthz", "/static/takehome/site.css", "/t/x/workspaces", "/review/1/"):
+        assert http.get(base + path, timeout=30).text == "web", path

@@ -44,9 +44,10 @@ PASSWORD = "a-long-enough-password-7"
 def compose_web_args(port: int) -> list[str]:
     """The web service's daphne command from docker-compose.yml, bound to loopback instead."""
     command = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["web"]["command"]
-    shell_line = shlex.split(command)[2]  # sh -c "<migrate && load && daphne ...>"
+    shell_line = shlex.split(command)[2]  # sh -c "<migrate && load && exec daphne ...>"
     args = shlex.split(shell_line.split("&&")[-1])
-    assert args[0] == "daphne", args
+    assert args[:2] == ["exec", "daphne"], args
+    args = args[1:]
     at = args.index("-e")
     assert args[at + 1] == "haproxy:tcp:port=8000:interface=0.0.0.0", args
     args[at + 1] = f"haproxy:tcp:port={port}:interface=127.0.0.1"

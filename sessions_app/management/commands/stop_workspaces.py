@@ -13,6 +13,9 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args, **options):
+        if not settings.HOLDS_WORKSPACES:
+            raise CommandError("This server holds no hosted workspaces (TAKEHOME_HOLDS_WORKSPACES=false): run "
+                               "stop_workspaces on the workspace host.")
         rows = (Workspace.objects.filter(host=settings.WORKSPACE_HOST)
                 .select_related("invitation__packet_version__packet").order_by("closed", "pk"))
         failed = stopped = 0
