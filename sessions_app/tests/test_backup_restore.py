@@ -203,3 +203,17 @@ def test_the_manifest_says_what_the_backup_holds(shells, invitation, media_root,
     folder = workspaces.folder_for(invitation)
     assert workspaces.backend().shell_running(workspaces.workspace_for(invitation))
     assert not (folder / "saved.tar").exists()
+
+
+@pytest.mark.parametrize("command", ["backup", "restore"])
+def test_with_uploads_in_a_bucket_backup_and_restore_refuse_saying_how_to_back_it_up(settings, tmp_path, command):
+    from django.core.management import CommandError, call_command
+
+    settings.STORAGE = "s3"
+    target = tmp_path / "site.backup"
+    if command == "restore":
+        target.write_bytes(b"not read")
+    with pytest.raises(CommandError, match=r"kept in the S3 bucket.*Nothing was changed"):
+        call_command(command, str(target))
+    if command == "backup":
+        assert not target.exists() or target.stat().st_size == 0

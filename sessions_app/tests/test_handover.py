@@ -5,8 +5,10 @@ group becomes that owner's, so the web server stores the next upload there and s
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from conftest import require
 from sessions_app import actions
@@ -31,7 +33,7 @@ def owner(path) -> tuple[int, int]:
 def test_a_hosted_submits_zip_and_its_folders_are_the_web_servers(web_owns_media):
     incoming = actions._incoming(b"PK\x05\x06" + b"\0" * 18, "workspace.zip")
     assert owner(incoming.path) == (WEB_UID, WEB_GID) and owner(incoming.path.parent) == (WEB_UID, WEB_GID)
-    stored = actions._store(incoming)
+    stored = Path(settings.MEDIA_ROOT) / actions._store(incoming)
     assert owner(stored) == (WEB_UID, WEB_GID)
     for folder in (stored.parent, stored.parent.parent):  # uploads/<xx>/: the web server stores the next there
         assert owner(folder) == (WEB_UID, WEB_GID), folder
@@ -52,7 +54,7 @@ def test_nothing_changes_under_one_user(media_root, settings, invitation, tmp_pa
     settings.MEDIA_ROOT.mkdir(parents=True, exist_ok=True)
     mine = (os.geteuid(), os.getegid())
     assert owner(settings.MEDIA_ROOT) == mine
-    stored = actions._store(actions._incoming(b"PK\x05\x06" + b"\0" * 18, "workspace.zip"))
+    stored = Path(settings.MEDIA_ROOT) / actions._store(actions._incoming(b"PK\x05\x06" + b"\0" * 18, "workspace.zip"))
     assert owner(stored) == mine
     workspaces.append_marker(invitation, "submitted")
     assert owner(workspaces.cast_path(invitation)) == mine

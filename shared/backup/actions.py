@@ -53,6 +53,7 @@ def do_backup(out: BinaryIO, say: Say, skip: tuple[int, int] | None = None) -> d
     snapshot names is on disk by then, and it is copied after. ``skip`` is the (device, inode) of the
     file being written, left out should it lie in a folder backed up. Returns the manifest.
     """
+    refuse_bucket("back up")
     with _scratch(".backup-") as tmp:
         scratch = Path(tmp)
         writer = Writer(out)
@@ -82,6 +83,16 @@ def do_backup(out: BinaryIO, say: Say, skip: tuple[int, int] | None = None) -> d
 
 
 # --- restoring ---------------------------------------------------------------------------------------------
+
+
+def refuse_bucket(what: str) -> None:
+    """Uploads and recordings in an S3 bucket are not on this disk: a backup of it would miss them all."""
+    if settings.STORAGE != "filesystem":
+        raise BackupRefused(
+            f"Cannot {what} here: uploads and recordings are kept in the S3 bucket (TAKEHOME_STORAGE="
+            f"{settings.STORAGE}), which this file does not hold. Back the bucket up with its own tools "
+            "(versioning, or a mirror such as `mc mirror`) and the database with pg_dump "
+            "(docs/operations.md, \"Several hosts\"). Nothing was changed.")
 
 
 def _holds_files(part: Part) -> bool:
@@ -155,6 +166,7 @@ def do_restore(source: BinaryIO, say: Say, *, label: str, force: bool = False,
     part's files, then the parts fix what the move to this server changes, and the database is
     migrated to this version. BackupRefused, saying why and what to do, when it cannot be done.
     """
+    refuse_bucket("restore")
     registered = parts()
     by_name = {part.name: part for part in registered}
     if source_path is not None:

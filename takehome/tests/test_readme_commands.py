@@ -334,6 +334,13 @@ ELSEWHERE = {
     "ollama pull qwen2.5-coder:7b": "downloads a model's weights with Ollama, which this machine does not have; the model "
                                     "window's tests use a fake upstream (sessions_app/tests/conftest.py)",
     "docker compose up -d --build": NO_DOCKER,
+    'docker run --rm -e MC_HOST_site quay.io/minio/mc admin policy attach site readwrite --user takehome': NO_DOCKER,
+    "docker run --rm -e MC_HOST_site quay.io/minio/mc admin user add site takehome '<another long secret>'": NO_DOCKER,
+    'docker run --rm -e MC_HOST_site quay.io/minio/mc mb site/takehome': NO_DOCKER,
+    "export MC_HOST_site='http://admin:<the secret above>@10.0.0.5:9000'": NO_DOCKER,
+    'quay.io/minio/minio server /data': NO_DOCKER,
+    "-e MINIO_ROOT_USER=admin -e MINIO_ROOT_PASSWORD='<a long random secret>' \\": NO_DOCKER,
+    'docker run -d --name minio --restart unless-stopped -p 9000:9000 -v /srv/minio:/data \\': NO_DOCKER,
     "docker compose exec web python manage.py createsuperuser": NO_DOCKER,
     "docker compose cp caddy:/data/caddy/pki/authorities/local/root.crt caddy-root.crt": NO_DOCKER,
     "curl --cacert caddy-root.crt https://localhost/": NO_DOCKER,
