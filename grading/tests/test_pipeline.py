@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -24,9 +25,12 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("use_test_sandbox")
 
 
 def submit(invitation, path: Path, **fields) -> Submission:
+    # why named by content, as the upload view names them: the storage replaces a file of the same name
+    # whole, so two different zips under one name would be one
+    name = f"{hashlib.sha256(path.read_bytes()).hexdigest()}.zip"  # under the field's uploads/
     with path.open("rb") as fh:
         return Submission.objects.create(
-            invitation=invitation, archive=File(fh, name="s.zip"), sha256="0" * 64,
+            invitation=invitation, archive=File(fh, name=name), sha256="0" * 64,
             size=path.stat().st_size, **fields,
         )
 
@@ -315,7 +319,7 @@ def test_an_archive_missing_from_the_bucket_is_an_error_at_once(invitation, s3_b
     stored.delete(submission.archive.name)
     assert tasks.grade_submission.apply(args=(submission.pk,)).get() == "error"
     submission.refresh_from_db()
-    assert "missing from storage (uploads/s.zip)" in last_error(submission) and not Evidence.objects.exists()
+    assert f"missing from storage ({submission.archive.name})" in last_error(submission) and not Evidence.objects.exists()
 
 
 def lose(run: GradingRun, minutes: int = 10) -> None:

@@ -76,7 +76,9 @@ def test_when_the_newer_upload_is_refused_the_superseded_one_is_graded_after_all
     assert (good.status, good.is_latest) == ("received", True)
     assert (bad.status, bad.is_latest) == ("rejected", False) and "symbolic link" in bad.reject_reason
 
-    assert pipeline.grade_submission(good.pk) == "graded"
+    outcome = pipeline.grade_submission(good.pk)
+    good.refresh_from_db()
+    assert outcome == "graded", good.reject_reason
     assert Evidence.objects.get(submission=good).data["archive"]["accepted"] is True
     assert list(Submission.objects.latest_per_invitation().values_list("pk", flat=True)) == [good.pk]
 
