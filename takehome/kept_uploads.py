@@ -47,9 +47,11 @@ def keep(owner, uploaded) -> Kept:
     data = b"".join(uploaded.chunks())
     sha256 = hashlib.sha256(data).hexdigest()
     name = (uploaded.name or "upload.zip")[-255:]
-    KeptUpload.objects.update_or_create(
-        owner=owner, sha256=sha256,
-        defaults={"name": name, "size": len(data), "content": data, "kept_at": timezone.now()})
+    # why only the key read back: a zip kept already (a second refused submit) is renewed, not read or written again
+    row, created = KeptUpload.objects.only("pk").get_or_create(
+        owner=owner, sha256=sha256, defaults={"name": name, "size": len(data), "content": data})
+    if not created:
+        KeptUpload.objects.filter(pk=row.pk).update(name=name, kept_at=timezone.now())
     return Kept(_reference(owner, sha256), name, len(data))
 
 

@@ -4,22 +4,23 @@ from takehome.actions import VersionContent, do_create_packet
 from takehome.models import Candidate, Invitation, PacketCheck, PacketVersion
 
 
+def _finish_check(version: PacketVersion, passed: bool) -> PacketVersion:
+    version.checks.filter(status__in=PacketCheck.OPEN).delete()
+    word = "passed" if passed else "failed"
+    PacketCheck.objects.create(version=version, status=PacketCheck.Status.PASSED if passed else PacketCheck.Status.FAILED,
+                               results=[{"check_id": "test-setup", "title": f"Marked {word} by the test set-up",
+                                         "passed": passed, "summary": "" if passed else "the test said so", "log": ""}])
+    return version
+
+
 def mark_checked(version: PacketVersion) -> PacketVersion:
     """Publish a version as if its self-check had passed, for tests that are not about the self-check."""
-    version.checks.filter(status__in=PacketCheck.OPEN).delete()
-    PacketCheck.objects.create(version=version, status=PacketCheck.Status.PASSED,
-                               results=[{"check_id": "test-setup", "title": "Marked passed by the test set-up",
-                                         "passed": True, "summary": "", "log": ""}])
-    return version
+    return _finish_check(version, passed=True)
 
 
 def mark_failed(version: PacketVersion) -> PacketVersion:
     """Make a version a draft as if a check of its self-check had failed, for tests of what a draft refuses."""
-    version.checks.filter(status__in=PacketCheck.OPEN).delete()
-    PacketCheck.objects.create(version=version, status=PacketCheck.Status.FAILED,
-                               results=[{"check_id": "test-setup", "title": "Marked failed by the test set-up",
-                                         "passed": False, "summary": "the test said so", "log": ""}])
-    return version
+    return _finish_check(version, passed=False)
 
 
 def make_packet(slug="tiny", title="Tiny packet", checked=True, **overrides):
