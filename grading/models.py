@@ -217,3 +217,34 @@ class AgreementTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cell}: {self.reviewer_a_id}/{self.reviewer_b_id} on packet {self.packet_id}"
+
+
+class Assignment(models.Model):
+    """A reviewer asked to review one submission: its packet says how many reviewers each graded one gets.
+
+    Written by grading.actions only: ``do_assign_reviewers`` when grading ends
+    (and the sweep, for graded submissions still short of reviewers), spread
+    by load; ``do_reassign_reviewer`` when a recruiter gives the review to
+    someone else. An assignment is open while its submission is the upload
+    under review and the reviewer has not submitted a review of it; the open
+    ones are a reviewer's load and their "my queue".
+    """
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="assignments")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments")
+    assigned_at = models.DateTimeField(default=timezone.now)
+    # None: the server assigned it (by load); else the recruiter who reassigned it.
+    assigned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+
+    class Meta:
+        ordering = ["submission", "assigned_at", "pk"]
+        constraints = [
+            # why: two reviews by one person are one opinion counted twice
+            models.UniqueConstraint(fields=["submission", "reviewer"], name="assignment_one_per_reviewer"),
+        ]
+        indexes = [models.Index(fields=["reviewer", "submission"], name="assignment_reviewer_submission")]
+
+    def __str__(self) -> str:
+        return f"submission {self.submission_id} assigned to {self.reviewer_id}"
+

@@ -23,7 +23,7 @@ from shared.paging import beyond
 from takehome import funnel
 from takehome.models import Candidate, Decision, Invitation, Packet
 
-from .actions import TALLY_COUNTS, diff_unfolded
+from .actions import TALLY_COUNTS, diff_unfolded, eligible_reviewers, loads, open_assignments
 from .engine import display, replay, rubric
 from .engine.agreement import PairAgreement, Table
 from .models import AgreementTally, Evidence, Mark, Review
@@ -40,25 +40,43 @@ def candidate_label(invitation: Invitation, packet: Packet, reader: bool = False
 # --- the queue ---------------------------------------------------------------------------
 
 
-def queue(reviewer, packet_slug: str = "", todo: bool = True) -> QuerySet:
-    """Ids of the latest submission of each invitation, newest first; `todo`: not yet submitted by the viewer.
+def queue(reviewer, packet_slug: str = "", todo: bool = True, but_mine: bool = False) -> QuerySet:
+    """Ids of the latest submission of each invitation, newest first; `todo`: not yet submitted by the viewer;
+    `but_mine`: without those in the viewer's own queue (``my_queue``), which the page lists first.
 
     Only ids, from the submission table alone: a page is then an index walk
     down ``uploaded_at`` (see shared.paging), each row's packet and review
     looked up by key, and the page's 50 rows are loaded whole by
     ``load_queue_page``.
     """
-    qs = Submission.objects.latest_per_invitation().order_by("-uploaded_at", "-pk")
-    if packet_slug:
-        # why EXISTS, not IN: an IN list makes the database gather the packet's every upload
-        # and sort them; a lookup per row lets it walk the queue's order and stop after one page.
-        qs = qs.filter(Exists(
-            Invitation.objects.filter(pk=OuterRef("invitation_id"), packet_version__packet__slug=packet_slug)))
+    qs = _in_packet(Submission.objects.latest_per_invitation().order_by("-uploaded_at", "-pk"), packet_slug)
     if todo:
         qs = qs.exclude(
             Exists(Review.objects.filter(submission=OuterRef("pk"), reviewer=reviewer, submitted_at__isnull=False))
         )
+    if but_mine:
+        qs = qs.exclude(Exists(open_assignments().filter(submission=OuterRef("pk"), reviewer=reviewer)))
     return qs.values_list("pk", flat=True)
+
+
+def _in_packet(qs: QuerySet, packet_slug: str) -> QuerySet:
+    if not packet_slug:
+        return qs
+    # why EXISTS, not IN: an IN list makes the database gather the packet's every upload
+    # and sort them; a lookup per row lets it walk the queue's order and stop after one page.
+    return qs.filter(Exists(
+        Invitation.objects.filter(pk=OuterRef("invitation_id"), packet_version__packet__slug=packet_slug)))
+
+
+def my_queue(reviewer, packet_slug: str = "") -> QuerySet:
+    """Ids of the submissions assigned to the viewer that wait for their review, oldest upload first.
+
+    Open assignments only (grading.actions.open_assignments): the upload under
+    review, not yet reviewed by them. Oldest first: the longest waiting is read first.
+    """
+    qs = Submission.objects.filter(
+        Exists(open_assignments().filter(submission=OuterRef("pk"), reviewer=reviewer)))
+    return _in_packet(qs, packet_slug).order_by("uploaded_at", "pk").values_list("pk", flat=True)
 
 
 def load_queue_page(ids: list[int]) -> list[Submission]:
@@ -144,11 +162,15 @@ def queue_rows(submissions: list[Submission], reviewer) -> list[QueueRow]:
 def next_in_queue(submission: Submission, reviewer) -> int | None:
     """The id of the next submission the reviewer has not yet submitted a review for.
 
-    The next older one in the queue's order; when none is older, the newest
-    one left (an upload that arrived while this one was read), so that
+    First the oldest in the reviewer's own queue (assigned to them, my_queue);
+    then the next older one in the queue's order; when none is older, the
+    newest one left (an upload that arrived while this one was read), so that
     "nothing else is waiting" is only said when it is true. Both are index
     walks that stop at the first row found, from this row and from the top.
     """
+    mine = my_queue(reviewer).exclude(pk=submission.pk).first()
+    if mine is not None:
+        return mine
     todo = queue(reviewer, todo=True)
     older = beyond(todo, "uploaded_at", submission.uploaded_at, submission.pk, lower=True).first()
     return older if older is not None else todo.exclude(pk=submission.pk).first()
@@ -308,6 +330,33 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
         "next": None if reader else next_in_queue(submission, reviewer),
         "cells_before_diff": [state["cells"][key].label for key in rubric.BEFORE_DIFF],
     }
+
+
+@dataclass(frozen=True)
+class AssignedReviewer:
+    """One reviewer assigned to a submission, as its review page lists them."""
+
+    pk: int
+    name: str
+    state: str  # "submitted", "draft" or "" (not started)
+    by: str  # who assigned them: "" for the server (by load), else the recruiter's name
+
+
+def assigned_reviewers(submission: Submission) -> list[AssignedReviewer]:
+    """The reviewers assigned to the submission, in the order they were assigned, each with their review's state."""
+    states = {r: ("submitted" if at else "draft") for r, at in
+              Review.objects.filter(submission=submission).values_list("reviewer_id", "submitted_at")}
+    return [AssignedReviewer(a.reviewer_id, a.reviewer.get_username(), states.get(a.reviewer_id, ""),
+                             a.assigned_by.get_username() if a.assigned_by else "")
+            for a in submission.assignments.select_related("reviewer", "assigned_by")]
+
+
+def reassign_choices(assigned: list[AssignedReviewer]) -> list[tuple[int, str]]:
+    """The reviewers a recruiter may give the review to (not assigned yet), each named with their open load."""
+    taken = {a.pk for a in assigned}
+    people = list(eligible_reviewers().exclude(pk__in=taken).order_by("username"))
+    load = loads([p.pk for p in people])
+    return [(p.pk, f"{p.get_username()} ({load[p.pk]} open)") for p in people]
 
 
 def not_accepted_reason(upload: Submission) -> str:

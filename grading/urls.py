@@ -12,6 +12,7 @@ urlpatterns = [
     path("<int:pk>/session.cast", views.session_cast, name="session-cast"),
     path("<int:pk>/mark/<str:cell>/", views.mark_update, name="mark-update"),
     path("<int:pk>/submit/", views.review_submit, name="review-submit"),
+    path("<int:pk>/assign/", views.assignment_update, name="assignment-update"),
     path("debrief/", views.debrief_list, name="debrief-list"),
     path("debrief/<slug:slug>/", views.debrief, name="debrief-detail"),
     path("debrief/<slug:slug>.csv", views.debrief_csv, name="debrief-csv"),
