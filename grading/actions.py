@@ -22,8 +22,9 @@ from takehome import funnel
 from takehome.audit import record
 from takehome.models import Invitation
 
+from .engine import diffview, display
 from .engine.agreement import Table, pair_tables
-from .models import CELLS_BEFORE_DIFF, AgreementTally, Assignment, Cell, Mark, Review
+from .models import CELLS_BEFORE_DIFF, AgreementTally, Assignment, Cell, Evidence, LineComment, Mark, Review
 
 TALLY_COUNTS = ("both_pass", "a_pass_b_fail", "a_fail_b_pass", "both_fail")  # Table's fields, in its order
 
@@ -90,6 +91,51 @@ def do_save_note_draft(submission: Submission, reviewer, cell: str, note: str) -
         review.draft_notes.pop(cell, None)
     review.save(update_fields=["draft_notes"])
     return review
+
+
+MAX_COMMENT_CHARS = 2000
+
+
+def diff_file(submission: Submission, path: str) -> dict | None:
+    """The evidence's diff of one file (as stored, cleaned for display), or None when the diff has no such file."""
+    data = Evidence.objects.filter(submission=submission).values_list("data", flat=True).first() or {}
+    for f in (data.get("diff") or {}).get("files") or []:
+        if isinstance(f, dict) and f.get("path") == path:
+            return display.clean_tree(f)
+    return None
+
+
+@transaction.atomic
+def do_save_line_comment(submission: Submission, reviewer, path: str, anchor: str, body: str) -> LineComment | None:
+    """Keep ``reviewer``'s comment on one line of the diff (``anchor``: ``old:N`` or ``new:N``) with their review.
+
+    An empty body removes the comment (None). Refused: a submitted review
+    (final), the diff still folded, a file or line the diff does not have,
+    or a body over MAX_COMMENT_CHARS.
+    """
+    body = (body or "").strip()
+    if len(body) > MAX_COMMENT_CHARS:
+        raise ReviewError(f"A comment is at most {MAX_COMMENT_CHARS} characters.")
+    where = diffview.parse_anchor(anchor)
+    found = diff_file(submission, path)
+    # why from the stored evidence: the line and its text are the grader's, whatever the browser sent
+    line = diffview.find_line(diffview.parse_unified(found.get("diff") or ""), anchor) if found and where else None
+    if where is None or line is None:
+        raise ReviewError("The diff has no such line.")
+    review, _ = Review.objects.select_for_update().get_or_create(submission=submission, reviewer=reviewer)
+    if review.is_submitted:
+        raise ReviewError("Your review is submitted; its comments are final.")
+    if not diff_unfolded(scored_cells(review)):
+        raise ReviewError("Score the red log, the stamp and the refusal first; the diff is folded until then.")
+    side, number = where
+    if not body:
+        LineComment.objects.filter(review=review, path=path, side=side, line=number).delete()
+        return None
+    comment, _ = LineComment.objects.update_or_create(
+        review=review, path=path, side=side, line=number,
+        defaults={"body": body, "snippet": line.text[:500], "updated_at": timezone.now()},
+    )
+    return comment
 
 
 @transaction.atomic

@@ -248,3 +248,40 @@ class Assignment(models.Model):
     def __str__(self) -> str:
         return f"submission {self.submission_id} assigned to {self.reviewer_id}"
 
+
+
+class LineComment(models.Model):
+    """A reviewer's comment on one line of a submission's diff, kept with their review.
+
+    Blind like the marks: another reviewer sees it only once their own review
+    is submitted; final once this review is submitted. ``side`` and ``line``
+    name the line (``old`` for a removed line, by its number before the
+    change; ``new`` for any other, by its number after); ``snippet`` is that
+    line's text as the grader stored it, so the debrief and the CSV can quote
+    it. Written by grading.actions.do_save_line_comment only.
+    """
+
+    class Side(models.TextChoices):
+        OLD = "old", "before the change"
+        NEW = "new", "after the change"
+
+    review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="comments")
+    path = models.CharField(max_length=500)
+    side = models.CharField(max_length=3, choices=Side.choices)
+    line = models.PositiveIntegerField()
+    snippet = models.CharField(max_length=500, blank=True)
+    body = models.TextField(max_length=2000)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["review", "path", "side", "line"]
+        constraints = [
+            models.UniqueConstraint(fields=["review", "path", "side", "line"], name="linecomment_one_per_line"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.side}:{self.line}"
+
+    @property
+    def anchor(self) -> str:
+        return f"{self.side}:{self.line}"

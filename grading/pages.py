@@ -24,9 +24,9 @@ from takehome import funnel
 from takehome.models import Candidate, Decision, Invitation, Packet
 
 from .actions import TALLY_COUNTS, diff_unfolded, eligible_reviewers, loads, open_assignments
-from .engine import display, replay, rubric
+from .engine import diffview, display, replay, rubric
 from .engine.agreement import PairAgreement, Table
-from .models import AgreementTally, Evidence, Mark, Review
+from .models import AgreementTally, Evidence, LineComment, Mark, Review
 
 
 def candidate_label(invitation: Invitation, packet: Packet, reader: bool = False) -> str:
@@ -211,7 +211,7 @@ def review_state(submission: Submission, reviewer, reader: bool = False) -> dict
     shown, the diff unfolded, no form.
     """
     review = None if reader else (
-        Review.objects.filter(submission=submission, reviewer=reviewer).prefetch_related("marks").first()
+        Review.objects.filter(submission=submission, reviewer=reviewer).prefetch_related("marks", "comments").first()
     )
     marks = {m.cell: m for m in review.marks.all()} if review else {}
     locked = reader or bool(review and review.is_submitted)
@@ -258,8 +258,10 @@ def upload_history(submission: Submission) -> list[Submission]:
     )
 
 
-def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
-    """Everything the review page draws, in the fixed order of its sections (``reader``: see review_state)."""
+def review_page(submission: Submission, reviewer, reader: bool = False,
+                open_at: tuple[str, str, str] = ("", "", "")) -> dict:
+    """Everything the review page draws, in the fixed order of its sections (``reader``: see review_state;
+    ``open_at``: the diff line whose comment form is open, see diff_views)."""
     packet = submission.invitation.packet
     uploads = upload_history(submission)
     evidence = Evidence.objects.filter(submission=submission).first()
@@ -322,7 +324,10 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
         "model_comparisons": display.comparison_rows(model),
         "texts": texts,
         "stamp_read": display.stamp_read(timeline.get("events")),
-        "diff_files": display.order_files((data.get("diff") or {}).get("files") or []),
+        "diff_files": diff_views(display.order_files((data.get("diff") or {}).get("files") or []),
+                                 *comments_seen(submission, reviewer, state["review"], state["locked"], reader),
+                                 open_at=open_at),
+        "can_comment": not state["locked"] and state["unfolded"],
         "test_runs": [(name, runs[name]) for name in display.TEST_RUNS if name in runs],
         "fix_runs": [(name, runs[name]) for name in display.FIX_RUNS if name in runs],
         "decoys": runs.get("tests_vs_decoys"),
@@ -344,11 +349,13 @@ class AssignedReviewer:
 
 def assigned_reviewers(submission: Submission) -> list[AssignedReviewer]:
     """The reviewers assigned to the submission, in the order they were assigned, each with their review's state."""
-    states = {r: ("submitted" if at else "draft") for r, at in
-              Review.objects.filter(submission=submission).values_list("reviewer_id", "submitted_at")}
-    return [AssignedReviewer(a.reviewer_id, a.reviewer.get_username(), states.get(a.reviewer_id, ""),
+    theirs = Review.objects.filter(submission=OuterRef("submission"), reviewer=OuterRef("reviewer"))
+    found = (submission.assignments.select_related("reviewer", "assigned_by")
+             .annotate(started=Exists(theirs), submitted=Exists(theirs.filter(submitted_at__isnull=False))))
+    return [AssignedReviewer(a.reviewer_id, a.reviewer.get_username(),
+                             "submitted" if a.submitted else "draft" if a.started else "",
                              a.assigned_by.get_username() if a.assigned_by else "")
-            for a in submission.assignments.select_related("reviewer", "assigned_by")]
+            for a in found]
 
 
 def reassign_choices(assigned: list[AssignedReviewer]) -> list[tuple[int, str]]:
@@ -357,6 +364,72 @@ def reassign_choices(assigned: list[AssignedReviewer]) -> list[tuple[int, str]]:
     people = list(eligible_reviewers().exclude(pk__in=taken).order_by("username"))
     load = loads([p.pk for p in people])
     return [(p.pk, f"{p.get_username()} ({load[p.pk]} open)") for p in people]
+
+
+@dataclass
+class LineView:
+    """A diff line as the page draws it, with the comments on it the viewer may see."""
+
+    line: diffview.DiffLine
+    mine: LineComment | None = None
+    others: list = field(default_factory=list)  # [(reviewer name, LineComment)], blind until the viewer submits
+
+    @property
+    def dom_id(self) -> str:
+        return self.line.anchor.replace(":", "-")
+
+
+@dataclass
+class FileView:
+    """One changed file of the diff: its lines, unified and side by side, each with its comments."""
+
+    index: int
+    path: str
+    status: str
+    is_test: bool
+    binary: bool
+    text: str  # the stored diff, drawn as it is when it holds no hunk (a file too large, "only line endings")
+    lines: list[LineView]
+    split: list[tuple[LineView | None, LineView | None, str]]
+    open_anchor: str = ""  # the line whose comment form is open
+    open_view: str = "unified"  # in which of the two tables
+
+
+def comments_seen(submission: Submission, reviewer, review: Review | None, locked: bool, reader: bool):
+    """The viewer's own comments by (path, anchor), and the others' they may see: blind like the marks."""
+    mine = {(c.path, c.anchor): c for c in review.comments.all()} if review else {}
+    others: dict[tuple[str, str], list] = defaultdict(list)
+    if locked or reader:
+        # why only now: a reviewer who has not submitted must not read anyone else's reading of the diff
+        for c in (LineComment.objects.filter(review__submission=submission, review__submitted_at__isnull=False)
+                  .exclude(review__reviewer=reviewer).select_related("review__reviewer")
+                  .order_by("review__reviewer__username", "pk")):
+            others[(c.path, c.anchor)].append((c.review.reviewer.get_username(), c))
+    return mine, others
+
+
+def diff_views(files: list, mine: dict, others: dict, open_at: tuple[str, str, str] = ("", "", "")) -> list[FileView]:
+    """The diff's files for the page, each parsed into lines with their comments.
+
+    ``open_at``: (path, anchor, view) of the line whose comment form is open.
+    """
+    views = []
+    for index, f in enumerate(files):
+        path = str(f.get("path", ""))
+        by_anchor = {}
+        lines = []
+        for line in diffview.parse_unified(str(f.get("diff") or "")):
+            view = LineView(line, mine.get((path, line.anchor)), others.get((path, line.anchor), []))
+            lines.append(view)
+            if line.kind != "hunk":
+                by_anchor[id(line)] = view
+        split = [(by_anchor.get(id(r.left)) if r.left else None, by_anchor.get(id(r.right)) if r.right else None,
+                  r.hunk) for r in diffview.side_by_side([v.line for v in lines])]
+        views.append(FileView(
+            index, path, str(f.get("status", "")), bool(f.get("is_test")), bool(f.get("binary")),
+            str(f.get("diff") or ""), lines, split,
+            open_anchor=open_at[1] if open_at[0] == path else "", open_view=open_at[2] or "unified"))
+    return views
 
 
 def not_accepted_reason(upload: Submission) -> str:
@@ -517,6 +590,35 @@ class MarkView:
     submitted_at: object = None
 
 
+@dataclass(frozen=True)
+class CommentView:
+    """A submitted review's comment on a diff line, as the debrief and the CSV show it."""
+
+    path: str
+    side: str
+    line: int
+    snippet: str
+    body: str
+
+    @property
+    def where(self) -> str:
+        """'invoices.py:12' for a line after the change, 'invoices.py:-9' for one removed (its number before)."""
+        return f"{self.path}:{'-' if self.side == 'old' else ''}{self.line}"
+
+
+def submitted_comments(submission_ids) -> dict[int, list[tuple[str, CommentView]]]:
+    """The diff comments of the submitted reviews of these uploads, by upload, by reviewer name then place."""
+    found: dict[int, list[tuple[str, CommentView]]] = defaultdict(list)
+    rows = (LineComment.objects.filter(review__submission_id__in=list(submission_ids),
+                                       review__submitted_at__isnull=False)
+            .values_list("review__submission_id", "review__reviewer__username", "path", "side", "line", "snippet",
+                         "body")
+            .order_by("review__reviewer__username", "path", "line", "side"))
+    for submission_id, name, path, side, line, snippet, body in rows:
+        found[submission_id].append((name, CommentView(path, side, line, snippet, body)))
+    return found
+
+
 @dataclass
 class DebriefRow:
     submission: Submission
@@ -525,6 +627,7 @@ class DebriefRow:
     reviews: int
     cells: list = field(default_factory=list)  # [(cell, [(reviewer, MarkView)], disagree)]
     under_review: Submission | None = None  # set when this row is not the upload under review
+    comments: list = field(default_factory=list)  # [(reviewer, CommentView)] of the submitted reviews
 
     @property
     def newer_upload_exists(self) -> bool:
@@ -560,12 +663,14 @@ def debrief_page_rows(
             .only("pk", "invitation_id", "uploaded_at", "status", "is_latest") if u.is_latest
         }
     rows = []
+    comments = submitted_comments(ids)
     for s in submissions:
         # why: the debrief is no back door around blind review.
         visible = reader or reviewer.pk in reviewers_of[s.pk]
         row = DebriefRow(s, candidate_label(s.invitation, packet, reader), visible, len(reviewers_of[s.pk]),
                          under_review=None if s.is_latest else under_review.get(s.invitation_id))
         if visible:
+            row.comments = comments.get(s.pk, [])
             for key in rubric.KEYS:
                 marks_here = by_submission[s.pk][key]
                 disagree = len({m.passed for _, m in marks_here}) > 1
@@ -646,7 +751,8 @@ def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500, reader: bool = 
     header = ["submission", "candidate", "uploaded_at", "reviewer", "submitted_at"]
     for key, _ in labels:
         header += [key, f"{key}_note"]
-    header += ["disagreement", "under_review", "decision", "decision_note", "decided_by", "decided_at"]
+    header += ["diff_comments", "disagreement", "under_review", "decision", "decision_note", "decided_by",
+               "decided_at"]
     yield header
     rows = debrief_rows(packet)
     last = 0
@@ -677,10 +783,12 @@ def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500, reader: bool = 
                 for key, _ in labels:
                     m = marks.get(key)
                     line += [("pass" if m.passed else "fail") if m else "", m.note if m else ""]
-                line += [" ".join(disagree), "yes" if row.submission.is_latest else "no", *decided]
+                # one comment a line of the field: where, the line as it stood, what the reviewer said
+                said = [f"{c.where} `{c.snippet.strip()}`: {c.body}" for who, c in row.comments if who == name]
+                line += ["\n".join(said), " ".join(disagree), "yes" if row.submission.is_latest else "no", *decided]
                 yield [csv_safe(v) for v in line]
             if not per_reviewer and reader:
                 line = [row.submission.pk, row.candidate, row.submission.uploaded_at.isoformat(), "", ""]
                 line += ["", ""] * len(labels)
-                line += ["", "yes" if row.submission.is_latest else "no", *decided]
+                line += ["", "", "yes" if row.submission.is_latest else "no", *decided]
                 yield [csv_safe(v) for v in line]

@@ -17,8 +17,9 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -220,6 +221,49 @@ def review_submit(request: HttpRequest, pk: int) -> HttpResponse:
             template += "#review-submit"
         return render(request, template, context)
     return htmx_redirect(request, "grading:review-detail", pk=submission.pk)
+
+
+def _open_at(data) -> tuple[str, str, str]:
+    """(path, line anchor, view) of the comment form asked for; view is "unified" or "split"."""
+    return data.get("path", ""), data.get("at", ""), "split" if data.get("view") == "split" else "unified"
+
+
+def _diff_file(request: HttpRequest, submission: Submission, open_at: tuple[str, str, str], error: str = "",
+               draft: str | None = None, focus: str = "") -> HttpResponse:
+    """One file of the diff again (htmx), or the whole page (else), with the comment form open at ``open_at``."""
+    context = pages.review_page(submission, request.user, open_at=open_at)
+    context.update(comment_error=error, comment_draft=draft, focus_anchor=focus)
+    if not request.htmx:
+        return _page(request, context)
+    f = next((f for f in context["diff_files"] if f.path == open_at[0]), None)
+    if f is None:
+        raise Http404("No such file in the diff.")
+    return render(request, "grading/review_detail.html#diff-file", {**context, "f": f})
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@marker_required
+def comment_form(request: HttpRequest, pk: int) -> HttpResponse:
+    """Open the comment box under one line of the diff: the file again for htmx, the whole page without it."""
+    return _diff_file(request, _submission(pk), _open_at(request.GET))
+
+
+@require_POST
+@marker_required
+def comment_save(request: HttpRequest, pk: int) -> HttpResponse:
+    """Keep the viewer's comment on one diff line with their review (an empty comment removes it)."""
+    submission = _submission(pk)
+    path, at, view = _open_at(request.POST)
+    body = request.POST.get("body", "")
+    try:
+        # why request.user: a reviewer only ever writes their own review's comments; there is no id to forge.
+        actions.do_save_line_comment(submission, request.user, path, at, body)
+    except actions.ReviewError as exc:
+        return _diff_file(request, submission, (path, at, view), str(exc), draft=body)
+    if not request.htmx:
+        return redirect(reverse("grading:review-detail", args=[submission.pk]) + "#diff-section")
+    return _diff_file(request, submission, (path, "", view), focus=at)
 
 
 @require_POST

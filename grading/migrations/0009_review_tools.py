@@ -30,4 +30,21 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('submission', 'reviewer'), name='assignment_one_per_reviewer')],
             },
         ),
+        migrations.CreateModel(
+            name='LineComment',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('path', models.CharField(max_length=500)),
+                ('side', models.CharField(choices=[('old', 'before the change'), ('new', 'after the change')], max_length=3)),
+                ('line', models.PositiveIntegerField()),
+                ('snippet', models.CharField(blank=True, max_length=500)),
+                ('body', models.TextField(max_length=2000)),
+                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ('review', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='comments', to='grading.review')),
+            ],
+            options={
+                'ordering': ['review', 'path', 'side', 'line'],
+                'constraints': [models.UniqueConstraint(fields=('review', 'path', 'side', 'line'), name='linecomment_one_per_line')],
+            },
+        ),
     ]
