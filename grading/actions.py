@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
 from django.db import connections, transaction
-from django.db.models import Count, Exists, F, OuterRef, Value
+from django.db.models import Count, Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Least
 from django.utils import timezone
 
@@ -285,8 +285,11 @@ def do_assign_reviewers(submission_id: int) -> list[Assignment]:
                   .filter(pk=submission_id).first())
     if submission is None or submission.status != Submission.Status.GRADED or not submission.is_latest:
         return []
-    assigned = set(Assignment.objects.filter(submission=submission).values_list("reviewer_id", flat=True))
-    wanted = submission.invitation.packet_version.packet.reviewers_per_submission - len(assigned)
+    found = Assignment.objects.filter(submission=submission).values_list("reviewer_id", "reviewer__is_active")
+    assigned = {pk for pk, _ in found}
+    # why only active ones count: a reviewer deactivated with reviews still open will never do them
+    wanted = submission.invitation.packet_version.packet.reviewers_per_submission - sum(
+        1 for _, active in found if active)
     if wanted <= 0:
         return []
     free = list(eligible_reviewers().exclude(pk__in=assigned).values_list("pk", flat=True))
@@ -298,15 +301,16 @@ def do_assign_reviewers(submission_id: int) -> list[Assignment]:
 def assign_waiting(limit: int = 500) -> int:
     """Assign the graded uploads under review still short of reviewers (the sweep); returns how many were made.
 
-    Short: fewer assignments than the packet asks and than there are
-    reviewers, so a packet asking for more reviewers than the team has is
-    not looked at again at every sweep.
+    Short: fewer assignments to active reviewers than the packet asks and
+    than there are reviewers, so a packet asking for more reviewers than the
+    team has is not looked at again at every sweep; an upload whose reviewer
+    was deactivated before reviewing it is given someone else.
     """
     team = eligible_reviewers().count()
     if not team:
         return 0
     short = (Submission.objects.filter(status=Submission.Status.GRADED, is_latest=True)
-             .annotate(n=Count("assignments"))
+             .annotate(n=Count("assignments", filter=Q(assignments__reviewer__is_active=True)))
              .filter(n__lt=Least(F("invitation__packet_version__packet__reviewers_per_submission"), Value(team)))
              .order_by("pk").values_list("pk", flat=True)[:limit])
     return sum(len(do_assign_reviewers(pk)) for pk in list(short))

@@ -93,6 +93,18 @@ def test_the_sweep_assigns_uploads_graded_before_any_reviewer_joined(groups, sam
     assert assignees(submission) == ["ann", "bob"]
 
 
+def test_a_deactivated_reviewers_open_uploads_go_to_someone_else_at_the_sweep(team, sample_packet):
+    submission = graded_now(sample_packet, "Ada")
+    assert assignees(submission) == ["ann"]
+    ann = team[0]
+    ann.is_active = False
+    ann.save()
+    sweep_submissions()
+    assert assignees(submission) == ["ann", "bob"]  # hers stays in the record; bob does the review
+    sweep_submissions()
+    assert assignees(submission) == ["ann", "bob"]
+
+
 def test_my_queue_comes_first_and_the_rest_leaves_out_what_is_in_it(team, client, sample_packet):
     now = timezone.now()
     ann = team[0]
