@@ -74,8 +74,9 @@ def my_queue(reviewer, packet_slug: str = "") -> QuerySet:
     Open assignments only (grading.actions.open_assignments): the upload under
     review, not yet reviewed by them. Oldest first: the longest waiting is read first.
     """
-    qs = Submission.objects.filter(
-        Exists(open_assignments().filter(submission=OuterRef("pk"), reviewer=reviewer)))
+    # why IN from the reviewer's assignments: they are few, and found by the (reviewer, submission) index;
+    # an EXISTS per submission would walk every upload stored
+    qs = Submission.objects.filter(pk__in=open_assignments().filter(reviewer=reviewer).values("submission_id"))
     return _in_packet(qs, packet_slug).order_by("uploaded_at", "pk").values_list("pk", flat=True)
 
 
