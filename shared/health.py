@@ -1,9 +1,10 @@
 """Is this installation alive, and ready to serve: `/healthz`, `/readyz` and `manage.py health`.
 
 `/healthz` says the web process answers, and touches nothing else. `/readyz`
-runs the readiness checks: the database and the broker here, and those the
-apps register in their ``AppConfig.ready`` (grading: a worker alive; the
-candidate's side: this host's workspace host). Each answers with a state and
+runs the readiness checks: the database, the broker and (where uploads are
+kept in one) the S3 bucket here, and those the apps register in their
+``AppConfig.ready`` (grading: a worker alive; the candidate's side: this
+host's workspace host). Each answers with a state and
 a short reason, and gives up after TAKEHOME_HEALTH_TIMEOUT_S, so a probe
 polled every few seconds never hangs on a service that is down or stalled.
 
@@ -26,6 +27,8 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.utils import load_backend
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import add_never_cache_headers
+
+from shared import stored
 
 OK, FAIL, OFF, UNKNOWN = "ok", "fail", "off", "unknown"
 
@@ -117,6 +120,33 @@ def check_broker() -> Check:
     return Check("broker", OK, f"answered in {_elapsed_ms(start)} ms")
 
 
+# How long the bucket's answer is reused: a probe polled every second asks the S3 server at most this often.
+STORAGE_CACHE_S = 5.0
+_storage_seen: dict[tuple, tuple[float, str | None]] = {}
+
+
+def check_storage() -> Check:
+    """Where uploads and recordings are kept in an S3 bucket (TAKEHOME_STORAGE=s3): the bucket answers a HEAD,
+    within the timeout. Its answer is reused for STORAGE_CACHE_S, for the same bucket and server, so frequent
+    probes stay cheap (and cost no request each on a paid S3). On this disk: off (the database's and the
+    process's own checks cover it)."""
+    if not stored.in_bucket():
+        return Check("storage", OFF, "uploads and recordings are on this disk (TAKEHOME_STORAGE=filesystem)")
+    options = settings.STORAGES["default"].get("OPTIONS", {})
+    key = (options.get("bucket_name"), options.get("endpoint_url"), options.get("access_key"))
+    now = time.monotonic()
+    seen = _storage_seen.get(key)
+    if seen is None or not 0 <= now - seen[0] < STORAGE_CACHE_S:
+        seen = (now, stored.bucket_problem(settings.HEALTH_TIMEOUT_S))
+        _storage_seen.clear()  # why: one entry, that of the bucket in use
+        _storage_seen[key] = seen
+    at, problem = seen
+    when = "just now" if now - at < 1 else f"{now - at:.0f} s ago"
+    if problem is not None:
+        return Check("storage", FAIL, f"{problem} (asked {when})")
+    return Check("storage", OK, f"the bucket answered (asked {when})")
+
+
 def register(name: str, check: Callable[[bool], Check]) -> None:
     """Add an app's readiness check, from its AppConfig.ready. It is called with whether the database
     answered; one that reads the database answers UNKNOWN when it did not, rather than wait on it again."""
@@ -124,7 +154,7 @@ def register(name: str, check: Callable[[bool], Check]) -> None:
 
 
 def check_names() -> list[str]:
-    return ["database", "broker", *_APP_CHECKS]
+    return ["database", "broker", "storage", *_APP_CHECKS]
 
 
 def readiness(names: tuple[str, ...] | list[str] = ()) -> Readiness:
@@ -135,6 +165,8 @@ def readiness(names: tuple[str, ...] | list[str] = ()) -> Readiness:
     checks = [database]
     if "broker" in wanted:
         checks.append(guarded("broker", check_broker))
+    if "storage" in wanted:
+        checks.append(guarded("storage", check_storage))
     for name, check in _APP_CHECKS.items():
         if name in wanted:
             checks.append(guarded(name, lambda check=check: check(database.passed)))

@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from django.core.files import File
 from django.core.files.base import ContentFile
@@ -41,6 +41,7 @@ from django.core.files.storage import default_storage
 
 UPLOADS = "uploads"
 RECORDINGS = "recordings"
+S3_BACKEND = "storages.backends.s3.S3Storage"  # django-storages' S3 backend, TAKEHOME_STORAGE=s3
 
 
 class StorageUnavailable(OSError):
@@ -181,7 +182,7 @@ def s3_storage(*, bucket: str, endpoint_url: str = "", region: str = "", access_
     from botocore.config import Config
 
     return {
-        "BACKEND": "storages.backends.s3.S3Storage",
+        "BACKEND": S3_BACKEND,
         "OPTIONS": {
             "bucket_name": bucket,
             "endpoint_url": endpoint_url or None,
@@ -201,6 +202,62 @@ def s3_storage(*, bucket: str, endpoint_url: str = "", region: str = "", access_
                                     retries={"max_attempts": 3, "mode": "standard"}),
         },
     }
+
+
+def in_bucket() -> bool:
+    """Whether uploads and recordings are kept in an S3 bucket (the default storage is django-storages' S3)."""
+    from django.conf import settings
+
+    return settings.STORAGES["default"]["BACKEND"] == S3_BACKEND
+
+
+_probe_clients: dict[tuple, Any] = {}  # the client bucket_problem asks with, by its settings
+
+
+def bucket_problem(timeout: float) -> str | None:
+    """Whether the bucket answers: None when it does, else why not, in words fit to show anyone.
+
+    One HEAD of the bucket (no object is read or written), on a client of its own whose connect and
+    read give up after ``timeout`` and which does not retry, so a readiness probe never waits on a
+    server that is down or stalled. why not the storage's own client: it waits 60 s a read and tries
+    three times. The words name the setting to look at, never the bucket, the server or the key.
+    """
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
+    from django.conf import settings
+
+    options = settings.STORAGES["default"].get("OPTIONS", {})
+    config = options.get("client_config")
+    style = (config.s3 or {}).get("addressing_style", "auto") if config is not None else "auto"
+    key = (options.get("endpoint_url"), options.get("region_name"), options.get("access_key"),
+           options.get("secret_key"), style, timeout)
+    client = _probe_clients.get(key)
+    if client is None:
+        # why kept: making a client reads the S3 service's whole description (a few hundred ms); boto3's
+        # clients may be shared by threads
+        client = boto3.session.Session().client(
+            "s3", endpoint_url=options.get("endpoint_url"), region_name=options.get("region_name"),
+            aws_access_key_id=options.get("access_key"), aws_secret_access_key=options.get("secret_key"),
+            config=Config(s3={"addressing_style": style}, connect_timeout=timeout, read_timeout=timeout,
+                          retries={"total_max_attempts": 1}))
+        _probe_clients.clear()  # why: one, that of the settings in use
+        _probe_clients[key] = client
+    try:
+        client.head_bucket(Bucket=options.get("bucket_name"))
+    except ClientError as exc:
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status == 404:
+            return "the bucket does not exist on the S3 server (TAKEHOME_S3_BUCKET): create it, or name another"
+        if status in (401, 403):
+            return ("the S3 server refuses the access key (TAKEHOME_S3_ACCESS_KEY_ID and its secret): it may not "
+                    "read the bucket")
+        return f"the S3 server answered {status or 'an error'} to a look at the bucket"
+    except (ConnectTimeoutError, ReadTimeoutError):
+        return f"the S3 server did not answer within {timeout:g} s (TAKEHOME_S3_ENDPOINT_URL)"
+    except EndpointConnectionError:
+        return "the S3 server cannot be reached (TAKEHOME_S3_ENDPOINT_URL): nothing answers there"
+    return None
 
 
 class _MovableFile(File):

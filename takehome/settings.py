@@ -427,8 +427,9 @@ CELERY_BEAT_SCHEDULE = {
 # Each readiness check (shared/health.py) gives up after HEALTH_TIMEOUT_S, so a probe polled every few seconds
 # never hangs on a database or broker that is down or stalled.
 HEALTH_TIMEOUT_S = env.duration("TAKEHOME_HEALTH_TIMEOUT_S", 2.0, above=0,
-                                doc="Each readiness check (the database, the broker, the workspace host) gives up "
-                                    "after this long and counts as failing; PostgreSQL waits at least 2 s.")
+                                doc="Each readiness check (the database, the broker, the S3 bucket, the workspace "
+                                    "host) gives up after this long and counts as failing; PostgreSQL waits at "
+                                    "least 2 s.")
 HEALTH_WORKSPACES = env.choice("TAKEHOME_HEALTH_WORKSPACES", "auto", ("auto", "yes", "no"),
                                doc="Whether readiness asks this host's `serve_workspaces`: `auto` once a packet "
                                    "version offers a hosted workspace, `yes` always, `no` never (a host that "

@@ -2,11 +2,12 @@
 
 The server holds a hosted session that is open (its files mounted, its shell running, edits not
 saved anywhere yet, a recording with the gate's markers) and graded (a Submit stored as an upload
-and its evidence), and a second session frozen at its deadline. The backup is taken while all of it
-runs; then the instance is emptied to what a new machine has (no table in the database, empty
-folders, another host name) and the backup restored there. The reviewer's page of the graded
-upload, its recording, the open workspace's files as they were (its last edit included) and the
-frozen workspace's page come back as they were.
+and its evidence), a second session frozen at its deadline, and a third candidate's zip sent as a
+real multipart upload and graded in the real sandbox. The backup is taken while all of it runs;
+then the instance is emptied to what a new machine has (no table in the database, empty folders,
+another host name) and the backup restored there. The reviewer's pages of both graded uploads, the
+recording, the open workspace's files as they were (its last edit included) and the frozen
+workspace's page come back as they were.
 
 Runs on the real workspace sandbox (root, a writable cgroup, tmux: the ``shells`` fixture), and on
 PostgreSQL too (DATABASE_URL), where the schema is rebuilt by the migrations in the restore's transaction.
@@ -24,12 +25,14 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
 from grading import lifecycle, pipeline
 from grading.engine.asciicast import Recorder
+from grading.tests import corpus
 from grading.tests.reviewing import ideal_evidence
 from sessions_app import actions
 from sessions_app.hosted import workspaces
@@ -116,6 +119,15 @@ def test_a_running_server_backed_up_and_restored_into_an_empty_one_serves_every_
     # typed after the Submit: only in the mounted workspace, saved nowhere yet
     workspaces.write_files(invitation, {"notes.md": b"the model took 40 s\n"})
     closed = frozen_at_its_deadline(invitation.packet_version, shells_uid())
+    # the zip way: a real multipart upload, graded in the real sandbox
+    by_zip = InvitationFactory(packet_version=invitation.packet_version)
+    actions.do_start_session(by_zip)
+    data = corpus.zip_with_times(tmp_path / "work.zip", corpus.honest_files()).read_bytes()
+    response = client.post(url("upload", by_zip), {"archive": SimpleUploadedFile("work.zip", data)},
+                           headers={"X-Takehome-Client": "gate"})
+    assert response.status_code == 201, response.content
+    uploaded = Submission.objects.get(pk=response.json()["submission"])
+    assert pipeline.grade_submission(uploaded.pk) == "graded"
 
     desk = client_for(reviewer)
     review = f"/review/{submitted.pk}/"
@@ -127,7 +139,10 @@ def test_a_running_server_backed_up_and_restored_into_an_empty_one_serves_every_
         "closed": page(client, url("workspace", closed)),
         "closed file": page(client, url("workspace-read-only", closed), path="invoices.py"),
         "upload": (Path(settings.MEDIA_ROOT) / submitted.archive.name).read_bytes(),
+        "zip review": page(desk, f"/review/{uploaded.pk}/"),
+        "zip": (Path(settings.MEDIA_ROOT) / uploaded.archive.name).read_bytes(),
     }
+    assert before["zip"] == data
     assert 'id="replay-player"' in before["review"] and "No recording" not in before["review"]
     assert b'"red captured"' in before["cast"] and b'"submitted"' in before["cast"]
     assert before["notes"]["text"] == "the model took 40 s\n"
@@ -162,10 +177,13 @@ def test_a_running_server_backed_up_and_restored_into_an_empty_one_serves_every_
         "closed": page(client, url("workspace", closed)),
         "closed file": page(client, url("workspace-read-only", closed), path="invoices.py"),
         "upload": (Path(settings.MEDIA_ROOT) / submitted.archive.name).read_bytes(),
+        "zip review": page(desk, f"/review/{uploaded.pk}/"),
+        "zip": (Path(settings.MEDIA_ROOT) / uploaded.archive.name).read_bytes(),
     }
     for name in before:
         assert after[name] == before[name], name
     assert Submission.objects.get(pk=submitted.pk).status == Submission.Status.GRADED
+    assert Submission.objects.get(pk=uploaded.pk).status == Submission.Status.GRADED
     open_row = Workspace.objects.get(invitation=invitation)
     assert open_row.host == "the-new-server" and not open_row.closed
     assert (workspaces.folder_for(closed) / "frozen").exists()  # it still opens read-only
@@ -213,7 +231,30 @@ def test_with_uploads_in_a_bucket_backup_and_restore_refuse_saying_how_to_back_i
     target = tmp_path / "site.backup"
     if command == "restore":
         target.write_bytes(b"not read")
-    with pytest.raises(CommandError, match=r"kept in the S3 bucket.*Nothing was changed"):
+    with pytest.raises(CommandError, match=r"kept in the S3 bucket.*Nothing was changed") as refused:
         call_command(command, str(target))
     if command == "backup":
         assert not target.exists() or target.stat().st_size == 0
+    # the words docs/operations.md shows, which name the section saying what to do instead
+    words = " ".join(str(refused.value).split())
+    shown = " ".join((Path(settings.BASE_DIR) / "docs" / "operations.md").read_text().split())
+    assert words.replace("Cannot restore here", "Cannot back up here") in shown
+    assert '"Back up and restore"' in words and "## Back up and restore" in shown
+
+
+def test_a_restore_refuses_while_a_workspace_is_open_on_this_server(shells, invitation, media_root, settings,  # noqa: F811
+                                                                     tmp_path):
+    from django.core.management import CommandError
+
+    actions.do_start_session(invitation)
+    workspaces.ensure_open(invitation)
+    backup = tmp_path / "b.tar.gz"
+    call_command("backup", str(backup), stdout=io.StringIO())
+    with pytest.raises(CommandError) as refused:
+        call_command("restore", str(backup), "--force", stdout=io.StringIO())
+    assert str(refused.value) == (
+        f"The hosted workspaces of 1 invitation ({invitation.pk}) are open on this server, their files mounted "
+        f"under {settings.WORKSPACES_DIR}: stop the web server and serve_workspaces, run `manage.py "
+        "stop_workspaces`, then restore again. Nothing was restored.")
+    # untouched: still mounted, its shell running
+    assert workspaces.backend().shell_running(workspaces.workspace_for(invitation))

@@ -57,28 +57,37 @@ def do_backup(out: BinaryIO, say: Say, skip: tuple[int, int] | None = None) -> d
     with _scratch(".backup-") as tmp:
         scratch = Path(tmp)
         writer = Writer(out)
-        writer.add_json(HEADER, {"format": FORMAT, "version": VERSION})
         try:
-            db = database.snapshot(writer, scratch)
-        except DatabaseError as exc:
-            raise _database_error(exc) from None
-        say(f"Database: {_database_words(db)}.")
-        facts = {}
-        for part in parts():
-            collector = Collector(writer, part, scratch, skip)
-            part.collect(collector)
-            facts[part.name] = {**collector.info, "folder": str(part.folder()), "said": collector.said}
-            say(f"{part.title[0].upper()}{part.title[1:]}, from {part.folder()}: "
-                f"{counted(collector.info['files'], 'file')}, {size_words(collector.info['bytes'])}"
-                + "".join(f"\n  {line}" for line in collector.said))
-        manifest = {
-            "format": FORMAT, "version": VERSION,
-            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "secret_key_check": key_check(),
-            "database": db, "parts": facts, "files": writer.files,
-        }
-        writer.add_json(MANIFEST, manifest)
-        writer.close()
+            return _write(writer, scratch, say, skip)
+        except BaseException:
+            writer.abandon()
+            raise
+
+
+def _write(writer: Writer, scratch: Path, say: Say, skip: tuple[int, int] | None) -> dict:
+    """The backup's members in order: the header, the database, each part's files, the manifest; the manifest."""
+    writer.add_json(HEADER, {"format": FORMAT, "version": VERSION})
+    try:
+        db = database.snapshot(writer, scratch)
+    except DatabaseError as exc:
+        raise _database_error(exc) from None
+    say(f"Database: {_database_words(db)}.")
+    facts = {}
+    for part in parts():
+        collector = Collector(writer, part, scratch, skip)
+        part.collect(collector)
+        facts[part.name] = {**collector.info, "folder": str(part.folder()), "said": collector.said}
+        say(f"{part.title[0].upper()}{part.title[1:]}, from {part.folder()}: "
+            f"{counted(collector.info['files'], 'file')}, {size_words(collector.info['bytes'])}"
+            + "".join(f"\n  {line}" for line in collector.said))
+    manifest = {
+        "format": FORMAT, "version": VERSION,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "secret_key_check": key_check(),
+        "database": db, "parts": facts, "files": writer.files,
+    }
+    writer.add_json(MANIFEST, manifest)
+    writer.close()
     return manifest
 
 
@@ -91,8 +100,9 @@ def refuse_bucket(what: str) -> None:
         raise BackupRefused(
             f"Cannot {what} here: uploads and recordings are kept in the S3 bucket (TAKEHOME_STORAGE="
             f"{settings.STORAGE}), which this file does not hold. Back the bucket up with its own tools "
-            "(versioning, or a mirror such as `mc mirror`) and the database with pg_dump "
-            "(docs/operations.md, \"Several hosts\"). Nothing was changed.")
+            "(versioning and replication, or a mirror such as `mc mirror`), the database with pg_dump, and each "
+            "workspace host's workspaces folder (docs/operations.md, \"Back up and restore\"). Nothing was "
+            "changed.")
 
 
 def _holds_files(part: Part) -> bool:
@@ -189,7 +199,8 @@ def do_restore(source: BinaryIO, say: Say, *, label: str, force: bool = False,
         unknown = sorted(set(facts) - set(by_name))
         if unknown:
             raise BackupRefused(f"Cannot restore {label}: it holds {listed(unknown)}, which this version of "
-                                "takehome does not restore. Restore it with the version that wrote it.")
+                                "takehome does not restore. Restore it with the version that wrote it. "
+                                "Nothing was restored.")
         say(f"Checked {label}: a backup made {manifest.get('created_at', 'at an unknown time')}, "
             f"{counted(len(manifest['files']), 'file')}, each as its manifest says.")
         database.check(manifest["database"], staged / database.FOLDER)

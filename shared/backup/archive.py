@@ -95,6 +95,18 @@ class Writer:
         self._tar.close()
         self._gzip.close()
 
+    def abandon(self) -> None:
+        """Stop writing a backup that failed, adding nothing more (its file is removed by the caller).
+
+        why: else the tar's stream, collected later, writes its last block into the closed gzip and
+        Python reports an error it cannot raise.
+        """
+        stream = self._tar.fileobj
+        if stream is not None:
+            stream.closed = True  # type: ignore[union-attr]  (tarfile's stream: nothing more is written)
+        self._tar.closed = True
+        self._gzip.close()
+
 
 class Collector:
     """What a Part's ``collect`` adds its files through: each under the part's folder in the backup.

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
+
+from shared import handover
 
 from . import Part
 from .archive import Collector
@@ -34,4 +37,22 @@ def collect(c: Collector) -> None:
                 c.add_file(rel, path)
 
 
-PART = Part(name="media", title="uploads (MEDIA_ROOT)", folder=folder, collect=collect, accepts=accepts)
+def restored(info: dict, say: Callable[[str], None]) -> None:
+    """Give what the restore put under MEDIA_ROOT to MEDIA_ROOT's owner, when the restore ran as root and that
+    is another user: the web server's (docker-compose.yml runs the restore in the workspace host's container,
+    as root, and the web server as `takehome`). Else its folders would refuse the web server's next upload
+    and its files (mode 0600) a reviewer's download."""
+    owner = handover.media_owner()
+    if owner is None:
+        return
+    root = folder()
+    given = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if accepts(d)]  # why: dot-named folders are not the restore's
+        given += [Path(dirpath) / name for name in dirnames + filenames if accepts(name)]
+    handover.hand_over(*given)
+    say(f"Uploads: given to MEDIA_ROOT's owner (uid {owner[0]}), the web server's user.")
+
+
+PART = Part(name="media", title="uploads (MEDIA_ROOT)", folder=folder, collect=collect, accepts=accepts,
+            restored=restored)

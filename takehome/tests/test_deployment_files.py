@@ -216,6 +216,40 @@ def test_the_web_server_and_beat_run_as_a_user_that_is_not_root():
             assert name in SANDBOX_HOSTS and services[name]["user"] == "root", name
 
 
+def security_page_rows() -> dict[str, dict[str, str]]:
+    """docs/security.md's table "The containers and their privileges": each service's cells, by column."""
+    page = (ROOT / "docs" / "security.md").read_text()
+    section = page.split("## The containers and their privileges", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    rows = {}
+    for line in lines[2:]:
+        cells = dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")), strict=True))
+        for name in re.findall(r"`([a-z]+)`", cells["service"]):
+            rows[name] = cells
+    return rows
+
+
+def test_the_security_page_lists_each_services_privileges_as_the_compose_file_gives_them():
+    rows = security_page_rows()
+    services = compose_services()
+    assert set(rows) == set(services)
+    for name, service in services.items():
+        row = rows[name]
+        said_caps = set(re.findall(r"`([A-Z_]+)`", row["capabilities"]))
+        assert said_caps == set(service.get("cap_add", [])), name
+        if service.get("cap_drop") == ["ALL"] and not service.get("cap_add"):
+            assert row["capabilities"].startswith("none"), name
+        if service.get("cap_add"):
+            assert "every other dropped" in row["capabilities"], name
+        assert ("no-new-privileges" in row["capabilities"]) == ("no-new-privileges:true" in service.get(
+            "security_opt", [])), name
+        assert (row["seccomp, AppArmor"] == "unconfined") == (unconfined(service) == {"seccomp", "apparmor"}), name
+        if name in APP_SERVICES:
+            user = runs_as(service)
+            assert row["runs as"].split()[0].strip("`") == user, name
+
+
 def test_each_service_runs_one_long_lived_process_and_no_shell_loop():
     for name, service in compose_services().items():
         command = service.get("command")

@@ -72,7 +72,7 @@ def test_readyz_is_ready_with_the_database_the_broker_and_a_worker(client, produ
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["status"] == "ready"
-    assert states(response) == {"database": "ok", "broker": "ok", "workspaces": "off", "workers": "ok"}
+    assert states(response) == {"database": "ok", "broker": "ok", "storage": "off", "workspaces": "off", "workers": "ok"}
     assert body["checks"]["workers"]["reason"].startswith("worker-7 reported in ")
     assert "no-store" in response["Cache-Control"] and "Set-Cookie" not in response
 
@@ -98,7 +98,7 @@ def test_readyz_fails_at_once_on_a_broker_at_a_closed_port_and_leaks_nothing(
     assert time.monotonic() - start < settings.HEALTH_TIMEOUT_S + 1
     assert response.status_code == 503
     assert response.json()["status"] == "not ready"
-    assert states(response) == {"database": "ok", "broker": "fail", "workspaces": "off", "workers": "ok"}
+    assert states(response) == {"database": "ok", "broker": "fail", "storage": "off", "workspaces": "off", "workers": "ok"}
     reason = response.json()["checks"]["broker"]["reason"]
     assert "refused" in reason.lower(), reason
     text = response.content.decode()
@@ -199,7 +199,7 @@ def test_the_command_prints_each_check_and_fails_when_not_ready(production, db, 
     assert failed.value.returncode == 1 and str(failed.value) == "Not ready: workers."
     lines = out.getvalue().splitlines()
     assert [line.split()[:2] for line in lines] == [
-        ["database", "ok"], ["broker", "ok"], ["workspaces", "off"], ["workers", "fail"]]
+        ["database", "ok"], ["broker", "ok"], ["storage", "off"], ["workspaces", "off"], ["workers", "fail"]]
 
     WorkerHeartbeat.objects.create(hostname="worker-7", seen_at=timezone.now())
     out = io.StringIO()
@@ -232,3 +232,94 @@ def test_the_command_exits_1_when_not_ready_and_0_once_a_worker_reports_in(worke
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.endswith("Ready.\n")
+
+
+# --- the S3 bucket of uploads and recordings (TAKEHOME_STORAGE=s3) ---------------------------------------------
+
+
+@pytest.fixture
+def fresh_storage_answer(monkeypatch):
+    """No answer of the bucket's kept from an earlier test."""
+    from shared import health
+
+    monkeypatch.setattr(health, "_storage_seen", {})
+    return health
+
+
+def bucket_client(s3_server: str):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1", aws_access_key_id="test-key",
+                        aws_secret_access_key="test-secret")
+
+
+def point_storage_at(settings, endpoint: str, bucket: str = "takehome") -> None:
+    from shared.stored import s3_storage
+
+    settings.STORAGES = {**settings.STORAGES, "default": s3_storage(
+        bucket=bucket, endpoint_url=endpoint, region="us-east-1", access_key="test-key",
+        secret_key=SECRET_WORD)}
+
+
+def test_readyz_asks_the_bucket_and_reuses_its_answer_for_a_few_seconds(
+        client, production, worker_seen, s3_bucket, s3_server, fresh_storage_answer, monkeypatch):
+    response = probe(client, "/readyz")
+    assert response.status_code == 200, response.content
+    assert states(response)["storage"] == "ok"
+    assert response.json()["checks"]["storage"]["reason"] == "the bucket answered (asked just now)"
+
+    bucket_client(s3_server).delete_bucket(Bucket=s3_bucket.name)
+    # polled again at once: the answer of a moment ago, no request to the S3 server
+    response = probe(client, "/readyz")
+    assert response.status_code == 200 and states(response)["storage"] == "ok"
+
+    monkeypatch.setattr(fresh_storage_answer, "STORAGE_CACHE_S", 0)  # that answer is old now
+    response = probe(client, "/readyz")
+    assert response.status_code == 503 and response.json()["status"] == "not ready"
+    storage = response.json()["checks"]["storage"]
+    assert storage["state"] == "fail"
+    assert storage["reason"].startswith("the bucket does not exist on the S3 server (TAKEHOME_S3_BUCKET)")
+    assert s3_bucket.name not in response.content.decode() and s3_server not in response.content.decode()
+
+    bucket_client(s3_server).create_bucket(Bucket=s3_bucket.name)
+    assert states(probe(client, "/readyz"))["storage"] == "ok"
+
+
+def test_readyz_fails_at_once_on_an_s3_server_that_is_not_there_and_leaks_nothing(
+        client, production, worker_seen, settings, fresh_storage_answer):
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    point_storage_at(settings, endpoint)
+    start = time.monotonic()
+    response = probe(client, "/readyz")
+    assert time.monotonic() - start < settings.HEALTH_TIMEOUT_S + 1
+    assert response.status_code == 503
+    assert response.json()["checks"]["storage"] == {
+        "state": "fail",
+        "reason": "the S3 server cannot be reached (TAKEHOME_S3_ENDPOINT_URL): nothing answers there (asked just now)"}
+    text = response.content.decode()
+    assert SECRET_WORD not in text and "test-key" not in text and endpoint not in text
+
+
+def test_readyz_gives_up_on_a_stalled_s3_server_within_the_timeout(client, production, worker_seen, settings,
+                                                                   fresh_storage_answer):
+    import socket
+
+    settings.HEALTH_TIMEOUT_S = 0.5
+    with socket.socket() as stalled:  # accepts connections (the kernel's backlog), never answers
+        stalled.bind(("127.0.0.1", 0))
+        stalled.listen(8)
+        point_storage_at(settings, f"http://127.0.0.1:{stalled.getsockname()[1]}")
+        start = time.monotonic()
+        response = probe(client, "/readyz")
+        assert time.monotonic() - start < 2
+    assert response.status_code == 503
+    assert response.json()["checks"]["storage"]["reason"].startswith(
+        "the S3 server did not answer within 0.5 s (TAKEHOME_S3_ENDPOINT_URL)")
+
+
+def test_the_command_checks_the_bucket_alone(production, db, s3_bucket, fresh_storage_answer):
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("health", "storage", stdout=out)
+    assert out.getvalue().splitlines() == ["storage  ok       the bucket answered (asked just now)", "Ready."]

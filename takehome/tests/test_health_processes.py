@@ -78,7 +78,8 @@ def test_readyz_follows_the_worker_and_the_broker_and_the_healthchecks_say_so(
     beat = Beat(env, tmp_path)
     worker.start()
     try:
-        _wait_for(lambda: readyz(client) == {"database": "ok", "broker": "ok", "workspaces": "off", "workers": "ok"},
+        _wait_for(lambda: readyz(client) == {"database": "ok", "broker": "ok", "storage": "off", "workspaces": "off",
+                                          "workers": "ok"},
                   60, "/readyz to say ready", interval=0.2)
         # The worker's healthcheck pings this very worker; beat's asks for a fresh heartbeat.
         ping = healthcheck("worker")

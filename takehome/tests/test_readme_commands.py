@@ -277,6 +277,21 @@ COVERED = {
     ".venv/bin/python bench/sessions.py":
         ("grading/tests/test_bench_sessions.py::test_sessions_bench_types_in_two_terminals_and_cleans_up",
          "grading/tests/test_bench_sessions.py::test_ctrl_c_ends_the_shells_the_mounts_and_the_servers"),
+    "manage.py backup FILE": (
+        "sessions_app/tests/test_backup_restore.py::"
+        "test_a_running_server_backed_up_and_restored_into_an_empty_one_serves_every_page_as_before",
+        "takehome/tests/test_backup.py::test_a_backup_refuses_a_place_it_cannot_write_to"),
+    "manage.py restore FILE [--force]": (
+        "sessions_app/tests/test_backup_restore.py::"
+        "test_a_running_server_backed_up_and_restored_into_an_empty_one_serves_every_page_as_before",
+        "takehome/tests/test_backup.py::"
+        "test_a_restore_over_data_refuses_without_force_and_with_it_replaces_it_and_notes_another_key"),
+    ".venv/bin/python manage.py backup takehome-backup.tar.gz": (
+        "sessions_app/tests/test_backup_restore.py::"
+        "test_a_running_server_backed_up_and_restored_into_an_empty_one_serves_every_page_as_before",),
+    ".venv/bin/python manage.py restore takehome-backup.tar.gz": (
+        "sessions_app/tests/test_backup_restore.py::"
+        "test_a_running_server_backed_up_and_restored_into_an_empty_one_serves_every_page_as_before",),
     "manage.py health [CHECK...] [--json]": (
         "takehome/tests/test_health.py::test_the_command_exits_1_when_not_ready_and_0_once_a_worker_reports_in",
         "takehome/tests/test_health.py::test_the_command_prints_each_check_and_fails_when_not_ready"),
@@ -347,12 +362,17 @@ ELSEWHERE = {
     "docker compose up -d postgres redis web worker beat": NO_DOCKER,
     "docker compose ps": NO_DOCKER,
     "docker compose up -d --scale worker=3": NO_DOCKER,
-    "docker compose exec -T postgres pg_dump -U takehome -Fc takehome > takehome-db.dump": NO_DOCKER,
-    "docker compose exec -T web tar -czf - -C /data media > takehome-media.tar.gz": NO_DOCKER,
+    "docker compose up -d --scale worker=2 worker": NO_DOCKER,
+    "docker compose up -d workspaces": NO_DOCKER,
+    "pip install --target DIR -r requirements.txt": "how the image's requirements were measured (docs/install.md): "
+                                                    "it downloads every runtime requirement, about 230 MB",
+    "pip install": NOT_TYPED + " (what the Dockerfile runs)",
+    "docker compose": NO_DOCKER,
+    "docker image ls": NO_DOCKER + " (the image's size is the sum of its parts, measured without it: docs/install.md)",
+    "docker compose exec -T workspaces python manage.py backup - > takehome-backup.tar.gz": NO_DOCKER,
     "docker compose up -d postgres redis": NO_DOCKER,
-    "docker compose stop web worker beat": NO_DOCKER,
-    "docker compose exec -T postgres pg_restore -U takehome -d takehome --clean --if-exists < takehome-db.dump": NO_DOCKER,
-    "docker compose run --rm -T --no-deps web tar -xzf - -C /data < takehome-media.tar.gz": NO_DOCKER,
+    "docker compose stop web workspaces worker beat": NO_DOCKER,
+    "docker compose run --rm -T --no-deps workspaces python manage.py restore - < takehome-backup.tar.gz": NO_DOCKER,
     "docker compose up -d": NO_DOCKER,
     "python -m pytest -q -p anyio": "an example of a packet's test command, which the sandbox runs",
     "python -m pytest": NOT_TYPED + " (the test command that goes to a warm sandbox)",
