@@ -177,8 +177,9 @@ class CellView:
 
 
 def load_submission(pk: int) -> Submission:
+    # why the similarity profile: the review page says whether similar submissions were looked for
     return Submission.objects.select_related(
-        "invitation__candidate", "invitation__packet_version__packet"
+        "invitation__candidate", "invitation__packet_version__packet", "similarity_profile"
     ).get(pk=pk)
 
 
@@ -230,13 +231,14 @@ def similar_section(submission: Submission, state: dict) -> dict:
     copy, not the evidence; once the cells are marked it is news for the debrief, not a bias.
     """
     shown = state["reader"] or state["complete"] or state["locked"]
+    computed = shown and similarity.computed(submission)
     reader = state["reader"]
     return {
         "similar_shown": shown,
         "similar": similarity.similar_for(
             [submission.pk], lambda inv, packet: candidate_label(inv, packet, reader)).get(submission.pk, [])
-        if shown else [],
-        "similar_computed": shown and similarity.computed(submission.pk),
+        if computed else [],
+        "similar_computed": computed,
     }
 
 

@@ -188,5 +188,10 @@ def similar_for(submission_ids: list[int], label) -> dict[int, list[SimilarRow]]
     }
 
 
-def computed(submission_id: int) -> bool:
-    return SimilarityProfile.objects.filter(submission_id=submission_id).exists()
+def computed(submission: Submission) -> bool:
+    """Whether the submission was fingerprinted (read from the row that grading.pages.load_submission joins)."""
+    try:
+        submission.similarity_profile  # noqa: B018
+    except SimilarityProfile.DoesNotExist:
+        return False
+    return True

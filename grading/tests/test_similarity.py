@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from grading import pipeline, similarity
+from grading.engine import similarity as measure
 from grading.models import Cell, Fingerprint, SimilarityProfile, SimilarMatch
 from grading.tests import corpus, similar_answers
 from grading.tests.reviewing import make_submission, score
@@ -59,6 +60,9 @@ def test_two_copies_of_a_model_answer_are_listed_as_similar_and_a_different_answ
 
     assert set(SimilarMatch.objects.filter(submission=a).values_list("other_id", "channel")) == {
         (b.pk, "tests"), (b.pk, "refusal")}
+    # the refusal only rewrapped: the same; the test diff holds lines the copy changed and the model's did not
+    assert SimilarMatch.objects.get(submission=a, channel="refusal").score == 1.0
+    assert SimilarMatch.objects.get(submission=a, channel="tests").score >= measure.THRESHOLD
     assert set(SimilarMatch.objects.filter(submission=b).values_list("other_id", flat=True)) == {a.pk}
     assert not SimilarMatch.objects.filter(submission=c).exists()
     assert not SimilarMatch.objects.filter(other=c).exists()
@@ -74,7 +78,7 @@ def test_two_copies_of_a_model_answer_are_listed_as_similar_and_a_different_answ
     assert listed(last) == {b.pk}
     page = rob.get(f"/review/{a.pk}/").content.decode()
     assert listed(page) == {b.pk}
-    assert "test diff 1.00" in page and "Bob Renamed" in page and "Cy Honest" not in page
+    assert 'data-channel="test diff"' in page and "Bob Renamed" in page and "Cy Honest" not in page
 
     mark_all(rob, c)
     page = rob.get(f"/review/{c.pk}/").content.decode()
