@@ -25,11 +25,8 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 STATEMENTS = [
     "assert invoices.total({f}) == {n}",
@@ -188,20 +185,13 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
 
-    folder = Path(tempfile.mkdtemp(prefix="takehome-bench-similarity-"))
-    from pages import configure  # the same throwaway settings as the pages' benchmark (bench/ is on the path)
+    from pages import throwaway_site  # the pages' benchmark's throwaway settings (bench/ is on the path)
 
-    configure(folder)
-    import django
+    with throwaway_site("takehome-bench-similarity-", args.keep):
+        from django.db import connection
 
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection
+        from grading.models import Fingerprint, SimilarMatch
 
-    from grading.models import Fingerprint, SimilarMatch
-
-    try:
-        call_command("migrate", verbosity=0)
         packet = Packet()
         print(f"{connection.vendor}; {args.uploads} uploads timed at each size")
         print(f"\n{'submissions':>11} {'fingerprints':>12} {'matches':>8} {'baseline p50':>13} "
@@ -218,11 +208,6 @@ def main() -> None:
                   f"   (filled in {filled:.0f} s; {SimilarMatch.objects.count() // 2} similar pairs stored)")
             worst = max(worst, p95(timed))
         print(f"worst per-upload p95: {worst:.1f} ms (target: under 1000 ms)")
-    finally:
-        if args.keep:
-            print(f"kept {folder}")
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
