@@ -108,6 +108,7 @@ bench: setup dev
 	$(PY) bench/grading.py
 	$(PY) bench/grading.py --packets
 	$(PY) bench/pages.py
+	$(PY) bench/similarity.py
 	$(PY) bench/load.py
 	$(PY) bench/sessions.py
 	$(PY) bench/model_stream.py

@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +50,26 @@ def configure(folder: Path) -> None:
     os.environ["LOG_LEVEL"] = "WARNING"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "takehome.settings")
     sys.path.insert(0, str(ROOT))
+
+
+@contextmanager
+def throwaway_site(prefix: str, keep: bool = False):
+    """Django set up on a throwaway folder and database, migrated; the folder is removed after (unless ``keep``)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    configure(folder)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    try:
+        call_command("migrate", verbosity=0)
+        yield folder
+    finally:
+        if keep:
+            print(f"kept {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def fill(n: int, seed: int = 7) -> dict:
@@ -302,19 +323,13 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
 
-    folder = Path(tempfile.mkdtemp(prefix="takehome-bench-pages-"))
-    configure(folder)
-    import django
+    with throwaway_site("takehome-bench-pages-", args.keep):
+        from django.core.management import call_command
+        from django.db import connection
+        from django.test import Client
 
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection
-    from django.test import Client
+        from sessions_app.models import Submission
 
-    from sessions_app.models import Submission
-
-    try:
-        call_command("migrate", verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         started = time.perf_counter()
         data = fill(args.submissions)
@@ -367,11 +382,6 @@ def main() -> None:
         print(f"\nCSV export of {slug} (all rows, streamed; not a page): median {statistics.median(csv_times):.0f} ms")
         worst = max(p95(t) for n, t in [*warm.items(), *cold.items()] if not n.startswith("baseline"))
         print(f"worst page p95: {worst:.1f} ms (target: under 100 ms)")
-    finally:
-        if args.keep:
-            print(f"kept {folder}")
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from sessions_app.models import Submission
 
-from .engine import rubric
+from .engine import rubric, similarity
 
 
 class InvalidTransition(Exception):
@@ -285,3 +285,68 @@ class LineComment(models.Model):
     @property
     def anchor(self) -> str:
         return f"{self.side}:{self.line}"
+
+
+class SimilarityProfile(models.Model):
+    """One graded submission's fingerprints, counted per channel (grading.engine.similarity).
+
+    Written by grading.similarity only, when the submission is graded (and by
+    `manage.py rebuild_similarity`); its Fingerprint rows are the index that
+    finds the packet's other submissions sharing them.
+    """
+
+    submission = models.OneToOneField(Submission, on_delete=models.CASCADE, related_name="similarity_profile")
+    packet = models.ForeignKey("takehome.Packet", on_delete=models.CASCADE, related_name="+")
+    sizes = models.JSONField(default=dict, help_text="Channel -> how many fingerprints it kept.")
+    measure_version = models.CharField(max_length=10)
+    computed_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"fingerprints of {self.submission_id}"
+
+
+class Fingerprint(models.Model):
+    """One winnowed k-gram hash of one channel of a submission: the index fingerprint -> submissions.
+
+    ``packet`` is copied from the submission so that the lookup of a packet's
+    submissions sharing a hash is one walk of one index.
+    """
+
+    class Channel(models.TextChoices):
+        PRODUCTION = similarity.PRODUCTION, similarity.CHANNEL_LABELS[similarity.PRODUCTION]
+        TESTS = similarity.TESTS, similarity.CHANNEL_LABELS[similarity.TESTS]
+        REFUSAL = similarity.REFUSAL, similarity.CHANNEL_LABELS[similarity.REFUSAL]
+        PROMPT = similarity.PROMPT, similarity.CHANNEL_LABELS[similarity.PROMPT]
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="+")
+    packet = models.ForeignKey("takehome.Packet", on_delete=models.CASCADE, related_name="+", db_index=False)
+    channel = models.CharField(max_length=10, choices=Channel.choices)
+    value = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["packet", "channel", "value", "submission"], name="fingerprint_lookup")]
+
+    def __str__(self) -> str:
+        return f"{self.channel} {self.value:x} of {self.submission_id}"
+
+
+class SimilarMatch(models.Model):
+    """Two submissions of one packet near-identical in one channel, with the score (stored both ways round).
+
+    Written by grading.similarity only; listed on the review page once the
+    viewer's four cells are marked, on the debrief and in its CSV.
+    """
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="similar_matches")
+    other = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="+")
+    channel = models.CharField(max_length=10, choices=Fingerprint.Channel.choices)
+    score = models.FloatField(help_text="The Jaccard index of the two fingerprint sets, 0 to 1.")
+
+    class Meta:
+        ordering = ["submission", "-score", "other", "channel"]
+        constraints = [
+            models.UniqueConstraint(fields=["submission", "other", "channel"], name="similarmatch_one_per_channel"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.submission_id} ~ {self.other_id} ({self.channel} {self.score:.2f})"

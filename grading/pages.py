@@ -23,6 +23,7 @@ from shared.paging import beyond
 from takehome import funnel
 from takehome.models import Candidate, Decision, Invitation, Packet
 
+from . import similarity
 from .actions import TALLY_COUNTS, diff_unfolded, eligible_reviewers, loads, open_assignments
 from .engine import diffview, display, replay, rubric
 from .engine.agreement import PairAgreement, Table
@@ -199,8 +200,9 @@ class CellView:
 
 
 def load_submission(pk: int) -> Submission:
+    # why the similarity profile: the review page says whether similar submissions were looked for
     return Submission.objects.select_related(
-        "invitation__candidate", "invitation__packet_version__packet"
+        "invitation__candidate", "invitation__packet_version__packet", "similarity_profile"
     ).get(pk=pk)
 
 
@@ -242,6 +244,24 @@ def review_state(submission: Submission, reviewer, reader: bool = False) -> dict
         "complete": len(marks) == len(rubric.KEYS),
         "locked": locked,
         "reader": reader,
+    }
+
+
+def similar_section(submission: Submission, state: dict) -> dict:
+    """The similar submissions, for a viewer whose four cells are marked (or who reads, or has submitted).
+
+    why only then: a reviewer told that two uploads share an answer before marking would mark the
+    copy, not the evidence; once the cells are marked it is news for the debrief, not a bias.
+    """
+    shown = state["reader"] or state["complete"] or state["locked"]
+    computed = shown and similarity.computed(submission)
+    reader = state["reader"]
+    return {
+        "similar_shown": shown,
+        "similar": similarity.similar_for(
+            [submission.pk], lambda inv, packet: candidate_label(inv, packet, reader)).get(submission.pk, [])
+        if computed else [],
+        "similar_computed": computed,
     }
 
 
@@ -295,6 +315,7 @@ def review_page(submission: Submission, reviewer, reader: bool = False,
                                     timeline.get("problems") or [])
     return {
         **state,
+        **similar_section(submission, state),
         "submission": submission,
         "packet": packet,
         "version": submission.invitation.packet_version,
@@ -629,6 +650,7 @@ class DebriefRow:
     cells: list = field(default_factory=list)  # [(cell, [(reviewer, MarkView)], disagree)]
     under_review: Submission | None = None  # set when this row is not the upload under review
     comments: list = field(default_factory=list)  # [(reviewer, CommentView)] of the submitted reviews
+    similar: list = field(default_factory=list)  # [similarity.SimilarRow], once visible
 
     @property
     def newer_upload_exists(self) -> bool:
@@ -677,6 +699,11 @@ def debrief_page_rows(
                 disagree = len({m.passed for _, m in marks_here}) > 1
                 row.cells.append((key, marks_here, disagree))
         rows.append(row)
+    # why only the visible rows: as on the review page, a reviewer learns of a copy after their own marks
+    similar = similarity.similar_for([r.submission.pk for r in rows if r.visible],
+                                     lambda inv, p: candidate_label(inv, p, reader))
+    for row in rows:
+        row.similar = similar.get(row.submission.pk, [])
     return rows
 
 
@@ -741,11 +768,17 @@ def csv_safe(value) -> str:
     return "'" + text if text.startswith(CSV_FORMULA_START) else text
 
 
+def similar_text(rows: list[similarity.SimilarRow]) -> str:
+    """The CSV's similar_to field: 'submission 12 (test diff 1.00, refuse.md 0.93); submission 15 (...)'."""
+    return "; ".join(f"submission {r.other.pk} ({r.summary()})" for r in rows)
+
+
 def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500, reader: bool = False):
     """The debrief as CSV rows: one row per candidate and reviewer, the four cells side by side.
 
-    The last columns are the hiring decision a person recorded (takehome.Decision),
-    never derived from the cells. A recruiter reading also gets one line for a
+    Then come the hiring decision a person recorded (takehome.Decision),
+    never derived from the cells, and the packet's other submissions near-identical
+    to this one (grading.similarity), as on the debrief. A recruiter reading also gets one line for a
     candidate no reviewer has scored yet, so every decision is exported.
     """
     labels = packet_labels(packet)
@@ -753,7 +786,7 @@ def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500, reader: bool = 
     for key, _ in labels:
         header += [key, f"{key}_note"]
     header += ["diff_comments", "disagreement", "under_review", "decision", "decision_note", "decided_by",
-               "decided_at"]
+               "decided_at", "similar_to"]
     yield header
     rows = debrief_rows(packet)
     last = 0
@@ -769,6 +802,7 @@ def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500, reader: bool = 
             d = decisions.get(row.submission.invitation_id)
             decided = [d.choice, d.note, d.decided_by.get_username() if d.decided_by else "",
                        d.decided_at.isoformat()] if d else ["", "", "", ""]
+            decided.append(similar_text(row.similar))
             per_reviewer: dict[str, dict] = defaultdict(dict)
             disagree = []
             for cell, marks, disagreement in row.cells:

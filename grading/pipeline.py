@@ -26,7 +26,7 @@ from shared import stored
 from shared.sandboxes import sandbox_for_spec, sandbox_from_settings
 from takehome.models import effective_policy
 
-from . import actions, lifecycle
+from . import actions, lifecycle, similarity
 from .engine.checks.model import Exchange, ModelRecord
 from .engine.checks.timeline import Receipt
 from .engine.core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
@@ -191,6 +191,8 @@ def record_evidence(run: GradingRun, evidence: dict, duration_s: float) -> None:
     PostgreSQL's jsonb refuses them, and a candidate's output must never make
     storing fail. A run that is no longer running (taken back as lost while
     this worker was still on it) raises InvalidTransition, and nothing is saved.
+    Then the submission's fingerprints are stored and matched against its
+    packet's others (grading.similarity; a refused one's are cleared).
     """
     # why outside the transaction: both walk the whole evidence, and on SQLite
     # every upload waits while a transaction holds the write lock.
@@ -208,6 +210,8 @@ def record_evidence(run: GradingRun, evidence: dict, duration_s: float) -> None:
             actions.do_assign_reviewers(run.submission_id)
         else:
             lifecycle.finish_rejected(run, evidence["archive"]["reason"])
+    # why after the commit: the match takes the packet's lock, and graded is graded whatever it finds
+    similarity.record_quietly(run.submission_id)
 
 
 def record_failure(run: GradingRun, exc: BaseException, retry: bool) -> bool:

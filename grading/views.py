@@ -173,6 +173,10 @@ def _cell_response(request, submission, cell: str, error: str = "", note: str | 
     if chose and cell in CELLS_BEFORE_DIFF and state["unfolded"] and not error:
         full = pages.review_page(submission, request.user)
         html += render_to_string("grading/review_detail.html#diff-section", {**full, "oob": True}, request)
+    if chose and not error:
+        # why on every choice: the list shows once the fourth cell is marked, whichever cell that is
+        html += render_to_string("grading/review_detail.html#similar-section",
+                                 {**context, **pages.similar_section(submission, state), "oob": True}, request)
     return HttpResponse(html)
 
 

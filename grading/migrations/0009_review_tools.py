@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('grading', '0007_gradingrun_message_sent_at'),
+        ('grading', '0008_similarity'),
         ('sessions_app', '0016_gatereceipt_refusal_code'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -40,6 +40,7 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
     """
     from django.contrib.auth.models import User
 
+    from grading import similarity
     from grading.engine.spec import SAMPLE_PACKETS_DIR
     from grading.models import Submission
     from grading.tests.casts import cast_for
@@ -78,6 +79,9 @@ def build_site(make_reviewer, recruiter) -> tuple[Site, dict]:
     Submission.objects.filter(pk=replayed.pk).update(via="hosted", at_deadline=True,
                                                      earlier_submit_at=timezone.now() - timedelta(hours=1))
     cast_for(replayed)
+    # the same evidence each: every one lists the others as similar (Grace's page and the debrief show them)
+    for s in (ada, grace, replayed):
+        similarity.record(s.pk)
     draft = draft_packet()
     set_password_link = set_password_path(make_reviewer("nell"))
     site = Site(
