@@ -33,7 +33,7 @@ from .audit import record
 from .content import VersionContent, content_cells, content_of, fingerprint, same_content
 from .invites import InviteRow
 from .models import Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
-from .signals import invitation_revoked
+from .signals import decision_recorded, invitation_revoked
 
 log = logging.getLogger(__name__)
 
@@ -564,4 +564,5 @@ def do_decide(invitation: Invitation, outcome: str, note: str, actor) -> Decisio
     label = Decision.Choice(outcome).label
     record(actor, "decision", locked, label + (f": {note}" if note else ""))
     funnel.touch(locked.pk)
+    decision_recorded.send(sender=Decision, invitation_id=locked.pk, decision_id=decision.pk)
     return decision
