@@ -9,12 +9,14 @@ import json
 import secrets
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from shared import publish
 from takehome.audit import record
 from takehome.models import hash_token
 
@@ -114,9 +116,17 @@ def _body(event: str, data: dict) -> tuple[str, str]:
     return event_id, json.dumps(body, separators=(",", ":"), sort_keys=True)
 
 
-def _queue(endpoints, event: str, data: dict) -> list[WebhookDelivery]:
+def do_send_delivery(delivery_id: int) -> bool:
+    """Hand one delivery to the broker without waiting on one that is down; False: the sweep sends it later."""
     from .tasks import deliver_webhook
 
+    if not publish.send(deliver_webhook, (delivery_id,)):
+        return False
+    WebhookDelivery.objects.filter(pk=delivery_id, sent_at__isnull=True).update(sent_at=timezone.now())
+    return True
+
+
+def _queue(endpoints, event: str, data: dict) -> list[WebhookDelivery]:
     deliveries = []
     for endpoint in endpoints:
         event_id, body = _body(event, data)
@@ -124,8 +134,15 @@ def _queue(endpoints, event: str, data: dict) -> list[WebhookDelivery]:
                                                          body=body))
     ids = [d.pk for d in deliveries]
     # why after commit: the worker must find the delivery's row.
-    transaction.on_commit(lambda: [deliver_webhook.delay(pk) for pk in ids])
+    transaction.on_commit(lambda: [do_send_delivery(pk) for pk in ids])
     return deliveries
+
+
+def unsent_deliveries(older_than_s: int = 60):
+    """Deliveries whose message the broker never took: the sweep's to send again."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    return WebhookDelivery.objects.filter(status=WebhookDelivery.Status.PENDING, sent_at__isnull=True,
+                                          created_at__lt=cutoff)
 
 
 def endpoints_for(event: str) -> list[WebhookEndpoint]:

@@ -98,6 +98,8 @@ class WebhookDelivery(models.Model):
     event = models.CharField(max_length=40)
     body = models.TextField()  # the JSON sent, exactly: every attempt sends the same bytes
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # When the broker took its message; None while it has not (the sweep sends it again: api.tasks).
+    sent_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     # One {"at", "code", "error"} per attempt, oldest first; code None when no answer came.
     attempts = models.JSONField(default=list)

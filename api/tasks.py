@@ -7,6 +7,7 @@ from django.conf import settings
 
 from shared.tasks import RETRY_FIRST_S, RETRY_LONGEST_S
 
+from .actions import do_send_delivery, unsent_deliveries
 from .delivery import DeliveryFailed, attempt
 
 
@@ -26,3 +27,14 @@ from .delivery import DeliveryFailed, attempt
 def deliver_webhook(self, delivery_id: int) -> str:
     """Send one webhook delivery; a failed try is retried by Celery until max_retries, then logged as failed."""
     return attempt(delivery_id, last=self.request.retries >= self.max_retries)
+
+
+@shared_task(ignore_result=True)
+def sweep_webhooks() -> int:
+    """Send again the deliveries whose message the broker did not take (it was down when the event came)."""
+    sent = 0
+    for delivery_id in list(unsent_deliveries().values_list("pk", flat=True)):
+        if not do_send_delivery(delivery_id):
+            break  # why: the broker is down; each further send would wait out its timeout and fail the same
+        sent += 1
+    return sent

@@ -425,6 +425,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-packet-checks": {"task": "takehome.tasks.sweep_packet_checks", "schedule": 60.0},
     "send-reminders": {"task": "takehome.tasks.send_reminders", "schedule": 300.0},
     "forget-kept-uploads": {"task": "takehome.tasks.forget_kept_uploads", "schedule": 3600.0},
+    "sweep-webhooks": {"task": "api.tasks.sweep_webhooks", "schedule": 60.0},
 }
 
 # Each readiness check (shared/health.py) gives up after HEALTH_TIMEOUT_S, so a probe polled every few seconds

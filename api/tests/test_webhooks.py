@@ -183,11 +183,11 @@ def test_a_decision_queues_decision_recorded_after_commit(recruiter, invitation,
                                                           django_capture_on_commit_callbacks):
     endpoint_at("https://93.184.215.14/hook", ["decision.recorded"])
     endpoint_at("https://93.184.215.14/other", ["submission.graded"])
-    with patch("api.tasks.deliver_webhook.delay") as delay, django_capture_on_commit_callbacks(execute=True):
+    with patch("api.actions.publish.send", return_value=True) as send, django_capture_on_commit_callbacks(execute=True):
         do_decide(invitation, "advance", "", recruiter)
         assert not WebhookDelivery.objects.exists()  # nothing before the commit
     (delivery,) = WebhookDelivery.objects.all()
-    delay.assert_called_once_with(delivery.pk)
+    send.assert_called_once_with(deliver_webhook, (delivery.pk,))
     body = json.loads(delivery.body)
     assert body["type"] == "decision.recorded" and delivery.endpoint.url.endswith("/hook")
     assert body["data"]["invitation"]["id"] == invitation.pk
@@ -198,9 +198,9 @@ def test_a_decision_queues_decision_recorded_after_commit(recruiter, invitation,
 def test_a_start_queues_invitation_started_and_a_second_start_nothing(invitation,
                                                                       django_capture_on_commit_callbacks):
     endpoint_at("https://93.184.215.14/hook")
-    with patch("api.tasks.deliver_webhook.delay"), django_capture_on_commit_callbacks(execute=True):
+    with patch("api.actions.publish.send", return_value=True), django_capture_on_commit_callbacks(execute=True):
         do_start_session(invitation)
-    with patch("api.tasks.deliver_webhook.delay"), django_capture_on_commit_callbacks(execute=True):
+    with patch("api.actions.publish.send", return_value=True), django_capture_on_commit_callbacks(execute=True):
         do_start_session(invitation)
     (delivery,) = WebhookDelivery.objects.all()
     assert json.loads(delivery.body)["data"]["invitation"]["status"] == "started"
@@ -211,12 +211,34 @@ def test_a_rolled_back_write_sends_nothing(recruiter, invitation):
     from django.db import transaction
 
     endpoint_at("https://93.184.215.14/hook")
-    with patch("api.tasks.deliver_webhook.delay") as delay:
+    with patch("api.actions.publish.send", return_value=True) as send:
         with pytest.raises(RuntimeError), transaction.atomic():
             do_decide(invitation, "advance", "", recruiter)
             raise RuntimeError("rolled back")
-    delay.assert_not_called()
+    send.assert_not_called()
     assert not WebhookDelivery.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_delivery_the_broker_did_not_take_is_sent_by_the_sweep(recruiter):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from api.tasks import sweep_webhooks
+
+    endpoint = endpoint_at("https://93.184.215.14/hook")
+    with patch("api.actions.publish.send", return_value=False):
+        delivery = queued(endpoint)
+        assert actions.do_send_delivery(delivery.pk) is False
+    assert WebhookDelivery.objects.get().sent_at is None
+    with patch("api.actions.publish.send", return_value=True) as send:
+        assert sweep_webhooks() == 0  # too fresh: its own send may still be on the way
+        WebhookDelivery.objects.update(created_at=timezone.now() - timedelta(minutes=2))
+        assert sweep_webhooks() == 1
+        assert sweep_webhooks() == 0
+    send.assert_called_once_with(deliver_webhook, (delivery.pk,))
+    assert WebhookDelivery.objects.get().sent_at is not None
 
 
 # --- the page ----------------------------------------------------------------------------------
@@ -247,8 +269,8 @@ def test_the_page_refuses_a_private_address_and_shows_a_new_secret_once(client, 
     endpoint = WebhookEndpoint.objects.get()
     assert endpoint.secret.encode() in client.get("/webhooks/").content
     assert endpoint.secret.encode() not in client.get("/webhooks/").content  # once
-    with patch("api.tasks.deliver_webhook.delay") as delay, django_capture_on_commit_callbacks(execute=True):
+    with patch("api.actions.publish.send", return_value=True) as send, django_capture_on_commit_callbacks(execute=True):
         assert client.post(f"/webhooks/{endpoint.pk}/test").status_code == 302
     (delivery,) = WebhookDelivery.objects.all()
-    delay.assert_called_once_with(delivery.pk)
+    send.assert_called_once_with(deliver_webhook, (delivery.pk,))
     assert delivery.event == "ping" and AuditEvent.objects.filter(action="webhook_test").exists()
