@@ -14,7 +14,7 @@ from typing import Literal
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import NinjaAPI, Schema
+from ninja import NinjaAPI, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 from pydantic import Field
@@ -269,9 +269,9 @@ def create_invitations(request, body: InvitationsIn):
     except recruiter_actions.InviteError as exc:
         raise ApiError(409, "not_invited", "No invitation was created.",
                        [{"message": m} for m in exc.messages]) from exc
-    return 201, [{"id": new.invitation.pk, "link": new.link,
-                  "candidate": {"name": new.invitation.candidate.name, "email": new.invitation.candidate.email}}
-                 for new in created]
+    return Status(201, [{"id": new.invitation.pk, "link": new.link,
+                         "candidate": {"name": new.invitation.candidate.name, "email": new.invitation.candidate.email}}
+                        for new in created])
 
 
 @api.get("/invitations/{invitation_id}", response={200: InvitationOut, **ERRORS}, summary="Read an invitation")

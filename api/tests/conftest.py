@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.cache import cache
 
-from conftest import free_port
+from conftest import free_port, require
 
 from .receiver import Receiver
 
@@ -39,3 +39,14 @@ def receiver():
 def private_hooks(settings):
     """Webhooks may go to loopback, where the tests' receiver listens."""
     settings.WEBHOOK_ALLOW_PRIVATE = True
+
+
+@pytest.fixture
+def grader_ready(media_root):
+    """A real worker grades here: bubblewrap and the runner virtualenv must be there (sessions_app's ``ready``)."""
+    import shutil
+
+    from sessions_app.tests.helpers import runner_python
+
+    require(shutil.which("bwrap") is not None, "bubblewrap is not installed (apt-get install bubblewrap)")
+    require(runner_python().exists(), f"{runner_python()} is missing: run `make runner`")

@@ -32,7 +32,7 @@ def csrf_of(session: requests.Session, url: str) -> str:
     return session.cookies.get("csrftoken") or re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)[1]
 
 
-def test_a_hiring_system_invites_ten_and_hears_of_the_graded_upload(ready, live_server, settings, sample_packet,
+def test_a_hiring_system_invites_ten_and_hears_of_the_graded_upload(grader_ready, live_server, settings, sample_packet,
                                                                     recruiter, make_token, receiver, private_hooks,
                                                                     celery_worker_proc):
     settings.SITE_URL = live_server.url

@@ -245,6 +245,26 @@ def test_a_delivery_the_broker_did_not_take_is_sent_by_the_sweep(recruiter):
 
 
 @pytest.mark.django_db
+def test_both_pages_need_a_login_and_the_account_page_a_role(client, django_user_model):
+    for path in ("/account/", "/webhooks/"):
+        response = client.get(path)
+        assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+    client.force_login(django_user_model.objects.create_user("nobody"))
+    assert client.get("/account/").status_code == 403
+    assert client.post("/account/tokens/new", {"name": "x", "scope": "write"}).status_code == 403
+
+
+@pytest.mark.django_db
+def test_a_person_revokes_only_their_own_tokens(client, recruiter, reviewer, make_token):
+    make_token(reviewer)
+    client.force_login(recruiter)
+    token = reviewer.api_tokens.get()
+    assert client.post(f"/account/tokens/{token.pk}/revoke").status_code == 404
+    token.refresh_from_db()
+    assert token.revoked_at is None
+
+
+@pytest.mark.django_db
 def test_the_page_is_for_those_who_manage_the_team(client, recruiter, reviewer, groups):
     for user in (recruiter, reviewer):
         client.force_login(user)

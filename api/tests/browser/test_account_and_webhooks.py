@@ -66,3 +66,15 @@ def test_make_use_and_revoke_a_token_then_register_a_webhook_and_test_it(live_se
     log_row = page.locator("section.webhook tr[data-status=delivered]")
     assert "ping" in log_row.inner_text() and "200" in log_row.locator(".answers").inner_text()
     screenshot(page, "webhooks-test-event")
+
+
+def test_the_api_reference_renders_under_the_site_s_content_policy(live_server, page, recruiter):
+    refused = []
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+    log_in(page, live_server.url, "rita")
+    page.get_by_role("link", name="Account").click()
+    page.get_by_role("link", name="REST API").click()
+    page.locator(".swagger-ui .info .title").wait_for()
+    assert "takehome API" in page.locator(".swagger-ui .info .title").inner_text()
+    page.locator(".opblock-summary-path", has_text="/api/v1/invitations/{invitation_id}/decision").first.wait_for()
+    assert refused == []
