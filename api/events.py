@@ -61,8 +61,8 @@ def on_invitation_started(sender, invitation_id: int, **kwargs) -> None:
 
 
 def on_submission_stored(sender, submission, **kwargs) -> None:
-    pk = submission.pk
-    _later("submission.received", lambda: _submission_data(pk))
+    # Answers None: the candidate's side takes the desk's answer (grading.lifecycle.GradingRequest) and no other.
+    _later("submission.received", lambda: _submission_data(submission.pk))
 
 
 def on_submission_graded(sender, submission_id: int, **kwargs) -> None:
