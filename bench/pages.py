@@ -73,7 +73,7 @@ def fill(n: int, seed: int = 7) -> dict:
     from django.utils import timezone
 
     from grading.actions import do_rebuild_agreement
-    from grading.models import Cell, Evidence, Mark, Review
+    from grading.models import Assignment, Cell, Evidence, Mark, Review
     from grading.tests.reviewing import IDEAL
     from sessions_app.models import GateReceipt, Submission
     from shared.access import RECRUITER_GROUP, REVIEWER_GROUP
@@ -174,6 +174,9 @@ def fill(n: int, seed: int = 7) -> dict:
             truth[s.pk] = {cell: rng.random() < 0.6 for cell in Cell.values}
             reviews += [Review(submission=s, reviewer=user, submitted_at=now) for user in reviewers[:2]]
         reviews = Review.objects.bulk_create(reviews, batch_size=batch)
+        # each graded upload assigned to one reviewer in turn, as grading would: the viewer's queue is a third
+        Assignment.objects.bulk_create([Assignment(submission=s, reviewer=reviewers[i % len(reviewers)])
+                                        for i, s in enumerate(graded)], batch_size=batch)
         marks = 0
         for start in range(0, len(reviews), batch):
             chunk = []

@@ -1,22 +1,30 @@
-"""Writes on the reviewer's side: marks and reviews.
+"""Writes on the reviewer's side: marks and reviews, and who is assigned to review what.
 
-Every function here acts for one reviewer on that reviewer's own review; no
-function takes a review or mark id from outside, so there is no way to name
-(let alone change) another reviewer's marks.
+Every function that marks acts for one reviewer on that reviewer's own
+review; no function takes a review or mark id from outside, so there is no
+way to name (let alone change) another reviewer's marks. Assignments are
+made by the server when grading ends (spread by load) and changed by a
+recruiter (reassign), each change in the audit trail.
 """
 
 from __future__ import annotations
 
 from django.apps import apps as django_apps
+from django.contrib.auth import get_user_model
 from django.db import connections, transaction
+from django.db.models import Count, Exists, F, OuterRef, Q, Value
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from sessions_app.models import Submission
+from shared.access import REVIEWER_GROUP
 from takehome import funnel
+from takehome.audit import record
 from takehome.models import Invitation
 
+from .engine import diffview, display
 from .engine.agreement import Table, pair_tables
-from .models import CELLS_BEFORE_DIFF, AgreementTally, Cell, Mark, Review
+from .models import CELLS_BEFORE_DIFF, AgreementTally, Assignment, Cell, Evidence, LineComment, Mark, Review
 from .signals import review_submitted
 
 TALLY_COUNTS = ("both_pass", "a_pass_b_fail", "a_fail_b_pass", "both_fail")  # Table's fields, in its order
@@ -84,6 +92,51 @@ def do_save_note_draft(submission: Submission, reviewer, cell: str, note: str) -
         review.draft_notes.pop(cell, None)
     review.save(update_fields=["draft_notes"])
     return review
+
+
+MAX_COMMENT_CHARS = 2000
+
+
+def diff_file(submission: Submission, path: str) -> dict | None:
+    """The evidence's diff of one file (as stored, cleaned for display), or None when the diff has no such file."""
+    data = Evidence.objects.filter(submission=submission).values_list("data", flat=True).first() or {}
+    for f in (data.get("diff") or {}).get("files") or []:
+        if isinstance(f, dict) and f.get("path") == path:
+            return display.clean_tree(f)
+    return None
+
+
+@transaction.atomic
+def do_save_line_comment(submission: Submission, reviewer, path: str, anchor: str, body: str) -> LineComment | None:
+    """Keep ``reviewer``'s comment on one line of the diff (``anchor``: ``old:N`` or ``new:N``) with their review.
+
+    An empty body removes the comment (None). Refused: a submitted review
+    (final), the diff still folded, a file or line the diff does not have,
+    or a body over MAX_COMMENT_CHARS.
+    """
+    body = (body or "").strip()
+    if len(body) > MAX_COMMENT_CHARS:
+        raise ReviewError(f"A comment is at most {MAX_COMMENT_CHARS} characters.")
+    where = diffview.parse_anchor(anchor)
+    found = diff_file(submission, path)
+    # why from the stored evidence: the line and its text are the grader's, whatever the browser sent
+    line = diffview.find_line(diffview.parse_unified(found.get("diff") or ""), anchor) if found and where else None
+    if where is None or line is None:
+        raise ReviewError("The diff has no such line.")
+    review, _ = Review.objects.select_for_update().get_or_create(submission=submission, reviewer=reviewer)
+    if review.is_submitted:
+        raise ReviewError("Your review is submitted; its comments are final.")
+    if not diff_unfolded(scored_cells(review)):
+        raise ReviewError("Score the red log, the stamp and the refusal first; the diff is folded until then.")
+    side, number = where
+    if not body:
+        LineComment.objects.filter(review=review, path=path, side=side, line=number).delete()
+        return None
+    comment, _ = LineComment.objects.update_or_create(
+        review=review, path=path, side=side, line=number,
+        defaults={"body": body, "snippet": line.text[:500], "updated_at": timezone.now()},
+    )
+    return comment
 
 
 @transaction.atomic
@@ -187,3 +240,106 @@ def do_rebuild_agreement(apps=django_apps, using: str = "default") -> int:
         cursor.execute(f"DELETE FROM {tally}")
         cursor.execute(sql)
         return cursor.rowcount
+
+
+# --- assignments ---------------------------------------------------------------------------
+
+
+class AssignmentError(Exception):
+    """A reassignment that cannot be done; the message says why, for the page."""
+
+
+def eligible_reviewers():
+    """The people a submission may be assigned to: active accounts in the reviewer group.
+
+    why the group itself, not in_group(): a superuser passes every group check but did not sign up to
+    review; and every reviewer may read every packet's submissions (shared.access), so no packet narrows it.
+    """
+    return get_user_model().objects.filter(is_active=True, groups__name=REVIEWER_GROUP).distinct()
+
+
+def open_assignments():
+    """Assignments still to be done: the upload under review, not yet reviewed (submitted) by its reviewer."""
+    done = Review.objects.filter(submission=OuterRef("submission"), reviewer=OuterRef("reviewer"),
+                                 submitted_at__isnull=False)
+    return Assignment.objects.filter(submission__is_latest=True).exclude(Exists(done))
+
+
+def loads(reviewer_ids) -> dict[int, int]:
+    """Each reviewer's count of open assignments (0 for none)."""
+    counted = dict(open_assignments().filter(reviewer_id__in=list(reviewer_ids))
+                   .values("reviewer_id").annotate(n=Count("pk")).values_list("reviewer_id", "n"))
+    return {pk: counted.get(pk, 0) for pk in reviewer_ids}
+
+
+@transaction.atomic
+def do_assign_reviewers(submission_id: int) -> list[Assignment]:
+    """Give a graded upload under review the reviewers its packet asks for, fewest open assignments first.
+
+    A reviewer is never assigned twice to one submission; ties go to the
+    reviewer with the lower id, so the spread is the same every time. Fewer
+    eligible reviewers than asked for: as many as there are (the sweep adds
+    the rest when more join). Returns the assignments made.
+    """
+    # why the row lock: the worker that graded it and the sweep may both arrive; the second one waits,
+    # then counts the first one's assignments
+    submission = (Submission.objects.select_for_update().select_related("invitation__packet_version__packet")
+                  .filter(pk=submission_id).first())
+    if submission is None or submission.status != Submission.Status.GRADED or not submission.is_latest:
+        return []
+    found = Assignment.objects.filter(submission=submission).values_list("reviewer_id", "reviewer__is_active")
+    assigned = {pk for pk, _ in found}
+    # why only active ones count: a reviewer deactivated with reviews still open will never do them
+    wanted = submission.invitation.packet_version.packet.reviewers_per_submission - sum(
+        1 for _, active in found if active)
+    if wanted <= 0:
+        return []
+    free = list(eligible_reviewers().exclude(pk__in=assigned).values_list("pk", flat=True))
+    load = loads(free)
+    chosen = sorted(free, key=lambda pk: (load[pk], pk))[:wanted]
+    return [Assignment.objects.create(submission=submission, reviewer_id=pk) for pk in chosen]
+
+
+def assign_waiting(limit: int = 500) -> int:
+    """Assign the graded uploads under review still short of reviewers (the sweep); returns how many were made.
+
+    Short: fewer assignments to active reviewers than the packet asks and
+    than there are reviewers, so a packet asking for more reviewers than the
+    team has is not looked at again at every sweep; an upload whose reviewer
+    was deactivated before reviewing it is given someone else.
+    """
+    team = eligible_reviewers().count()
+    if not team:
+        return 0
+    short = (Submission.objects.filter(status=Submission.Status.GRADED, is_latest=True)
+             .annotate(n=Count("assignments", filter=Q(assignments__reviewer__is_active=True)))
+             .filter(n__lt=Least(F("invitation__packet_version__packet__reviewers_per_submission"), Value(team)))
+             .order_by("pk").values_list("pk", flat=True)[:limit])
+    return sum(len(do_assign_reviewers(pk)) for pk in list(short))
+
+
+@transaction.atomic
+def do_reassign_reviewer(submission: Submission, old, new, actor) -> Assignment:
+    """Give ``old``'s assignment of ``submission`` to ``new`` (``old`` None: add ``new`` as one more reviewer).
+
+    Refused: ``old`` not assigned, or already submitted their review (it
+    stays theirs); ``new`` not an active reviewer, or assigned already.
+    Written to the audit trail, with who made the change.
+    """
+    Submission.objects.select_for_update().filter(pk=submission.pk).first()
+    if new is None or not eligible_reviewers().filter(pk=new.pk).exists():
+        raise AssignmentError("Choose an active reviewer to give the review to.")
+    if Assignment.objects.filter(submission=submission, reviewer=new).exists():
+        raise AssignmentError(f"{new.get_username()} is assigned to this submission already.")
+    if old is not None:
+        current = Assignment.objects.filter(submission=submission, reviewer=old).first()
+        if current is None:
+            raise AssignmentError(f"{old.get_username()} is not assigned to this submission.")
+        if Review.objects.filter(submission=submission, reviewer=old, submitted_at__isnull=False).exists():
+            raise AssignmentError(f"{old.get_username()} has submitted their review; it stays theirs.")
+        current.delete()
+    assignment = Assignment.objects.create(submission=submission, reviewer=new, assigned_by=actor)
+    detail = (f"{old.get_username()} -> {new.get_username()}" if old is not None
+              else f"added {new.get_username()}")
+    record(actor, "reassign", submission, detail)
+    return assignment

@@ -217,3 +217,71 @@ class AgreementTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cell}: {self.reviewer_a_id}/{self.reviewer_b_id} on packet {self.packet_id}"
+
+
+class Assignment(models.Model):
+    """A reviewer asked to review one submission: its packet says how many reviewers each graded one gets.
+
+    Written by grading.actions only: ``do_assign_reviewers`` when grading ends
+    (and the sweep, for graded submissions still short of reviewers), spread
+    by load; ``do_reassign_reviewer`` when a recruiter gives the review to
+    someone else. An assignment is open while its submission is the upload
+    under review and the reviewer has not submitted a review of it; the open
+    ones are a reviewer's load and their "my queue".
+    """
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="assignments")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments")
+    assigned_at = models.DateTimeField(default=timezone.now)
+    # None: the server assigned it (by load); else the recruiter who reassigned it.
+    assigned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+
+    class Meta:
+        ordering = ["submission", "assigned_at", "pk"]
+        constraints = [
+            # why: two reviews by one person are one opinion counted twice
+            models.UniqueConstraint(fields=["submission", "reviewer"], name="assignment_one_per_reviewer"),
+        ]
+        indexes = [models.Index(fields=["reviewer", "submission"], name="assignment_reviewer_submission")]
+
+    def __str__(self) -> str:
+        return f"submission {self.submission_id} assigned to {self.reviewer_id}"
+
+
+
+class LineComment(models.Model):
+    """A reviewer's comment on one line of a submission's diff, kept with their review.
+
+    Blind like the marks: another reviewer sees it only once their own review
+    is submitted; final once this review is submitted. ``side`` and ``line``
+    name the line (``old`` for a removed line, by its number before the
+    change; ``new`` for any other, by its number after); ``snippet`` is that
+    line's text as the grader stored it, so the debrief and the CSV can quote
+    it. Written by grading.actions.do_save_line_comment only.
+    """
+
+    class Side(models.TextChoices):
+        OLD = "old", "before the change"
+        NEW = "new", "after the change"
+
+    review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="comments")
+    path = models.CharField(max_length=500)
+    side = models.CharField(max_length=3, choices=Side.choices)
+    line = models.PositiveIntegerField()
+    snippet = models.CharField(max_length=500, blank=True)
+    body = models.TextField(max_length=2000)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["review", "path", "side", "line"]
+        constraints = [
+            models.UniqueConstraint(fields=["review", "path", "side", "line"], name="linecomment_one_per_line"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.side}:{self.line}"
+
+    @property
+    def anchor(self) -> str:
+        return f"{self.side}:{self.line}"

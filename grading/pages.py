@@ -23,10 +23,10 @@ from shared.paging import beyond
 from takehome import funnel
 from takehome.models import Candidate, Decision, Invitation, Packet
 
-from .actions import TALLY_COUNTS, diff_unfolded
-from .engine import display, replay, rubric
+from .actions import TALLY_COUNTS, diff_unfolded, eligible_reviewers, loads, open_assignments
+from .engine import diffview, display, replay, rubric
 from .engine.agreement import PairAgreement, Table
-from .models import AgreementTally, Evidence, Mark, Review
+from .models import AgreementTally, Evidence, LineComment, Mark, Review
 
 
 def candidate_label(invitation: Invitation, packet: Packet, reader: bool = False) -> str:
@@ -40,25 +40,44 @@ def candidate_label(invitation: Invitation, packet: Packet, reader: bool = False
 # --- the queue ---------------------------------------------------------------------------
 
 
-def queue(reviewer, packet_slug: str = "", todo: bool = True) -> QuerySet:
-    """Ids of the latest submission of each invitation, newest first; `todo`: not yet submitted by the viewer.
+def queue(reviewer, packet_slug: str = "", todo: bool = True, but_mine: bool = False) -> QuerySet:
+    """Ids of the latest submission of each invitation, newest first; `todo`: not yet submitted by the viewer;
+    `but_mine`: without those in the viewer's own queue (``my_queue``), which the page lists first.
 
     Only ids, from the submission table alone: a page is then an index walk
     down ``uploaded_at`` (see shared.paging), each row's packet and review
     looked up by key, and the page's 50 rows are loaded whole by
     ``load_queue_page``.
     """
-    qs = Submission.objects.latest_per_invitation().order_by("-uploaded_at", "-pk")
-    if packet_slug:
-        # why EXISTS, not IN: an IN list makes the database gather the packet's every upload
-        # and sort them; a lookup per row lets it walk the queue's order and stop after one page.
-        qs = qs.filter(Exists(
-            Invitation.objects.filter(pk=OuterRef("invitation_id"), packet_version__packet__slug=packet_slug)))
+    qs = _in_packet(Submission.objects.latest_per_invitation().order_by("-uploaded_at", "-pk"), packet_slug)
     if todo:
         qs = qs.exclude(
             Exists(Review.objects.filter(submission=OuterRef("pk"), reviewer=reviewer, submitted_at__isnull=False))
         )
+    if but_mine:
+        qs = qs.exclude(Exists(open_assignments().filter(submission=OuterRef("pk"), reviewer=reviewer)))
     return qs.values_list("pk", flat=True)
+
+
+def _in_packet(qs: QuerySet, packet_slug: str) -> QuerySet:
+    if not packet_slug:
+        return qs
+    # why EXISTS, not IN: an IN list makes the database gather the packet's every upload
+    # and sort them; a lookup per row lets it walk the queue's order and stop after one page.
+    return qs.filter(Exists(
+        Invitation.objects.filter(pk=OuterRef("invitation_id"), packet_version__packet__slug=packet_slug)))
+
+
+def my_queue(reviewer, packet_slug: str = "") -> QuerySet:
+    """Ids of the submissions assigned to the viewer that wait for their review, oldest upload first.
+
+    Open assignments only (grading.actions.open_assignments): the upload under
+    review, not yet reviewed by them. Oldest first: the longest waiting is read first.
+    """
+    # why IN from the reviewer's assignments: they are few, and found by the (reviewer, submission) index;
+    # an EXISTS per submission would walk every upload stored
+    qs = Submission.objects.filter(pk__in=open_assignments().filter(reviewer=reviewer).values("submission_id"))
+    return _in_packet(qs, packet_slug).order_by("uploaded_at", "pk").values_list("pk", flat=True)
 
 
 def load_queue_page(ids: list[int]) -> list[Submission]:
@@ -144,11 +163,15 @@ def queue_rows(submissions: list[Submission], reviewer) -> list[QueueRow]:
 def next_in_queue(submission: Submission, reviewer) -> int | None:
     """The id of the next submission the reviewer has not yet submitted a review for.
 
-    The next older one in the queue's order; when none is older, the newest
-    one left (an upload that arrived while this one was read), so that
+    First the oldest in the reviewer's own queue (assigned to them, my_queue);
+    then the next older one in the queue's order; when none is older, the
+    newest one left (an upload that arrived while this one was read), so that
     "nothing else is waiting" is only said when it is true. Both are index
     walks that stop at the first row found, from this row and from the top.
     """
+    mine = my_queue(reviewer).exclude(pk=submission.pk).first()
+    if mine is not None:
+        return mine
     todo = queue(reviewer, todo=True)
     older = beyond(todo, "uploaded_at", submission.uploaded_at, submission.pk, lower=True).first()
     return older if older is not None else todo.exclude(pk=submission.pk).first()
@@ -189,7 +212,7 @@ def review_state(submission: Submission, reviewer, reader: bool = False) -> dict
     shown, the diff unfolded, no form.
     """
     review = None if reader else (
-        Review.objects.filter(submission=submission, reviewer=reviewer).prefetch_related("marks").first()
+        Review.objects.filter(submission=submission, reviewer=reviewer).prefetch_related("marks", "comments").first()
     )
     marks = {m.cell: m for m in review.marks.all()} if review else {}
     locked = reader or bool(review and review.is_submitted)
@@ -236,8 +259,10 @@ def upload_history(submission: Submission) -> list[Submission]:
     )
 
 
-def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
-    """Everything the review page draws, in the fixed order of its sections (``reader``: see review_state)."""
+def review_page(submission: Submission, reviewer, reader: bool = False,
+                open_at: tuple[str, str, str] = ("", "", "")) -> dict:
+    """Everything the review page draws, in the fixed order of its sections (``reader``: see review_state;
+    ``open_at``: the diff line whose comment form is open, see diff_views)."""
     packet = submission.invitation.packet
     uploads = upload_history(submission)
     evidence = Evidence.objects.filter(submission=submission).first()
@@ -300,7 +325,10 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
         "model_comparisons": display.comparison_rows(model),
         "texts": texts,
         "stamp_read": display.stamp_read(timeline.get("events")),
-        "diff_files": display.order_files((data.get("diff") or {}).get("files") or []),
+        "diff_files": diff_views(display.order_files((data.get("diff") or {}).get("files") or []),
+                                 *comments_seen(submission, reviewer, state["review"], state["locked"], reader),
+                                 open_at=open_at),
+        "can_comment": not state["locked"] and state["unfolded"],
         "test_runs": [(name, runs[name]) for name in display.TEST_RUNS if name in runs],
         "fix_runs": [(name, runs[name]) for name in display.FIX_RUNS if name in runs],
         "decoys": runs.get("tests_vs_decoys"),
@@ -308,6 +336,101 @@ def review_page(submission: Submission, reviewer, reader: bool = False) -> dict:
         "next": None if reader else next_in_queue(submission, reviewer),
         "cells_before_diff": [state["cells"][key].label for key in rubric.BEFORE_DIFF],
     }
+
+
+@dataclass(frozen=True)
+class AssignedReviewer:
+    """One reviewer assigned to a submission, as its review page lists them."""
+
+    pk: int
+    name: str
+    state: str  # "submitted", "draft" or "" (not started)
+    by: str  # who assigned them: "" for the server (by load), else the recruiter's name
+
+
+def assigned_reviewers(submission: Submission) -> list[AssignedReviewer]:
+    """The reviewers assigned to the submission, in the order they were assigned, each with their review's state."""
+    theirs = Review.objects.filter(submission=OuterRef("submission"), reviewer=OuterRef("reviewer"))
+    found = (submission.assignments.select_related("reviewer", "assigned_by")
+             .annotate(started=Exists(theirs), submitted=Exists(theirs.filter(submitted_at__isnull=False))))
+    return [AssignedReviewer(a.reviewer_id, a.reviewer.get_username(),
+                             "submitted" if a.submitted else "draft" if a.started else "",
+                             a.assigned_by.get_username() if a.assigned_by else "")
+            for a in found]
+
+
+def reassign_choices(assigned: list[AssignedReviewer]) -> list[tuple[int, str]]:
+    """The reviewers a recruiter may give the review to (not assigned yet), each named with their open load."""
+    taken = {a.pk for a in assigned}
+    people = list(eligible_reviewers().exclude(pk__in=taken).order_by("username"))
+    load = loads([p.pk for p in people])
+    return [(p.pk, f"{p.get_username()} ({load[p.pk]} open)") for p in people]
+
+
+@dataclass
+class LineView:
+    """A diff line as the page draws it, with the comments on it the viewer may see."""
+
+    line: diffview.DiffLine
+    mine: LineComment | None = None
+    others: list = field(default_factory=list)  # [(reviewer name, LineComment)], blind until the viewer submits
+
+    @property
+    def dom_id(self) -> str:
+        return self.line.anchor.replace(":", "-")
+
+
+@dataclass
+class FileView:
+    """One changed file of the diff: its lines, unified and side by side, each with its comments."""
+
+    index: int
+    path: str
+    status: str
+    is_test: bool
+    binary: bool
+    text: str  # the stored diff, drawn as it is when it holds no hunk (a file too large, "only line endings")
+    lines: list[LineView]
+    split: list[tuple[LineView | None, LineView | None, str]]
+    open_anchor: str = ""  # the line whose comment form is open
+    open_view: str = "unified"  # in which of the two tables
+
+
+def comments_seen(submission: Submission, reviewer, review: Review | None, locked: bool, reader: bool):
+    """The viewer's own comments by (path, anchor), and the others' they may see: blind like the marks."""
+    mine = {(c.path, c.anchor): c for c in review.comments.all()} if review else {}
+    others: dict[tuple[str, str], list] = defaultdict(list)
+    if locked or reader:
+        # why only now: a reviewer who has not submitted must not read anyone else's reading of the diff
+        for c in (LineComment.objects.filter(review__submission=submission, review__submitted_at__isnull=False)
+                  .exclude(review__reviewer=reviewer).select_related("review__reviewer")
+                  .order_by("review__reviewer__username", "pk")):
+            others[(c.path, c.anchor)].append((c.review.reviewer.get_username(), c))
+    return mine, others
+
+
+def diff_views(files: list, mine: dict, others: dict, open_at: tuple[str, str, str] = ("", "", "")) -> list[FileView]:
+    """The diff's files for the page, each parsed into lines with their comments.
+
+    ``open_at``: (path, anchor, view) of the line whose comment form is open.
+    """
+    views = []
+    for index, f in enumerate(files):
+        path = str(f.get("path", ""))
+        by_anchor = {}
+        lines = []
+        for line in diffview.parse_unified(str(f.get("diff") or "")):
+            view = LineView(line, mine.get((path, line.anchor)), others.get((path, line.anchor), []))
+            lines.append(view)
+            if line.kind != "hunk":
+                by_anchor[id(line)] = view
+        split = [(by_anchor.get(id(r.left)) if r.left else None, by_anchor.get(id(r.right)) if r.right else None,
+                  r.hunk) for r in diffview.side_by_side([v.line for v in lines])]
+        views.append(FileView(
+            index, path, str(f.get("status", "")), bool(f.get("is_test")), bool(f.get("binary")),
+            str(f.get("diff") or ""), lines, split,
+            open_anchor=open_at[1] if open_at[0] == path else "", open_view=open_at[2] or "unified"))
+    return views
 
 
 def not_accepted_reason(upload: Submission) -> str:
@@ -468,6 +591,35 @@ class MarkView:
     submitted_at: object = None
 
 
+@dataclass(frozen=True)
+class CommentView:
+    """A submitted review's comment on a diff line, as the debrief and the CSV show it."""
+
+    path: str
+    side: str
+    line: int
+    snippet: str
+    body: str
+
+    @property
+    def where(self) -> str:
+        """'invoices.py:12' for a line after the change, 'invoices.py:-9' for one removed (its number before)."""
+        return f"{self.path}:{'-' if self.side == 'old' else ''}{self.line}"
+
+
+def submitted_comments(submission_ids) -> dict[int, list[tuple[str, CommentView]]]:
+    """The diff comments of the submitted reviews of these uploads, by upload, by reviewer name then place."""
+    found: dict[int, list[tuple[str, CommentView]]] = defaultdict(list)
+    rows = (LineComment.objects.filter(review__submission_id__in=list(submission_ids),
+                                       review__submitted_at__isnull=False)
+            .values_list("review__submission_id", "review__reviewer__username", "path", "side", "line", "snippet",
+                         "body")
+            .order_by("review__reviewer__username", "path", "line", "side"))
+    for submission_id, name, path, side, line, snippet, body in rows:
+        found[submission_id].append((name, CommentView(path, side, line, snippet, body)))
+    return found
+
+
 @dataclass
 class DebriefRow:
     submission: Submission
@@ -476,6 +628,7 @@ class DebriefRow:
     reviews: int
     cells: list = field(default_factory=list)  # [(cell, [(reviewer, MarkView)], disagree)]
     under_review: Submission | None = None  # set when this row is not the upload under review
+    comments: list = field(default_factory=list)  # [(reviewer, CommentView)] of the submitted reviews
 
     @property
     def newer_upload_exists(self) -> bool:
@@ -511,12 +664,14 @@ def debrief_page_rows(
             .only("pk", "invitation_id", "uploaded_at", "status", "is_latest") if u.is_latest
         }
     rows = []
+    comments = submitted_comments(ids)
     for s in submissions:
         # why: the debrief is no back door around blind review.
         visible = reader or reviewer.pk in reviewers_of[s.pk]
         row = DebriefRow(s, candidate_label(s.invitation, packet, reader), visible, len(reviewers_of[s.pk]),
                          under_review=None if s.is_latest else under_review.get(s.invitation_id))
         if visible:
+            row.comments = comments.get(s.pk, [])
             for key in rubric.KEYS:
                 marks_here = by_submission[s.pk][key]
                 disagree = len({m.passed for _, m in marks_here}) > 1
@@ -597,7 +752,8 @@ def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500, reader: bool = 
     header = ["submission", "candidate", "uploaded_at", "reviewer", "submitted_at"]
     for key, _ in labels:
         header += [key, f"{key}_note"]
-    header += ["disagreement", "under_review", "decision", "decision_note", "decided_by", "decided_at"]
+    header += ["diff_comments", "disagreement", "under_review", "decision", "decision_note", "decided_by",
+               "decided_at"]
     yield header
     rows = debrief_rows(packet)
     last = 0
@@ -628,10 +784,12 @@ def debrief_csv_rows(packet: Packet, reviewer, chunk: int = 500, reader: bool = 
                 for key, _ in labels:
                     m = marks.get(key)
                     line += [("pass" if m.passed else "fail") if m else "", m.note if m else ""]
-                line += [" ".join(disagree), "yes" if row.submission.is_latest else "no", *decided]
+                # one comment a line of the field: where, the line as it stood, what the reviewer said
+                said = [f"{c.where} `{c.snippet.strip()}`: {c.body}" for who, c in row.comments if who == name]
+                line += ["\n".join(said), " ".join(disagree), "yes" if row.submission.is_latest else "no", *decided]
                 yield [csv_safe(v) for v in line]
             if not per_reviewer and reader:
                 line = [row.submission.pk, row.candidate, row.submission.uploaded_at.isoformat(), "", ""]
                 line += ["", ""] * len(labels)
-                line += ["", "yes" if row.submission.is_latest else "no", *decided]
+                line += ["", "", "yes" if row.submission.is_latest else "no", *decided]
                 yield [csv_safe(v) for v in line]

@@ -26,7 +26,7 @@ from shared import stored
 from shared.sandboxes import sandbox_for_spec, sandbox_from_settings
 from takehome.models import effective_policy
 
-from . import lifecycle
+from . import actions, lifecycle
 from .engine.checks.model import Exchange, ModelRecord
 from .engine.checks.timeline import Receipt
 from .engine.core import GRADER_VERSION, GradeOptions, clean_evidence, grade_archive
@@ -204,6 +204,8 @@ def record_evidence(run: GradingRun, evidence: dict, duration_s: float) -> None:
         )
         if evidence["archive"]["accepted"]:
             lifecycle.finish_graded(run)
+            # why in the same transaction: a graded upload is never seen in a queue without its reviewers
+            actions.do_assign_reviewers(run.submission_id)
         else:
             lifecycle.finish_rejected(run, evidence["archive"]["reason"])
 

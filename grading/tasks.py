@@ -16,7 +16,7 @@ from shared import publish
 from shared.sandboxes import sandbox_caps
 from shared.tasks import record_heartbeat, retry_countdown
 
-from . import lifecycle, pipeline
+from . import actions, lifecycle, pipeline
 from .engine.runner import RunnerUnavailable, ensure_runner
 from .models import InvalidTransition
 from .runners import build_runners
@@ -72,7 +72,8 @@ def enqueue_grading(submission_id: int, *, by: str) -> bool:
 def sweep_submissions() -> int:
     """Send grading again where it stalled: a worker that died (its run's heartbeat stopped), a message
     the broker did not take or that was lost (lifecycle.due_for_sending says which, from the database alone);
-    and remove what sandbox runs of a dead worker process left behind."""
+    remove what sandbox runs of a dead worker process left behind; and give graded uploads still short of
+    reviewers theirs (a reviewer who joined, a packet that asks for more)."""
     pipeline.clean_stale_runs()
     sent = lifecycle.recover_lost(lifecycle.lost_runs())
     for submission_id in list(lifecycle.due_for_sending().values_list("pk", flat=True)):
@@ -81,6 +82,9 @@ def sweep_submissions() -> int:
         sent += 1
     if sent:
         log.info("sweep sent %s submission(s) for grading", sent)
+    assigned = actions.assign_waiting()
+    if assigned:
+        log.info("sweep assigned %s reviewer(s) to graded submissions", assigned)
     return sent
 
 

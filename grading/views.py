@@ -15,9 +15,11 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -26,7 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sessions_app.models import Submission
 from shared import paging, stored
-from shared.access import desk_required, marker_required, reads_only
+from shared.access import RECRUITER_GROUP, desk_required, in_group, marker_required, reads_only, recruiter_required
 from shared.http import htmx_redirect
 from takehome.models import Decision, Packet
 
@@ -35,6 +37,7 @@ from .metrics import TakehomeCollector
 from .models import CELLS_BEFORE_DIFF, Cell
 
 QUEUE_PAGE_SIZE = 50
+MY_QUEUE_SIZE = 50  # the viewer's own queue, above the rest: the oldest this many, then "and more"
 DEBRIEF_PAGE_SIZE = 25  # candidates; one row each, and one more per earlier upload that kept a review
 
 
@@ -58,18 +61,30 @@ def _submission(pk: int) -> Submission:
 @vary_on_headers("HX-Request")
 @desk_required
 def queue(request: HttpRequest) -> HttpResponse:
-    """Latest submissions, newest first; by default those the reviewer has not yet scored (a recruiter: all)."""
+    """The reviewer's own queue (assigned to them, oldest first), then the latest submissions, newest first;
+    by default those the reviewer has not yet scored (a recruiter: all, and no queue of their own)."""
     reader = reads_only(request.user)
     packet_slug = request.GET.get("packet", "")
     packets = list(Packet.objects.only("slug", "title"))
     if packet_slug and packet_slug not in {p.slug for p in packets}:
         packet_slug = ""  # an unknown packet (a stale link) filters nothing and links to no debrief
     todo = request.GET.get("show", "all" if reader else "todo") != "all"
-    page = paging.keyset_page(pages.queue(request.user, packet_slug, todo), "uploaded_at", True,
-                              QUEUE_PAGE_SIZE, request.GET)
-    rows = pages.queue_rows(pages.load_queue_page(page.ids), request.user)
     filters = urlencode({"packet": packet_slug, "show": "todo" if todo else "all"})
+    # The viewer's own queue first (what is assigned to them), then the rest; a recruiter reading has none.
+    mine_ids = [] if reader else list(pages.my_queue(request.user, packet_slug)[:MY_QUEUE_SIZE + 1])
+    mine = {
+        "mine": pages.queue_rows(pages.load_queue_page(mine_ids[:MY_QUEUE_SIZE]), request.user),
+        "mine_more": len(mine_ids) > MY_QUEUE_SIZE,
+        "mine_query": urlencode({"packet": packet_slug, "part": "mine"}),
+        "reader": reader,
+    }
+    if request.htmx and request.GET.get("part") == "mine":
+        return render(request, "grading/queue_list.html#my-queue-rows", mine)
+    page = paging.keyset_page(pages.queue(request.user, packet_slug, todo, but_mine=not reader), "uploaded_at",
+                              True, QUEUE_PAGE_SIZE, request.GET)
+    rows = pages.queue_rows(pages.load_queue_page(page.ids), request.user)
     context = {
+        **mine,
         "page": page,
         "rows": rows,
         # Rows still grading are polled on any page; the first page of a filter is always polled,
@@ -81,7 +96,6 @@ def queue(request: HttpRequest) -> HttpResponse:
         "packet_slug": packet_slug,
         "show": "todo" if todo else "all",
         "filters": filters,
-        "reader": reader,
     }
     template = "grading/queue_list.html"
     if request.htmx:
@@ -104,8 +118,16 @@ def review_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return _page(request, context)
 
 
-def _page(request: HttpRequest, context: dict) -> HttpResponse:
+def _page(request: HttpRequest, context: dict, reassign_error: str = "") -> HttpResponse:
     """The whole review page; with a recording to play, a policy that lets its player run."""
+    assigned = pages.assigned_reviewers(context["submission"])
+    context["assigned"] = assigned
+    context["wanted_reviewers"] = context["packet"].reviewers_per_submission
+    # why the recruiter group (not reads_only): who runs the team may also review, and still reassigns
+    if in_group(request.user, RECRUITER_GROUP):
+        context["can_reassign"] = True
+        context["reassign_choices"] = pages.reassign_choices(assigned)
+        context["reassign_error"] = reassign_error
     response = render(request, "grading/review_detail.html", context)
     if context["replay"] and context["replay"].playable:
         # why: the player's terminal runs as WebAssembly, which script-src 'self' alone forbids; only this page
@@ -198,6 +220,69 @@ def review_submit(request: HttpRequest, pk: int) -> HttpResponse:
         if request.htmx:
             template += "#review-submit"
         return render(request, template, context)
+    return htmx_redirect(request, "grading:review-detail", pk=submission.pk)
+
+
+def _open_at(data) -> tuple[str, str, str]:
+    """(path, line anchor, view) of the comment form asked for; view is "unified" or "split"."""
+    return data.get("path", ""), data.get("at", ""), "split" if data.get("view") == "split" else "unified"
+
+
+def _diff_file(request: HttpRequest, submission: Submission, open_at: tuple[str, str, str], error: str = "",
+               draft: str | None = None, focus: str = "") -> HttpResponse:
+    """One file of the diff again (htmx), or the whole page (else), with the comment form open at ``open_at``."""
+    context = pages.review_page(submission, request.user, open_at=open_at)
+    context.update(comment_error=error, comment_draft=draft, focus_anchor=focus)
+    if not request.htmx:
+        return _page(request, context)
+    f = next((f for f in context["diff_files"] if f.path == open_at[0]), None)
+    if f is None:
+        raise Http404("No such file in the diff.")
+    return render(request, "grading/review_detail.html#diff-file", {**context, "f": f})
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@marker_required
+def comment_form(request: HttpRequest, pk: int) -> HttpResponse:
+    """Open the comment box under one line of the diff: the file again for htmx, the whole page without it."""
+    return _diff_file(request, _submission(pk), _open_at(request.GET))
+
+
+@require_POST
+@marker_required
+def comment_save(request: HttpRequest, pk: int) -> HttpResponse:
+    """Keep the viewer's comment on one diff line with their review (an empty comment removes it)."""
+    submission = _submission(pk)
+    path, at, view = _open_at(request.POST)
+    body = request.POST.get("body", "")
+    try:
+        # why request.user: a reviewer only ever writes their own review's comments; there is no id to forge.
+        actions.do_save_line_comment(submission, request.user, path, at, body)
+    except actions.ReviewError as exc:
+        return _diff_file(request, submission, (path, at, view), str(exc), draft=body)
+    if not request.htmx:
+        return redirect(reverse("grading:review-detail", args=[submission.pk]) + "#diff-section")
+    return _diff_file(request, submission, (path, "", view), focus=at)
+
+
+@require_POST
+@recruiter_required
+def assignment_update(request: HttpRequest, pk: int) -> HttpResponse:
+    """A recruiter gives an assigned reviewer's review to someone else, or adds a reviewer (audited)."""
+    submission = _submission(pk)
+    def user(field: str):
+        value = request.POST.get(field, "")
+        return get_user_model().objects.filter(pk=int(value)).first() if value.isdigit() else None
+
+    old = user("from")
+    if request.POST.get("from") and old is None:
+        return _page(request, pages.review_page(submission, request.user, reads_only(request.user)),
+                     "That reviewer no longer exists; reload the page.")
+    try:
+        actions.do_reassign_reviewer(submission, old, user("to"), request.user)
+    except actions.AssignmentError as exc:
+        return _page(request, pages.review_page(submission, request.user, reads_only(request.user)), str(exc))
     return htmx_redirect(request, "grading:review-detail", pk=submission.pk)
 
 

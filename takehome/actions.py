@@ -32,7 +32,16 @@ from . import funnel
 from .audit import record
 from .content import VersionContent, content_cells, content_of, fingerprint, same_content
 from .invites import InviteRow
-from .models import Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
+from .models import (
+    MAX_REVIEWERS_PER_SUBMISSION,
+    Candidate,
+    Decision,
+    Invitation,
+    Packet,
+    PacketCheck,
+    PacketFile,
+    PacketVersion,
+)
 from .signals import decision_recorded, invitation_revoked
 
 log = logging.getLogger(__name__)
@@ -514,6 +523,21 @@ def do_set_candidate_names_hidden(packet: Packet, hidden: bool) -> None:
     """Hide (or show) candidate names from reviewers on this packet; takes effect on their next page."""
     packet.hide_candidate_names = hidden
     packet.save(update_fields=["hide_candidate_names"])
+
+
+@transaction.atomic
+def do_set_reviewers_per_submission(packet: Packet, count: int, actor=None) -> None:
+    """Set how many reviewers each of the packet's graded submissions is assigned (in the audit trail).
+
+    Submissions already graded get the reviewers they now lack at grading's next sweep; a lower count
+    takes no assignment away.
+    """
+    if not 1 <= count <= MAX_REVIEWERS_PER_SUBMISSION:
+        raise PacketError(f"Reviewers per submission: 1 to {MAX_REVIEWERS_PER_SUBMISSION}.")
+    if count != packet.reviewers_per_submission:
+        record(actor, "reviewers_set", packet, f"reviewers per submission: {packet.reviewers_per_submission} -> {count}")
+        packet.reviewers_per_submission = count
+        packet.save(update_fields=["reviewers_per_submission"])
 
 
 class ExtendError(Exception):

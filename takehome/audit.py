@@ -41,7 +41,9 @@ def record(actor, action: str, target: models.Model, detail: str = "") -> AuditE
             "extend", "decision", "role_change", "regrade", and the server's, actor None:
             "workspace_unsaved" (a closed workspace's files not all saved) and "deadline_submit"
             (a hosted workspace submitted once uploads closed), "reminder" (a candidate who had not
-            started emailed a reminder); and "reminders_set" (a packet's reminder times). Anything else
+            started emailed a reminder); "reminders_set" (a packet's reminder times), "reviewers_set" (how
+            many reviewers each of a packet's submissions gets) and "reassign" (a review given to
+            another reviewer, or a reviewer added to a submission). Anything else
             raises ValueError (a typo must not create a new kind of event).
     target: the saved model instance acted on: an Invitation, a Submission
             (its invitation is found), a User (for a role change), or any

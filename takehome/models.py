@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import ClassVar
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
@@ -16,6 +17,9 @@ from django.utils.crypto import get_random_string, salted_hmac
 
 from grading.engine import rubric
 from grading.engine.spec import PacketSpec, split_decoys
+
+# The most reviewers a packet may ask for each submission (each reads the whole evidence).
+MAX_REVIEWERS_PER_SUBMISSION = 5
 
 
 class ImmutableRowError(Exception):
@@ -33,6 +37,11 @@ class Packet(models.Model):
     # Hours after the link was sent at which a candidate who has not pressed Start is emailed a reminder,
     # ascending (takehome.reminders); empty: none.
     reminder_hours = models.JSONField(default=list, blank=True)
+    # How many reviewers each graded submission is assigned (grading.actions.do_assign_reviewers), spread by load.
+    reviewers_per_submission = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_REVIEWERS_PER_SUBMISSION)],
+        help_text="Reviewers assigned to each graded submission.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -616,6 +625,10 @@ class AuditEvent(models.Model):
         REMINDER = "reminder", "Reminder sent"
         # a recruiter set a packet's reminder times
         REMINDERS_SET = "reminders_set", "Reminders set"
+        # a recruiter set how many reviewers each of a packet's submissions gets
+        REVIEWERS_SET = "reviewers_set", "Reviewers per submission set"
+        # a recruiter gave a submission's review to another reviewer (or added one)
+        REASSIGN = "reassign", "Review reassigned"
 
     # The actions apps above this one write (takehome.audit.register_actions), by value: their labels.
     LATER_ACTIONS: ClassVar[dict[str, str]] = {}

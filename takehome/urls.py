@@ -24,6 +24,7 @@ recruiter_patterns = [
     path("<slug:slug>/invitations/", views.invitation_board, name="invitation-board"),
     path("<slug:slug>/candidate-names", views.packet_candidate_names, name="packet-candidate-names"),
     path("<slug:slug>/reminders", views.packet_reminders, name="packet-reminders"),
+    path("<slug:slug>/reviewers", views.packet_reviewers, name="packet-reviewers"),
     path("invitations/<int:pk>/", views.invitation_on_board, name="invitation-on-board"),
     path("invitations/<int:pk>/resend", views.invitation_resend, name="invitation-resend"),
     path("invitations/<int:pk>/revoke", views.invitation_revoke, name="invitation-revoke"),

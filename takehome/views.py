@@ -19,10 +19,20 @@ from shared import paging
 from shared.access import RECRUITER_GROUP, REVIEWER_GROUP, in_group, manages_team, recruiter_required
 from shared.http import htmx_redirect
 from shared.models import WorkerHeartbeat
+from shared.words import counted
 
 from . import actions, pages
 from .forms import DecisionForm, ExtendDeadlineForm, ImportPacketForm, InviteForm, NewPacketForm, PacketVersionForm
-from .models import Candidate, Decision, Invitation, Packet, PacketFile, PacketVersion, effective_policy
+from .models import (
+    MAX_REVIEWERS_PER_SUBMISSION,
+    Candidate,
+    Decision,
+    Invitation,
+    Packet,
+    PacketFile,
+    PacketVersion,
+    effective_policy,
+)
 from .packet_zip import export_zip
 from .reminders import ReminderError, do_set_reminders
 
@@ -117,6 +127,7 @@ def packet_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "funnel": pages.funnel(packet),
             "requirement_count": len(requirement_names(version.requirements)),
             "model_policy_words": model_policy_words(version),
+            "max_reviewers": MAX_REVIEWERS_PER_SUBMISSION,
         },
     )
 
@@ -190,6 +201,22 @@ def packet_reminders(request: HttpRequest, slug: str) -> HttpResponse:
         messages.success(request, "Candidates who have not started are reminded "
                          f"{', '.join(map(str, hours))} hours after their link was sent." if hours
                          else "No reminders are sent for this packet.")
+    return htmx_redirect(request, "takehome:packet-detail", slug=packet.slug)
+
+
+@require_POST
+@recruiter_required
+def packet_reviewers(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set how many reviewers each graded submission of the packet is assigned."""
+    packet = get_object_or_404(Packet, slug=slug)
+    try:
+        count = int(request.POST.get("reviewers_per_submission", ""))
+        actions.do_set_reviewers_per_submission(packet, count, request.user)
+    except (ValueError, actions.PacketError):
+        messages.error(request, f"Reviewers per submission is a whole number from 1 to "
+                                f"{MAX_REVIEWERS_PER_SUBMISSION}; nothing was changed.")
+    else:
+        messages.success(request, f"Each graded submission is assigned {counted(count, 'reviewer')}.")
     return htmx_redirect(request, "takehome:packet-detail", slug=packet.slug)
 
 

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_pages_bench_runs_and_prints_every_page():
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "pages.py"), "--submissions", "300", "--requests", "5"],
+        [sys.executable, str(ROOT / "bench" / "pages.py"), "--submissions", "120", "--requests", "2"],
         cwd=ROOT, capture_output=True, text=True,
         timeout=600,  # a guard against a hang, not a measurement
     )

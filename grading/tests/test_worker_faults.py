@@ -3,7 +3,7 @@
 A run's heartbeat stops when its worker dies: the sweep of another worker
 sends the submission again; a submission whose worker dies at every attempt
 stops after MAX_ATTEMPTS with the reason; an operator's regrade replaces the
-evidence and keeps the reviews.
+evidence and keeps the reviews (and the reviewers the first grading assigned).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from conftest import Worker, _wait_for, require
 from grading import lifecycle
-from grading.models import Evidence, GradingRun, Review
+from grading.models import Assignment, Evidence, GradingRun, Review
 from grading.tasks import sweep_submissions
 from grading.tests.reviewing import score
 from sessions_app.actions import do_start_session
@@ -128,6 +128,9 @@ def test_regrade_replaces_the_evidence_and_keeps_the_reviews(client, started, ce
     submission_id = upload(client, started, honest_zip())
     wait_for_status(submission_id, ["graded"], celery_worker_proc, "the submission to be graded")
     first = Evidence.objects.get(submission_id=submission_id).created_at
+    # the worker assigned the packet's one reviewer as grading ended, in the same transaction
+    assert list(Assignment.objects.filter(submission_id=submission_id).values_list("reviewer", flat=True)) == [
+        reviewer.pk]
     score(Submission.objects.get(pk=submission_id), reviewer, ALL_PASS)
 
     call_command("regrade", str(submission_id))
@@ -135,6 +138,7 @@ def test_regrade_replaces_the_evidence_and_keeps_the_reviews(client, started, ce
     assert Submission.objects.get(pk=submission_id).status == "graded"
     assert Evidence.objects.get(submission_id=submission_id).created_at > first
     assert Review.objects.get(submission_id=submission_id).is_submitted
+    assert Assignment.objects.filter(submission_id=submission_id).count() == 1  # graded again: nobody more
 
 
 def sandbox_leftovers(pids: set[int]) -> list[Path]:

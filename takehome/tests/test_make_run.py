@@ -217,21 +217,6 @@ def wait_heartbeat(hostname: str, after) -> None:
               UP_WAIT_S, f"a heartbeat from {hostname}", interval=0.25)
 
 
-def test_a_killed_worker_is_restarted_while_the_web_server_keeps_answering(make_run):
-    make_run.start()
-    make_run.wait_up("web")
-    with WebProbe(make_run.base_url + reverse("login")) as web:
-        web.wait_answers(3)
-        killed_at = timezone.now()
-        old = make_run.kill_group("worker")
-        new = make_run.wait_up("worker", other_than=old)
-        wait_heartbeat(socket.gethostname(), after=killed_at)  # the new worker says so as it starts
-        web.wait_answers(3)
-    assert not web.failures, "\n".join(web.failures) + "\n" + make_run.tail()
-    assert new != old
-    assert f"worker died (pid {old}); restarting it" in make_run.output()
-
-
 def websocket_frames(port: int, path: str, origin: str) -> tuple[str, list[tuple[int, bytes]]]:
     """Open a WebSocket by hand and read what the server sends until it closes: (status line, [(opcode, payload)])."""
     import base64
@@ -261,12 +246,8 @@ def websocket_frames(port: int, path: str, origin: str) -> tuple[str, list[tuple
     return status, frames
 
 
-def test_make_run_serves_the_terminals_websocket_and_checks_its_origin(make_run):
-    make_run.start()
-    make_run.wait_up("web")
+def check_terminals_websocket_and_its_origin(make_run: MakeRun) -> None:
     port = int(make_run.env["TAKEHOME_PORT"])
-    with WebProbe(make_run.base_url + reverse("login")) as web:
-        web.wait_answers(1)
     status, frames = websocket_frames(port, "/t/not-a-real-token/terminal", f"http://127.0.0.1:{port}")
     assert status.startswith("HTTP/1.1 101"), status
     said, closed = frames
@@ -276,13 +257,49 @@ def test_make_run_serves_the_terminals_websocket_and_checks_its_origin(make_run)
     assert status.startswith("HTTP/1.1 403"), status
 
 
-def test_killed_redis_and_beat_are_restarted_and_the_worker_finds_redis_again(make_run):
+def ctrl_c(run: MakeRun) -> None:
+    os.killpg(run.proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C: the whole foreground group
+
+
+def sigterm_to_supervisord(run: MakeRun) -> None:
+    os.kill(run.supervisor().getPID(), signal.SIGTERM)
+
+
+def make_status(run: MakeRun) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", "status"], cwd=ROOT, env=run.env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def everything_up(make_run: MakeRun) -> dict[str, int]:
+    """Start make run and wait for each program; their pids."""
+    make_run.start()
+    return {name: make_run.wait_up(name) for name in PROGRAMS}
+
+
+def check_status_shows_each_program_running(make_run: MakeRun, pids: dict[str, int]) -> None:
+    status = make_status(make_run)
+    assert status.returncode == 0, status.stdout + status.stderr
+    for name, pid in pids.items():
+        assert re.search(rf"^{name} +RUNNING +pid {pid}, uptime \d+:\d\d:\d\d$", status.stdout, re.M), status.stdout
+
+
+def check_a_killed_worker_is_restarted_while_the_web_server_keeps_answering(make_run: MakeRun) -> None:
+    with WebProbe(make_run.base_url + reverse("login")) as web:
+        web.wait_answers(3)
+        killed_at = timezone.now()
+        old = make_run.kill_group("worker")
+        new = make_run.wait_up("worker", other_than=old)
+        wait_heartbeat(socket.gethostname(), after=killed_at)  # the new worker says so as it starts
+        web.wait_answers(3)
+    assert not web.failures, "\n".join(web.failures) + "\n" + make_run.tail()
+    assert new != old
+    assert f"worker died (pid {old}); restarting it" in make_run.output()
+
+
+def check_killed_redis_and_beat_are_restarted_and_the_worker_finds_redis_again(make_run: MakeRun) -> None:
     from shared.tasks import record_heartbeat
     from takehome.celery import app
 
-    make_run.start()
-    for name in PROGRAMS:
-        make_run.wait_up(name)
     with WebProbe(make_run.base_url + reverse("login")) as web:
         for name in ("redis", "beat"):
             old = make_run.kill_group(name)
@@ -297,19 +314,7 @@ def test_killed_redis_and_beat_are_restarted_and_the_worker_finds_redis_again(ma
     assert not web.failures, "\n".join(web.failures) + "\n" + make_run.tail()
 
 
-def ctrl_c(run: MakeRun) -> None:
-    os.killpg(run.proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C: the whole foreground group
-
-
-def sigterm_to_supervisord(run: MakeRun) -> None:
-    os.kill(run.supervisor().getPID(), signal.SIGTERM)
-
-
-@pytest.mark.parametrize("stop", [ctrl_c, sigterm_to_supervisord])
-def test_stopping_make_run_leaves_no_process_behind_and_no_error(make_run, stop):
-    make_run.start()
-    for name in PROGRAMS:
-        make_run.wait_up(name)
+def check_stopping_leaves_no_process_behind_and_no_error(make_run: MakeRun, stop) -> None:
     everything = session_pids(make_run.proc.pid)
     assert len(everything) >= 8  # make, the launcher, supervisord, its listener, five programs, their children
 
@@ -327,24 +332,23 @@ def test_stopping_make_run_leaves_no_process_behind_and_no_error(make_run, stop)
     assert f"Log in at {make_run.base_url}/ with:" in output
 
 
-def make_status(run: MakeRun) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "--no-print-directory", "status"], cwd=ROOT, env=run.env, capture_output=True,
-                          text=True, timeout=60)
-
-
-def test_make_status_shows_each_program_running_and_once_stopped_says_nothing_runs(make_run):
-    make_run.start()
-    pids = {name: make_run.wait_up(name) for name in PROGRAMS}
-    status = make_status(make_run)
-    assert status.returncode == 0, status.stdout + status.stderr
-    for name, pid in pids.items():
-        assert re.search(rf"^{name} +RUNNING +pid {pid}, uptime \d+:\d\d:\d\d$", status.stdout, re.M), status.stdout
-    ctrl_c(make_run)
-    make_run.wait_ended()
+def test_one_make_run_serves_restarts_whatever_dies_and_stops_cleanly_on_ctrl_c(make_run):
+    """What only observes or kills a program shares one make run (each start is Django four times over)."""
+    pids = everything_up(make_run)
+    check_status_shows_each_program_running(make_run, pids)
+    check_terminals_websocket_and_its_origin(make_run)
+    check_a_killed_worker_is_restarted_while_the_web_server_keeps_answering(make_run)
+    check_killed_redis_and_beat_are_restarted_and_the_worker_finds_redis_again(make_run)
+    check_stopping_leaves_no_process_behind_and_no_error(make_run, ctrl_c)
     status = make_status(make_run)
     assert status.returncode == 0 and not status.stderr, status.stdout + status.stderr
     assert status.stdout == (f"make run is not running here: no supervisord answers on "
                              f"{make_run.var}/supervisor/supervisor.sock.\nStart it with: make run\n")
+
+
+def test_sigterm_to_supervisord_stops_make_run_leaving_no_process_behind_and_no_error(make_run):
+    everything_up(make_run)
+    check_stopping_leaves_no_process_behind_and_no_error(make_run, sigterm_to_supervisord)
 
 
 def post_json(run: MakeRun, path: str, body: str) -> tuple[int, dict]:

@@ -234,8 +234,8 @@ FILL = {
     "manage.py serve_workspaces [--sweep-every S] [--once]": Run(),
     "manage.py rebuild_funnel [SLUG...]": Run(r"^refund-sum: \d+ invited, counted again\.$"),
 }
-MAKE_RUN = ("takehome/tests/test_make_run.py::test_stopping_make_run_leaves_no_process_behind_and_no_error",
-            "takehome/tests/test_make_run.py::test_a_killed_worker_is_restarted_while_the_web_server_keeps_answering")
+MAKE_RUN = ("takehome/tests/test_make_run.py::test_one_make_run_serves_restarts_whatever_dies_and_stops_cleanly_on_ctrl_c",
+            "takehome/tests/test_make_run.py::test_sigterm_to_supervisord_stops_make_run_leaving_no_process_behind_and_no_error")
 ON_ANOTHER_PORT = "takehome/tests/test_readme_commands.py::test_make_run_on_another_port_takes_the_links_with_it"
 GATE_WALK = ("sessions_app/tests/test_readme_txt_commands.py::test_every_command_of_the_downloads_readme_runs_as_printed",)
 HOSTED_GATE = ("sessions_app/tests/test_workspace_gate.py::"
