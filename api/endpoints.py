@@ -3,16 +3,17 @@
 Every answer that is not a success has one shape, ``{"error": {"code": ..., "message": ..., "details": [...]}}``,
 whatever refused it: the token (401), its scope or its user's roles (403), a missing row (404), a
 conflict with what exists (409), an input that cannot be used (400, 422), the rate limit (429, with
-Retry-After). The schema is served at /api/v1/openapi.json and read at /api/v1/docs.
+Retry-After), a method the address does not take (405). The schema is served at /api/v1/openapi.json and read at /api/v1/docs.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from functools import wraps
 from typing import Literal
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404
 from ninja import NinjaAPI, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -118,6 +119,30 @@ def _not_found(request, exc):
 @api.exception_handler(PermissionDenied)
 def _forbidden(request, exc):
     return error_response(request, 403, "forbidden", str(exc) or "Your account may not do this.")
+
+
+def _in_error_shape(view):
+    """The view, with django-ninja's plain-text 405 (a method the path does not take) in the API's error shape."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        if isinstance(response, HttpResponseNotAllowed):
+            shaped = error_response(request, 405, "method_not_allowed",
+                                    f"{request.method} is not taken here; this address takes {response['Allow']}.")
+            shaped["Allow"] = response["Allow"]
+            return shaped
+        return response
+
+    return wrapped
+
+
+def urls():
+    """The API's URL patterns (``path("api/v1/", endpoints.urls())``), every answer in the API's shape."""
+    patterns, app_name, namespace = api.urls
+    for pattern in patterns:
+        pattern.callback = _in_error_shape(pattern.callback)
+    return patterns, app_name, namespace
 
 
 def not_found_view(request: HttpRequest, rest: str = "") -> HttpResponse:

@@ -145,6 +145,9 @@ def test_create_invitations_refuses_all_with_a_bad_row_or_a_duplicate(client, re
     ("get", "/invitations/999999", None, 404, "not_found"),
     ("get", "/no-such-endpoint", None, 404, "not_found"),
     ("post", "/invitations/1/decision", {"choice": "maybe"}, 422, "invalid_input"),
+    ("get", "/invitations/abc", None, 422, "invalid_input"),
+    ("get", "/invitations", None, 405, "method_not_allowed"),
+    ("delete", "/packets", None, 405, "method_not_allowed"),
 ])
 def test_errors_have_one_shape(client, recruiter, sample_packet, make_token, method, path, body, status, code):
     raw = make_token(recruiter)
@@ -217,3 +220,18 @@ def test_the_schema_and_its_reference_are_served(client, db):
     assert schema["components"]["securitySchemes"]["TokenAuth"]["scheme"] == "bearer"
     docs = client.get("/api/v1/docs")
     assert docs.status_code == 200 and b"swagger-ui" in docs.content
+
+
+def test_the_docs_table_of_endpoints_is_made_from_the_schema():
+    import importlib.util
+    from pathlib import Path
+
+    from api.endpoints import api
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "hooks" / "openapi_schema.py"
+    spec = importlib.util.spec_from_file_location("openapi_schema_hook", path)
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    table = hook.endpoints_table(api.get_openapi_schema())
+    assert "| `POST /api/v1/invitations` | write | Invite one or many candidates" in table
+    assert "| `GET /api/v1/packets` | read |" in table and len(table.splitlines()) == 2 + 4
