@@ -25,6 +25,7 @@ from takehome.models import Invitation
 from .engine import diffview, display
 from .engine.agreement import Table, pair_tables
 from .models import CELLS_BEFORE_DIFF, AgreementTally, Assignment, Cell, Evidence, LineComment, Mark, Review
+from .signals import review_submitted
 
 TALLY_COUNTS = ("both_pass", "a_pass_b_fail", "a_fail_b_pass", "both_fail")  # Table's fields, in its order
 
@@ -168,6 +169,7 @@ def do_submit_review(submission: Submission, reviewer, confirmed: bool = True) -
     review.save(update_fields=["submitted_at"])
     _tally_review(review)
     funnel.touch(submission.invitation_id)
+    review_submitted.send(sender=Review, review_id=review.pk)
     return review
 
 

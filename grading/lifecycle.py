@@ -42,6 +42,7 @@ from takehome import audit, funnel
 from takehome.models import Invitation
 
 from .models import GradingRun, InvalidTransition
+from .signals import submission_graded
 
 log = logging.getLogger(__name__)
 
@@ -407,6 +408,7 @@ def finish_graded(run: GradingRun) -> None:
     """Evidence saved: the run and the submission are graded. Call it inside the evidence's transaction."""
     run.end(Outcome.GRADED)
     _move(run.submission, S.GRADED, (S.GRADING,), reject_reason="")
+    submission_graded.send(sender=Submission, submission_id=run.submission_id)
 
 
 def finish_rejected(run: GradingRun, reason: str) -> None:

@@ -42,7 +42,7 @@ from takehome.models import Invitation, PacketVersion, effective_policy
 
 from .artifacts import Missing, missing_artifacts
 from .models import UPLOAD_TOO_SOON, GateReceipt, ModelExchange, Submission, Workspace
-from .signals import submission_stored
+from .signals import invitation_started, submission_stored
 from .uploads import IncomingArchive, human_size, unpack_refusal
 
 log = logging.getLogger(__name__)
@@ -298,6 +298,7 @@ def do_start_session(invitation: Invitation) -> bool:
     if not invitation.start_clock():
         return False
     funnel.touch(invitation.pk)
+    invitation_started.send(sender=Invitation, invitation_id=invitation.pk)
     return True
 
 

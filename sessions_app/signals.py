@@ -9,3 +9,8 @@ from django.dispatch import Signal
 # commits, so a rollback sends nothing; it answers with what it did, whose ``sent`` says, after the
 # commit, whether the broker took the message. A receiver that raises rolls the upload back.
 submission_stored = Signal()
+
+# Sent inside the Start's transaction (sessions_app.actions.do_start_session), once the clock is set, with
+# ``invitation_id``; a second Start, which changes nothing, sends nothing. Receivers that reach outside (the
+# webhooks) act once it commits.
+invitation_started = Signal()

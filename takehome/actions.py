@@ -42,7 +42,7 @@ from .models import (
     PacketFile,
     PacketVersion,
 )
-from .signals import invitation_revoked
+from .signals import decision_recorded, invitation_revoked
 
 log = logging.getLogger(__name__)
 
@@ -588,4 +588,5 @@ def do_decide(invitation: Invitation, outcome: str, note: str, actor) -> Decisio
     label = Decision.Choice(outcome).label
     record(actor, "decision", locked, label + (f": {note}" if note else ""))
     funnel.touch(locked.pk)
+    decision_recorded.send(sender=Decision, invitation_id=locked.pk, decision_id=decision.pk)
     return decision

@@ -15,6 +15,20 @@ from .models import AuditEvent, Invitation
 ACTIONS = tuple(AuditEvent.Action.values)
 # What the server does of itself, with no person or command behind it: named "server", not "command line".
 SERVER_ACTIONS = (AuditEvent.Action.WORKSPACE_UNSAVED, AuditEvent.Action.DEADLINE_SUBMIT, AuditEvent.Action.REMINDER)
+# Actions the apps above this one add to the trail (``register_actions``), with their labels.
+LATER_ACTIONS = AuditEvent.LATER_ACTIONS
+
+
+def register_actions(labels: dict[str, str]) -> None:
+    """Let an app above the recruiter's side write its own actions to the trail, from its AppConfig.ready.
+
+    why not new AuditEvent.Action members: the recruiter's side would then name what the apps above it do,
+    and each would be a migration of its table; the column takes any short word, and the label comes from here.
+    """
+    for value, label in labels.items():
+        if len(value) > AuditEvent._meta.get_field("action").max_length:
+            raise ValueError(f"Audit action {value!r} is longer than the column.")
+        LATER_ACTIONS[value] = label
 
 
 def record(actor, action: str, target: models.Model, detail: str = "") -> AuditEvent:
@@ -43,8 +57,9 @@ def record(actor, action: str, target: models.Model, detail: str = "") -> AuditE
         from takehome.audit import record
         record(request.user, "role_change", user, "roles: reviewer -> recruiter")
     """
-    if action not in ACTIONS:
-        raise ValueError(f"Unknown audit action {action!r}; expected one of {', '.join(ACTIONS)}.")
+    if action not in ACTIONS and action not in LATER_ACTIONS:
+        known = ", ".join((*ACTIONS, *LATER_ACTIONS))
+        raise ValueError(f"Unknown audit action {action!r}; expected one of {known}.")
     invitation = None
     if isinstance(target, Invitation):
         invitation = target

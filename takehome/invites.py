@@ -56,21 +56,41 @@ def parse_invite_lines(text: str) -> tuple[list[InviteRow], list[LineError]]:
             errors.append(LineError(number, stripped, "expected a name and an email separated by one comma"))
             continue
         name, email = fields
-        email = email.strip("<>").lower()
-        if not name:
-            errors.append(LineError(number, stripped, "the name is empty"))
-            continue
-        if len(name) > 200:
-            errors.append(LineError(number, stripped[:60], "the name is longer than 200 characters"))
-            continue
-        try:
-            validate_email(email)
-        except ValidationError:
-            errors.append(LineError(number, stripped, f"{email!r} is not a valid email address"))
-            continue
-        if email in seen:
-            errors.append(LineError(number, stripped, f"{email} is already on line {seen[email]}"))
-            continue
-        seen[email] = number
-        rows.append(InviteRow(number, name, email))
+        checked = _check_row(number, stripped, name, email.strip("<>").lower(), seen)
+        if isinstance(checked, LineError):
+            errors.append(checked)
+        else:
+            rows.append(checked)
     return rows, errors
+
+
+def rows_from_pairs(pairs: list[tuple[str, str]]) -> tuple[list[InviteRow], list[LineError]]:
+    """The same checks as parse_invite_lines on (name, email) pairs already apart (the API's JSON); pair n is line n."""
+    if len(pairs) > MAX_LINES:
+        return [], [LineError(MAX_LINES + 1, "…", f"Send at most {MAX_LINES} candidates at a time.")]
+    rows: list[InviteRow] = []
+    errors: list[LineError] = []
+    seen: dict[str, int] = {}
+    for number, (name, email) in enumerate(pairs, start=1):
+        checked = _check_row(number, f"{name} <{email}>", name.strip(), email.strip().lower(), seen)
+        if isinstance(checked, LineError):
+            errors.append(checked)
+        else:
+            rows.append(checked)
+    return rows, errors
+
+
+def _check_row(number: int, text: str, name: str, email: str, seen: dict[str, int]) -> InviteRow | LineError:
+    """One candidate's name and email checked; ``seen`` (email: line) catches a repeat and is added to."""
+    if not name:
+        return LineError(number, text, "the name is empty")
+    if len(name) > 200:
+        return LineError(number, text[:60], "the name is longer than 200 characters")
+    try:
+        validate_email(email)
+    except ValidationError:
+        return LineError(number, text, f"{email!r} is not a valid email address")
+    if email in seen:
+        return LineError(number, text, f"{email} is already on line {seen[email]}")
+    seen[email] = number
+    return InviteRow(number, name, email)

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import shlex
 from datetime import datetime, timedelta
+from typing import ClassVar
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -629,6 +630,9 @@ class AuditEvent(models.Model):
         # a recruiter gave a submission's review to another reviewer (or added one)
         REASSIGN = "reassign", "Review reassigned"
 
+    # The actions apps above this one write (takehome.audit.register_actions), by value: their labels.
+    LATER_ACTIONS: ClassVar[dict[str, str]] = {}
+
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -657,6 +661,11 @@ class AuditEvent(models.Model):
         if self.pk is not None:
             raise ImmutableRowError("Audit events are append-only.")
         super().save(*args, **kwargs)
+
+    def get_action_display(self) -> str:
+        if self.action in self.LATER_ACTIONS:
+            return self.LATER_ACTIONS[self.action]
+        return dict(self.Action.choices).get(self.action, self.action)
 
 
 class FunnelTally(models.Model):

@@ -110,6 +110,9 @@ INSTALLED_APPS = [
     "takehome",
     "sessions_app",
     "grading",
+    # Above every app (.importlinter): the API, its tokens, and the webhooks the apps' signals send.
+    "api",
+    "ninja",
 ]
 
 MIDDLEWARE = [
@@ -422,6 +425,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-packet-checks": {"task": "takehome.tasks.sweep_packet_checks", "schedule": 60.0},
     "send-reminders": {"task": "takehome.tasks.send_reminders", "schedule": 300.0},
     "forget-kept-uploads": {"task": "takehome.tasks.forget_kept_uploads", "schedule": 3600.0},
+    "sweep-webhooks": {"task": "api.tasks.sweep_webhooks", "schedule": 60.0},
 }
 
 # Each readiness check (shared/health.py) gives up after HEALTH_TIMEOUT_S, so a probe polled every few seconds
@@ -681,6 +685,23 @@ MODEL_MAX_REPLY_TOKENS = env.int("TAKEHOME_MODEL_MAX_REPLY_TOKENS", 4096,
                                  doc="The `max_tokens` passed on with one request.")
 if MODEL_URL and not MODEL_NAME:
     raise SettingError("TAKEHOME_MODEL_URL is set but TAKEHOME_MODEL_NAME is not: name the model to ask.")
+# The API (api/endpoints.py) and the webhooks (api/delivery.py).
+env.section("API and webhooks")
+API_REQUESTS_PER_MINUTE = env.int("TAKEHOME_API_REQUESTS_PER_MINUTE", 120,
+                                  doc="Requests one API token may make per minute (counted in `CACHE_URL`'s cache); "
+                                      "past it, 429 with Retry-After until the minute ends. 0: no limit.")
+WEBHOOK_TIMEOUT_S = env.duration("TAKEHOME_WEBHOOK_TIMEOUT_S", 10.0, above=0,
+                                 doc="How long a webhook's endpoint may take to connect and answer; past it, "
+                                     "the attempt failed and is tried again later.")
+WEBHOOK_MAX_RETRIES = env.int("TAKEHOME_WEBHOOK_MAX_RETRIES", 8,
+                              doc="Tries of a webhook after its first, each after a doubling wait with jitter "
+                                  "(Celery's retry_backoff, from 10 s up to 10 min); then it is logged as failed.")
+# why off by default: the server posts wherever an endpoint says; see api/signing.py.check_address.
+WEBHOOK_ALLOW_PRIVATE = env.bool("TAKEHOME_WEBHOOK_ALLOW_PRIVATE", False,
+                                 doc="Let webhook endpoints be on this machine or a private network (loopback, "
+                                     "10/8, 172.16/12, 192.168/16, link-local...). Off: such addresses, and "
+                                     "`SITE_URL`'s host, are refused when registered and again when sent to.")
+
 # Form fields other than files (and a gate receipt's JSON body) may hold this much.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = 5

@@ -20,3 +20,7 @@ board_rows_read = Signal()
 # queryset. Each receiver answers {invitation id: {fact: value}} for the takehome.funnel.Facts its rooms'
 # rows decide, in a fixed number of queries whatever the queryset holds.
 funnel_facts_read = Signal()
+
+# Sent inside a decision's transaction (takehome.actions.do_decide), once the Decision is written, with
+# ``invitation_id`` and ``decision_id``. Receivers that reach outside (the webhooks) act once it commits.
+decision_recorded = Signal()

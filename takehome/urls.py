@@ -2,8 +2,9 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 
+from api import endpoints as api_endpoints
 from grading import views as grading_views
 
 from . import views
@@ -52,6 +53,11 @@ urlpatterns = [
     path("candidates/", include((candidate_patterns, "candidates"))),
     path("t/", include("sessions_app.urls")),
     path("review/", include("grading.urls")),
+    # The REST API (its schema at api/v1/openapi.json, its reference at api/v1/docs); any other address
+    # under it answers 404 in the API's error shape. The account page (tokens) and the webhooks page.
+    path("api/v1/", api_endpoints.urls()),
+    re_path(r"^api/v1/(?P<rest>.*)$", api_endpoints.not_found_view),
+    path("", include("api.urls")),
     path("admin/", admin.site.urls),
     # For Prometheus, with a bearer token (TAKEHOME_METRICS_TOKEN); a 404 while none is set.
     path("metrics", grading_views.metrics, name="metrics"),

@@ -86,6 +86,7 @@ PAGES = [
     SitePage("candidates", "recruiter", lambda s: "/candidates/"),
     SitePage("candidates, a search", "recruiter", lambda s: "/candidates/?q=grace"),
     SitePage("a candidate's page", "recruiter", lambda s: f"/candidates/{s.person_id}/"),
+    SitePage("account (API tokens)", "recruiter", lambda s: "/account/"),
     SitePage("queue, read by a recruiter", "recruiter", lambda s: "/review/?show=all"),
     SitePage("review page, read by a recruiter", "recruiter", lambda s: f"/review/{s.scored_id}/"),
     SitePage("debrief, read by a recruiter", "recruiter", lambda s: f"/review/debrief/{s.slug}/"),
@@ -121,6 +122,7 @@ PAGES = [
     SitePage("candidate bad link", None, lambda s: "/t/not-a-real-token/", 404),
     # Staff: the team, and a set-password link (one that no longer works: the page says so)
     SitePage("team", "staff", lambda s: "/team/"),
+    SitePage("webhooks", "staff", lambda s: "/webhooks/"),
     SitePage("set password, used link", None, lambda s: "/accounts/set-password/MQ/used-token/"),
     SitePage("set password, a working link", None, lambda s: s.set_password_path),
     SitePage("set password, done", None, lambda s: "/accounts/set-password/done/"),
