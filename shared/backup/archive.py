@@ -98,13 +98,14 @@ class Writer:
     def abandon(self) -> None:
         """Stop writing a backup that failed, adding nothing more (its file is removed by the caller).
 
-        why: else the tar's stream, collected later, writes its last block into the closed gzip and
-        Python reports an error it cannot raise.
+        why: closed as it is, the tar's stream would write its last blocks into the gzip file, and left
+        open, it would do so when collected, into a closed file, an error Python reports and cannot
+        raise; so the stream is pointed at a throwaway buffer first, and closed there.
         """
         stream = self._tar.fileobj
         if stream is not None:
-            stream.closed = True  # type: ignore[union-attr]  (tarfile's stream: nothing more is written)
-        self._tar.closed = True
+            stream.fileobj = io.BytesIO()  # type: ignore[union-attr]  (tarfile's stream: what it writes into)
+        self._tar.close()
         self._gzip.close()
 
 

@@ -359,6 +359,9 @@ ELSEWHERE = {
     "docker compose exec web python manage.py createsuperuser": NO_DOCKER,
     "docker compose cp caddy:/data/caddy/pki/authorities/local/root.crt caddy-root.crt": NO_DOCKER,
     "curl --cacert caddy-root.crt https://localhost/": NO_DOCKER,
+    'curl -sS https://takehome.example.com/api/v1/invitations -H "Authorization: Bearer $TAKEHOME_TOKEN" '
+    '-H "Content-Type: application/json" -d @invite.json': "an example against a deployed site, with a "
+        "recruiter's token; api/tests/test_api_live.py makes the same call to a running server and a real worker",
     "docker compose up -d postgres redis web worker beat": NO_DOCKER,
     "docker compose ps": NO_DOCKER,
     "docker compose up -d --scale worker=3": NO_DOCKER,
@@ -565,7 +568,7 @@ def test_the_benchmarks_take_every_option_the_docs_give_them():
         for bench, named in bench_options(path.read_text()).items():
             options.setdefault(bench, set()).update(named)
     assert set(options) == {"bench/grading.py", "bench/pages.py", "bench/load.py", "bench/sessions.py",
-                            "bench/model_stream.py"}, options
+                            "bench/model_stream.py", "bench/similarity.py"}, options
     for bench, named in options.items():
         usage = subprocess.run([sys.executable, bench, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert usage.returncode == 0, usage.stderr
