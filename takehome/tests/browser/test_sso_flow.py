@@ -71,3 +71,41 @@ def test_with_password_login_off_the_login_page_is_the_button_alone(site, page, 
     assert page.locator("input[type=password]").count() == 0
     sign_on(page, site, oidc_provider, "rev")
     page.wait_for_url(re.compile(r"/review/$"))
+
+
+def test_the_sign_on_pages_pass_csp_axe_and_fit_a_phone(site, browser, oidc_provider, settings):
+    """The login page with the button (passwords on, then off), a refused sign-on's page and the no-role page:
+    reached through the provider, so not in test_every_page.py's walk."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    from takehome.tests.browser.test_every_page import AXE_OPTIONS, PHONE_WIDTH, RECORD_CSP
+
+    oidc_provider.add_person("mallory", "mallory@example.com", email_verified=False)
+    context = browser.new_context(viewport={"width": PHONE_WIDTH, "height": 900})
+    context.add_init_script(RECORD_CSP)
+    page = context.new_page()
+
+    def check(heading: str) -> None:
+        page.get_by_role("heading", name=heading).wait_for()
+        assert page.evaluate("window.__csp") == []
+        serious = [f"{rule['impact']} {rule['id']}: {rule['help']}"
+                   for rule in Axe().run(page, options=AXE_OPTIONS).response["violations"]
+                   if rule["impact"] in ("serious", "critical")]
+        assert serious == []
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE_WIDTH
+
+    try:
+        page.goto(site + "/accounts/login/")
+        check("Log in")
+        sign_on(page, site, oidc_provider, "mallory")
+        check("Single sign-on did not work")
+        assert "has not verified the email address mallory@example.com" in page.locator("main").inner_text()
+        sign_on(page, site, oidc_provider, "newbie")
+        check("Welcome, newbie@example.com")
+        page.get_by_role("button", name="Log out newbie@example.com").click()
+        page.wait_for_url(re.compile(r"/accounts/login/$"))
+        settings.PASSWORD_LOGIN = False
+        page.reload()
+        check("Log in")
+    finally:
+        context.close()
