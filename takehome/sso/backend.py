@@ -40,6 +40,10 @@ class PasswordBackend(ModelBackend):
             return None
         return super().authenticate(request, username=username, password=password, **kwargs)
 
+    def get_user(self, user_id):
+        # why: turning password login off ends the sessions a password opened, at their next request.
+        return super().get_user(user_id) if settings.PASSWORD_LOGIN else None
+
 
 def email_is_verified(claims: dict) -> bool:
     """Whether the provider vouches for the claims' email: `email_verified` true (some send the word), or

@@ -263,6 +263,13 @@ def test_password_login_off_shows_only_the_button_and_refuses_a_password(client,
     assert authenticate(username="rita", password="pw-rita") is None
 
 
+def test_turning_passwords_off_ends_the_sessions_a_password_opened(client, idp, recruiter, settings):
+    assert client.post(reverse("login"), {"username": "rita", "password": "pw-rita"}).status_code == 302
+    assert client.get(reverse("takehome:packet-list")).status_code == 200
+    settings.PASSWORD_LOGIN = False
+    assert client.get(reverse("takehome:packet-list"))["Location"].startswith(reverse("login"))
+
+
 def test_sign_on_is_absent_when_it_is_not_set_up(client, db):
     assert client.get(reverse("sso-login")).status_code == 404
     assert client.get(reverse("sso-callback"), {"code": "x", "state": "y"}).status_code == 404
@@ -276,3 +283,42 @@ def test_the_password_lockout_still_works_beside_sign_on(client, idp, recruiter,
         client.post(reverse("login"), {"username": "rita", "password": "wrong"})
     locked = client.post(reverse("login"), {"username": "rita", "password": "pw-rita"})
     assert locked.status_code == 429 and signed_on_as(client) is None
+
+
+def test_an_unreachable_provider_is_a_page_not_a_traceback(client, db, settings):
+    from conftest import free_port
+    from takehome.sso import provider
+
+    settings.OIDC_ENABLED, settings.OIDC_ENDPOINTS = True, {}
+    settings.OIDC_ISSUER = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    provider.forget()
+    answer = client.get(reverse("sso-login"))
+    assert answer.status_code == 502 and "could not be reached" in answer.content.decode()
+
+
+def test_a_code_the_provider_refuses_is_a_page(client, idp, by_claim):
+    idp.add_person("rev", "rev@example.com", groups=["engineers"])
+    answer = provider_answer(client, idp, "rev")
+    idp.codes.clear()  # the provider forgot it (expired, or used by another)
+    refused = client.get(answer)
+    assert refused.status_code == 400 and "refused to finish the sign-in" in refused.content.decode()
+    assert signed_on_as(client) is None
+
+
+def test_with_passwords_off_a_team_invitation_says_to_sign_on(client, idp, settings, mailoutbox,
+                                                               django_capture_on_commit_callbacks):
+    lead = do_create_member("lead@example.com", ["recruiter", "team-admin"]).user
+    client.force_login(lead, backend="takehome.sso.backend.SignOnBackend")
+    settings.PASSWORD_LOGIN = False
+    settings.OIDC_ROLES_CLAIM, settings.OIDC_ROLE_MAP = "groups", ROLE_MAP
+    page = client.get(reverse("team:list")).content.decode()
+    assert "<code>groups</code> claim" in page and "log in with single sign-on" in page
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("team:invite"), {"email": "new@example.com", "role": "reviewer"})
+    assert "set-password" not in mailoutbox[-1].body and "with single sign-on" in mailoutbox[-1].body
+    assert "team:set-password-link" not in client.session
+    # The invited person signs on with that verified address, and finds the account and its role.
+    idp.add_person("new", "new@example.com", groups=["engineers"])
+    client.logout()
+    sign_on(client, idp, "new")
+    assert signed_on_as(client) == User.objects.get(email="new@example.com")
