@@ -128,7 +128,10 @@ def member_reactivate(request: HttpRequest, pk: int) -> HttpResponse:
 def member_send_link(request: HttpRequest, pk: int) -> HttpResponse:
     """Email a member a fresh set-password link (an invitation lost, a password forgotten)."""
     member = _member(pk)
-    if not member.is_active:
+    if not settings.PASSWORD_LOGIN:
+        messages.error(request, f"Password login is off here: {member.username} logs in with "
+                                f"{settings.OIDC_PROVIDER_NAME}, and needs no password.")
+    elif not member.is_active:
         messages.error(request, f"{member.username} is deactivated; reactivate them first.")
     elif not member.email:
         messages.error(request, f"{member.username} has no email address to send a link to.")
