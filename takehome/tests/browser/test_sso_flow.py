@@ -73,11 +73,12 @@ def test_with_password_login_off_the_login_page_is_the_button_alone(site, page, 
     page.wait_for_url(re.compile(r"/review/$"))
 
 
-def test_the_sign_on_pages_pass_csp_axe_and_fit_a_phone(site, browser, oidc_provider, settings):
+def test_the_sign_on_pages_pass_csp_axe_and_fit_a_phone(site, browser, oidc_provider, settings, live_server):
     """The login page with the button (passwords on, then off), a refused sign-on's page and the no-role page:
     reached through the provider, so not in test_every_page.py's walk."""
     from axe_playwright_python.sync_playwright import Axe
 
+    from conftest import in_flight
     from takehome.tests.browser.test_every_page import AXE_OPTIONS, PHONE_WIDTH, RECORD_CSP
 
     oidc_provider.add_person("mallory", "mallory@example.com", email_verified=False)
@@ -109,3 +110,5 @@ def test_the_sign_on_pages_pass_csp_axe_and_fit_a_phone(site, browser, oidc_prov
         check("Log in")
     finally:
         context.close()
+        # why: as the page fixture does, the database is emptied for the next test only once no request runs.
+        assert in_flight(live_server).wait_idle(60)
