@@ -213,10 +213,13 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-# why axes first: it refuses a locked-out login before any password is checked.
+# why axes first: it refuses a locked-out login before any password is checked. The password backend is
+# Django's, refusing every password while TAKEHOME_PASSWORD_LOGIN is false (so no path, the login page, the
+# admin's or a crafted POST, checks one then); the sign-on backend answers only the provider's callback.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "takehome.sso.backend.PasswordBackend",
+    "takehome.sso.backend.SignOnBackend",
 ]
 # Failed logins (django-axes): after LOGIN_FAILURE_LIMIT failures for one
 # username from one address, that pair is refused for LOGIN_LOCKOUT_MINUTES,
@@ -242,6 +245,116 @@ PASSWORD_RESET_TIMEOUT = env.duration(
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# Single sign-on for staff through OpenID Connect (mozilla-django-oidc; takehome/sso/): the provider's
+# verified email finds the account, and its roles come from a claim (ROLES_CLAIM and ROLE_MAP) or, without
+# one, from the Team page. docs/security.md, "Single sign-on", says how to set it up.
+env.section("Single sign-on")
+OIDC_ISSUER = env.url("TAKEHOME_OIDC_ISSUER", "", schemes=("https", "http"),
+                      example="https://login.example.com/realms/staff",
+                      doc="The OpenID Connect provider's issuer (its `iss`); set, staff may sign in through it. "
+                          "Its endpoints are read from `<issuer>/.well-known/openid-configuration` unless the "
+                          "three endpoint variables below are set.").rstrip("/")
+OIDC_CLIENT_ID = env.str("TAKEHOME_OIDC_CLIENT_ID", "", doc="The client id the provider gave this site.")
+OIDC_CLIENT_SECRET = env.secret("TAKEHOME_OIDC_CLIENT_SECRET", "",
+                                doc="The client's secret, never shown or logged. "
+                                    "`TAKEHOME_OIDC_CLIENT_SECRET_FILE` names a file holding it instead.")
+OIDC_PROVIDER_NAME = env.str("TAKEHOME_OIDC_PROVIDER_NAME", "single sign-on",
+                             doc="The provider's name on the login page's button (\"Log in with ...\").")
+_OIDC_ENDPOINTS = {
+    "authorization": env.url("TAKEHOME_OIDC_AUTHORIZATION_URL", "", schemes=("https", "http"),
+                             doc="The provider's authorization endpoint; with the token and JWKS endpoints, "
+                                 "instead of discovery."),
+    "token": env.url("TAKEHOME_OIDC_TOKEN_URL", "", schemes=("https", "http"),
+                     doc="The provider's token endpoint (see `TAKEHOME_OIDC_AUTHORIZATION_URL`)."),
+    "jwks": env.url("TAKEHOME_OIDC_JWKS_URL", "", schemes=("https", "http"),
+                    doc="The provider's JWKS endpoint, the keys ID tokens are signed with "
+                        "(see `TAKEHOME_OIDC_AUTHORIZATION_URL`)."),
+    "userinfo": env.url("TAKEHOME_OIDC_USERINFO_URL", "", schemes=("https", "http"),
+                        doc="The provider's userinfo endpoint, asked for claims beside the ID token's; optional "
+                            "with the three above (discovery finds it otherwise)."),
+    "end_session": env.url("TAKEHOME_OIDC_END_SESSION_URL", "", schemes=("https", "http"),
+                           doc="Where logging out sends a signed-on person to end their provider session too; "
+                               "optional with the three above (discovery finds it otherwise)."),
+}
+OIDC_ROLES_CLAIM = env.str("TAKEHOME_OIDC_ROLES_CLAIM", "",
+                           doc="The claim whose values give a signed-on person their roles at each sign-in "
+                               "(e.g. `groups`; a dotted name such as `realm_access.roles` reaches inside an "
+                               "object); needs `TAKEHOME_OIDC_ROLE_MAP`. Empty: roles are given on the Team page.")
+OIDC_ROLE_MAP_ITEMS = env.list("TAKEHOME_OIDC_ROLE_MAP", [],
+                               doc="How the claim's values map to roles: `VALUE=ROLE` pairs, ROLE one of "
+                                   "`recruiter`, `reviewer`, `team-admin`, e.g. "
+                                   "`hiring=recruiter,engineers=reviewer,hiring-leads=team-admin`; a value may "
+                                   "give several roles in several pairs; values not listed give none.")
+OIDC_TRUST_EMAILS = env.bool("TAKEHOME_OIDC_TRUST_EMAILS", False,
+                             doc="Count an email the provider sends without `email_verified` as verified (a "
+                                 "company directory that never sends the claim, such as Microsoft Entra ID); "
+                                 "`email_verified: false` is refused whatever this says.")
+PASSWORD_LOGIN = env.bool("TAKEHOME_PASSWORD_LOGIN", True,
+                          doc="Whether staff may log in with a username and password. `false` needs single "
+                              "sign-on: the login page shows only its button and a password sent is refused "
+                              "(`manage.py createuser` still makes accounts; they sign in through the provider).")
+
+OIDC_ENABLED = bool(OIDC_ISSUER)
+_oidc_given = [name for name, value in (
+    ("TAKEHOME_OIDC_CLIENT_ID", OIDC_CLIENT_ID), ("TAKEHOME_OIDC_CLIENT_SECRET", OIDC_CLIENT_SECRET),
+    ("TAKEHOME_OIDC_AUTHORIZATION_URL", _OIDC_ENDPOINTS["authorization"]),
+    ("TAKEHOME_OIDC_TOKEN_URL", _OIDC_ENDPOINTS["token"]), ("TAKEHOME_OIDC_JWKS_URL", _OIDC_ENDPOINTS["jwks"]),
+    ("TAKEHOME_OIDC_USERINFO_URL", _OIDC_ENDPOINTS["userinfo"]),
+    ("TAKEHOME_OIDC_END_SESSION_URL", _OIDC_ENDPOINTS["end_session"]),
+    ("TAKEHOME_OIDC_ROLES_CLAIM", OIDC_ROLES_CLAIM), ("TAKEHOME_OIDC_ROLE_MAP", OIDC_ROLE_MAP_ITEMS)) if value]
+# why refuse half a configuration: a site that seems to offer sign-on but cannot, or that maps no roles
+# where it was meant to, fails at the first staff login instead of at start.
+if not OIDC_ENABLED and _oidc_given:
+    raise SettingError(f"{_oidc_given[0]} is set but TAKEHOME_OIDC_ISSUER is not: name the provider's issuer "
+                       "(e.g. https://login.example.com/realms/staff), or unset the TAKEHOME_OIDC_* variables.")
+if not OIDC_ENABLED and not PASSWORD_LOGIN:
+    raise SettingError("TAKEHOME_PASSWORD_LOGIN=false needs single sign-on, or nobody could log in: set "
+                       "TAKEHOME_OIDC_ISSUER, TAKEHOME_OIDC_CLIENT_ID and TAKEHOME_OIDC_CLIENT_SECRET.")
+if OIDC_ENABLED:
+    for _name, _value in (("TAKEHOME_OIDC_CLIENT_ID", OIDC_CLIENT_ID),
+                          ("TAKEHOME_OIDC_CLIENT_SECRET", OIDC_CLIENT_SECRET)):
+        if not _value:
+            raise SettingError(f"TAKEHOME_OIDC_ISSUER is set but {_name} is not: copy it from the client "
+                               "registered for this site at the provider.")
+    # why: an ID token's issuer must be the provider's, over TLS; plain http only for one on this machine.
+    if OIDC_ISSUER.startswith("http://") and not DEBUG and \
+            OIDC_ISSUER.split("://", 1)[1].split("/", 1)[0].split(":", 1)[0] not in ("127.0.0.1", "localhost"):
+        raise SettingError(f"TAKEHOME_OIDC_ISSUER={OIDC_ISSUER} is plain http: an identity provider must be "
+                           "reached over https (http only for one on this machine, 127.0.0.1 or localhost).")
+    _required = {"authorization": "TAKEHOME_OIDC_AUTHORIZATION_URL", "token": "TAKEHOME_OIDC_TOKEN_URL",
+                 "jwks": "TAKEHOME_OIDC_JWKS_URL"}
+    _missing = [name for key, name in _required.items() if not _OIDC_ENDPOINTS[key]]
+    if len(_missing) < len(_required) and _missing:
+        raise SettingError(f"{_missing[0]} is not set while the other endpoints are: set "
+                           f"{', '.join(_required.values())} together, or none of them to read them from the "
+                           "issuer's discovery document.")
+    if bool(OIDC_ROLES_CLAIM) != bool(OIDC_ROLE_MAP_ITEMS):
+        _absent = "TAKEHOME_OIDC_ROLE_MAP" if OIDC_ROLES_CLAIM else "TAKEHOME_OIDC_ROLES_CLAIM"
+        raise SettingError(f"{_absent} is not set: TAKEHOME_OIDC_ROLES_CLAIM and TAKEHOME_OIDC_ROLE_MAP go "
+                           "together (the claim, and how its values map to roles), or neither, to give roles "
+                           "on the Team page.")
+# Claim value -> the roles it gives (takehome/team/actions.py's names).
+OIDC_ROLE_MAP: dict[str, list[str]] = {}
+for _item in OIDC_ROLE_MAP_ITEMS:
+    _value, _, _role = _item.rpartition("=")
+    if not _value.strip() or _role.strip() not in ("recruiter", "reviewer", "team-admin"):
+        raise SettingError(f"TAKEHOME_OIDC_ROLE_MAP has {_item!r}: write VALUE=ROLE pairs, ROLE one of "
+                           "recruiter, reviewer or team-admin, e.g. hiring=recruiter,engineers=reviewer.")
+    OIDC_ROLE_MAP.setdefault(_value.strip(), []).append(_role.strip())
+# Found by discovery when the three are not set (takehome/sso/provider.py); read only from there.
+OIDC_ENDPOINTS = _OIDC_ENDPOINTS if all(_OIDC_ENDPOINTS[key] for key in ("authorization", "token", "jwks")) \
+    else {}
+# mozilla-django-oidc's own names. Its views and backend are ours (takehome/sso/), which read the endpoints
+# from provider.py; these are what its code still reads itself.
+OIDC_RP_CLIENT_ID = OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = OIDC_CLIENT_SECRET
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_RP_SCOPES = "openid email profile"
+OIDC_USE_PKCE = True
+OIDC_STORE_ID_TOKEN = True  # sent back as the hint when logging out at the provider
+OIDC_TIMEOUT = 10
+OIDC_AUTHENTICATION_CALLBACK_URL = "sso-callback"
 
 LANGUAGE_CODE = "en-us"
 env.section("Django")
@@ -352,6 +465,26 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [NONE],
     },
 }
+
+
+
+def sign_on_form_action(policy: dict, issuer: str, end_session: str) -> dict:
+    """The policy with the provider's origins added to form-action. why: logging out is a form POST that a
+    signed-on person's browser follows on to the provider's end-session endpoint, and Chromium holds every
+    redirect of a form's navigation to form-action."""
+    origins = []
+    for url in (issuer, end_session):
+        if url:
+            parts = url.split("/", 3)
+            origins.append("/".join(parts[:3]))
+    directives = dict(policy["DIRECTIVES"])
+    directives["form-action"] = [*directives["form-action"], *dict.fromkeys(origins)]
+    return {**policy, "DIRECTIVES": directives}
+
+
+if OIDC_ENABLED:
+    CONTENT_SECURITY_POLICY = sign_on_form_action(CONTENT_SECURITY_POLICY, OIDC_ISSUER,
+                                                  _OIDC_ENDPOINTS["end_session"])
 
 if not DEBUG and not SECURE_HSTS_PRELOAD:
     SILENCED_SYSTEM_CHECKS = ["security.W021"]  # preload is a choice, not a default

@@ -8,6 +8,7 @@ from api import endpoints as api_endpoints
 from grading import views as grading_views
 
 from . import views
+from .sso import views as sso_views
 
 # An outage met outside a view (see takehome/unavailable.py) is a 503 too; anything else, Django's 500.
 handler500 = "takehome.unavailable.server_error"
@@ -41,8 +42,11 @@ candidate_patterns = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("favicon.ico", views.favicon, name="favicon"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/login/", sso_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", sso_views.LogoutView.as_view(), name="logout"),
+    # Single sign-on (takehome/sso/): the provider is sent the callback's address as the redirect URI.
+    path("accounts/sso/login/", sso_views.SignOnStart.as_view(), name="sso-login"),
+    path("accounts/sso/callback/", sso_views.sign_on_callback, name="sso-callback"),
     # A new member's invitation link (and a staff-sent one) lands on Django's own set-password views.
     path("accounts/set-password/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(),
          name="password_reset_confirm"),
@@ -58,6 +62,8 @@ urlpatterns = [
     path("api/v1/", api_endpoints.urls()),
     re_path(r"^api/v1/(?P<rest>.*)$", api_endpoints.not_found_view),
     path("", include("api.urls")),
+    # Before the admin's own: with password login off, its login form is this site's login page.
+    path("admin/login/", sso_views.admin_login),
     path("admin/", admin.site.urls),
     # For Prometheus, with a bearer token (TAKEHOME_METRICS_TOKEN); a 404 while none is set.
     path("metrics", grading_views.metrics, name="metrics"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
@@ -35,6 +36,7 @@ from .models import (
 )
 from .packet_zip import export_zip
 from .reminders import ReminderError, do_set_reminders
+from .team.pages import team_admin_names
 
 BOARD_PAGE_SIZE = pages.BOARD_PAGE_SIZE
 
@@ -49,7 +51,9 @@ def home(request: HttpRequest) -> HttpResponse:
         return redirect("grading:queue")
     if manages_team(request.user):
         return redirect("team:list")
-    return render(request, "takehome/no_role.html", status=403)
+    # A person with no role (one who signed on for the first time, say): who to ask, and how roles are given.
+    return render(request, "takehome/no_role.html", {"team_admins": team_admin_names(),
+                                                     "roles_claim": settings.OIDC_ROLES_CLAIM}, status=403)
 
 
 @require_GET

@@ -160,6 +160,8 @@ def send_set_password_email(user, invited_by=None) -> str:
             "roles": roles_of(user),
             "invited_by": invited_by,
             "link_days": settings.PASSWORD_RESET_TIMEOUT // (24 * 3600),
+            "password_login": settings.PASSWORD_LOGIN,
+            "provider_name": settings.OIDC_PROVIDER_NAME,
         },
         domain_override="takehome",  # unused: the template builds the link from SITE_URL
     )
@@ -167,15 +169,47 @@ def send_set_password_email(user, invited_by=None) -> str:
 
 
 @transaction.atomic
-def do_set_roles(member, roles, actor=None) -> list[str]:
-    """Make `member`'s roles exactly `roles` (possibly none); returns them."""
+def do_set_roles(member, roles, actor=None, what: str = "changed the roles of") -> list[str]:
+    """Make `member`'s roles exactly `roles` (possibly none); returns them. `what` words the audit event."""
     roles = _clean_roles(roles)
     before = roles_of(member)
     keep = member.groups.exclude(name__in=ROLES.values())  # other groups are not ours to touch
     member.groups.set(list(keep) + list(Group.objects.filter(name__in=[ROLES[r] for r in roles])))
     if before != roles:
-        _audit_role_change(actor, member, before, roles, "changed the roles of")
+        _audit_role_change(actor, member, before, roles, what)
     return roles
+
+
+@transaction.atomic
+def do_sign_on(email: str, roles: list[str] | None, claim: str = ""):
+    """The account a provider-verified `email` signs on to: its own, or one made now (username the email,
+    no usable password). With `roles` (from the provider's `claim`), they become the account's roles,
+    audited as the person's own sign-on; with None, the roles stay as the Team page set them (none for a
+    new account). Refuses (TeamError) a deactivated account, and an email two accounts share.
+    """
+    email = _clean_email(email)
+    User = get_user_model()
+    found = list(User.objects.filter(email__iexact=email)[:2])
+    if len(found) > 1:
+        # why: picking one would hand a person whichever account the database listed first.
+        raise TeamError(f"Two accounts here have the email {email}, so single sign-on cannot tell which is "
+                        "yours. Ask a team admin to change the email of the one that is not.")
+    if found:
+        user = found[0]
+        if not user.is_active:
+            raise TeamError(f"The account {user.username} is deactivated. Ask a team admin to reactivate it.")
+    else:
+        if User.objects.filter(username__iexact=email).exists():
+            raise TeamError(f"An account named {email} exists with another email address, so single sign-on "
+                            "does not take it over. Ask a team admin to set its email to yours.")
+        user = User(username=email, email=email, is_active=True)
+        user.set_unusable_password()
+        user.save()
+        _audit_role_change(user, user, [], [], "signed on for the first time, creating the account of")
+    if roles is not None:
+        do_set_roles(user, roles, actor=user, what=f"signed on with the provider's {claim} claim, setting the "
+                                                   "roles of")
+    return user
 
 
 def do_deactivate_member(member, actor) -> None:

@@ -8,6 +8,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db.models import Prefetch
 
+from shared.access import TEAM_ADMIN_GROUP
+
 from .actions import ROLES
 
 
@@ -31,6 +33,16 @@ def member_rows(viewer) -> list[MemberRow]:
             user=user,
             roles=[role for role, group in ROLES.items() if group in names],
             is_self=user.pk == viewer.pk,
-            invited=not user.has_usable_password(),
+            # why last_login too: an account single sign-on made has no password, and is no invitation.
+            invited=not user.has_usable_password() and user.last_login is None,
         ))
     return rows
+
+
+def team_admin_names(limit: int = 5) -> list[str]:
+    """Who a person without a role can ask: active team admins (staff if there are none), by username."""
+    users = get_user_model().objects.filter(is_active=True)
+    admins = users.filter(groups__name=TEAM_ADMIN_GROUP)
+    if not admins.exists():
+        admins = users.filter(is_staff=True)
+    return list(admins.order_by("username").values_list("username", flat=True).distinct()[:limit])

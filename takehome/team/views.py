@@ -51,6 +51,9 @@ def _render_team(request: HttpRequest, form: InviteMemberForm | None = None) -> 
         "form": form or InviteMemberForm(),
         "role_choices": ROLE_CHOICES,
         "new_link": request.session.pop(LINK_KEY, None),
+        "roles_claim": settings.OIDC_ROLES_CLAIM,
+        "password_login": settings.PASSWORD_LOGIN,
+        "provider_name": settings.OIDC_PROVIDER_NAME,
     })
 
 
@@ -70,9 +73,13 @@ def team_invite(request: HttpRequest) -> HttpResponse:
         except actions.TeamError as exc:
             form.add_error("email", str(exc))
         else:
-            messages.success(request, f"Invited {new.user.email} as {form.cleaned_data['role']}: "
-                                      "they were emailed a link to set their password.")
-            _show_link_once(request, new.user, new.link)
+            if settings.PASSWORD_LOGIN:
+                messages.success(request, f"Invited {new.user.email} as {form.cleaned_data['role']}: "
+                                          "they were emailed a link to set their password.")
+                _show_link_once(request, new.user, new.link)
+            else:
+                messages.success(request, f"Invited {new.user.email} as {form.cleaned_data['role']}: they were "
+                                          f"emailed to log in with {settings.OIDC_PROVIDER_NAME}.")
             return htmx_redirect(request, "team:list")
     return _render_team(request, form)  # 200: htmx does not swap 4xx
 
@@ -121,7 +128,10 @@ def member_reactivate(request: HttpRequest, pk: int) -> HttpResponse:
 def member_send_link(request: HttpRequest, pk: int) -> HttpResponse:
     """Email a member a fresh set-password link (an invitation lost, a password forgotten)."""
     member = _member(pk)
-    if not member.is_active:
+    if not settings.PASSWORD_LOGIN:
+        messages.error(request, f"Password login is off here: {member.username} logs in with "
+                                f"{settings.OIDC_PROVIDER_NAME}, and needs no password.")
+    elif not member.is_active:
         messages.error(request, f"{member.username} is deactivated; reactivate them first.")
     elif not member.email:
         messages.error(request, f"{member.username} has no email address to send a link to.")

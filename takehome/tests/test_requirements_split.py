@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 ONLY_FOR_WORK = {"pytest", "pytest-django", "pytest-xdist", "playwright", "axe-playwright-python", "locust",
                  "factory-boy", "ruff", "import-linter", "mkdocs-material", "openai", "requests", "pyyaml",
-                 "websocket-client", "moto"}
+                 "websocket-client", "moto", "authlib"}
 # import name -> distribution, where they differ
 DISTRIBUTION = {"yaml": "pyyaml", "factory": "factory-boy", "websocket": "websocket-client",
                 "axe_playwright_python": "axe-playwright-python", "importlinter": "import-linter",
@@ -19,7 +19,8 @@ DISTRIBUTION = {"yaml": "pyyaml", "factory": "factory-boy", "websocket": "websoc
                 "csp": "django-csp", "channels_redis": "channels-redis", "markdown": "markdown", "pygments": "pygments",
                 "django": "django", "httpx": "httpx2", "markdown_it": "markdown-it-py", "storages": "django-storages",
                 # installed with, and used through, a declared one
-                "asgiref": "django", "kombu": "celery", "boto3": "django-storages", "botocore": "django-storages"}
+                "asgiref": "django", "kombu": "celery", "boto3": "django-storages", "botocore": "django-storages",
+                "joserfc": "authlib"}
 
 
 def names(path: Path) -> set[str]:
