@@ -3,16 +3,12 @@ through api.actions."""
 
 from __future__ import annotations
 
-from functools import wraps
-
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_POST
 
-from shared.access import desk_required, manages_team
+from shared.access import desk_required, team_manager_required
 from shared.http import htmx_redirect
 
 from . import actions, signing
@@ -66,16 +62,7 @@ def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     return htmx_redirect(request, "api:account")
 
 
-def team_manager_required(view):
-    """Login, then the rights of the Team page (team admins and staff); otherwise 403."""
-
-    @wraps(view)
-    def wrapped(request, *args, **kwargs):
-        if not manages_team(request.user):
-            raise PermissionDenied("Webhooks are managed by team admins.")
-        return view(request, *args, **kwargs)
-
-    return login_required(wrapped)
+webhooks_manager_required = team_manager_required("Webhooks are managed by team admins.")
 
 
 def _render_webhooks(request: HttpRequest, form: EndpointForm | None = None) -> HttpResponse:
@@ -90,13 +77,13 @@ def _render_webhooks(request: HttpRequest, form: EndpointForm | None = None) -> 
 
 
 @require_GET
-@team_manager_required
+@webhooks_manager_required
 def webhook_list(request: HttpRequest) -> HttpResponse:
     return _render_webhooks(request)
 
 
 @require_POST
-@team_manager_required
+@webhooks_manager_required
 def webhook_create(request: HttpRequest) -> HttpResponse:
     form = EndpointForm(request.POST)
     if form.is_valid():
@@ -114,7 +101,7 @@ def webhook_create(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@team_manager_required
+@webhooks_manager_required
 def webhook_test(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = get_object_or_404(WebhookEndpoint, pk=pk)
     actions.do_send_test_event(endpoint, request.user)
@@ -123,7 +110,7 @@ def webhook_test(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@team_manager_required
+@webhooks_manager_required
 def webhook_remove(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint = get_object_or_404(WebhookEndpoint, pk=pk)
     url = endpoint.url

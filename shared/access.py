@@ -50,6 +50,21 @@ def manages_team(user) -> bool:
     return user.is_authenticated and (user.is_staff or in_group(user, TEAM_ADMIN_GROUP))
 
 
+def team_manager_required(refusal: str):
+    """A view decorator: login required, then the right to manage the team (manages_team); else a 403 saying `refusal`."""
+
+    def decorator(view):
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            if not manages_team(request.user):
+                raise PermissionDenied(refusal)
+            return view(request, *args, **kwargs)
+
+        return login_required(wrapped)
+
+    return decorator
+
+
 def reads_only(user) -> bool:
     """A recruiter who is not a reviewer: reads the review pages and the debrief, marks nothing.
 

@@ -3,36 +3,23 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from functools import wraps
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from shared.access import manages_team
+from shared.access import team_manager_required
 from shared.http import htmx_redirect
 
 from . import actions
 from .forms import ROLE_CHOICES, InviteMemberForm, MemberRolesForm
 from .pages import member_rows
 
-
-def team_admin_required(view):
-    """Login required, then the team-admin role (or staff); otherwise 403."""
-
-    @wraps(view)
-    def wrapped(request, *args, **kwargs):
-        if not manages_team(request.user):
-            raise PermissionDenied("The Team page is for team admins.")
-        return view(request, *args, **kwargs)
-
-    return login_required(wrapped)
+team_admin_required = team_manager_required("The Team page is for team admins.")
 
 
 # why in the session, popped when shown: a set-password link is a key to an account. It is shown once,
