@@ -195,6 +195,8 @@ RUN = {
         Run(r"^http://127\.0\.0\.1:8000/t/\w+/\Z"),  # the link is the last line, for the port in .env
     ".venv/bin/python manage.py createuser --role reviewer reviewer2@example.com":
         Run(r"^http://127\.0\.0\.1:8000/accounts/set-password/\S+\Z"),  # the link last
+    "manage.py createuser --role team-admin --role recruiter you@example.com":
+        Run(r"^http://127\.0\.0\.1:8000/accounts/set-password/\S+\Z"),  # a site's first admin (security.md)
     ".venv/bin/python manage.py grade_zip submission.zip --packet refund-sum --indent 2": Run('"reference_vs_submitted"'),
     "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'": Run(r"^[A-Za-z0-9_-]{43}$"),  # a metrics token
     "cp .env takehome.env": Run(),  # the backup's third line; the other two need the compose deployment
@@ -233,6 +235,7 @@ FILL = {
     ".venv/bin/python -m grading.engine.runner PATH": Run(r"^runner ready: ", values={"PATH": "{runner}"}),
     "manage.py serve_workspaces [--sweep-every S] [--once]": Run(),
     "manage.py rebuild_funnel [SLUG...]": Run(r"^refund-sum: \d+ invited, counted again\.$"),
+    "manage.py rebuild_similarity [SLUG...]": Run(r"^Fingerprinted \d+ graded submissions? and matched each "),
 }
 MAKE_RUN = ("takehome/tests/test_make_run.py::test_one_make_run_serves_restarts_whatever_dies_and_stops_cleanly_on_ctrl_c",
             "takehome/tests/test_make_run.py::test_sigterm_to_supervisord_stops_make_run_leaving_no_process_behind_and_no_error")
@@ -263,13 +266,16 @@ COVERED = {
                    "grading/tests/test_bench_pages.py::test_pages_bench_runs_and_prints_every_page",
                    "grading/tests/test_bench_load.py::test_load_bench_grades_every_upload_and_loses_none",
                    "grading/tests/test_bench_sessions.py::test_sessions_bench_types_in_two_terminals_and_cleans_up",
-                   "grading/tests/test_bench_model_stream.py::test_the_model_stream_bench_runs_and_ends_with_the_first_chunks_p95"),
+                   "grading/tests/test_bench_model_stream.py::test_the_model_stream_bench_runs_and_ends_with_the_first_chunks_p95",
+                   "grading/tests/test_bench_similarity.py::test_similarity_bench_prints_each_size_with_its_ratio"),
     ".venv/bin/python bench/grading.py":
         ("grading/tests/test_bench_scripts.py::test_grading_bench_runs_and_ends_with_the_ratio",),
     ".venv/bin/python bench/grading.py --packets":
         ("grading/tests/test_bench_scripts.py::test_the_packets_bench_compares_business_days_with_refund_sum",),
     ".venv/bin/python bench/pages.py --submissions N": ("grading/tests/test_bench_pages.py::test_pages_bench_runs_and_prints_every_page",),
     ".venv/bin/python bench/load.py": ("grading/tests/test_bench_load.py::test_load_bench_grades_every_upload_and_loses_none",),
+    ".venv/bin/python bench/similarity.py":
+        ("grading/tests/test_bench_similarity.py::test_similarity_bench_prints_each_size_with_its_ratio",),
     ".venv/bin/python bench/model_stream.py":
         ("grading/tests/test_bench_model_stream.py::test_the_model_stream_bench_runs_and_ends_with_the_first_chunks_p95",),
     "bench/model_stream.py":
