@@ -9,27 +9,20 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_POST
 
 from shared.access import desk_required, team_manager_required
-from shared.http import htmx_redirect
+from shared.http import htmx_redirect, show_once, take_shown_once
 
 from . import actions, signing
 from .forms import EndpointForm, TokenForm
 from .models import ApiToken, WebhookDelivery, WebhookEndpoint
 
-# why in the session, popped when shown: a raw token or secret is a key; it is shown once, to the person
-# who made it, and never travels in a URL.
-SHOWN_ONCE_KEY = "api:shown-once"
 DELIVERIES_SHOWN = 20  # per endpoint, newest first
-
-
-def _show_once(request: HttpRequest, what: str, value: str) -> None:
-    request.session[SHOWN_ONCE_KEY] = {"what": what, "value": value}
 
 
 def _render_account(request: HttpRequest, form: TokenForm | None = None) -> HttpResponse:
     return render(request, "api/account.html", {
         "tokens": ApiToken.objects.filter(user=request.user),
         "form": form or TokenForm(),
-        "shown_once": request.session.pop(SHOWN_ONCE_KEY, None),
+        "shown_once": take_shown_once(request),
     })
 
 
@@ -46,7 +39,7 @@ def token_create(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _render_account(request, form)  # 200: htmx does not swap 4xx
     new = actions.do_create_token(request.user, form.cleaned_data["name"], form.cleaned_data["scope"])
-    _show_once(request, f"Your new token {new.token.name!r}", new.raw)
+    show_once(request, f"Your new token {new.token.name!r}", new.raw)
     messages.success(request, f"Token {new.token.prefix}… made. Copy it now: it is not shown again.")
     return htmx_redirect(request, "api:account")
 
@@ -72,7 +65,7 @@ def _render_webhooks(request: HttpRequest, form: EndpointForm | None = None) -> 
     return render(request, "api/webhook_list.html", {
         "endpoints": endpoints,
         "form": form or EndpointForm(),
-        "shown_once": request.session.pop(SHOWN_ONCE_KEY, None),
+        "shown_once": take_shown_once(request),
     })
 
 
@@ -93,7 +86,7 @@ def webhook_create(request: HttpRequest) -> HttpResponse:
         except signing.RefusedAddress as exc:
             form.add_error("url", str(exc))
         else:
-            _show_once(request, f"The signing secret of {new.endpoint.url}", new.secret)
+            show_once(request, f"The signing secret of {new.endpoint.url}", new.secret)
             messages.success(request, f"Endpoint {new.endpoint.url} registered. Copy its secret now: it is not "
                                       "shown again.")
             return htmx_redirect(request, "api:webhook-list")

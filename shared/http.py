@@ -49,3 +49,19 @@ class PermissionsPolicyMiddleware:
         response = self.get_response(request)
         response.headers.setdefault("Permissions-Policy", PERMISSIONS_POLICY)
         return response
+
+
+# why in the session, popped when shown: a set-password link, a raw API token or a webhook's secret is a key to
+# something; it is shown once, to the person who made it, on the page they land on, and never travels in a URL
+# or a cookie.
+SHOWN_ONCE_KEY = "shown-once"
+
+
+def show_once(request: HttpRequest, what: str, value: str) -> None:
+    """Keep a secret for the next page this person loads to show, once (take_shown_once)."""
+    request.session[SHOWN_ONCE_KEY] = {"what": what, "value": value}
+
+
+def take_shown_once(request: HttpRequest) -> dict | None:
+    """What show_once kept ({"what", "value"}), gone from the session once taken; None when nothing is."""
+    return request.session.pop(SHOWN_ONCE_KEY, None)

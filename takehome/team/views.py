@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from shared.access import team_manager_required
-from shared.http import htmx_redirect
+from shared.http import htmx_redirect, show_once, take_shown_once
 
 from . import actions
 from .forms import ROLE_CHOICES, InviteMemberForm, MemberRolesForm
@@ -22,14 +22,8 @@ from .pages import member_rows
 team_admin_required = team_manager_required("The Team page is for team admins.")
 
 
-# why in the session, popped when shown: a set-password link is a key to an account. It is shown once,
-# to the team admin who asked for it, to hand over another way when the email does not arrive; it never
-# travels in a URL or a cookie.
-LINK_KEY = "team:set-password-link"
-
-
 def _show_link_once(request: HttpRequest, member, link: str) -> None:
-    request.session[LINK_KEY] = {"user": member.username, "link": link}
+    show_once(request, f"Set-password link for {member.username}", link)
 
 
 def _render_team(request: HttpRequest, form: InviteMemberForm | None = None) -> HttpResponse:
@@ -37,7 +31,7 @@ def _render_team(request: HttpRequest, form: InviteMemberForm | None = None) -> 
         "rows": member_rows(request.user),
         "form": form or InviteMemberForm(),
         "role_choices": ROLE_CHOICES,
-        "new_link": request.session.pop(LINK_KEY, None),
+        "new_link": take_shown_once(request),
         "roles_claim": settings.OIDC_ROLES_CLAIM,
         "password_login": settings.PASSWORD_LOGIN,
         "provider_name": settings.OIDC_PROVIDER_NAME,

@@ -14,6 +14,7 @@ import requests
 from django.contrib.auth.models import User
 from django.urls import reverse
 
+from shared.http import SHOWN_ONCE_KEY
 from takehome.models import AuditEvent
 from takehome.sso.backend import roles_from_claims
 from takehome.team.actions import do_create_member, do_deactivate_member, do_set_roles, roles_of
@@ -316,12 +317,12 @@ def test_with_passwords_off_a_team_invitation_says_to_sign_on(client, idp, setti
     with django_capture_on_commit_callbacks(execute=True):
         client.post(reverse("team:invite"), {"email": "new@example.com", "role": "reviewer"})
     assert "set-password" not in mailoutbox[-1].body and "with single sign-on" in mailoutbox[-1].body
-    assert "team:set-password-link" not in client.session
+    assert SHOWN_ONCE_KEY not in client.session
     new = User.objects.get(email="new@example.com")
     assert "Email a set-password link" not in client.get(reverse("team:list")).content.decode()
     sent = len(mailoutbox)
     client.post(reverse("team:member-send-link", args=[new.pk]))
-    assert len(mailoutbox) == sent and "team:set-password-link" not in client.session
+    assert len(mailoutbox) == sent and SHOWN_ONCE_KEY not in client.session
     # The invited person signs on with that verified address, and finds the account and its role.
     idp.add_person("new", "new@example.com", groups=["engineers"])
     client.logout()
