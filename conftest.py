@@ -39,6 +39,27 @@ SLOW_FIXTURES = {"browser", "page", "worker_env", "celery_worker_proc", "runner_
 
 def pytest_configure(config):
     config.pluginmanager.register(Balance(config), "takehome-balance")
+    keep_connections_per_thread()
+
+
+def keep_connections_per_thread() -> None:
+    """The database connections are kept per thread, as the synchronous code under test expects.
+
+    why: playwright's sync API leaves its event loop marked as running in the
+    main thread between calls (it sets it again after each), and Django's
+    connection handler keeps a thread's connections per async context while
+    a loop runs there. A test after a browser test could then open a second
+    connection beside the one whose transaction pytest-django holds: its
+    writes wait on that transaction's lock ("database is locked" on SQLite),
+    and a transaction left open that way blocked every later test of the
+    worker. Live servers, workers and channels run their requests in threads
+    of their own, each with its own connections still.
+    """
+    import threading
+
+    from django.db import connections
+
+    connections._connections = threading.local()
 
 
 def pytest_report_header(config):
