@@ -167,19 +167,27 @@ class SimilarRow:
 
 
 def similar_for(submission_ids: list[int], label) -> dict[int, list[SimilarRow]]:
-    """Per submission, the packet's other submissions near-identical to it, most similar first (one query).
+    """Per submission, the packet's other submissions near-identical to it, most similar first (two queries).
 
     ``label(invitation, packet)`` names the other candidate as the viewer may see them.
     """
-    found = (SimilarMatch.objects.filter(submission_id__in=submission_ids, other__status=Submission.Status.GRADED)
-             .select_related("other__invitation__candidate", "other__invitation__packet_version__packet")
-             .order_by("submission_id", "other_id"))
+    # why two queries, not one join: filtered on the other submission's status, the database may start from
+    # every graded submission and look each one's matches up; the matches of a page's uploads are few.
+    found = list(SimilarMatch.objects.filter(submission_id__in=submission_ids)
+                 .only("submission_id", "other_id", "channel", "score"))
+    others = (Submission.objects.filter(pk__in={m.other_id for m in found}, status=Submission.Status.GRADED)
+              .select_related("invitation__candidate", "invitation__packet_version__packet")
+              .only("uploaded_at", "invitation__candidate__name",
+                    "invitation__packet_version__packet__hide_candidate_names")
+              .in_bulk())
     rows: dict[int, dict[int, SimilarRow]] = defaultdict(dict)
     order = {channel: i for i, channel in enumerate(similarity.CHANNELS)}
     for match in sorted(found, key=lambda m: (m.submission_id, m.other_id, order[m.channel])):
+        other = others.get(match.other_id)
+        if other is None:
+            continue  # not graded (any more): not shown
         per = rows[match.submission_id]
         if match.other_id not in per:
-            other = match.other
             per[match.other_id] = SimilarRow(
                 other, label(other.invitation, other.invitation.packet_version.packet))
         per[match.other_id].channels.append((similarity.CHANNEL_LABELS[match.channel], match.score))

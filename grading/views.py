@@ -37,7 +37,7 @@ from .metrics import TakehomeCollector
 from .models import CELLS_BEFORE_DIFF, Cell
 
 QUEUE_PAGE_SIZE = 50
-MY_QUEUE_SIZE = 50  # the viewer's own queue, above the rest: the oldest this many, then "and more"
+MY_QUEUE_SIZE = 20  # the viewer's own queue, above the rest: the oldest this many, then "more are assigned"
 DEBRIEF_PAGE_SIZE = 25  # candidates; one row each, and one more per earlier upload that kept a review
 
 

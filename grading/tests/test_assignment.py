@@ -131,6 +131,25 @@ def test_my_queue_comes_first_and_the_rest_leaves_out_what_is_in_it(team, client
     assert f'data-submission="{mine_old.pk}"' not in mine_part and f'data-submission="{mine_old.pk}"' in rest
 
 
+def test_my_queue_shows_its_oldest_few_and_says_more_are_assigned(team, client, sample_packet):
+    from grading.views import MY_QUEUE_SIZE
+
+    now = timezone.now()
+    ann = team[0]
+    mine = [make_submission(sample_packet, f"Person {i}", uploaded_at=now - timedelta(minutes=100 - i))
+            for i in range(MY_QUEUE_SIZE + 1)]
+    for s in mine:
+        Assignment.objects.create(submission=s, reviewer=ann)
+    client.force_login(ann)
+    html = client.get("/review/").content.decode()
+    mine_part, rest = html.split('id="rest-heading"')
+    assert [int(x) for x in re.findall(r'data-submission="(\d+)"', mine_part)] == [s.pk for s in mine[:-1]]
+    assert "More are assigned to you" in mine_part
+    score(mine[0], ann, ALL_PASS)  # one done: the newest comes in, and no more are waiting
+    mine_part = client.get("/review/").content.decode().split('id="rest-heading"')[0]
+    assert f'data-submission="{mine[-1].pk}"' in mine_part and "More are assigned to you" not in mine_part
+
+
 def test_a_recruiter_reassigns_on_the_review_page_and_it_is_audited(team, recruiter, client, sample_packet):
     ann, bob, cy = team
     submission = make_submission(sample_packet, "Ada")
