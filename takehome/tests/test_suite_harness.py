@@ -1,8 +1,24 @@
-"""The suite's own harness: one database connection per thread, whether or not an event loop is marked running."""
+"""The suite's own harness: every tests folder collected, one database connection per thread."""
 
 import asyncio
+import configparser
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_tests_folder_is_collected():
+    """A folder of tests outside pytest.ini's testpaths is never run by make test (the API's tests were not)."""
+    ini = configparser.ConfigParser()
+    ini.read(ROOT / "pytest.ini")
+    collected = ini["pytest"]["testpaths"].split()
+    folders = {top.name for top in ROOT.iterdir()
+               if top.is_dir() and not top.name.startswith(".") and top.name not in {"var", "site", "static"}
+               and next(top.rglob("test_*.py"), None)}
+    assert folders <= set(collected), f"add {sorted(folders - set(collected))} to testpaths in pytest.ini"
+    assert all((ROOT / name).is_dir() for name in collected), "testpaths names a folder that is not there"
 
 
 @pytest.mark.django_db
