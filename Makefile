@@ -54,7 +54,7 @@ screenshots: export DEBUG ?= true
 screenshots: export TAKEHOME_VAR_DIR ?= $(CURDIR)/var
 screenshots: setup dev
 	SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(VENV)/bin/pytest -n $(TEST_PROCESSES) -q \
-	  $$(grep -rl --include='test_*.py' 'screenshot(' takehome sessions_app grading)
+	  $$(grep -rl --include='test_*.py' 'screenshot(' takehome sessions_app grading api)
 
 # The house's guards (see docs/contributing.md): ruff's lint (ruff.toml), and grading's core imports neither
 # Django nor the apps, nor shared the recruiter or candidate side (.importlinter). grading's engine is also
