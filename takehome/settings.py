@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from csp.constants import NONE, SELF
+from whitenoise.compress import Compressor
 
 from grading.engine.runner import sandbox_home
 from grading.engine.sandbox.cgroups import MODES as SANDBOX_CAP_MODES
@@ -408,6 +409,11 @@ if STORAGE == "s3":
                                   access_key=S3_ACCESS_KEY_ID, secret_key=S3_SECRET_ACCESS_KEY)
 else:
     _default_storage = {"BACKEND": "shared.stored.FileSystemStorage"}
+# The apps' static files, less what no page loads (shared/staticfinders.py), and the project's static/.
+STATICFILES_FINDERS = ["django.contrib.staticfiles.finders.FileSystemFinder", "shared.staticfinders.AppDirectoriesFinder"]
+# why source maps are not compressed: only a browser's developer tools read them, and compressing them
+# (several MB, most of them the API reference's) took half of collectstatic's time
+WHITENOISE_SKIP_COMPRESS_EXTENSIONS = (*Compressor.SKIP_COMPRESS_EXTENSIONS, "map")
 STORAGES = {
     "default": _default_storage,
     "staticfiles": {
