@@ -352,11 +352,6 @@ def test_one_make_run_serves_restarts_whatever_dies_and_stops_cleanly_on_ctrl_c(
                              f"{make_run.var}/supervisor/supervisor.sock.\nStart it with: make run\n")
 
 
-def test_sigterm_to_supervisord_stops_make_run_leaving_no_process_behind_and_no_error(make_run):
-    everything_up(make_run)
-    check_stopping_leaves_no_process_behind_and_no_error(make_run, sigterm_to_supervisord)
-
-
 def post_json(run: MakeRun, path: str, body: str) -> tuple[int, dict]:
     request = urllib.request.Request(run.base_url + path, data=body.encode(), method="POST",
                                      headers={"Content-Type": "application/json", "X-Takehome-Client": "gate"})
@@ -367,8 +362,10 @@ def post_json(run: MakeRun, path: str, body: str) -> tuple[int, dict]:
         return error.code, json.load(error)
 
 
-def test_make_run_gives_candidates_the_model_its_environment_names(make_run, sample_packet):
-    """docs/operations.md's `TAKEHOME_MODEL_URL=... TAKEHOME_MODEL_NAME=... make run`, a fake upstream standing in for Ollama."""
+def test_make_run_gives_candidates_the_model_its_environment_names_and_sigterm_stops_it_cleanly(make_run,
+                                                                                               sample_packet):
+    """docs/operations.md's `TAKEHOME_MODEL_URL=... TAKEHOME_MODEL_NAME=... make run`, a fake upstream standing in
+    for Ollama; then SIGTERM to supervisord (as a service manager stops it) stops everything, leaving nothing."""
     from sessions_app.tests.conftest import serve_on
     from sessions_app.tests.helpers import RED_LOG, receipt
 
@@ -390,6 +387,10 @@ def test_make_run_gives_candidates_the_model_its_environment_names(make_run, sam
         upstream.server_close()
     assert status == 200, f"{reply}\n{make_run.tail()}"
     assert [got["body"]["model"] for got in upstream.got] == ["qwen2.5-coder:7b"]
+    for name in PROGRAMS:
+        make_run.wait_up(name)
+    assert "Traceback" not in make_run.output(), make_run.tail()  # a clean start
+    check_stopping_leaves_no_process_behind_and_no_error(make_run, sigterm_to_supervisord)
 
 
 def test_a_port_in_use_stops_make_run_with_the_reason(make_run):
@@ -461,18 +462,11 @@ def grading_under_make_run(make_run, sample_packet) -> int:
     return submission_id
 
 
-def test_ctrl_c_while_grading_lets_the_grading_finish_first(make_run, grading_under_make_run):
-    submission_id = grading_under_make_run
-    ctrl_c(make_run)
-    make_run.wait_ended()
-    # Celery's warm shutdown: the worker's processes finish the grading before they stop.
-    assert submission_status(submission_id) == "graded", make_run.tail()
-    assert outcomes(submission_id) == ["graded"], make_run.tail()  # the one run, finished
-    assert session_pids(make_run.proc.pid) == set()
-
-
-def test_a_worker_killed_mid_grading_under_make_run_is_graded_once_within_two_minutes(make_run,
-                                                                                      grading_under_make_run):
+def test_a_worker_killed_mid_grading_is_graded_once_and_ctrl_c_mid_grading_lets_it_finish(make_run,
+                                                                                         grading_under_make_run,
+                                                                                         sample_packet):
+    """The issue's fault test (a worker killed mid-grading), then Ctrl-C while the restarted worker grades
+    the next upload: Celery's warm shutdown finishes that grading before anything stops."""
     submission_id = grading_under_make_run
     with WebProbe(make_run.base_url + reverse("login")) as web:
         killed = make_run.kill_group("worker")
@@ -490,3 +484,15 @@ def test_a_worker_killed_mid_grading_under_make_run_is_graded_once_within_two_mi
     assert submission_status(submission_id) == "graded"
     # Graded once: the killed run is lost, one more run graded it, and no duplicate message graded it again.
     assert outcomes(submission_id) == ["lost", "graded"], make_run.tail()
+
+    # Ctrl-C while grading: Celery's warm shutdown, the worker's processes finish the grading before they stop.
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())
+    do_start_session(invitation)
+    second = upload_over_http(make_run, invitation, slow_zip())
+    _wait_for(lambda: submission_status(second) == "grading", UP_WAIT_S, "the worker to start grading",
+              interval=0.05)
+    ctrl_c(make_run)
+    make_run.wait_ended()
+    assert submission_status(second) == "graded", make_run.tail()
+    assert outcomes(second) == ["graded"], make_run.tail()  # the one run, finished
+    assert session_pids(make_run.proc.pid) == set()

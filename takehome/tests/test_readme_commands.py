@@ -238,7 +238,8 @@ FILL = {
     "manage.py rebuild_similarity [SLUG...]": Run(r"^Fingerprinted \d+ graded submissions? and matched each "),
 }
 MAKE_RUN = ("takehome/tests/test_make_run.py::test_one_make_run_serves_restarts_whatever_dies_and_stops_cleanly_on_ctrl_c",
-            "takehome/tests/test_make_run.py::test_sigterm_to_supervisord_stops_make_run_leaving_no_process_behind_and_no_error")
+            "takehome/tests/test_make_run.py::"
+            "test_make_run_gives_candidates_the_model_its_environment_names_and_sigterm_stops_it_cleanly")
 ON_ANOTHER_PORT = "takehome/tests/test_readme_commands.py::test_make_run_on_another_port_takes_the_links_with_it"
 GATE_WALK = ("sessions_app/tests/test_readme_txt_commands.py::test_every_command_of_the_downloads_readme_runs_as_printed",)
 HOSTED_GATE = ("sessions_app/tests/test_workspace_gate.py::"
@@ -254,7 +255,8 @@ COVERED = {
     "TAKEHOME_PORT=8001 make run": ("takehome/tests/test_make_run.py::test_a_port_in_use_stops_make_run_with_the_reason",
                                     ON_ANOTHER_PORT),
     "TAKEHOME_MODEL_URL=http://127.0.0.1:11434/v1 TAKEHOME_MODEL_NAME=qwen2.5-coder:7b make run":
-        ("takehome/tests/test_make_run.py::test_make_run_gives_candidates_the_model_its_environment_names",),
+        ("takehome/tests/test_make_run.py::"
+         "test_make_run_gives_candidates_the_model_its_environment_names_and_sigterm_stops_it_cleanly",),
     "scripts/run-supervised": MAKE_RUN,
     "manage.py runserver": ("takehome/tests/test_readme_commands.py::test_runserver_serves_the_asgi_app_and_its_websockets",),
     "make vendor": ("takehome/tests/test_readme_commands.py::test_make_vendor_copies_exactly_what_is_committed",),
