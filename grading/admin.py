@@ -5,9 +5,10 @@ from django.db.models import Count, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
 from sessions_app.models import Submission
+from shared.admin import ReadOnlyAdmin
 
 from . import lifecycle
-from .models import GradingRun
+from .models import Assignment, GradingRun, LineComment
 
 
 class GradingRunInline(admin.TabularInline):
@@ -67,3 +68,23 @@ class SubmissionAdmin(admin.ModelAdmin):
         level = messages.SUCCESS if sent == len(results) else messages.WARNING
         self.message_user(request, f"{sent} of {len(results)} sent for grading again. "
                           + " ".join(r.line + "." for r in results if r.result != "sent"), level)
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(ReadOnlyAdmin):
+    """Read-only: reviewers are assigned by grading and reassigned on the review page, where it is audited."""
+
+    list_display = ("submission", "reviewer", "assigned_at", "assigned_by")
+    list_select_related = ("reviewer", "assigned_by", "submission__invitation__candidate")
+    search_fields = ("=submission__id", "reviewer__username")
+    show_full_result_count = False  # why: counting every row twice per page is slow at 100,000 uploads
+
+
+@admin.register(LineComment)
+class LineCommentAdmin(ReadOnlyAdmin):
+    """Read-only: a comment is its reviewer's, written and changed on the review page until they submit."""
+
+    list_display = ("review", "path", "side", "line", "updated_at")
+    list_select_related = ("review__reviewer", "review__submission")
+    search_fields = ("path", "body", "review__reviewer__username")
+    show_full_result_count = False

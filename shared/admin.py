@@ -32,3 +32,16 @@ class ChangedInTheApp:
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ("hostname", "seen_at", "caps")
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Shown, never written here: nothing is added, edited or deleted (so nothing is deleted by cascade either)."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

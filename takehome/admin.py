@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
-from shared.admin import ChangedInTheApp
+from shared.admin import ChangedInTheApp, ReadOnlyAdmin
 
 from .models import AuditEvent, Candidate, Decision, Invitation, Packet, PacketCheck, PacketFile, PacketVersion
 from .pages import board_url_for
@@ -36,21 +36,8 @@ class PacketCheckInline(admin.TabularInline):
         return False
 
 
-class ReadOnly(admin.ModelAdmin):
-    """Shown, never written here: nothing is added, edited or deleted (so nothing is deleted by cascade either)."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(PacketVersion)
-class PacketVersionAdmin(ChangedInTheApp, ReadOnly):
+class PacketVersionAdmin(ChangedInTheApp, ReadOnlyAdmin):
     """A version never changes once written, and is written by the packet's Edit or Import.
 
     why not added here: it would have no self-check, so it would count as
@@ -67,7 +54,7 @@ class PacketVersionAdmin(ChangedInTheApp, ReadOnly):
 
 
 @admin.register(PacketFile)
-class PacketFileAdmin(ReadOnly):
+class PacketFileAdmin(ReadOnlyAdmin):
     """A version's files: one added or deleted would change what the candidates invited are graded on."""
 
     list_display = ("version", "kind", "path")
@@ -87,7 +74,7 @@ def board_link(invitation: Invitation) -> str:
 
 
 @admin.register(Invitation)
-class InvitationAdmin(ChangedInTheApp, ReadOnly):
+class InvitationAdmin(ChangedInTheApp, ReadOnlyAdmin):
     """Read-only here: inviting, resending, revoking and extending are the app's actions, audited there.
 
     why not save hooks: an invitation made here would skip the refusal of a draft
@@ -114,7 +101,7 @@ class InvitationAdmin(ChangedInTheApp, ReadOnly):
 
 
 @admin.register(Decision)
-class DecisionAdmin(ChangedInTheApp, ReadOnly):
+class DecisionAdmin(ChangedInTheApp, ReadOnlyAdmin):
     """Read-only here: a decision is made on the invitations board or the debrief, and audited there."""
 
     list_display = ("invitation", "choice", "decided_by", "decided_at")
@@ -130,7 +117,7 @@ class DecisionAdmin(ChangedInTheApp, ReadOnly):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(ReadOnly):
+class AuditEventAdmin(ReadOnlyAdmin):
     """The audit trail, read-only: nobody adds, edits or deletes an event."""
 
     list_display = ("at", "actor_name", "action", "target_repr", "detail")
