@@ -73,8 +73,14 @@ def make_tree(root: Path, files: dict[str, str]) -> Path:
 def pool_processes(sb: Sandbox | None = None) -> list[int]:
     """Live processes of the pool's uids, but those of warm sandboxes still waiting for a run."""
     base, slots = (sb.uid_base, sb.slots) if sb else (UID_BASE, 8)
-    waiting = {w.uid for w in _warm_pool(sb).ready} if sb and sb.warm else set()
-    return [p for uid in range(base, base + slots) if uid not in waiting for p in _uid_processes(uid)]
+    if not (sb and sb.warm):
+        return [p for uid in range(base, base + slots) for p in _uid_processes(uid)]
+    pool = _warm_pool(sb)
+    # why under the pool's starting lock: the pool refills itself in a thread after a run, and a warm sandbox
+    # half started (its processes there, not yet in ready) is no leftover; no start begins while this looks
+    with pool.starting:
+        waiting = {w.uid for w in pool.ready}
+        return [p for uid in range(base, base + slots) if uid not in waiting for p in _uid_processes(uid)]
 
 
 @pytest.fixture(autouse=True)

@@ -335,17 +335,13 @@ def test_a_flood_of_output_is_sent_at_a_bounded_rate_and_ctrl_c_still_stops_it(s
             received += len(message["text"].encode())
         # two windows of the budget, and the chunk that crossed each
         assert received <= 3 * consumers.OUTPUT_BYTES_PER_S + 2 * consumers.CHUNK_BYTES
-        # meanwhile the event loop is free: a timer due in 10 ms is not late, and another
-        # terminal of the same server answers at once
-        before = time.monotonic()
-        await asyncio.sleep(0.01)
-        assert time.monotonic() - before < 0.5
+        # meanwhile the event loop is free: another terminal of the same server connects and answers while the
+        # flood still runs (it runs until Ctrl-C). why no wall-time bound: a loaded machine is slow, not starved;
+        # a loop held by the flood would never answer, which the timeout catches.
         other = socket(neighbour)
         assert (await other.connect())[0]
-        before = time.monotonic()
         await other.send_to(text_data="echo other-$((5+5))\n")
-        await output_until(other, "other-10", timeout=5)
-        assert time.monotonic() - before < 2.0
+        await output_until(other, "other-10", timeout=30)
         await other.disconnect()
         await comm.send_to(text_data="\x03")
         await comm.send_to(text_data="echo stopped-$((1+1))\n")

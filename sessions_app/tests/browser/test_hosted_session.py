@@ -58,7 +58,11 @@ def serve_workspaces(worker_env, shells, settings, tmp_path):
                             cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
     yield log
     proc.terminate()
-    proc.wait(10)
+    try:
+        proc.wait(120)  # a guard against a hang, not a measurement: it ends the workspaces it serves first
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"serve_workspaces did not stop on SIGTERM:\n{log.read_text()[-3000:]}") from None
 
 
 class Terminal:
