@@ -3,9 +3,11 @@
 from django.contrib import admin, messages
 from django.db.models import Count, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
+from django.urls import reverse
+from django.utils.html import format_html
 
 from sessions_app.models import Submission
-from shared.admin import ReadOnlyAdmin
+from shared.admin import ChangedInTheApp, ReadOnlyAdmin
 
 from . import lifecycle
 from .models import Assignment, GradingRun, LineComment
@@ -71,8 +73,16 @@ class SubmissionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Assignment)
-class AssignmentAdmin(ReadOnlyAdmin):
+class AssignmentAdmin(ChangedInTheApp, ReadOnlyAdmin):
     """Read-only: reviewers are assigned by grading and reassigned on the review page, where it is audited."""
+
+    def changed_in_the_app(self, request, obj=None):
+        where = "each submission's review page"
+        if obj is not None:
+            where = format_html('<a href="{}">its review page</a>',
+                                reverse("grading:review-detail", args=[obj.submission_id]))
+        return format_html("Grading assigns reviewers by load; a recruiter gives a review to another reviewer on {}, "
+                           "recorded in the audit trail. The admin only shows them.", where)
 
     list_display = ("submission", "reviewer", "assigned_at", "assigned_by")
     list_select_related = ("reviewer", "assigned_by", "submission__invitation__candidate")
@@ -81,8 +91,12 @@ class AssignmentAdmin(ReadOnlyAdmin):
 
 
 @admin.register(LineComment)
-class LineCommentAdmin(ReadOnlyAdmin):
+class LineCommentAdmin(ChangedInTheApp, ReadOnlyAdmin):
     """Read-only: a comment is its reviewer's, written and changed on the review page until they submit."""
+
+    def changed_in_the_app(self, request, obj=None):
+        return format_html("{}", "A comment is its reviewer's: written and changed on the review page until they "
+                                 "submit the review, then final. The admin only shows them.")
 
     list_display = ("review", "path", "side", "line", "updated_at")
     list_select_related = ("review__reviewer", "review__submission")

@@ -28,8 +28,10 @@ def test_the_lists_show_and_never_offer_to_add_change_or_delete(ops_client, recr
         assert page.status_code == 200, model
         html = page.content.decode()
         assert shows in html and f'href="/admin/{model}/add/"' not in html, model
+        assert "recorded in the audit trail" in html or "The admin only shows them" in html, model  # says where
     detail = ops_client.get(f"/admin/api/webhookendpoint/{new.endpoint.pk}/change/").content.decode()
     assert new.secret not in detail and "ping" in detail  # the secret never; the deliveries inline
+    assert 'href="/webhooks/"' in detail  # where endpoints are changed
     token = ApiToken.objects.get()
     assert token.token_hash not in ops_client.get(f"/admin/api/apitoken/{token.pk}/change/").content.decode()
     assert ops_client.post(f"/admin/api/webhookendpoint/{new.endpoint.pk}/delete/", {"post": "yes"}).status_code == 403
@@ -41,9 +43,9 @@ def test_revoking_tokens_in_the_admin_is_audited_and_a_second_time_does_nothing(
     make_token(recruiter, name="two")
     ids = [str(pk) for pk in ApiToken.objects.values_list("pk", flat=True)]
     done = ops_client.post("/admin/api/apitoken/", {"action": "revoke", "_selected_action": ids}, follow=True)
-    assert "2 tokens revoked (0 already were)." in done.content.decode()
+    assert "2 tokens revoked (0 already revoked)." in done.content.decode()
     assert not ApiToken.objects.filter(revoked_at__isnull=True).exists()
     assert AuditEvent.objects.filter(action="api_token_revoked", actor_name="ops").count() == 2
     again = ops_client.post("/admin/api/apitoken/", {"action": "revoke", "_selected_action": ids[:1]}, follow=True)
-    assert "0 tokens revoked (1 already were)." in again.content.decode()
+    assert "0 tokens revoked (1 already revoked)." in again.content.decode()
     assert AuditEvent.objects.filter(action="api_token_revoked").count() == 2
