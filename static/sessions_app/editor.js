@@ -63,6 +63,8 @@
   async function refresh() {
     const answer = await call(root.dataset.files);
     if (!answer.ok) { say(answer.data.message, "refused"); return false; }
+    // why: a save lists the files again; a candidate moving through the list meanwhile keeps their place
+    const focused = list.contains(document.activeElement) ? document.activeElement.dataset.path : undefined;
     list.replaceChildren();
     for (const entry of answer.data.entries) {
       const depth = entry.path.split("/").length - 1;
@@ -92,6 +94,8 @@
       list.append(item);
     }
     showOpen();
+    const again = [...list.querySelectorAll("button[data-path]")].find((button) => button.dataset.path === focused);
+    if (again) again.focus();
     return true;
   }
 

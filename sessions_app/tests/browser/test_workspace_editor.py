@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
-from conftest import screenshot
+from conftest import screenshot, wait_until
 from sessions_app.actions import do_start_session
 from sessions_app.tests.browser.terminal import wait_connected
 from takehome.tests.browser.test_every_page import PHONE_WIDTH, RECORD_CSP, WIDEST_ELEMENT, axe_problems
@@ -56,6 +56,16 @@ def test_the_editor_saves_what_the_terminal_sees_and_never_overwrites_its_change
         assert saved_state(page, "saved").startswith("Saved invoices.py.")
         term.run("cat invoices.py", r"^# typed-in-the-editor\s*$")
         screenshot(page, "workspace-editor")
+
+        # A save lists the files again; a candidate on the list meanwhile keeps their place (Enter there opens
+        # the file, not nothing). The buttons of the list before the save carry a mark the new ones lack.
+        page.locator("#editor-file-list button[data-path='test_invoices.py']").focus()
+        page.evaluate("document.querySelectorAll('#editor-file-list button').forEach((b) => b.dataset.old = '1')")
+        page.evaluate("document.getElementById('editor-status').dataset.state = 'waiting'")
+        page.keyboard.press("Control+s")
+        saved_state(page, "saved")
+        wait_until(page, "!document.querySelector('#editor-file-list button[data-old]')")
+        assert page.evaluate("document.activeElement.dataset.path") == "test_invoices.py"  # set as the list was
 
         # The page with a file open: no CSP violation, axe-clean, and no wider than a phone.
         assert page.evaluate("window.__csp") == [] and not [e for e in errors if "Content Security" in e], errors
