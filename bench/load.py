@@ -210,12 +210,28 @@ class Servers:
         self.folder = folder
         self.env = dict(os.environ)  # configure() replaces it once the broker is known
         self.procs: dict[str, subprocess.Popen] = {}
+        self.starting = self.terminated = False
 
     def start(self, name: str, argv: list[str], env: dict | None = None) -> None:
         log = (self.folder / f"{name}.log").open("ab")
-        self.procs[name] = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **(env or {})}, stdout=log,
-                                            stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        # why a TERM waits for the record: its handler ends the run through stop(), which must know every
+        # process started; one ending the run between the fork and this line would leave that process running.
+        self.starting = True
+        try:
+            self.procs[name] = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **(env or {})}, stdout=log,
+                                                stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            self.starting = False
+        if self.terminated:
+            raise SystemExit(128 + signal.SIGTERM)
+
+    def on_term(self, *_) -> None:
+        """SIGTERM's handler: end the run as Ctrl-C does (main's finally stops the servers), after a start."""
+        if self.starting:
+            self.terminated = True
+        else:
+            raise SystemExit(128 + signal.SIGTERM)
 
     def check_running(self) -> None:
         for name, proc in self.procs.items():
@@ -444,12 +460,12 @@ def scratch_folder(prefix: str) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    # why: a TERM (a timeout, a supervisor) ends the run as Ctrl-C does, through the finally below that
-    # stops daphne, the worker, beat and Redis; by default it would leave them all running.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     runner = check_tools()
     folder = scratch_folder("th-load-")
     servers = Servers(folder)
+    # why: a TERM (a timeout, a supervisor) ends the run as Ctrl-C does, through the finally below that
+    # stops daphne, the worker, beat and Redis; by default it would leave them all running.
+    signal.signal(signal.SIGTERM, servers.on_term)
     try:
         env, plan = set_up(folder, args, servers)
         plan_path = folder / "plan.json"

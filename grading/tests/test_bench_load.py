@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,26 @@ def test_a_load_bench_ended_by_term_stops_what_it_started(runner_dir, tmp_path):
 def children(pid: int) -> list[int]:
     listed = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
     return [int(p) for p in listed.split()]
+
+
+def test_a_term_as_a_server_starts_ends_the_run_with_that_server_stopped(tmp_path, monkeypatch):
+    """A TERM landing between a server's fork and its record would leave that server running after the bench."""
+    load = load_module()
+    servers = load.Servers(tmp_path)
+    popen = subprocess.Popen
+
+    def term_as_it_forks(*args, **kwargs):
+        proc = popen(*args, **kwargs)
+        servers.on_term(signal.SIGTERM, None)
+        return proc
+
+    monkeypatch.setattr(load.subprocess, "Popen", term_as_it_forks)
+    with pytest.raises(SystemExit) as ended:
+        servers.start("sleeper", ["sleep", "60"])
+    monkeypatch.undo()
+    assert ended.value.code == 128 + signal.SIGTERM
+    sleeper = servers.procs["sleeper"]
+    servers.stop()
+    assert sleeper.poll() is not None
+    with pytest.raises(SystemExit):  # outside a start, a TERM ends the run at once
+        servers.on_term(signal.SIGTERM, None)
