@@ -600,6 +600,17 @@ def wait_until(page, expression: str, timeout: float = 10.0):
     return value
 
 
+def wait_focused(page, element_id: str, timeout: float = 10.0) -> None:
+    """Wait for the focus to reach ``#element_id``: where a page moves it after a swap or a message (htmx's
+    autofocus settles after the new content shows), reading ``document.activeElement`` at once races it."""
+    expression = f"document.activeElement && document.activeElement.id === {element_id!r}"
+    try:
+        wait_until(page, expression, timeout)
+    except AssertionError:
+        now = page.evaluate("document.activeElement ? document.activeElement.outerHTML.slice(0, 200) : null")
+        raise AssertionError(f"the focus never reached #{element_id}; it is on {now}") from None
+
+
 # why not docs/screenshots/ itself: the tests never change a tracked file; `make screenshots` runs the tests
 # that take them with SCREENSHOTS_DIR there, to refresh the pictures the README and the docs show.
 SCREENSHOTS = Path(os.environ.get("SCREENSHOTS_DIR") or ROOT / "var" / "screenshots")

@@ -24,6 +24,7 @@ from conftest import require
 from grading.engine.sandbox import Sandbox, SandboxLimits, SandboxUnavailable
 from grading.engine.sandbox.cgroups import RunBudget, RunCaps, _mounts, detect
 from grading.engine.sandbox.processes import _uid_processes
+from grading.engine.sandbox.warm import close_warm_sandboxes
 from grading.tests.test_sandbox import FORK_BOMB, make_tree
 from shared import pytest_slots
 
@@ -67,8 +68,10 @@ def no_leftovers(runner_dir, scratch_dir):
         return folders | {m for m, _, _ in _mounts() if m.startswith(f"{mounts}/")
                           and ours(Path(m).relative_to(mounts).parts[0])}
 
-    # why against what was there before: an earlier test in this process may hold a warm sandbox of its
-    # session's pool, whose cgroup and mounts live, rightly, as long as the process does.
+    # why the warm sandboxes ended first: an earlier test in this process may have left its session's pool
+    # refilling in a thread, whose new sandbox's cgroup and mounts would appear while this test runs and
+    # live, rightly, as long as the process does (closing waits for a start under way).
+    close_warm_sandboxes()
     before_cgroups, before_mounts = cgroups(), mounted()
     yield
     assert [p for u in range(UID_BASE, UID_BASE + 8) for p in _uid_processes(u)] == [], "a process outlived its run"

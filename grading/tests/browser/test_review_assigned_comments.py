@@ -3,7 +3,7 @@ by the keyboard), both submit, the debrief shows the comment; the side-by-side d
 
 import pytest
 
-from conftest import log_in
+from conftest import log_in, wait_focused
 from grading import pipeline
 from grading.models import Assignment, LineComment
 from grading.tests.reviewing import ideal_evidence, make_submission
@@ -53,13 +53,13 @@ def test_two_assigned_reviewers_one_comments_a_diff_line_both_submit_the_debrief
     # A click on the line opens its comment box there, with the focus in it.
     page.click('#diff-file-1 table.diff-unified tr[data-anchor="new:9"] td.code span.gi')
     page.locator("#comment-body").wait_for()
-    assert page.evaluate("document.activeElement.id") == "comment-body"
+    wait_focused(page, "comment-body")
     page.keyboard.type("abs() is gone: refunds now subtract")
     page.click("#comment-save")
     mine = page.locator('#diff-file-1 table.diff-unified tr.line-comments[data-anchor="new:9"] [data-by="you"]')
     mine.wait_for()
     assert "abs() is gone" in mine.inner_text()
-    assert page.evaluate("document.activeElement.id") == "comment-link-unified-1-new-9"  # back on the line
+    wait_focused(page, "comment-link-unified-1-new-9")  # back on the line
 
     # The keyboard alone: Tab reaches a line's link, Enter opens the box, Esc leaves it.
     page.focus('#comment-link-unified-1-old-9')

@@ -86,6 +86,13 @@ class Terminal:
         except PlaywrightTimeout:
             raise AssertionError(f"{pattern!r} never showed; the terminal:\n{self.rows.inner_text()}") from None
 
+    def gone(self, pattern: str, timeout: float = 30) -> None:
+        """Wait until no row of the screen matches ``pattern`` (a full-screen program has left, say)."""
+        try:
+            self.rows.get_by_text(re.compile(pattern)).first.wait_for(state="hidden", timeout=timeout * 1000)
+        except PlaywrightTimeout:
+            raise AssertionError(f"{pattern!r} never left; the terminal:\n{self.rows.inner_text()}") from None
+
     def run(self, command: str, done: str, timeout: float = 30) -> None:
         """Type ``command`` and wait for the line it prints last (``done``, a regex)."""
         self.type(command)
@@ -138,14 +145,21 @@ def test_a_candidate_works_a_hosted_session_and_the_reviewer_replays_it(
     term.run("echo 'Remove abs() from the sum in total().' > artifacts/model.md; echo reply-$((6*7))", r"^reply-42")
 
     # The fix, in nano: line 9 is `n += abs(int(row["cents"]))`.
+    # Each key waits for nano's answer to the one before: nano reads what has been typed in chunks, so keys sent
+    # ahead of its screen can land before the file is read or after it has exited.
     term.type("nano +9 invoices.py")
-    term.shows(r"GNU nano")
+    term.shows(r"Read \d+ lines")
     term.press("Control+k")
     term.type('            n += int(row["cents"])')
+    term.shows(r'^\s+n \+= int\(row\["cents"\]\)\s*$')
     term.press("Control+o")
     term.shows(r"File Name to Write")
-    term.press("Enter", "Control+x")
-    term.run("grep -c abs invoices.py; python -m pytest -q", r"1 passed")
+    term.press("Enter")
+    term.shows(r"Wrote \d+ lines")
+    term.press("Control+x")
+    term.gone(r"GNU nano")
+    term.run("echo abs-left-$(grep -c abs invoices.py)", r"^abs-left-0")
+    term.run("python -m pytest -q", r"1 passed")
     term.run("echo 'The model could drop the refund rows so the total looks right; dropping rows changes "
              "revenue and hides the bug.' > artifacts/refuse.md; echo refused-$((6*7))", r"^refused-42")
     # the gate command reaches the server through its socket

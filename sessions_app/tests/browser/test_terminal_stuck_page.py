@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import wait_focused
 from sessions_app.tests.browser.terminal import wait_connected
 from sessions_app.tests.helpers import daphne_serving
 from sessions_app.tests.hosted_shell import use_uids
@@ -80,7 +81,7 @@ def test_the_offer_is_in_view_without_scrolling_over_the_attached_terminal_and_a
             for selector in ("#restart-shell", "#restart-shell-button"):
                 in_view(page, selector)
             assert "cannot attach" in page.get_by_role("alert").inner_text()
-            assert page.evaluate("document.activeElement.id") == "restart-shell-button"
+            wait_focused(page, "restart-shell-button")
             assert axe_problems(axe, page, "the offer after a reload") == []
             page.set_viewport_size(LAPTOP)
             in_view(page, "#restart-shell")
