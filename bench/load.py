@@ -210,28 +210,36 @@ class Servers:
         self.folder = folder
         self.env = dict(os.environ)  # configure() replaces it once the broker is known
         self.procs: dict[str, subprocess.Popen] = {}
-        self.starting = self.terminated = False
+        self._starting, self._deferred = False, None
 
     def start(self, name: str, argv: list[str], env: dict | None = None) -> None:
         log = (self.folder / f"{name}.log").open("ab")
-        # why a TERM waits for the record: its handler ends the run through stop(), which must know every
-        # process started; one ending the run between the fork and this line would leave that process running.
-        self.starting = True
+        self._starting = True
         try:
             self.procs[name] = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **(env or {})}, stdout=log,
                                                 stderr=subprocess.STDOUT,
                                                 stdin=subprocess.DEVNULL, start_new_session=True)
         finally:
-            self.starting = False
-        if self.terminated:
-            raise SystemExit(128 + signal.SIGTERM)
+            self._starting = False
+        if self._deferred is not None:
+            handler, signum, frame = self._deferred
+            self._deferred = None
+            handler(signum, frame)
 
-    def on_term(self, *_) -> None:
-        """SIGTERM's handler: end the run as Ctrl-C does (main's finally stops the servers), after a start."""
-        if self.starting:
-            self.terminated = True
-        else:
-            raise SystemExit(128 + signal.SIGTERM)
+    def deferring(self, handler):
+        """``handler`` as a signal handler that waits for a server being started to be recorded.
+
+        why: a handler that ends the run (through stop(), which must know every process started) would
+        otherwise leave running a process forked just before it ran and not yet recorded.
+        """
+
+        def handle(signum, frame):
+            if self._starting:
+                self._deferred = (handler, signum, frame)
+            else:
+                handler(signum, frame)
+
+        return handle
 
     def check_running(self) -> None:
         for name, proc in self.procs.items():
@@ -465,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     servers = Servers(folder)
     # why: a TERM (a timeout, a supervisor) ends the run as Ctrl-C does, through the finally below that
     # stops daphne, the worker, beat and Redis; by default it would leave them all running.
-    signal.signal(signal.SIGTERM, servers.on_term)
+    signal.signal(signal.SIGTERM, servers.deferring(lambda *_: sys.exit(128 + signal.SIGTERM)))
     try:
         env, plan = set_up(folder, args, servers)
         plan_path = folder / "plan.json"

@@ -610,8 +610,8 @@ def main(argv: list[str] | None = None) -> int:
     # why SIGINT too: a program started in the background by a non-interactive shell inherits SIGINT
     # ignored, and Python then leaves it so: Ctrl-C sent to such a run did nothing and its shells ran
     # on to the end of --duration
-    signal.signal(signal.SIGINT, _interrupted)
-    signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGINT, servers.deferring(_interrupted))
+    signal.signal(signal.SIGTERM, servers.deferring(_interrupted))
     # why: a run that does not stop on Ctrl-C can be asked where each thread is (kill -USR1 <pid>)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:

@@ -95,8 +95,8 @@ class LineCommentAdmin(ChangedInTheApp, ReadOnlyAdmin):
     """Read-only: a comment is its reviewer's, written and changed on the review page until they submit."""
 
     def changed_in_the_app(self, request, obj=None):
-        return format_html("{}", "A comment is its reviewer's: written and changed on the review page until they "
-                                 "submit the review, then final. The admin only shows them.")
+        return ("A comment is its reviewer's: written and changed on the review page until they submit the "
+                "review, then final. The admin only shows them.")
 
     list_display = ("review", "path", "side", "line", "updated_at")
     list_select_related = ("review__reviewer", "review__submission")

@@ -132,11 +132,12 @@ def test_a_term_as_a_server_starts_ends_the_run_with_that_server_stopped(tmp_pat
     """A TERM landing between a server's fork and its record would leave that server running after the bench."""
     load = load_module()
     servers = load.Servers(tmp_path)
+    on_term = servers.deferring(lambda *_: sys.exit(128 + signal.SIGTERM))  # what main() sets
     popen = subprocess.Popen
 
     def term_as_it_forks(*args, **kwargs):
         proc = popen(*args, **kwargs)
-        servers.on_term(signal.SIGTERM, None)
+        on_term(signal.SIGTERM, None)
         return proc
 
     monkeypatch.setattr(load.subprocess, "Popen", term_as_it_forks)
@@ -148,4 +149,4 @@ def test_a_term_as_a_server_starts_ends_the_run_with_that_server_stopped(tmp_pat
     servers.stop()
     assert sleeper.poll() is not None
     with pytest.raises(SystemExit):  # outside a start, a TERM ends the run at once
-        servers.on_term(signal.SIGTERM, None)
+        on_term(signal.SIGTERM, None)
