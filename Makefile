@@ -42,7 +42,11 @@ test: export PYTHONPYCACHEPREFIX = $(CURDIR)/var/pycache
 # TEST_PROCESSES: pytest-xdist's workers (0 runs the suite in this process); on two cores most tests wait on a
 # server, a browser or a sandbox, so four keep both busy. PYTEST_ARGS: more for pytest (-m services, -k NAME).
 TEST_PROCESSES ?= 4
-test: setup dev lint
+# make run's set-up, with the tools for working on the project installed while the sandbox's runner and the
+# database are set up (two jobs: pip waits on the disk much of the time; -O keeps each one's output together).
+test: dotenv system venv
+	@$(MAKE) --no-print-directory -j2 -Otarget db dev
+	@$(MAKE) --no-print-directory lint
 	$(VENV)/bin/pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
 
 setup: dotenv system venv runner db
@@ -90,7 +94,7 @@ dev: $(VENV)/.installed-dev
 runner: venv dotenv
 	@$(PY) manage.py build_runner
 
-db: venv dotenv
+db: venv dotenv runner
 	@$(PY) manage.py migrate --noinput -v0
 	@$(PY) manage.py load_sample_packet --all
 

@@ -25,6 +25,7 @@ import select
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import termios
 from collections.abc import Callable, Iterable, Mapping
@@ -95,9 +96,10 @@ def build_venv(folder: Path, python: str, version: str) -> Path:
         if (folder / MARKER).exists():
             return exe
         shutil.rmtree(folder, ignore_errors=True)
-        for argv in ([python, "-m", "venv", str(folder)],
-                     [str(exe), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                      f"pytest=={version}"]):
+        # why without pip, installed by this interpreter's pip: a pip of its own costs each venv more than pytest
+        for argv in ([python, "-m", "venv", "--without-pip", str(folder)],
+                     [sys.executable, "-m", "pip", "--python", str(exe), "install", "--quiet",
+                      "--disable-pip-version-check", f"pytest=={version}"]):
             done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
             if done.returncode != 0:
                 shutil.rmtree(folder, ignore_errors=True)

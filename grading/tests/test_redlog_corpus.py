@@ -44,8 +44,8 @@ def verdicts(report) -> list[str]:
 def pythons() -> dict[str, Path]:
     """pytest 7.4, 8.3 and 9.2 venvs (required), and pytest 8.3 on other Pythons found here (optional).
 
-    Built once under <var>/test-pytest (about 30 s for the three on this
-    machine, from PyPI); later test runs reuse them.
+    Built once under <var>/test-pytest (a few seconds each, from PyPI);
+    later test runs reuse them.
     """
     from django.conf import settings
 
