@@ -9,7 +9,7 @@ to the sample packet, starts the clock and has a red run witnessed, then sends
 --requests streamed chat requests one after the other.
 
 The fake upstream sends each reply as --chunks chunks, --gap ms apart, noting
-when it wrote each; the client, in this process too (one clock), notes when it
+when it sends each (just before writing it); the client, in this process too (one clock), notes when it
 read each chunk's event. It prints the delay of the first chunk and of every
 chunk (p50, p95, max, in ms); the last line is "first chunk p95: X ms (target:
 under 100 ms)". Exit status 1 when a reply did not arrive whole.
@@ -44,7 +44,7 @@ TARGET_MS = 100.0
 
 
 class Upstream(ThreadingHTTPServer):
-    """A streaming chat API that notes (time.monotonic) when it wrote each chunk of each reply."""
+    """A streaming chat API that notes (time.monotonic) when it sent each chunk of each reply."""
 
     daemon_threads = True
 
@@ -72,9 +72,11 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(self.server.gap_s)
             chunk = {"object": "chat.completion.chunk", "model": "bench-model",
                      "choices": [{"index": 0, "delta": {"content": f"word{n} "}, "finish_reason": None}]}
+            # why before the write: noted after it, a thread paused between the write and the note could note a
+            # time after the client had read the chunk (a negative delay); the chunk leaves no sooner than this
+            times.append(time.monotonic())
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             self.wfile.flush()
-            times.append(time.monotonic())
         self.wfile.write(b'data: {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 5}}\n\n'
                          b"data: [DONE]\n\n")
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
+import multiprocessing
+import os
+import signal
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -191,7 +195,7 @@ def asgi_application():
     return ASGIStaticFilesHandler(application)
 
 
-def _start_clean_after_fork() -> None:
+def _start_clean_after_fork(dumped) -> None:
     """In the forked daphne, before it serves: nothing of the test process's threads is waited on.
 
     why: a fork copies the test process's objects but only the forking thread. asgiref's executors (used by
@@ -213,8 +217,15 @@ def _start_clean_after_fork() -> None:
     AsyncToSync.executors = Local()
     AsyncToSync.loop_thread_executors = {}
     AsyncToSync.context_to_thread_executor = weakref.WeakKeyDictionary()
-    # should it hang all the same, where each thread waits is on the test's captured stderr
-    faulthandler.dump_traceback_later(45, file=sys.stderr)
+    # should it hang all the same, daphne_serving has it write where each thread waits to the test's captured
+    # stderr (then set ``dumped``). why on a signal when a test fails, not on a timer: a timed dump also fired
+    # in long tests that were going well, reading the other threads' frames while they ran, and once ended
+    # daphne in the middle of a test's requests.
+    def dump(signum, frame):
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        dumped.set()
+
+    signal.signal(signal.SIGUSR1, dump)
 
 
 @contextmanager
@@ -227,12 +238,19 @@ def daphne_serving(settings, monkeypatch):
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     monkeypatch.setattr(consumers, "RECHECK_S", 1.0)
-    server = DaphneProcess("127.0.0.1", asgi_application, port=free_port(), setup=_start_clean_after_fork)
+    dumped = multiprocessing.Event()
+    server = DaphneProcess("127.0.0.1", asgi_application, port=free_port(),
+                           setup=functools.partial(_start_clean_after_fork, dumped))
     server.daemon = True
     server.start()
     try:
         assert server.ready.wait(timeout=20), "daphne did not start"
         yield f"http://127.0.0.1:{server.port.value}"
+    except BaseException:
+        if server.is_alive():  # the test failed with daphne up: where its threads are (_start_clean_after_fork)
+            os.kill(server.pid, signal.SIGUSR1)
+            dumped.wait(10)  # why: the stop below would end it before it wrote
+        raise
     finally:
         server.terminate()
         server.join(timeout=10)
