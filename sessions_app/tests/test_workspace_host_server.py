@@ -24,7 +24,9 @@ from sessions_app.hosted import gate_host
 from sessions_app.hosted.host_server import NOT_HERE, WorkspaceRoutesOnly
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the host reads the rows this test writes
-UP_WAIT_S = 30
+# A guard against a hang, not a guess at the start's length: the wait ends as soon as the host answers or its
+# process ends (two suites at once on a slow two-core machine took over 30 s to start Django).
+UP_WAIT_S = 180
 
 
 @pytest.fixture
@@ -51,7 +53,7 @@ def start_host(port: int, env: dict, log: Path) -> subprocess.Popen:
 def answers(url: str) -> bool:
     try:
         return requests.get(url, timeout=2).status_code == 200
-    except requests.ConnectionError:
+    except (requests.ConnectionError, requests.Timeout):  # not up yet, or up and still busy starting
         return False
 
 
@@ -65,9 +67,10 @@ def test_it_serves_the_workspaces_requests_and_its_gate_in_one_process_until_ter
     base = f"http://127.0.0.1:{port}"
     try:
         try:
-            _wait_for(lambda: answers(base + "/healthz"), UP_WAIT_S, "the workspace host")
-        except AssertionError:
-            raise AssertionError(log.read_text(errors="replace")[-4000:]) from None
+            _wait_for(lambda: answers(base + "/healthz") or host.poll() is not None, UP_WAIT_S, "the workspace host")
+            assert host.poll() is None, f"the host ended with {host.returncode}"
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n" + log.read_text(errors="replace")[-4000:]) from None
         # the workspace's page is the app's own, served here
         page = requests.get(f"{base}/t/{invitation.raw_token}/workspace", timeout=30)
         assert page.status_code == 200 and 'id="terminal"' in page.text, page.text[:2000]

@@ -19,7 +19,8 @@ import requests
 
 from conftest import ROOT, _wait_for, free_port, require
 
-UP_WAIT_S = 30
+# A guard against a hang, not a guess at the start's length: each wait also ends when Caddy's process ends.
+UP_WAIT_S = 180
 
 
 def caddy() -> str:
@@ -82,7 +83,9 @@ def caddy_in_front(tmp_path):
                              env=env, stdout=(tmp_path / "caddy.log").open("ab"), stderr=subprocess.STDOUT)
     try:
         try:
-            _wait_for(lambda: listening(daphne_port) and listening(caddy_port), UP_WAIT_S, "daphne and Caddy")
+            _wait_for(lambda: (listening(daphne_port) and listening(caddy_port)) or proxy.poll() is not None,
+                      UP_WAIT_S, "daphne and Caddy")
+            assert proxy.poll() is None, f"Caddy ended with {proxy.returncode}"
         except AssertionError:
             raise AssertionError((tmp_path / "caddy.log").read_text()[-3000:]
                                  + (tmp_path / "daphne.log").read_text()[-3000:])
@@ -151,7 +154,8 @@ def caddy_before_two_workspace_hosts(tmp_path):
                              env=env, stdout=(tmp_path / "caddy.log").open("ab"), stderr=subprocess.STDOUT)
     try:
         try:
-            _wait_for(lambda: listening(caddy_port), UP_WAIT_S, "Caddy")
+            _wait_for(lambda: listening(caddy_port) or proxy.poll() is not None, UP_WAIT_S, "Caddy")
+            assert proxy.poll() is None, f"Caddy ended with {proxy.returncode}"
         except AssertionError:
             raise AssertionError((tmp_path / "caddy.log").read_text()[-3000:]) from None
         yield f"http://127.0.0.1:{caddy_port}", upstreams
