@@ -43,7 +43,8 @@ test: export PYTHONPYCACHEPREFIX = $(CURDIR)/var/pycache
 # server, a browser or a sandbox, so four keep both busy. PYTEST_ARGS: more for pytest (-m services, -k NAME).
 TEST_PROCESSES ?= 4
 # make run's set-up, with the tools for working on the project installed while the sandbox's runner and the
-# database are set up (two jobs: pip waits on the disk much of the time; -O keeps each one's output together).
+# database are set up (two jobs: neither needs the other, and the tools' install only adds packages;
+# -O keeps each one's output together).
 test: dotenv system venv
 	@$(MAKE) --no-print-directory -j2 -Otarget db dev
 	@$(MAKE) --no-print-directory lint

@@ -299,6 +299,20 @@ def _wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+# A guard against a hang, not a guess at how long a start takes: wait_started ends as soon as the server answers
+# or its process ends (two suites at once on a slow two-core machine took over 30 s to start Django).
+START_GUARD_S = 180
+
+
+def wait_started(proc, answers, what: str, *logs: Path, interval: float = 0.1) -> None:
+    """Wait until ``answers()`` is true or ``proc`` (a Popen) has ended; fail with the logs' ends unless it answered."""
+    try:
+        _wait_for(lambda: answers() or proc.poll() is not None, START_GUARD_S, what, interval)
+        assert proc.poll() is None, f"{what}: the process ended with {proc.returncode}"
+    except AssertionError as exc:
+        raise AssertionError("\n".join([str(exc), *(log.read_text(errors="replace")[-3000:] for log in logs)])) from None
+
+
 class PrivateRedis:
     """A redis-server of the test run's own, on a unix socket or a TCP port of the test slot's band;
     stoppable and pausable for outage tests."""

@@ -19,14 +19,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import ROOT, _wait_for, database_url, free_port
+from conftest import ROOT, database_url, free_port, wait_started
 from sessions_app.hosted import gate_host
 from sessions_app.hosted.host_server import NOT_HERE, WorkspaceRoutesOnly
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the host reads the rows this test writes
-# A guard against a hang, not a guess at the start's length: the wait ends as soon as the host answers or its
-# process ends (two suites at once on a slow two-core machine took over 30 s to start Django).
-UP_WAIT_S = 180
 
 
 @pytest.fixture
@@ -66,11 +63,7 @@ def test_it_serves_the_workspaces_requests_and_its_gate_in_one_process_until_ter
     host = start_host(port, host_env(ws_dir, settings), log)
     base = f"http://127.0.0.1:{port}"
     try:
-        try:
-            _wait_for(lambda: answers(base + "/healthz") or host.poll() is not None, UP_WAIT_S, "the workspace host")
-            assert host.poll() is None, f"the host ended with {host.returncode}"
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n" + log.read_text(errors="replace")[-4000:]) from None
+        wait_started(host, lambda: answers(base + "/healthz"), "the workspace host", log)
         # the workspace's page is the app's own, served here
         page = requests.get(f"{base}/t/{invitation.raw_token}/workspace", timeout=30)
         assert page.status_code == 200 and 'id="terminal"' in page.text, page.text[:2000]

@@ -17,10 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import ROOT, _wait_for, free_port, require
-
-# A guard against a hang, not a guess at the start's length: each wait also ends when Caddy's process ends.
-UP_WAIT_S = 180
+from conftest import ROOT, free_port, require, wait_started
 
 
 def caddy() -> str:
@@ -82,13 +79,8 @@ def caddy_in_front(tmp_path):
     proxy = subprocess.Popen([caddy(), "run", "--config", str(config), "--adapter", "caddyfile"], cwd=tmp_path,
                              env=env, stdout=(tmp_path / "caddy.log").open("ab"), stderr=subprocess.STDOUT)
     try:
-        try:
-            _wait_for(lambda: (listening(daphne_port) and listening(caddy_port)) or proxy.poll() is not None,
-                      UP_WAIT_S, "daphne and Caddy")
-            assert proxy.poll() is None, f"Caddy ended with {proxy.returncode}"
-        except AssertionError:
-            raise AssertionError((tmp_path / "caddy.log").read_text()[-3000:]
-                                 + (tmp_path / "daphne.log").read_text()[-3000:])
+        wait_started(proxy, lambda: listening(daphne_port) and listening(caddy_port), "daphne and Caddy",
+                     tmp_path / "caddy.log", tmp_path / "daphne.log")
         yield f"http://127.0.0.1:{caddy_port}"
     finally:
         stop(proxy)
@@ -153,11 +145,7 @@ def caddy_before_two_workspace_hosts(tmp_path):
     proxy = subprocess.Popen([caddy(), "run", "--config", str(config), "--adapter", "caddyfile"], cwd=tmp_path,
                              env=env, stdout=(tmp_path / "caddy.log").open("ab"), stderr=subprocess.STDOUT)
     try:
-        try:
-            _wait_for(lambda: listening(caddy_port) or proxy.poll() is not None, UP_WAIT_S, "Caddy")
-            assert proxy.poll() is None, f"Caddy ended with {proxy.returncode}"
-        except AssertionError:
-            raise AssertionError((tmp_path / "caddy.log").read_text()[-3000:]) from None
+        wait_started(proxy, lambda: listening(caddy_port), "Caddy", tmp_path / "caddy.log")
         yield f"http://127.0.0.1:{caddy_port}", upstreams
     finally:
         stop(proxy)

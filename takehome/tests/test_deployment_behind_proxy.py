@@ -30,12 +30,11 @@ import pytest
 import requests
 import yaml
 
-from conftest import ROOT, Worker, _wait_for, free_port, require
+from conftest import ROOT, Worker, _wait_for, free_port, require, wait_started
 from grading.models import Review
 from sessions_app.models import Submission
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-UP_WAIT_S = 60
 GRADING_WAIT_S = 120
 PASSWORD = "a-long-enough-password-7"
 
@@ -197,14 +196,11 @@ def production(worker_env, media_root, tmp_path, sample_packet):
         try:
             return requests.get(base + "/accounts/login/", headers={"X-Forwarded-Proto": "https"},
                                 timeout=5).status_code == 200
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # not up yet, or up and still busy starting
             return False
 
     try:
-        try:
-            _wait_for(up, UP_WAIT_S, "daphne to answer", interval=0.5)
-        except AssertionError:
-            raise AssertionError("daphne log:\n" + log.read_text(errors="replace")[-4000:])
+        wait_started(web, up, "daphne to answer", log, interval=0.5)
         yield base, site, worker, web_port
     finally:
         relay.close()
