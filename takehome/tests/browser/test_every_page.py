@@ -181,27 +181,37 @@ def session_cookie(user, live_server) -> list[dict]:
     return [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
 
 
-def visit(context, live_server, site: Site, entry: SitePage):
-    """Open the page; returns it, or raises AssertionError with what went wrong."""
-    page = context.new_page()
-    page.set_default_timeout(15000)
-    console: list[str] = []
-    page.on("console", lambda m: console.append(m.text) if "Content Security Policy" in m.text else None)
-    if entry.raises:
-        target, exception = entry.raises
-        with patch(target, side_effect=exception()):
+class Tab:
+    """One tab per person and width, sent from page to page as a person clicking through would be.
+
+    why not a new tab per page: each one started a renderer process, which cost the browser more CPU than
+    drawing the page did; a same-site navigation keeps the tab's process.
+    """
+
+    def __init__(self, context):
+        self.page = context.new_page()
+        self.page.set_default_timeout(15000)
+        self.console: list[str] = []
+        self.page.on("console", lambda m: self.console.append(m.text) if "Content Security Policy" in m.text else None)
+
+    def visit(self, live_server, site: Site, entry: SitePage):
+        """Open the page; returns it and its CSP console messages, or raises AssertionError with what went wrong."""
+        page = self.page
+        self.console.clear()
+        if entry.raises:
+            target, exception = entry.raises
+            with patch(target, side_effect=exception()):
+                response = page.goto(live_server.url + entry.path(site))
+        else:
             response = page.goto(live_server.url + entry.path(site))
-    else:
-        response = page.goto(live_server.url + entry.path(site))
-    page.wait_for_load_state("load")
-    page.wait_for_timeout(150)  # deferred scripts and htmx's first requests
-    if entry.ready:
-        page.locator(entry.ready).first.wait_for()
-    status = response.status if response else None
-    if status != entry.status:
-        page.close()
-        raise AssertionError(f"answered {status}, not {entry.status}")
-    return page, console
+        page.wait_for_load_state("load")
+        page.wait_for_timeout(150)  # deferred scripts and htmx's first requests
+        if entry.ready:
+            page.locator(entry.ready).first.wait_for()
+        status = response.status if response else None
+        if status != entry.status:
+            raise AssertionError(f"answered {status}, not {entry.status}")
+        return page, list(self.console)
 
 
 # why in parts: the walk takes minutes; each part builds the site for itself, and parallel test processes
@@ -218,22 +228,24 @@ def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recrui
     site, people = build_site(make_reviewer, recruiter)
     axe = Axe()
     problems: list[str] = []
-    contexts = {}
+    contexts, tabs = [], {}
 
-    def context_for(role, width):
+    def tab_for(role, width) -> Tab:
         key = (role, width)
-        if key not in contexts:
-            contexts[key] = browser.new_context(viewport={"width": width, "height": 900})
-            contexts[key].add_init_script(RECORD_CSP)
+        if key not in tabs:
+            context = browser.new_context(viewport={"width": width, "height": 900})
+            contexts.append(context)
+            context.add_init_script(RECORD_CSP)
             if role is not None:
-                contexts[key].add_cookies(session_cookie(people[role], live_server))
-        return contexts[key]
+                context.add_cookies(session_cookie(people[role], live_server))
+            tabs[key] = Tab(context)
+        return tabs[key]
 
     try:
         for entry in PAGES[part::PARTS]:
             label = f"{entry.name} ({entry.path(site)})"
             try:
-                page, console = visit(context_for(entry.role, 1280), live_server, site, entry)
+                page, console = tab_for(entry.role, 1280).visit(live_server, site, entry)
             except AssertionError as exc:
                 problems.append(f"{label}: {exc}")
                 continue
@@ -244,10 +256,9 @@ def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recrui
             problems += [f"{label}: at 1280 px a table is cut off inside its scroll box: {c}" for c in cut]
             if entry.axe:
                 problems += axe_problems(axe, page, label)
-            page.close()
 
             try:
-                page, _ = visit(context_for(entry.role, PHONE_WIDTH), live_server, site, entry)
+                page, _ = tab_for(entry.role, PHONE_WIDTH).visit(live_server, site, entry)
             except AssertionError as exc:
                 problems.append(f"{label} at {PHONE_WIDTH} px: {exc}")
                 continue
@@ -259,9 +270,8 @@ def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recrui
             # some findings (a scroll box the keyboard cannot reach, for one) exist only then.
             if entry.axe:
                 problems += axe_problems(axe, page, f"{label} at {PHONE_WIDTH} px")
-            page.close()
     finally:
-        for context in contexts.values():
+        for context in contexts:
             context.close()
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
 
