@@ -338,20 +338,6 @@ def check_stopping_leaves_no_process_behind_and_no_error(make_run: MakeRun, stop
     assert f"Log in at {make_run.base_url}/ with:" in output
 
 
-def test_one_make_run_serves_restarts_whatever_dies_and_stops_cleanly_on_ctrl_c(make_run):
-    """What only observes or kills a program shares one make run (each start is Django four times over)."""
-    pids = everything_up(make_run)
-    check_status_shows_each_program_running(make_run, pids)
-    check_terminals_websocket_and_its_origin(make_run)
-    check_a_killed_worker_is_restarted_while_the_web_server_keeps_answering(make_run)
-    check_killed_redis_and_beat_are_restarted_and_the_worker_finds_redis_again(make_run)
-    check_stopping_leaves_no_process_behind_and_no_error(make_run, ctrl_c)
-    status = make_status(make_run)
-    assert status.returncode == 0 and not status.stderr, status.stdout + status.stderr
-    assert status.stdout == (f"make run is not running here: no supervisord answers on "
-                             f"{make_run.var}/supervisor/supervisor.sock.\nStart it with: make run\n")
-
-
 def post_json(run: MakeRun, path: str, body: str) -> tuple[int, dict]:
     request = urllib.request.Request(run.base_url + path, data=body.encode(), method="POST",
                                      headers={"Content-Type": "application/json", "X-Takehome-Client": "gate"})
@@ -362,35 +348,47 @@ def post_json(run: MakeRun, path: str, body: str) -> tuple[int, dict]:
         return error.code, json.load(error)
 
 
-def test_make_run_gives_candidates_the_model_its_environment_names_and_sigterm_stops_it_cleanly(make_run,
-                                                                                               sample_packet):
-    """docs/operations.md's `TAKEHOME_MODEL_URL=... TAKEHOME_MODEL_NAME=... make run`, a fake upstream standing in
-    for Ollama; then SIGTERM to supervisord (as a service manager stops it) stops everything, leaving nothing."""
-    from sessions_app.tests.conftest import serve_on
+def check_candidates_get_the_model_the_environment_names(make_run: MakeRun, invitation, upstream) -> None:
     from sessions_app.tests.helpers import RED_LOG, receipt
 
+    token = invitation.raw_token
+    red = reverse("sessions_app:gate-step", kwargs={"token": token, "step": "red"})
+    assert post_json(make_run, red, receipt(RED_LOG))[0] == 201
+    chat = reverse("sessions_app:model-chat", kwargs={"token": token})
+    status, reply = post_json(make_run, chat, json.dumps({"messages": [{"role": "user", "content": "Why?"}]}))
+    assert status == 200, f"{reply}\n{make_run.tail()}"
+    assert [got["body"]["model"] for got in upstream.got] == ["qwen2.5-coder:7b"]
+
+
+def test_one_make_run_gives_the_model_restarts_whatever_dies_and_sigterm_stops_it_cleanly(make_run, sample_packet):
+    """What only observes or kills a program shares one make run (each start is Django four times over).
+
+    It is docs/operations.md's `TAKEHOME_MODEL_URL=... TAKEHOME_MODEL_NAME=... make run`, a fake upstream standing
+    in for Ollama; at the end SIGTERM to supervisord (as a service manager stops it) stops everything, leaving
+    nothing. Ctrl-C's stop is the fault test's below.
+    """
+    from sessions_app.tests.conftest import serve_on
+
+    invitation = InvitationFactory(packet_version=sample_packet.latest_version())  # its policy: the default
+    do_start_session(invitation)
     upstream = serve_on()
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     try:
-        invitation = InvitationFactory(packet_version=sample_packet.latest_version())  # its policy: the default
-        do_start_session(invitation)
         make_run.env.update(TAKEHOME_MODEL_URL=upstream.base_url, TAKEHOME_MODEL_NAME="qwen2.5-coder:7b")
-        make_run.start()
-        make_run.wait_up("web")
-        token = invitation.raw_token
-        red = reverse("sessions_app:gate-step", kwargs={"token": token, "step": "red"})
-        assert post_json(make_run, red, receipt(RED_LOG))[0] == 201
-        chat = reverse("sessions_app:model-chat", kwargs={"token": token})
-        status, reply = post_json(make_run, chat, json.dumps({"messages": [{"role": "user", "content": "Why?"}]}))
+        pids = everything_up(make_run)
+        check_candidates_get_the_model_the_environment_names(make_run, invitation, upstream)
     finally:
         upstream.shutdown()
         upstream.server_close()
-    assert status == 200, f"{reply}\n{make_run.tail()}"
-    assert [got["body"]["model"] for got in upstream.got] == ["qwen2.5-coder:7b"]
-    for name in PROGRAMS:
-        make_run.wait_up(name)
-    assert "Traceback" not in make_run.output(), make_run.tail()  # a clean start
+    check_status_shows_each_program_running(make_run, pids)
+    check_terminals_websocket_and_its_origin(make_run)
+    check_a_killed_worker_is_restarted_while_the_web_server_keeps_answering(make_run)
+    check_killed_redis_and_beat_are_restarted_and_the_worker_finds_redis_again(make_run)
     check_stopping_leaves_no_process_behind_and_no_error(make_run, sigterm_to_supervisord)
+    status = make_status(make_run)
+    assert status.returncode == 0 and not status.stderr, status.stdout + status.stderr
+    assert status.stdout == (f"make run is not running here: no supervisord answers on "
+                             f"{make_run.var}/supervisor/supervisor.sock.\nStart it with: make run\n")
 
 
 def test_a_port_in_use_stops_make_run_with_the_reason(make_run):
@@ -491,8 +489,6 @@ def test_a_worker_killed_mid_grading_is_graded_once_and_ctrl_c_mid_grading_lets_
     second = upload_over_http(make_run, invitation, slow_zip())
     _wait_for(lambda: submission_status(second) == "grading", UP_WAIT_S, "the worker to start grading",
               interval=0.05)
-    ctrl_c(make_run)
-    make_run.wait_ended()
+    check_stopping_leaves_no_process_behind_and_no_error(make_run, ctrl_c)
     assert submission_status(second) == "graded", make_run.tail()
     assert outcomes(second) == ["graded"], make_run.tail()  # the one run, finished
-    assert session_pids(make_run.proc.pid) == set()

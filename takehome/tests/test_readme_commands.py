@@ -237,9 +237,10 @@ FILL = {
     "manage.py rebuild_funnel [SLUG...]": Run(r"^refund-sum: \d+ invited, counted again\.$"),
     "manage.py rebuild_similarity [SLUG...]": Run(r"^Fingerprinted \d+ graded submissions? and matched each "),
 }
-MAKE_RUN = ("takehome/tests/test_make_run.py::test_one_make_run_serves_restarts_whatever_dies_and_stops_cleanly_on_ctrl_c",
+MAKE_RUN = ("takehome/tests/test_make_run.py::"
+            "test_one_make_run_gives_the_model_restarts_whatever_dies_and_sigterm_stops_it_cleanly",
             "takehome/tests/test_make_run.py::"
-            "test_make_run_gives_candidates_the_model_its_environment_names_and_sigterm_stops_it_cleanly")
+            "test_a_worker_killed_mid_grading_is_graded_once_and_ctrl_c_mid_grading_lets_it_finish")
 ON_ANOTHER_PORT = "takehome/tests/test_readme_commands.py::test_make_run_on_another_port_takes_the_links_with_it"
 GATE_WALK = ("sessions_app/tests/test_readme_txt_commands.py::test_every_command_of_the_downloads_readme_runs_as_printed",)
 HOSTED_GATE = ("sessions_app/tests/test_workspace_gate.py::"
@@ -256,7 +257,7 @@ COVERED = {
                                     ON_ANOTHER_PORT),
     "TAKEHOME_MODEL_URL=http://127.0.0.1:11434/v1 TAKEHOME_MODEL_NAME=qwen2.5-coder:7b make run":
         ("takehome/tests/test_make_run.py::"
-         "test_make_run_gives_candidates_the_model_its_environment_names_and_sigterm_stops_it_cleanly",),
+         "test_one_make_run_gives_the_model_restarts_whatever_dies_and_sigterm_stops_it_cleanly",),
     "scripts/run-supervised": MAKE_RUN,
     "manage.py runserver": ("takehome/tests/test_readme_commands.py::test_runserver_serves_the_asgi_app_and_its_websockets",),
     "make vendor": ("takehome/tests/test_readme_commands.py::test_make_vendor_copies_exactly_what_is_committed",),
