@@ -113,3 +113,37 @@ def test_seed_demo_keeps_passwords_between_runs(settings, tmp_path, client):
     assert first.getvalue() == second.getvalue()
     password = first.getvalue().split("recruiter")[1].split()[0]
     assert client.login(username="recruiter", password=password)
+
+
+def test_seed_demo_sets_a_password_again_only_where_it_no_longer_logs_in(settings, tmp_path, client):
+    """Each run prints passwords that work, without hashing again the ones that still do (make run runs it)."""
+    from django.contrib.auth.models import User
+
+    settings.DEBUG = True
+    settings.VAR_DIR = tmp_path
+
+    def seeded() -> dict[str, str]:
+        out = StringIO()
+        call_command("seed_demo", stdout=out)
+        return dict(line.split() for line in out.getvalue().splitlines()[1:])
+
+    def hashes() -> dict[str, str]:
+        return dict(User.objects.filter(username__in=["recruiter", "reviewer", "admin"])
+                    .values_list("username", "password"))
+
+    printed = seeded()
+    first = hashes()
+    assert seeded() == printed and hashes() == first  # nothing hashed again
+    changed = User.objects.get(username="reviewer")
+    changed.set_password("changed by hand")
+    changed.save()
+    assert seeded() == printed
+    assert client.login(username="reviewer", password=printed["reviewer"])
+    client.logout()
+    assert hashes()["recruiter"] == first["recruiter"]
+    (tmp_path / "demo-passwords.json").unlink()  # new passwords for everyone
+    printed_again = seeded()
+    assert set(printed_again.values()).isdisjoint(printed.values())
+    for username, password in printed_again.items():
+        assert client.login(username=username, password=password), username
+        client.logout()
