@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -305,6 +306,18 @@ START_GUARD_S = 180
 # The same for a call that must not wait on something stopped (a broker down or paused): the test proves it
 # ended while that thing was still stopped, and fails rather than hangs when it does not end.
 HANG_GUARD_S = 120
+
+
+def within_hang_guard(call, *args, **kwargs):
+    """``call(*args, **kwargs)`` in a thread: its result, or TimeoutError after HANG_GUARD_S.
+
+    why not a with block: leaving one waits for the thread, so a call that hangs would hang the test anyway.
+    """
+    pool = ThreadPoolExecutor(1)
+    try:
+        return pool.submit(call, *args, **kwargs).result(timeout=HANG_GUARD_S)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def wait_started(proc, answers, what: str, *logs: Path, interval: float = 0.1) -> None:

@@ -13,13 +13,12 @@ import base64
 import io
 import re
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from conftest import HANG_GUARD_S, Worker, _wait_for, screenshot
+from conftest import Worker, _wait_for, screenshot, within_hang_guard
 from grading.engine.sandbox.cgroups import owner_gone, work_dir_for
 from grading.models import Evidence, GradingRun
 from grading.tasks import sweep_submissions
@@ -219,14 +218,13 @@ def test_an_upload_while_the_broker_is_down_is_graded_once_it_is_back(ready, cli
     worker.start()
     try:
         stoppable_broker.stop()
-        # why a thread: an upload that hangs on the dead broker must fail this test, not hang it. The
+        # An upload that hangs on the dead broker must fail this test, not hang it. The
         # guard is not a measurement (a loaded machine is slow, not wrong): the send's own bound is
         # TAKEHOME_BROKER_SEND_TIMEOUT_S (grading/tests/test_publish.py), and the answer comes with the
         # broker still down, so nothing of it waited for the broker to come back.
-        with ThreadPoolExecutor(1) as pool:
-            r = pool.submit(client.post, url("upload", invitation),
-                            {"archive": SimpleUploadedFile("w.zip", honest_zip())},
-                            headers={"X-Takehome-Client": "gate"}).result(timeout=HANG_GUARD_S)
+        r = within_hang_guard(client.post, url("upload", invitation),
+                              {"archive": SimpleUploadedFile("w.zip", honest_zip())},
+                              headers={"X-Takehome-Client": "gate"})
         assert r.status_code == 201 and "It will be reviewed." in r.json()["message"]
         submission_id = r.json()["submission"]
         assert Submission.objects.get(pk=submission_id).status == "received"
