@@ -320,6 +320,23 @@ def within_hang_guard(call, *args, **kwargs):
         pool.shutdown(wait=False)
 
 
+@pytest.fixture
+def connects(monkeypatch) -> list:
+    """Every address this process's Python code connects a socket to, in order: a check that "fails at once"
+    is proved by one attempt and no retry, not by a stopwatch."""
+    import socket
+
+    seen: list = []
+    real = socket.socket.connect
+
+    def connect(self, address):
+        seen.append(address)
+        return real(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    return seen
+
+
 def wait_started(proc, answers, what: str, *logs: Path, interval: float = 0.1) -> None:
     """Wait until ``answers()`` is true or ``proc`` (a Popen) has ended; fail with the logs' ends unless it answered."""
     try:
@@ -343,6 +360,11 @@ class PrivateRedis:
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0" if self.port else f"redis+socket://{self.socket}"
+
+    @property
+    def address(self) -> tuple[str, int] | str:
+        """What a client's socket connects to."""
+        return ("127.0.0.1", self.port) if self.port else str(self.socket)
 
     def start(self) -> None:
         listen = ["--port", str(self.port), "--bind", "127.0.0.1"] if self.port else \

@@ -644,17 +644,12 @@ def test_clean_evidence_replaces_nul_and_lone_surrogates_everywhere():
     json.dumps(clean_evidence(dirty)).encode("utf-8")
 
 
-def test_a_tree_of_many_tiny_files_grades_in_reasonable_time(grade, tmp_path):
-    # Every tree is written and copied about five times; 1,950 files (near the cap) took about 10 s
-    # on a busy 2-core machine. Half of that keeps this test quick.
-    import time
-
+def test_a_tree_of_many_tiny_files_grades_like_any_other(grade, tmp_path):
+    # Every tree is written and copied about five times (how long that takes is bench/grading.py's to measure).
     files = corpus.honest_files(**{f"pkg{i % 40}/m{i}.txt": b"x\n" for i in range(1000)})
-    start = time.monotonic()
     evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", files))
     assert evidence["archive"]["accepted"] is True
     assert outcomes(evidence) == ALL_RIGHT
-    assert time.monotonic() - start < 30
 
 
 def test_a_file_named_artifacts_is_graded_not_crashed(grade, tmp_path):

@@ -405,10 +405,14 @@ def test_check_passes(sandbox):
     sandbox.check()
 
 
-def test_ensure_runner_is_idempotent(runner_dir):
-    start = time.monotonic()
+def test_ensure_runner_is_idempotent(runner_dir, monkeypatch):
+    import grading.engine.runner as runner
+
+    def no_build(staging):
+        raise AssertionError("a current runner was built again")
+
+    monkeypatch.setattr(runner, "_build_runner", no_build)
     assert ensure_runner(runner_dir) == runner_dir.resolve()
-    assert time.monotonic() - start < 1
     assert runner_python(runner_dir).stat().st_mode & 0o005 == 0o005
 
 
@@ -565,9 +569,8 @@ FORK_BOMB = {"test_bomb.py": """
 
 def test_fork_bomb_is_contained(sandbox, tmp_path):
     tree = make_tree(tmp_path, FORK_BOMB)
-    start = time.monotonic()
     r = sandbox.run(tree, (*PYTEST, "-s"))
-    assert r.outcome == "failed" and time.monotonic() - start < 10, r.log
+    assert r.outcome == "failed", r.log  # ended by the cap, not at the run's time limit
     forked = int(r.log.split("FORKED ")[1].split()[0])
     assert 0 < forked < LIMITS.nproc
 
@@ -601,7 +604,7 @@ def test_sleeper_hits_wall_clock_and_group_is_killed(runner_dir, scratch_dir, tm
     tree = make_tree(tmp_path, {"test_sleep.py": "import time\ndef test_sleep():\n    time.sleep(600)\n"})
     r = sb.run(tree, PYTEST)
     assert (r.outcome, r.exit_code) == ("timeout", None)
-    assert 3 <= r.duration_s < 6
+    assert r.duration_s >= 3  # not before the limit; after it, the outcome says the run was ended
     assert pool_processes(sb) == []
 
 
@@ -673,9 +676,8 @@ def test_grandchild_ignoring_sigterm_is_gone_after_the_run(sandbox, tmp_path):
                  "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"],
                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     """})
-    start = time.monotonic()
     r = sandbox.run(tree, PYTEST)
-    assert r.outcome == "passed" and time.monotonic() - start < 5, r.log
+    assert r.outcome == "passed", r.log  # not held until the time limit by what was left running
     assert pool_processes(sandbox) == []
 
 
@@ -786,9 +788,8 @@ def test_a_double_forked_setsid_daemon_is_gone_after_the_run(sandbox, tmp_path):
                 os._exit(0)
             os.wait()
     """})
-    start = time.monotonic()
     r = sandbox.run(tree, PYTEST)
-    assert r.outcome == "passed" and time.monotonic() - start < 5, r.log
+    assert r.outcome == "passed", r.log  # not held until the time limit by what was left running
     assert pool_processes(sandbox) == []
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require
+from conftest import HANG_GUARD_S, require
 from grading.engine.sandbox import Sandbox, SandboxLimits, SandboxUnavailable
 from grading.engine.sandbox.cgroups import RunBudget, RunCaps, _mounts, detect
 from grading.engine.sandbox.processes import _uid_processes
@@ -144,13 +144,12 @@ def test_two_runs_at_once_each_get_their_own_cap(capped, tmp_path):
 # -- processes ----------------------------------------------------------------------
 
 def test_a_fork_bomb_stops_at_the_runs_process_cap(capped, tmp_path):
-    start = time.monotonic()
     r = capped.run(make_tree(tmp_path, FORK_BOMB), PYTEST)
+    assert r.outcome != "timeout", r.log  # stopped by the cap, not at the run's time limit
     forked = int(r.log.split("FORKED ")[1].split()[0])
     # bwrap, its shell and pytest count too: the children stop just short of the cap
     assert LIMITS.nproc - 6 <= forked < LIMITS.nproc, r.log
     assert any(n.startswith(f"reached the run's process cap ({LIMITS.nproc} processes)") for n in r.notes), r.notes
-    assert time.monotonic() - start < 10
 
 
 # -- tmpfs inodes -----------------------------------------------------------------
@@ -391,7 +390,7 @@ def test_a_name_whose_owner_ended_but_is_not_yet_reaped_is_gone():
     from grading.engine.sandbox import cgroups
 
     child = sp.Popen(["true"])
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_GUARD_S
     while not cgroups._zombie(child.pid) and time.monotonic() < deadline:
         time.sleep(0.01)
     name = f"run-{cgroups._pidns()}-{child.pid}-{cgroups._start_time(child.pid)}-00000000"

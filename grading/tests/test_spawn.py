@@ -13,11 +13,12 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from conftest import require
+from conftest import HANG_GUARD_S, _wait_for, require
 from grading.engine import sandbox as sandbox_module
 from grading.engine.sandbox import Sandbox, SandboxLimits, spawn
 from grading.engine.sandbox.processes import _uid_processes
@@ -44,6 +45,35 @@ def status_of(pid: int) -> dict[str, str]:
     return {k: " ".join(fields[k].split()) for k in (*STATUS_KEYS, "CapBnd")}
 
 
+def probe_process(ancestor: int) -> int | None:
+    """The pid of the python running probe.py under ``ancestor`` (another test's sandbox may run one too), once
+    it is ready for the signal that ends it."""
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+            if b"probe.py" in argv and b"python" in argv[0] and catches_sigusr1(int(entry.name)):
+                pid = int(entry.name)
+                while pid > 1:
+                    pid = int(status_of_parent(pid))
+                    if pid == ancestor:
+                        return int(entry.name)
+        except (OSError, ValueError):
+            continue  # ended meanwhile
+    return None
+
+
+def catches_sigusr1(pid: int) -> bool:
+    """Whether the process has its handler for SIGUSR1 in place (its status's SigCgt mask)."""
+    with open(f"/proc/{pid}/status") as fh:
+        caught = next(line for line in fh if line.startswith("SigCgt:")).split()[1]
+    return bool(int(caught, 16) & 1 << (signal.SIGUSR1 - 1))
+
+
+def status_of_parent(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[1]
+
+
 def outside_and_inside(runner_dir, scratch_dir) -> tuple[int, dict, dict, object]:
     """Run one sandbox; read bwrap's own status outside (the process the worker started) while it runs."""
     sb = Sandbox(runner_dir, scratch_dir, uid_base=UID_BASE, slots=4, limits=LIMITS)
@@ -55,20 +85,21 @@ def outside_and_inside(runner_dir, scratch_dir) -> tuple[int, dict, dict, object
         launched.append((proc, child))
         return proc, child
 
-    probe = {"probe.py": b"import time\nprint('inside', open('/proc/self/status').read().count('\\n'))\n"
-                         b"time.sleep(1.5)\n"}
+    # why a signal: the probe stays until the test has read both statuses, however slow the machine
+    probe = {"probe.py": b"import signal, sys\nsignal.signal(signal.SIGUSR1, lambda *_: sys.exit(0))\n"
+                         b"print('inside', open('/proc/self/status').read().count('\\n'), flush=True)\n"
+                         b"while True:\n    signal.pause()\n"}
     got = {}
     Sandbox._launch = launch
     try:
         thread = threading.Thread(target=lambda: got.setdefault("r", sb.run(probe, ("python", "probe.py"))))
         thread.start()
-        deadline = time.monotonic() + 10
-        while not launched and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.3)
+        _wait_for(lambda: launched, HANG_GUARD_S, "the sandbox's start", interval=0.01)
         proc, child = launched[0]
+        probe_pid = _wait_for(lambda: probe_process(proc.pid), HANG_GUARD_S, "the probe in the sandbox", interval=0.01)
         outside = status_of(proc.pid)
         inside = status_of(child)
+        os.kill(probe_pid, signal.SIGUSR1)
         thread.join()
     finally:
         Sandbox._launch = real_launch
@@ -198,48 +229,78 @@ class Interrupted(Exception):
     pass
 
 
-def interrupt_after(seconds: float):
+class HeldDrop:
+    """The spawning thread's drop of ids, held at its start until the test lets it go; ``events`` is the order in
+    which the drop, the interruption and the release happened."""
+
+    def __init__(self, monkeypatch, seen: list):
+        self.entered, self.release, self.events = threading.Event(), threading.Event(), []
+        real = spawn._drop_ids
+
+        def drop(uid, gid):
+            seen.append((uid, gc.isenabled()))
+            self.entered.set()
+            self.release.wait(HANG_GUARD_S)
+            real(uid, gid)
+            self.events.append(f"dropped to {uid}")
+
+        monkeypatch.setattr(spawn, "_drop_ids", drop)
+
+
+@contextmanager
+def interrupted_when(ready, held: HeldDrop):
+    """SIGALRM to this (the main) thread once ``ready()`` is true, raising Interrupted; the held drop is let go
+    only after that. A helper thread sends it: the main thread is waiting inside popen_as."""
+    main = threading.main_thread().ident
+
     def handler(signum, frame):
+        held.events.append("interrupted")
         raise Interrupted()
 
+    def interrupt():
+        _wait_for(ready, HANG_GUARD_S, "the moment to interrupt", interval=0.01)
+        signal.pthread_kill(main, signal.SIGALRM)
+        _wait_for(lambda: "interrupted" in held.events, HANG_GUARD_S, "the interruption", interval=0.01)
+        held.events.append("released")
+        held.release.set()
+
     old = signal.signal(signal.SIGALRM, handler)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    return old
+    helper = threading.Thread(target=interrupt)
+    helper.start()
+    try:
+        yield
+    finally:
+        held.release.set()
+        helper.join()
+        signal.signal(signal.SIGALRM, old)
 
 
 def test_a_caller_interrupted_while_its_process_starts_waits_for_it_and_ends_it(monkeypatch):
     # why: the caller's finally blocks close the pipes the spawn hands on; a spawn that ran after
     # them would start a sandbox on someone else's descriptors, and nobody would end it
     require(spawn.unavailable() is None, "the worker cannot start processes under other uids here")
-    slow_drop(monkeypatch, 0.5)
+    held = HeldDrop(monkeypatch, [])
     uid = UID_BASE + 2
-    old = interrupt_after(0.1)
-    start = time.monotonic()
-    try:
+    with interrupted_when(held.entered.is_set, held):  # the spawning thread has begun this caller's start
         with pytest.raises(Interrupted):
             spawn.popen_as(uid, uid, ["/bin/sleep", "30"], env={}, start_new_session=True)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-    assert time.monotonic() - start >= 0.5  # it waited for the spawn
+        # it waited for the spawn it had asked for
+        assert held.events == ["interrupted", "released", f"dropped to {uid}"]
     assert _uid_processes(uid) == []  # and ended what it started
 
 
 def test_a_caller_interrupted_before_its_turn_withdraws_its_request(monkeypatch):
     require(spawn.unavailable() is None, "the worker cannot start processes under other uids here")
     seen = []
-    slow_drop(monkeypatch, 0.6, seen)
+    held = HeldDrop(monkeypatch, seen)
     first = threading.Thread(target=lambda: spawn.popen_as(UID_BASE + 1, UID_BASE + 1, ["/usr/bin/true"],
                                                            env={}).wait())
     first.start()
-    time.sleep(0.1)  # the thread is busy with the first
-    old = interrupt_after(0.1)
-    try:
+    _wait_for(held.entered.is_set, HANG_GUARD_S, "the first start", interval=0.01)  # the thread is busy with it
+    spawner = spawn._this_process_spawner()
+    with interrupted_when(lambda: spawner.requests.qsize() > 0, held):  # this caller's request waits its turn
         with pytest.raises(Interrupted):
             spawn.popen_as(UID_BASE + 2, UID_BASE + 2, ["/bin/sleep", "30"], env={}, start_new_session=True)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
     first.join()
     assert ids_of(UID_BASE + 3).startswith(f"uid={UID_BASE + 3} ")  # the thread went on past the withdrawn one
     assert [uid for uid, _ in seen if uid != UID_BASE + 3] == [UID_BASE + 1], seen  # never started

@@ -18,6 +18,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from conftest import HANG_GUARD_S
 from grading.engine.sandbox.cgroups import _read_keys
 from grading.engine.sandbox.processes import _uid_processes
 from grading.engine.sandbox.shell import _cgroups, shell_running
@@ -69,7 +70,7 @@ def bombed(invitation, before: bytes = b""):
     ws = ensure_open(invitation)
     bomber = spawn_client(ws, 100, 30)
     seen = b""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + HANG_GUARD_S
     while b"candidate:" not in seen:
         assert time.monotonic() < deadline, f"no prompt: {seen[-500:]!r}"
         if select.select([bomber.fd], [], [], 0.2)[0]:

@@ -168,8 +168,9 @@ class _Spawner:
         if self.broken:
             raise OSError(self.broken)
         request = _Request(uid, gid, argv, kwargs)
-        self.requests.put(request)
         try:
+            # why inside: an interruption just after the put must still withdraw the request
+            self.requests.put(request)
             self._wait(request)
         except BaseException:
             with request.lock:

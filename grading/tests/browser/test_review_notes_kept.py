@@ -5,6 +5,7 @@ import json
 import time
 
 import pytest
+from playwright.sync_api import expect
 
 from conftest import log_in
 from grading.models import Mark, Review
@@ -59,7 +60,7 @@ def test_a_note_typed_before_choosing_is_kept_across_a_reload_from_inside_the_bo
     page.keyboard.type("no closing line")
     assert focused(page) == "note-red_log"  # never left the box: no change event
     page.reload()
-    assert page.input_value("#note-red_log") == "no closing line"
+    expect(page.locator("#note-red_log")).to_have_value("no closing line")  # put back once htmx has loaded the page
     assert eventually(drafts) == {"red_log": "no closing line"}
     assert not Mark.objects.exists()  # a note scores nothing
     assert page.blocked == []
@@ -94,7 +95,7 @@ def test_a_note_typed_after_the_choice_goes_onto_the_mark(review_page):
     page.click("#note-red_log")
     page.keyboard.type("only a summary line")
     page.reload()
-    assert page.input_value("#note-red_log") == "only a summary line"
+    expect(page.locator("#note-red_log")).to_have_value("only a summary line")  # put back once htmx has loaded the page
     saved = eventually(lambda: Mark.objects.filter(cell="red_log", note="only a summary line").first())
     assert saved.passed is False and drafts() == {}
     assert page.blocked == []
@@ -110,7 +111,7 @@ def test_a_note_whose_save_was_lost_comes_back_from_the_tab_and_is_saved(review_
     page.evaluate("([k, v]) => sessionStorage.setItem(k, v)",
                   [other, json.dumps({"base": "an older note", "text": "typed over it"})])
     page.reload()
-    assert page.input_value("#note-red_log") == "lost on the way"
+    expect(page.locator("#note-red_log")).to_have_value("lost on the way")  # put back once htmx has loaded the page
     assert eventually(drafts) == {"red_log": "lost on the way"}
     page.locator("#cell-status-red_log", has_text="Note kept").wait_for()
     assert page.input_value("#note-model_waited") == ""
