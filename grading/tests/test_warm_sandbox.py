@@ -259,9 +259,10 @@ def test_warm_and_cold_give_the_same_results_for_the_samples_reruns(runner_dir, 
 
     for name, tree in trees.items():
         cold = cold_sb.run(tree, spec.test_command)
-        pool = ready(warm_sb)
+        waiting = list(ready(warm_sb).ready)
         warm = warm_sb.run(tree, spec.test_command)
-        assert len(pool.ready) == warm_sb.warm - 1, "the run did not take a warm sandbox"
+        # why not the pool's size after: on a slow machine it may have refilled while the run ran
+        assert any(w.released for w in waiting), "the run did not take a warm sandbox"
         assert same(cold) == same(warm), name
         assert cold.tests, name
 

@@ -410,7 +410,9 @@ def test_a_program_that_never_starts_is_given_up_on_and_everything_stops(make_ru
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", int(make_run.env["TAKEHOME_PORT"])))
         make_run.start()
-        status = make_run.wait_ended(timeout=240)
+        # why so long: a guard against restarting for ever, not a guess; four failed starts of daphne took
+        # 30 s each with two suites on two cores
+        status = make_run.wait_ended(timeout=600)
     output = make_run.output()
     assert status == 2, output[-4000:]
     assert "system | web exited before it was up (try 1); starting it again" in output
