@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HANG_GUARD_S, require
+from conftest import HANG_GUARD_S, _wait_for, require
 from grading.engine.sandbox import Sandbox, SandboxLimits, SandboxUnavailable
 from grading.engine.sandbox.cgroups import RunBudget, RunCaps, _mounts, detect
 from grading.engine.sandbox.processes import _uid_processes
@@ -390,9 +390,7 @@ def test_a_name_whose_owner_ended_but_is_not_yet_reaped_is_gone():
     from grading.engine.sandbox import cgroups
 
     child = sp.Popen(["true"])
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not cgroups._zombie(child.pid) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _wait_for(lambda: cgroups._zombie(child.pid), HANG_GUARD_S, "the child to end", interval=0.01)
     name = f"run-{cgroups._pidns()}-{child.pid}-{cgroups._start_time(child.pid)}-00000000"
     assert cgroups.owner_gone(name)  # a zombie: its entry and start time are still there
     child.wait()

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pytest
 from conftest import HANG_GUARD_S, _wait_for, require
 from grading.engine import sandbox as sandbox_module
 from grading.engine.sandbox import Sandbox, SandboxLimits, spawn
-from grading.engine.sandbox.processes import _uid_processes
+from grading.engine.sandbox.processes import _parent_pid, _uid_processes
 from shared import pytest_slots
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,9 +51,9 @@ def probe_process(ancestor: int) -> int | None:
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
             if b"probe.py" in argv and b"python" in argv[0] and catches_sigusr1(int(entry.name)):
-                pid = int(entry.name)
-                while pid > 1:
-                    pid = int(status_of_parent(pid))
+                pid: int | None = int(entry.name)
+                while pid and pid > 1:
+                    pid = _parent_pid(pid)
                     if pid == ancestor:
                         return int(entry.name)
         except (OSError, ValueError):
@@ -67,11 +66,6 @@ def catches_sigusr1(pid: int) -> bool:
     with open(f"/proc/{pid}/status") as fh:
         caught = next(line for line in fh if line.startswith("SigCgt:")).split()[1]
     return bool(int(caught, 16) & 1 << (signal.SIGUSR1 - 1))
-
-
-def status_of_parent(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as fh:
-        return fh.read().rsplit(")", 1)[1].split()[1]
 
 
 def outside_and_inside(runner_dir, scratch_dir) -> tuple[int, dict, dict, object]:
@@ -213,13 +207,12 @@ def test_a_setuid_program_gains_nothing():
     assert status["CapEff"].strip() == status["CapPrm"].strip() == "0" * 16
 
 
-def slow_drop(monkeypatch, seconds: float, seen: list | None = None):
+def recorded_drop(monkeypatch, seen: list):
+    """Each drop of ids the spawning thread makes, with whether garbage collection was on then, into ``seen``."""
     real = spawn._drop_ids
 
     def drop(uid, gid):
-        if seen is not None:
-            seen.append((uid, gc.isenabled()))
-        time.sleep(seconds)
+        seen.append((uid, gc.isenabled()))
         real(uid, gid)
 
     monkeypatch.setattr(spawn, "_drop_ids", drop)
@@ -310,7 +303,7 @@ def test_a_caller_interrupted_before_its_turn_withdraws_its_request(monkeypatch)
 def test_no_garbage_collection_while_the_thread_holds_the_runs_ids(monkeypatch):
     require(spawn.unavailable() is None, "the worker cannot start processes under other uids here")
     seen = []
-    slow_drop(monkeypatch, 0.0, seen)
+    recorded_drop(monkeypatch, seen)
     assert gc.isenabled()
     ids_of(UID_BASE + 1)
     assert seen == [(UID_BASE + 1, False)]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HANG_GUARD_S, require
+from conftest import HANG_GUARD_S, _wait_for, require
 from grading.engine.sandbox import (
     WARM_STARTER,
     Sandbox,
@@ -214,10 +214,7 @@ def test_a_warm_sandbox_that_waited_too_long_is_ended_and_its_uid_freed(runner_d
     pool = ready(sb)
     first = pool.ready[0]
     assert first.alive() and _uid_processes(first.uid)
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not first.released:
-        assert time.monotonic() < deadline, "the idle sandbox was never ended"
-        time.sleep(0.05)
+    _wait_for(lambda: first.released, HANG_GUARD_S, "the idle sandbox to be ended", interval=0.05)
     assert first.proc.returncode is not None
     assert not first.caps.cgroups or not any(c.exists() for c in first.caps.cgroups)
     # its uid is free again: a claim of every uid of the pool but the ones now held succeeds
@@ -313,14 +310,9 @@ def test_a_pool_no_run_uses_any_more_stops_refilling(runner_dir, scratch_dir, tm
     assert who(sb.run(make_tree(tmp_path, WHO), PYTEST))[1] == "cold"  # its pool is made by this run
     pool = _warm_pool(sb)
     assert not pool.keep
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not pool.ready:  # refilled once no run took one for a moment
-        assert time.monotonic() < deadline, "never refilled"
-        time.sleep(0.05)
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not (pool.forgotten() and not pool.ready):
-        assert time.monotonic() < deadline, "still refilled long after its last run"
-        time.sleep(0.05)
+    # refilled once no run took one for a moment, then no more long after its last run
+    _wait_for(lambda: pool.ready, HANG_GUARD_S, "the pool to refill", interval=0.05)
+    _wait_for(lambda: pool.forgotten() and not pool.ready, HANG_GUARD_S, "the pool to stop refilling", interval=0.05)
     time.sleep(1.5)
     assert pool.ready == []  # no longer refilled: its uid stays free for others
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from conftest import HANG_GUARD_S, require
+from conftest import HANG_GUARD_S, _wait_for, require
 from grading.engine.sandbox import shell
 from grading.tests.test_workspace import Term
 from sessions_app import actions
@@ -452,10 +452,7 @@ def host(transactional_db, ws_settings):
 
 def wait_for_socket(invitation) -> Path:
     path = gate_host.socket_path(invitation.pk)
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not path.exists():
-        assert time.monotonic() < deadline, f"no gate socket at {path}"
-        time.sleep(0.05)
+    _wait_for(path.exists, HANG_GUARD_S, f"the gate socket at {path}", interval=0.05)
     return path
 
 
@@ -543,10 +540,7 @@ def test_one_gate_command_at_a_time_per_workspace(host, started, monkeypatch):
     first: list[dict] = []
     thread = threading.Thread(target=lambda: first.append(send(path, b'{"command": "red"}\n')))
     thread.start()
-    deadline = time.monotonic() + HANG_GUARD_S
-    while started.pk not in host.busy:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    _wait_for(lambda: started.pk in host.busy, HANG_GUARD_S, "the first command to run", interval=0.02)
     assert "still running" in send(path, b'{"command": "status"}\n')["error"]
     release.set()
     thread.join(10)
@@ -565,10 +559,7 @@ def test_a_closed_workspace_stops_listening(host, started):
     workspaces.workspace_row(started)  # the host listens for every open row
     path = wait_for_socket(started)
     Workspace.objects.filter(invitation=started).update(closed=True)
-    deadline = time.monotonic() + HANG_GUARD_S
-    while path.exists():
-        assert time.monotonic() < deadline, "the socket of a closed workspace stayed"
-        time.sleep(0.05)
+    _wait_for(lambda: not path.exists(), HANG_GUARD_S, "the closed workspace's socket to go", interval=0.05)
 
 
 # --- the sweep ------------------------------------------------------------------------------------------------

@@ -6,12 +6,11 @@ import asyncio
 import shutil
 import socket
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import HANG_GUARD_S
+from conftest import HANG_GUARD_S, _wait_for
 from sessions_app.hosted import gate_host
 from sessions_app.tests.helpers import gate_host_in_a_thread
 from takehome.models import PacketVersion
@@ -31,10 +30,8 @@ def ws_dir(settings):
 def serving(transactional_db, ws_dir):
     """serve_workspaces' GateHost on its own event loop in a thread; ``stop()`` ends it and waits."""
     with gate_host_in_a_thread() as host:
-        deadline = time.monotonic() + HANG_GUARD_S
-        while not gate_host.status_socket_path().exists():
-            assert time.monotonic() < deadline, "serve_workspaces' status socket never appeared"
-            time.sleep(0.02)
+        _wait_for(gate_host.status_socket_path().exists, HANG_GUARD_S, "serve_workspaces' status socket",
+                  interval=0.02)
         yield host
 
 

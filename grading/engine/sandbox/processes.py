@@ -171,12 +171,17 @@ def _child_pid(fds: _Fds, bwrap_pid: int) -> int | None:
             seen += data
     child = int(found.group(1))
     # why: only bwrap's own child may be capped and let go, never a process that reused its pid.
+    return child if _parent_pid(child) == bwrap_pid else None
+
+
+def _parent_pid(pid: int) -> int | None:
+    """The parent's pid of a process, from /proc (after the command's name, which may hold anything); None if
+    it has ended."""
     try:
-        with open(f"/proc/{child}/stat", "rb") as fh:
-            ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return None
-    return child if ppid == bwrap_pid else None
 
 
 @dataclass
