@@ -434,7 +434,10 @@ def broker_url():
 def point_celery_at(url: str, environment: str | None) -> None:
     """Send this process's Celery messages to ``url``, with ``environment`` as CELERY_BROKER_URL (None:
     unset). Celery reads that variable before its own configuration, and keeps connections in pools made
-    for the broker it had: all three change together."""
+    for the broker it had: all three change together. The pools are kombu's, kept per broker for the whole
+    process (kombu.pools): they are closed and forgotten, or pointing back here would find the closed one."""
+    from kombu import pools
+
     from takehome.celery import app
 
     if environment is None:
@@ -442,8 +445,7 @@ def point_celery_at(url: str, environment: str | None) -> None:
     else:
         os.environ["CELERY_BROKER_URL"] = environment
     app.conf.broker_url = url
-    if app._pool is not None:
-        app._pool.force_close_all()
+    pools.reset()
     app._pool = None
     if "amqp" in app.__dict__:
         app.amqp._producer_pool = None

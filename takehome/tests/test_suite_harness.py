@@ -1,7 +1,9 @@
-"""The suite's own harness: every tests folder collected, one database connection per thread."""
+"""The suite's own harness: every tests folder collected, one database connection per thread, Celery's
+messages sent again to the run's broker after a test that had its own."""
 
 import asyncio
 import configparser
+import os
 from pathlib import Path
 
 import pytest
@@ -42,3 +44,22 @@ def test_the_test_stays_on_its_connection_when_an_event_loop_is_marked_running_o
     finally:
         asyncio._set_running_loop(previous)
         loop.close()
+
+
+def test_messages_go_to_the_runs_broker_again_after_a_test_pointed_them_elsewhere(broker_url):
+    """kombu keeps its connection pools per broker for the whole process; a test with a broker of its own
+    (stoppable_broker) closes the run's pool on the way in, and the next test to send a task in this process
+    must get a new one, not the closed one ("Acquire on closed pool")."""
+    from conftest import point_celery_at, require
+    from takehome.celery import app
+
+    require(broker_url is not None, "redis-server is not installed (apt-get install redis-server)")
+    before = os.environ.get("CELERY_BROKER_URL")
+    with app.producer_or_acquire() as producer:
+        producer.connection.ensure_connection(max_retries=1)
+    try:
+        point_celery_at("redis://127.0.0.1:9/0", "redis://127.0.0.1:9/0")
+    finally:
+        point_celery_at(broker_url, before)
+    with app.producer_or_acquire() as producer:
+        producer.connection.ensure_connection(max_retries=1)
