@@ -9,6 +9,8 @@ recruiter (reassign), each change in the audit trail.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
 from django.db import connections, transaction
@@ -46,52 +48,72 @@ def diff_unfolded(cells: set[str]) -> bool:
 
 
 @transaction.atomic
-def do_save_mark(submission: Submission, reviewer, cell: str, passed: bool, note: str = "") -> Mark:
+def do_save_mark(submission: Submission, reviewer, cell: str, passed: bool, note: str = "",
+                 stamp: int | None = None) -> Mark:
     """Record `reviewer`'s pass/fail (and note) for one cell of their own review.
 
     Creates the draft review on the first mark. Refuses a submitted review
     (final), a cell the diff hides while it is folded, and an unknown cell.
+    ``stamp``: when the note was typed (Review.take_note_stamp); a note typed
+    before the one kept is not taken, but the choice still is.
     """
     if cell not in Cell.values:
         raise ReviewError("No such rubric cell.")
-    # why select_for_update: two quick clicks must not create two reviews or race on "submitted".
+    # why select_for_update: two quick clicks must not create two reviews or race on "submitted";
+    # and the note's stamp is read and written under the same lock (on SQLite, the IMMEDIATE transaction).
     review, _ = Review.objects.select_for_update().get_or_create(submission=submission, reviewer=reviewer)
     if review.is_submitted:
         raise ReviewError("Your review is submitted; its marks are final.")
     if cell == Cell.TEST_NAMES_BUG and not diff_unfolded(scored_cells(review)):
         # why: the article's reading order; the diff must not colour the first three cells.
         raise ReviewError("Score the red log, the stamp and the refusal first; the diff is folded until then.")
+    if not review.take_note_stamp(cell, stamp):
+        # why: the note kept (on the mark, or as the draft) was typed after this one.
+        kept = Mark.objects.filter(review=review, cell=cell).values_list("note", flat=True).first()
+        note = review.draft_notes.get(cell, "") if kept is None else kept
     mark, _ = Mark.objects.update_or_create(
         review=review, cell=cell, defaults={"passed": passed, "note": note, "updated_at": timezone.now()}
     )
-    if cell in review.draft_notes:
-        # The note now lives on the mark; the draft would only shadow it.
-        review.draft_notes.pop(cell)
-        review.save(update_fields=["draft_notes"])
+    # The note now lives on the mark; a draft would only shadow it.
+    review.draft_notes.pop(cell, None)
+    review.save(update_fields=["draft_notes", "note_stamps"])
     return mark
 
 
-@transaction.atomic
-def do_save_note_draft(submission: Submission, reviewer, cell: str, note: str) -> Review:
-    """Keep a note typed on a cell before pass or fail was chosen, so a reload does not lose it.
+NoteKept = Literal["draft", "mark", "older"]
 
-    The draft is not a mark: it scores nothing, counts for nothing, and is
-    moved onto the mark when the reviewer chooses pass or fail.
+
+@transaction.atomic
+def do_save_note_draft(submission: Submission, reviewer, cell: str, note: str,
+                       stamp: int | None = None) -> NoteKept:
+    """Keep a note typed on a cell without a choice of pass or fail: on the cell's mark, or (no mark yet) as a
+    draft, so a reload does not lose it. Returns where it went, or "older" when it was not kept.
+
+    A draft is not a mark: it scores nothing, counts for nothing, and is
+    moved onto the mark when the reviewer chooses pass or fail. On a mark
+    only the note changes, never the choice. ``stamp``: when the note was
+    typed (Review.take_note_stamp); a note typed before the one kept is
+    refused ("older"), whatever order the saves arrived in.
     """
     if cell not in Cell.values:
         raise ReviewError("No such rubric cell.")
+    # why the row lock: the draft notes are one JSON value rewritten whole, and the stamps are read then
+    # written; saves of two cells at once queue here (on SQLite, at the IMMEDIATE transaction's start).
     review, _ = Review.objects.select_for_update().get_or_create(submission=submission, reviewer=reviewer)
     if review.is_submitted:
         raise ReviewError("Your review is submitted; its marks are final.")
+    if not review.take_note_stamp(cell, stamp):
+        return "older"
     if Mark.objects.filter(review=review, cell=cell).update(note=note, updated_at=timezone.now()):
         # why: a choice saved meanwhile (a click racing the note's own save) owns the note now.
-        return review
+        review.save(update_fields=["note_stamps"])
+        return "mark"
     if note:
         review.draft_notes[cell] = note
     else:
         review.draft_notes.pop(cell, None)
-    review.save(update_fields=["draft_notes"])
-    return review
+    review.save(update_fields=["draft_notes", "note_stamps"])
+    return "draft"
 
 
 MAX_COMMENT_CHARS = 2000

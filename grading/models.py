@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -145,6 +147,8 @@ class Review(models.Model):
     submitted_at = models.DateTimeField(null=True, blank=True)
     # Notes typed on a cell before pass or fail was chosen (cell key -> note); moved onto the mark with the choice.
     draft_notes = models.JSONField(default=dict, blank=True)
+    # When the note kept for each cell (a draft or the mark's) was typed: cell key -> stamp (see take_note_stamp).
+    note_stamps = models.JSONField(default=dict, blank=True)
 
     objects = ReviewQuerySet.as_manager()
 
@@ -164,6 +168,30 @@ class Review(models.Model):
     @property
     def is_submitted(self) -> bool:
         return self.submitted_at is not None
+
+    def take_note_stamp(self, cell: str, stamp: int | None) -> bool:
+        """Whether a save of ``cell``'s note typed at ``stamp`` may replace the note kept; if so it is noted.
+
+        A stamp is milliseconds since 1970 on the server's clock, as the page
+        reckons it when the note is typed (static/grading/review.js). A save
+        typed before the note kept is refused, in whatever order the saves
+        arrive. A save without a stamp (a page without the script, or one
+        older than the stamps) replaces the note as it always did, and is
+        stamped with the time it arrived. The caller saves the review, in the
+        transaction that holds its row.
+        """
+        kept = self.note_stamps.get(cell)
+        if stamp is None:
+            stamp = max(clock_ms(), kept or 0)
+        elif kept is not None and stamp < kept:
+            return False
+        self.note_stamps[cell] = stamp
+        return True
+
+
+def clock_ms() -> int:
+    """The server's time in milliseconds since 1970: the clock the note stamps are counted on."""
+    return time.time_ns() // 1_000_000
 
 
 class Mark(models.Model):

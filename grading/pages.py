@@ -27,7 +27,7 @@ from . import similarity
 from .actions import TALLY_COUNTS, diff_unfolded, eligible_reviewers, loads, open_assignments
 from .engine import diffview, display, replay, rubric
 from .engine.agreement import PairAgreement, Table
-from .models import AgreementTally, Evidence, LineComment, Mark, Review
+from .models import AgreementTally, Evidence, LineComment, Mark, Review, clock_ms
 
 
 def candidate_label(invitation: Invitation, packet: Packet, reader: bool = False) -> str:
@@ -192,6 +192,7 @@ class CellView:
     number: int = 0
     mark: Mark | None = None
     draft_note: str = ""  # a note kept before pass or fail was chosen
+    note_stamp: int = 0  # when the note shown (the mark's or the draft) was typed; 0: not known
     locked: bool = False  # the viewer's review is submitted
     folded: bool = False  # the diff cell while the three cells above are unscored
     error: str = ""
@@ -219,11 +220,13 @@ def review_state(submission: Submission, reviewer, reader: bool = False) -> dict
     marks = {m.cell: m for m in review.marks.all()} if review else {}
     locked = reader or bool(review and review.is_submitted)
     drafts = review.draft_notes if review else {}
+    stamps = review.note_stamps if review else {}
     cells = {}
     for c in submission.invitation.packet_version.rubric_cells():
         cells[c.key] = CellView(
             key=c.key, section=c.section, label=c.label, definition=c.definition, number=c.number,
             mark=marks.get(c.key), locked=locked, draft_note=drafts.get(c.key, "") if not locked else "",
+            note_stamp=stamps.get(c.key, 0),
         )
     unfolded = reader or diff_unfolded(set(marks))
     cells[rubric.TEST_NAMES_BUG.key].folded = not unfolded
@@ -244,6 +247,8 @@ def review_state(submission: Submission, reviewer, reader: bool = False) -> dict
         "complete": len(marks) == len(rubric.KEYS),
         "locked": locked,
         "reader": reader,
+        # why: the page counts its note stamps on the server's clock (static/grading/review.js)
+        "clock_ms": clock_ms(),
     }
 
 

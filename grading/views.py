@@ -48,6 +48,8 @@ class MarkForm(forms.Form):
         choices=[("true", "Pass"), ("false", "Fail")], coerce=lambda v: v == "true", required=False, empty_value=None
     )
     note = forms.CharField(required=False, max_length=2000, strip=True)
+    # When the note was typed (Review.take_note_stamp); blank from a page without the review script.
+    note_stamp = forms.IntegerField(required=False, min_value=0, max_value=2**53)
 
 
 def _submission(pk: int) -> Submission:
@@ -180,6 +182,15 @@ def _cell_response(request, submission, cell: str, error: str = "", note: str | 
     return HttpResponse(html)
 
 
+# What the cell says after a note is saved without a choice (by where actions.do_save_note_draft kept it).
+NOTE_NOTICES = {
+    "draft": "Note kept. Choose pass or fail to score the cell.",
+    "mark": "",
+    # why not an error: the same page's save overtaken by its own later one ends here too, harmlessly.
+    "older": "A note typed later is kept; this one was not saved.",
+}
+
+
 @require_POST
 @marker_required
 def mark_update(request: HttpRequest, pk: int, cell: str) -> HttpResponse:
@@ -191,24 +202,20 @@ def mark_update(request: HttpRequest, pk: int, cell: str) -> HttpResponse:
     if not form.is_valid():
         return _cell_response(request, submission, cell, "; ".join(e for errs in form.errors.values() for e in errs))
     passed = form.cleaned_data["passed"]
-    note = form.cleaned_data["note"]
+    note, stamp = form.cleaned_data["note"], form.cleaned_data["note_stamp"]
     if passed is None:
-        # A note typed before a choice keeps the earlier choice; with none yet, it is kept as a draft.
-        current = pages.review_state(submission, request.user)["cells"][cell].mark
-        if current is None:
-            try:
-                actions.do_save_note_draft(submission, request.user, cell, note)
-            except actions.ReviewError as exc:
-                return _cell_response(request, submission, cell, str(exc), note)
-            return _cell_response(request, submission, cell, chose=False,
-                                  notice="Note kept. Choose pass or fail to score the cell.")
-        passed = current.passed
+        # A note alone: onto the mark (the choice stays as it is) or, with no choice yet, kept as a draft.
+        try:
+            kept = actions.do_save_note_draft(submission, request.user, cell, note, stamp)
+        except actions.ReviewError as exc:
+            return _cell_response(request, submission, cell, str(exc), note)
+        return _cell_response(request, submission, cell, chose=False, notice=NOTE_NOTICES[kept])
     try:
         # why request.user: a reviewer only ever writes their own review; there is no id to forge.
-        actions.do_save_mark(submission, request.user, cell, passed, note)
+        saved = actions.do_save_mark(submission, request.user, cell, passed, note, stamp)
     except actions.ReviewError as exc:
         return _cell_response(request, submission, cell, str(exc), note)
-    return _cell_response(request, submission, cell, chose=form.cleaned_data["passed"] is not None)
+    return _cell_response(request, submission, cell, notice=NOTE_NOTICES["older"] if saved.note != note else "")
 
 
 @require_POST

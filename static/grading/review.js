@@ -124,14 +124,18 @@
     });
   }
 
-  // Notes. htmx saves a note at each pause in typing (the box's hx-trigger). What has not reached
-  // the server yet is kept in this tab's sessionStorage as {base, text}: base is the note the server
-  // held when the typing began. When the page goes away a beacon sends it; when the page (or a cell
-  // htmx swapped in) shows base again, the save was lost or came too late, so the typed note is put
-  // back and saved. A page showing yet another note was changed elsewhere: that one stands.
+  // Notes. htmx saves a note at each pause in typing (the box's hx-trigger). Each save carries the time
+  // its text was typed: the form's note_stamp, set at every keystroke, in milliseconds on the server's
+  // clock as this page reckons it. The server keeps a note only over one typed before it, so saves that
+  // arrive out of order (a slow one, the beacon, a resend) never put an older text back. What the server
+  // has not answered yet is kept in this tab's sessionStorage as {text, stamp}. When the page goes away a
+  // beacon sends it; when the page (or a cell htmx swapped in) shows a note typed before it, the save was
+  // lost or came too late, so the typed note is put back and saved. A page showing a note typed after it
+  // was changed elsewhere since: that one stands.
   const NOTE = "textarea[name=note][hx-post]";
   const keyOf = (box) => "takehome:note:" + box.getAttribute("hx-post");
   const same = (a, b) => a.trim() === b.trim();
+  const stampOf = (box) => (box.form ? box.form.elements.namedItem("note_stamp") : null);
 
   function pending(box) {
     try { return JSON.parse(sessionStorage.getItem(keyOf(box))); } catch (e) { return null; }
@@ -144,11 +148,34 @@
     } catch (e) { /* storage full or off: the saves as you type still run */ }
   }
 
+  // The stamp of the text the box holds now: always after the box's last one (and so after the note the
+  // page showed), and the later of this computer's clock and the server's as reckoned when the box came.
+  // why the later: a computer whose clock runs slow must not have its notes taken for older than one
+  // typed before them elsewhere; and a page reopened from the browser's cache reckons from an old server
+  // time, which must not make its notes look older than they are either.
+  function restamp(box) {
+    const field = stampOf(box);
+    if (!field) return 0;
+    field.disabled = false;
+    field.value = Math.max(Date.now() + Number(box.dataset.behind || 0), Number(field.value || 0) + 1);
+    return Number(field.value);
+  }
+
   function reconcile(box) {
-    box.dataset.saved = box.value;
+    const field = stampOf(box);
+    if (field) {
+      field.disabled = false;
+      box.dataset.savedStamp = field.value || "0";
+      box.dataset.behind = String(Math.max(0, Number(field.dataset.clock) - Date.now()) || 0);
+    }
     const entry = pending(box);
     if (!entry) return;
-    if (same(box.value, entry.text) || !same(box.value, entry.base)) { keep(box, null); return; }
+    // why base: an entry kept by a page from before the stamps has only the note its typing began from.
+    const later = typeof entry.stamp === "number" ? entry.stamp > Number(box.dataset.savedStamp || 0)
+      : same(box.value, entry.base || "");
+    if (same(box.value, entry.text) || !later) { keep(box, null); return; }
+    // why: the stamp the put-back note is saved with must come after the one it was typed with.
+    if (field && typeof entry.stamp === "number") field.value = Math.max(Number(field.value || 0), entry.stamp);
     box.value = entry.text;
     const status = document.getElementById("cell-status-" + box.closest("[data-cell]").dataset.cell);
     if (status) status.textContent = "The note typed before the page was left is back; saving it.";
@@ -162,24 +189,28 @@
   document.addEventListener("input", (event) => {
     const box = event.target;
     if (!box.matches || !box.matches(NOTE)) return;
-    keep(box, same(box.value, box.dataset.saved || "") ? null : { base: box.dataset.saved || "", text: box.value });
+    keep(box, { text: box.value, stamp: restamp(box) });
   });
 
   document.addEventListener("htmx:beforeRequest", (event) => {
     const box = event.detail.elt;
-    if (box.matches && box.matches(NOTE)) box.dataset.sending = box.value;
+    if (box.matches && box.matches(NOTE)) box.dataset.sendingStamp = stampOf(box) ? stampOf(box).value || "0" : "0";
   });
 
   document.addEventListener("htmx:afterRequest", (event) => {
     const box = event.detail.elt;
-    if (!box.matches || !box.matches(NOTE) || !event.detail.successful || box.dataset.sending === undefined) return;
-    box.dataset.saved = box.dataset.sending;
-    delete box.dataset.sending;
-    keep(box, same(box.value, box.dataset.saved) ? null : { base: box.dataset.saved, text: box.value });
+    if (!box.matches || !box.matches(NOTE) || !event.detail.successful || box.dataset.sendingStamp === undefined) return;
+    // why by stamp, not by text: typed back to the text answered, the box still holds a later note than
+    // a save of other text sent meanwhile, which may be on its way.
+    box.dataset.savedStamp = box.dataset.sendingStamp;
+    delete box.dataset.sendingStamp;
+    const stamp = stampOf(box) ? Number(stampOf(box).value || 0) : 0;
+    const unsaved = stamp > Number(box.dataset.savedStamp);
+    keep(box, unsaved ? { text: box.value, stamp: stamp } : null);
     // why: a pause in typing while this save was on its way was dropped (the box sends one save at a
     // time), and htmx's "changed" would not send that text again: send what the box holds now, once
     // htmx has let go of this request (it still holds it while this event runs).
-    if (!same(box.value, box.dataset.saved)) setTimeout(() => htmx.trigger(box, "takehome:resave"), 0);
+    if (unsaved) setTimeout(() => htmx.trigger(box, "takehome:resave"), 0);
   });
 
   // why a beacon: it is sent even as the page unloads; before the reload's request where the
@@ -187,8 +218,10 @@
   function sendUnsaved() {
     document.querySelectorAll(NOTE).forEach((box) => {
       const entry = pending(box);
-      if (!entry || !same(box.value, entry.text) || box.dataset.beaconed === box.value || !navigator.sendBeacon) return;
-      box.dataset.beaconed = box.value;
+      if (!entry || !same(box.value, entry.text) || box.dataset.beaconed === String(entry.stamp) ||
+          !navigator.sendBeacon) return;
+      // why the form: the beacon carries the note's stamp (note_stamp) with it, as the saves do.
+      box.dataset.beaconed = String(entry.stamp);
       navigator.sendBeacon(box.getAttribute("hx-post"), new FormData(box.form));
     });
   }

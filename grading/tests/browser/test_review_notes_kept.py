@@ -2,7 +2,9 @@
 while the focus is still in the box loses nothing, before pass or fail is chosen and after."""
 
 import json
+import threading
 import time
+from unittest.mock import patch
 
 import pytest
 from playwright.sync_api import expect
@@ -102,20 +104,31 @@ def test_a_note_typed_after_the_choice_goes_onto_the_mark(review_page):
 
 
 def test_a_note_whose_save_was_lost_comes_back_from_the_tab_and_is_saved(review_page):
-    """The page shows the note the typing began from (the last save did not arrive in time): the tab's copy wins.
-    A page showing a third note was changed elsewhere since: that one stands and the tab's copy is dropped."""
+    """The page shows a note typed before the tab's copy (the last save did not arrive in time): the tab's copy
+    wins. A page showing a note typed after it was changed elsewhere since: that one stands and the tab's copy
+    is dropped. A copy kept by a page from before the stamps goes by the note its typing began from (base)."""
+    from django.contrib.auth import get_user_model
+
+    from grading import actions
+    from sessions_app.models import Submission
+
     page = review_page
     key = page.evaluate("'takehome:note:' + document.getElementById('note-red_log').getAttribute('hx-post')")
-    other = key.replace("red_log", "model_waited")
-    page.evaluate("([k, v]) => sessionStorage.setItem(k, v)", [key, json.dumps({"base": "", "text": "lost on the way"})])
-    page.evaluate("([k, v]) => sessionStorage.setItem(k, v)",
-                  [other, json.dumps({"base": "an older note", "text": "typed over it"})])
+    elsewhere, older = key.replace("red_log", "refusal_specific"), key.replace("red_log", "model_waited")
+    store = "([k, v]) => sessionStorage.setItem(k, v)"
+    page.evaluate(store, [key, json.dumps({"text": "lost on the way", "stamp": 5})])
+    page.evaluate(store, [elsewhere, json.dumps({"text": "typed before it", "stamp": 5})])
+    page.evaluate(store, [older, json.dumps({"base": "an older note", "text": "typed over it"})])
+    rob = get_user_model().objects.get(username="rob")
+    actions.do_save_note_draft(Submission.objects.get(), rob, "refusal_specific", "written elsewhere, later", 9)
     page.reload()
     expect(page.locator("#note-red_log")).to_have_value("lost on the way")  # put back once htmx has loaded the page
-    assert eventually(drafts) == {"red_log": "lost on the way"}
+    assert eventually(lambda: drafts().get("red_log")) == "lost on the way"
     page.locator("#cell-status-red_log", has_text="Note kept").wait_for()
+    assert page.input_value("#note-refusal_specific") == "written elsewhere, later"
     assert page.input_value("#note-model_waited") == ""
-    assert page.evaluate("([a, b]) => [sessionStorage.getItem(a), sessionStorage.getItem(b)]", [key, other]) == [None, None]
+    assert page.evaluate("(keys) => keys.map((k) => sessionStorage.getItem(k))", [key, elsewhere, older]) == [None] * 3
+    assert drafts() == {"red_log": "lost on the way", "refusal_specific": "written elsewhere, later"}
     assert page.blocked == []
 
 
@@ -141,4 +154,105 @@ def test_a_pause_in_typing_while_the_last_save_is_on_its_way_is_saved_after_it(r
     release[0].continue_()
     eventually(lambda: drafts().get("model_waited") == "first half, second half", page=page)
     page.locator("#cell-status-model_waited", has_text="Note kept").wait_for()
+    assert page.blocked == []
+
+
+FULL = "no closing line"
+UNSAVED = "'takehome:note:' + document.getElementById('note-red_log').getAttribute('hx-post')"
+
+
+def nothing_unsaved(page) -> bool:
+    return page.evaluate(f"sessionStorage.getItem({UNSAVED}) === null")
+
+
+def test_a_partial_save_the_server_writes_after_the_beacon_does_not_cut_the_note(review_page):
+    """The first pause in typing sends "no clo"; the server is slow with it, and the beacon sent as the page
+    reloads ("no closing line") is written first. The late partial save must not shorten the note."""
+    from grading import actions
+
+    page = review_page
+    save = actions.do_save_note_draft
+    held, go, done = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_first_pause(submission, reviewer, cell, note, *args, **kwargs):
+        if note != "no clo" or held.is_set():
+            return save(submission, reviewer, cell, note, *args, **kwargs)
+        held.set()
+        go.wait(30)
+        try:
+            return save(submission, reviewer, cell, note, *args, **kwargs)
+        finally:
+            done.set()
+
+    with patch("grading.actions.do_save_note_draft", slow_first_pause):
+        try:
+            page.click("#note-red_log")
+            page.keyboard.type("no clo")
+            assert held.wait(15), "the pause in typing sent no save"
+            page.keyboard.type("sing line")
+            page.reload()  # the beacon carries the whole note; the partial save is still held
+            expect(page.locator("#note-red_log")).to_have_value(FULL)
+            eventually(lambda: drafts() == {"red_log": FULL} and nothing_unsaved(page), page=page)
+        finally:
+            go.set()
+        assert done.wait(15), "the held save never ended"
+    assert drafts() == {"red_log": FULL}
+    page.reload()
+    expect(page.locator("#note-red_log")).to_have_value(FULL)
+    assert page.blocked == []
+
+
+def test_a_save_answered_after_the_reloaded_page_was_drawn_loses_nothing(review_page):
+    """The reloaded page is drawn before any save of the note is written (an empty box); then the old
+    page, still alive until the new one replaces it, hears that its partial save "no clo" was kept and
+    sends the rest again. The page that arrives must still put the whole note back."""
+    from grading import actions, views
+
+    page = review_page
+    save, draw = actions.do_save_note_draft, views.pages.review_page
+    partial_held, partial_go, go = threading.Event(), threading.Event(), threading.Event()
+    whole = []  # the saves of the whole note that reached the server (the beacon, then the old page's resend)
+    arrived = threading.Condition()
+    drawn = []
+
+    def held_saves(submission, reviewer, cell, note, *args, **kwargs):
+        if note == "no clo" and not partial_held.is_set():
+            partial_held.set()
+            partial_go.wait(30)
+        elif note == FULL and not go.is_set():
+            with arrived:
+                whole.append(note)
+                arrived.notify_all()
+            go.wait(30)
+        return save(submission, reviewer, cell, note, *args, **kwargs)
+
+    def drawn_then_partial_answered(*args, **kwargs):
+        context = draw(*args, **kwargs)
+        if not drawn:
+            drawn.append(context)
+            # The page is drawn (nothing written yet): now the partial save is written and answered, and
+            # the reloaded page is sent only once the old one has heard it (its resend reached the server).
+            partial_go.set()
+            with arrived:
+                arrived.wait_for(lambda: len(whole) >= 2, 30)
+        return context
+
+    with patch("grading.actions.do_save_note_draft", held_saves), \
+         patch("grading.views.pages.review_page", drawn_then_partial_answered):
+        try:
+            page.click("#note-red_log")
+            page.keyboard.type("no clo")
+            assert partial_held.wait(15), "the pause in typing sent no save"
+            page.keyboard.type("sing line")
+            page.reload()
+            assert len(whole) >= 2, "the old page never sent the note again after its partial save was answered"
+            go.set()
+            expect(page.locator("#note-red_log")).to_have_value(FULL)  # put back once htmx has loaded the page
+            eventually(lambda: drafts() == {"red_log": FULL} and nothing_unsaved(page), page=page)
+        finally:
+            partial_go.set()
+            go.set()
+    assert drafts() == {"red_log": FULL}
+    page.reload()
+    expect(page.locator("#note-red_log")).to_have_value(FULL)
     assert page.blocked == []
