@@ -311,7 +311,11 @@ def check_killed_redis_and_beat_are_restarted_and_the_worker_finds_redis_again(m
         sent_at = timezone.now()
         with app.connection_for_write(broker) as connection:
             record_heartbeat.apply_async(args=["after-redis-died"], connection=connection)
-        wait_heartbeat("after-redis-died", after=sent_at)
+        try:
+            wait_heartbeat("after-redis-died", after=sent_at)
+        except AssertionError as exc:
+            # why the output: the worker's own lines (labelled worker) say whether it reconnected at all
+            raise AssertionError(f"{exc}; make run said:\n{make_run.tail()}") from None
         web.wait_answers(3)
     assert not web.failures, "\n".join(web.failures) + "\n" + make_run.tail()
 
