@@ -759,40 +759,22 @@ def test_a_server_capture_is_genuine_by_construction_only_when_its_run_held_up(g
         assert any(m.startswith("the server captured this log (receipt 7) but cannot vouch for it") for m in red["missing"])
 
 
-# --- the same through the command (step 12: items 4, 9 and 10 as `grade_zip` prints them) ---------
+# --- the same through the command (step 12, as `grade_zip` prints it) ------------------------------------------
 
 
 @pytest.mark.django_db(transaction=True)
 def test_grade_zip_prints_what_the_step_12_checks_found(sample_packet, spec, tmp_path, grading_sandbox):
+    """The command prints the engine's evidence whole (json.dumps of grade_archive's): one grading shows the
+    checks' findings reach its output. why one: items 9 and 10 (a layout that leaves files out, a log of code
+    broken on purpose or cut short) are the same function on the same zips, proven above in this process."""
     from .test_own_code_ran import BUGGY, RUNTEST
 
     # item 4: a test module that replaces pytest's runner passes over the bug without running
     patched = corpus.honest_files(**{"invoices.py": BUGGY, "test_invoices.py": RUNTEST + b"\n\n" + corpus.HONEST_TEST})
     result = grade_zip_command(corpus.zip_with_times(tmp_path / "runtest.zip", patched))
     assert result.returncode == 0, result.stderr
-    runs = json.loads(result.stdout)["runs"]
+    evidence = json.loads(result.stdout)
+    runs = evidence["runs"]
     assert runs["submitted"]["outcome"] == "tampered", runs["submitted"]["notes"]
     assert any("runtest" in t for t in runs["submitted"]["integrity"]["tampered"])
-
-    # item 10: a real log of code broken on purpose, and a pasted tail of a real one
-    broken = pytest_log(tmp_path, {**spec.fixture, "invoices.py": BROKEN})
-    tail = b"\n".join(pytest_log(tmp_path, spec.fixture).rstrip().split(b"\n")[-3:]) + b"\n"
-    for name, log in (("broken", broken), ("tail", tail)):
-        result = grade_zip_command(corpus.zip_with_times(tmp_path / f"{name}.zip",
-                                                         corpus.honest_files(**{"artifacts/red.log": log})))
-        assert result.returncode == 0, result.stderr
-        red = json.loads(result.stdout)["red_log"]
-        assert red["failed"] is True and red["genuine"] is False, (name, red)
-
-    # item 9: an honest layout that leaves files out and deselects by -k gives the same verdicts twice
-    legacy = {f"legacy/test_old_network_{n}.py": b"import a_library_not_installed_here\n" for n in range(3)}
-    layout = corpus.honest_files(**legacy, **{"pytest.ini": b'[pytest]\nnorecursedirs = legacy\naddopts = -k "not network"\n'})
-    path = corpus.zip_with_times(tmp_path / "layout.zip", layout)
-    seen = []
-    for _ in range(2):
-        result = grade_zip_command(path)
-        assert result.returncode == 0, result.stderr
-        evidence = json.loads(result.stdout)
-        assert outcomes(evidence) == ALL_RIGHT, {n: r["notes"] for n, r in evidence["runs"].items()}
-        seen.append({n: (r["outcome"], r["passed"], r["failed"]) for n, r in evidence["runs"].items()})
-    assert seen[0] == seen[1]
+    assert evidence["red_log"]["genuine"] is True and evidence["runs"]["tests_vs_decoys"]["decoys"], evidence["red_log"]
