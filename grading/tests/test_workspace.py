@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -527,6 +528,65 @@ def test_opening_from_many_threads_at_once_mounts_once(make_ws):
     assert len(servers) == 1, "one shell, one tmux server"
 
 
+@pytest.mark.parametrize("point", ["home", "tmux"])
+def test_an_opening_beside_another_request_leaves_the_mounts_the_uids(make_ws, monkeypatch, point):
+    """The candidate opens the workspace in two tabs. The second request looks at a mount point just
+    before the first mounts there (home/ as the first opens the workspace, tmux/ as it starts the shell)
+    and acts on what it saw after: the mount must stay the uid's and the shell must start. Before, the
+    second chowned the fresh tmpfs to root (or rmtree'd it) and the shell exited 1."""
+    from grading.engine.sandbox import shell
+
+    ws = make_ws()
+    if point == "home":
+        release(ws)
+    path = ws.part(point)
+    looked, mounted = threading.Event(), threading.Event()
+    real_is_mounted, real_mount, real_locked = shell._is_mounted, shell._mount_tmpfs, shell._locked
+    errors: list[BaseException] = []
+
+    def open_second() -> None:
+        try:
+            open_workspace(ws, SEED)
+        except BaseException as exc:
+            errors.append(exc)
+
+    second = threading.Thread(target=open_second, name="second")
+
+    def is_mounted(where: Path) -> bool:  # the second's look at the mount point, acted on after the mount
+        seen = real_is_mounted(where)
+        if threading.current_thread() is second and where == path:
+            looked.set()
+            assert mounted.wait(60), "the first request never mounted"
+        return seen
+
+    def locked(where: Workspace):  # or the second waits for the lock, having looked at nothing yet
+        if threading.current_thread() is second:
+            looked.set()
+        return real_locked(where)
+
+    def mount_tmpfs(where: Path, *args) -> None:
+        if where != path or threading.current_thread() is second:
+            return real_mount(where, *args)
+        second.start()  # why here: the first holds the lock now
+        assert looked.wait(60), "the second request never came"
+        real_mount(where, *args)
+        mounted.set()
+
+    monkeypatch.setattr(shell, "_is_mounted", is_mounted)
+    monkeypatch.setattr(shell, "_locked", locked)
+    monkeypatch.setattr(shell, "_mount_tmpfs", mount_tmpfs)
+    try:
+        if point == "home":
+            open_workspace(ws, SEED)
+        start_shell(ws)
+    finally:
+        if second.ident is not None:
+            second.join()
+    assert errors == []
+    assert os.stat(path).st_uid == ws.uid, f"{point}/ is not the uid's"
+    assert shell_running(ws)
+
+
 def test_where_no_tmpfs_can_be_mounted_the_workspace_does_not_open(make_ws):
     # root without CAP_SYS_ADMIN, as in a container that may not mount
     ws = make_ws()
@@ -685,7 +745,7 @@ def test_sparse_files_and_hard_links_are_saved_as_the_tmpfs_holds_them(make_ws, 
 
 def test_a_second_opening_that_looked_before_the_first_made_the_folders_goes_on(make_ws, monkeypatch):
     """Two requests open one workspace at once (the terminal and the editor's file list): the one that found no
-    home/ folder before the other made it must not fail with "File exists" (its folders come before its lock)."""
+    home/ folder before the other made it must not fail with "File exists"."""
     from grading.engine.sandbox import shell
 
     ws = make_ws()

@@ -200,7 +200,12 @@ def _remount(path: Path, read_only: bool) -> None:
         raise OSError(err, os.strerror(err), str(path))
 
 
-def _prepare_folder(ws: Workspace) -> None:
+def _workspace_folder(ws: Workspace) -> None:
+    """The workspace's folder, made and checked (ours, 0711, reachable by the uid): the only step before its lock.
+
+    why nothing more: the lock's file is in this folder, so this runs unlocked, in every request
+    that opens the workspace at once; what is in the folder changes only under the lock.
+    """
     folder = Path(ws.folder)
     folder.mkdir(mode=0o711, parents=True, exist_ok=True)
     st = os.lstat(folder)
@@ -217,14 +222,23 @@ def _prepare_folder(ws: Workspace) -> None:
             "must be traversable by others (chmod o+x), or set TAKEHOME_WORKSPACES_DIR "
             "to a folder under one that is"
         )
+
+
+def _prepare_folder(ws: Workspace) -> None:
+    """The mount points and etc/ files in the workspace's folder (made by _workspace_folder); under its lock.
+
+    why under the lock: home/ and tmux/ are mounted under it. A look at a mount point taken
+    outside it (not mounted) and acted on after another request mounted there (chown to
+    root, rmtree) made the tmpfs's root root's: the shell could not enter /workspace or bind
+    tmux's socket, and exited 1.
+    """
+    folder = Path(ws.folder)
     for name, owner, mode in (("home", 0, 0o700), ("tmux", 0, 0o700), ("gate", 0, 0o755), ("etc", 0, 0o755)):
         path = folder / name
         try:
             os.mkdir(path, mode)
         except FileExistsError:
-            # why no look first: two requests may open one workspace at once (the terminal and the editor's
-            # file list), and this runs before the workspace's lock, whose file is in this folder
-            pass
+            pass  # an earlier opening made it
         if not _is_mounted(path):
             if name == "tmux" and os.lstat(path).st_uid != 0:
                 # why: tmux/ was once a folder of the uid's on the host's disk, with no cap;
@@ -778,8 +792,9 @@ def open_workspace(ws: Workspace, seed: Mapping[str, bytes]) -> None:
     """Mount the workspace's tmpfs and fill it (from saved.tar if there is one, else ``seed``); idempotent."""
     if os.geteuid() != 0:
         raise WorkspaceUnavailable("mounting the workspace's size-capped tmpfs needs root: run the server as root")
-    _prepare_folder(ws)
+    _workspace_folder(ws)
     with _locked(ws):
+        _prepare_folder(ws)
         _open(ws, seed)
 
 
@@ -1315,8 +1330,9 @@ def release(ws: Workspace, *, stop: bool = True) -> SaveReport | None:
 
 def freeze(ws: Workspace) -> None:
     """Stop the shell and make the files read-only for good (the deadline). Idempotent."""
-    _prepare_folder(ws)
+    _workspace_folder(ws)
     with _locked(ws):
+        _prepare_folder(ws)
         _stop(ws)
         _write_atomic(ws.part("frozen"), b"", 0o644)
         if _is_mounted(ws.home):
