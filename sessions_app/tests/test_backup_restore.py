@@ -61,10 +61,12 @@ def editor(client, invitation, tail: str = "", **query) -> dict:
 def page(client, address: str, **query) -> str:
     response = client.get(address, query)
     assert response.status_code == 200, response.content[:500]
-    # why: each response carries a CSRF token and a CSP nonce of its own
+    # why: each response carries a CSRF token and a CSP nonce of its own, and the review page the server's
+    # clock as it drew the page (the notes' stamps are counted on it)
     html = response.content.decode()
     html = re.sub(r'(csrfmiddlewaretoken" value="|X-CSRFToken&quot;: &quot;|"X-CSRFToken": ")[^"&]+', r"\1T", html)
     html = re.sub(r'(name="takehome-style-nonce" content=")[^"]+', r"\1N", html)
+    html = re.sub(r'data-clock="\d+"', 'data-clock="C"', html)
     return re.sub(r'nonce="[^"]+"', 'nonce="N"', html)
 
 
