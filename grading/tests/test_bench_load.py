@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,13 +21,31 @@ ROOT = Path(__file__).resolve().parents[2]
 LOAD = ROOT / "bench" / "load.py"
 
 
-def bench_database() -> list[str]:
-    """On PostgreSQL (CI's second run), a database of the bench's own beside the tests' one; else SQLite."""
+@pytest.fixture
+def bench_database() -> Iterator[list[str]]:
+    """The bench's --database-url: on PostgreSQL (CI's second run) a database of this test process's own,
+    dropped afterwards; else nothing (the bench makes its own SQLite file)."""
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith(("postgres://", "postgresql://")):
-        return []
+        yield []
+        return
+    # why one per test process: two bench tests running at once in two processes each emptied the
+    # database and invited the same addresses into it, and one found the other's invitations.
     server, _, name = url.partition("?")[0].rpartition("/")
-    return ["--database-url", f"{server}/{name}_load_bench"]
+    own = f"{server}/{name}_load_bench_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+    yield ["--database-url", own]
+    drop_postgres_database(own)
+
+
+def drop_postgres_database(url: str) -> None:
+    import environ
+    import psycopg
+    from psycopg import sql
+
+    config = environ.Env.db_url_config(url)
+    with psycopg.connect(host=config["HOST"] or None, port=config["PORT"] or None, user=config["USER"] or None,
+                         password=config["PASSWORD"] or None, dbname="postgres", autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(config["NAME"])))
 
 
 # Loaded by the bench's locust process only (the one that gets the plan): its CSV writer, which
@@ -42,7 +61,7 @@ if "TAKEHOME_LOAD_PLAN" in os.environ:
 
 
 @pytest.mark.worker  # starts daphne, a Celery worker, beat and a redis-server
-def test_load_bench_grades_every_upload_and_loses_none(runner_dir, tmp_path):
+def test_load_bench_grades_every_upload_and_loses_none(runner_dir, tmp_path, bench_database):
     require(shutil.which("redis-server") is not None, "redis-server is not installed (apt-get install redis-server)")
     env = {k: v for k, v in os.environ.items() if k != "BENCH_BROKER_URL"}
     env["TAKEHOME_RUNNER_DIR"] = str(runner_dir)
@@ -50,7 +69,7 @@ def test_load_bench_grades_every_upload_and_loses_none(runner_dir, tmp_path):
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, str(LOAD), "--candidates", "2", "--reviewers", "1", "--port", str(free_port()),
-         "--timeout", "300", *bench_database()],
+         "--timeout", "300", *bench_database],
         cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=600,  # a guard against a hang, not a measurement
     )
@@ -102,14 +121,14 @@ def test_load_report_counts_lost_uploads(tmp_path, capsys, states, lost):
 
 
 @pytest.mark.worker
-def test_a_load_bench_ended_by_term_stops_what_it_started(runner_dir, tmp_path):
+def test_a_load_bench_ended_by_term_stops_what_it_started(runner_dir, tmp_path, bench_database):
     """A TERM (a timeout, a supervisor) stops daphne, the worker, beat and Redis, as Ctrl-C does."""
     require(shutil.which("redis-server") is not None, "redis-server is not installed (apt-get install redis-server)")
     env = {k: v for k, v in os.environ.items() if k != "BENCH_BROKER_URL"}
     env["TAKEHOME_RUNNER_DIR"] = str(runner_dir)
     env["PYTHONUNBUFFERED"] = "1"
     bench = subprocess.Popen([sys.executable, str(LOAD), "--candidates", "1", "--reviewers", "1", "--port",
-                              str(free_port()), "--timeout", "60", *bench_database()],
+                              str(free_port()), "--timeout", "60", *bench_database],
                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert bench.stdout.readline().startswith("load: ")  # set up; the servers start now
