@@ -30,6 +30,7 @@ newcomer has after `make run`'s first set-up.
 
 from __future__ import annotations
 
+import fcntl
 import importlib
 import inspect
 import os
@@ -490,7 +491,11 @@ def fresh_shell() -> dict:
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory):
-    """A copy of the checkout with make's .env and make's set-up, sharing the built virtualenvs."""
+    """A copy of the checkout with make's .env and make's set-up, sharing the built virtualenvs.
+
+    why set up once per run and copied: each test process that ran one of these tests set up a copy of its own
+    (make db: the migrations, the sample packets checked in the sandbox), the same work up to four times.
+    """
     from django.conf import settings
 
     require(shutil.which("bwrap") is not None, "bubblewrap is not installed (apt-get install bubblewrap)")
@@ -498,7 +503,26 @@ def checkout(tmp_path_factory):
     require((runner / "bin" / "python").exists(), f"{runner} is missing: run `make runner`")
     venv = Path(sys.prefix)
     require((venv / ".installed-dev").exists(), f"{venv} was not installed by make (no .installed-dev): run `make dev`")
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    made = shared / "checkout-set-up"
+    with open(shared / "checkout-set-up.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (made / ".set-up").exists():
+            shutil.rmtree(made, ignore_errors=True)
+            set_up_copy(made, runner, venv, settings.GRADING_SCRATCH_DIR)
+            (made / ".set-up").touch()
     copy = tmp_path_factory.mktemp("checkout")
+    shutil.copytree(made, copy, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".set-up"))
+    # make wrote the copy's own folder into its .env (TAKEHOME_VAR_DIR): what it writes at this one.
+    env_file = copy / ".env"
+    env_file.write_text(env_file.read_text().replace(str(made), str(copy)))
+    return copy
+
+
+def set_up_copy(copy: Path, runner: Path, venv: Path, scratch: str) -> None:
+    """Copy the checkout's files to ``copy``, then make's dotenv and db there, as after make run's first set-up."""
+    copy.mkdir(parents=True)
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
     for name in filter(None, listed):
@@ -519,11 +543,10 @@ def checkout(tmp_path_factory):
     assert "DEBUG=true" in (copy / ".env").read_text()
     # why: building another runner virtualenv takes a minute; the one the tests use is the same.
     with (copy / ".env").open("a") as out:
-        out.write(f"TAKEHOME_RUNNER_DIR={runner}\nTAKEHOME_SCRATCH_DIR={settings.GRADING_SCRATCH_DIR}\n")
+        out.write(f"TAKEHOME_RUNNER_DIR={runner}\nTAKEHOME_SCRATCH_DIR={scratch}\n")
     setup = subprocess.run(["make", "--no-print-directory", "db"], cwd=copy, env=env,
                            capture_output=True, text=True, timeout=300)
     assert setup.returncode == 0, setup.stdout + setup.stderr
-    return copy
 
 
 def run_as_printed(checkout: Path, command: str, run: Run) -> None:
