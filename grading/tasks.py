@@ -102,17 +102,20 @@ def prepare_worker(sender=None, **kwargs) -> None:
     """A worker that starts builds the runner virtualenv if it is missing, says
     which caps its sandbox enforces, removes what runs of a worker that died
     left behind, sends again at once what it was grading when it died, then
-    looks for work left behind."""
+    the build of the packets' environments, then looks for work left behind."""
     try:
         ensure_runner(settings.GRADING_RUNNER_DIR)
     except RunnerUnavailable as exc:
         # Grading will fail with SandboxUnavailable and be retried; say why now.
         log.error("the sandbox's runner virtualenv cannot be built: %s", exc)
-    # why a task: building a packet's environment may take a minute; the pool does it, not this handler.
-    build_packet_runners.delay()
     log.info("sandbox caps in force: %s", sandbox_caps())
     pipeline.clean_stale_runs()
     resume_own_runs(getattr(sender, "hostname", "") or "")
+    # why a task: building a packet's environment may take a minute; the pool does it, not this handler.
+    # why after the gradings sent again: a pool of one takes tasks in the order sent, and a grading cut
+    # off by the worker's death waited behind the whole build (70 s on a loaded machine) to be graded
+    # again; a grading that needs an environment still missing builds it itself (shared.environments).
+    build_packet_runners.delay()
     # Pages show whether a worker is alive; say so now rather than at beat's first tick.
     record_heartbeat.delay()
     sweep_submissions.delay()

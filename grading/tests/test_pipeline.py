@@ -349,6 +349,26 @@ def test_a_run_whose_heartbeat_stopped_is_lost_and_sent_again(invitation, media_
     assert list(submission.runs.values_list("outcome", flat=True)) == ["lost", "graded"]
 
 
+@pytest.mark.django_db(transaction=True)  # why: resume_own_runs closes the connections, as in a worker
+def test_a_restarted_worker_sends_its_cut_off_grading_before_the_environments_build(invitation, media_root,
+                                                                                      tmp_path):
+    """A pool of one takes tasks in the order sent: the grading the worker's death cut off goes first, not
+    after a build of the packets' environments that may take a minute or more."""
+    from types import SimpleNamespace
+    from unittest.mock import MagicMock
+
+    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+    pipeline.claim(submission.pk, "t-1", "w1@host")  # then the worker died
+    sent = MagicMock()
+    with patch("grading.tasks.grade_submission.apply_async", sent.grade), \
+            patch("grading.tasks.build_packet_runners.delay", sent.build), \
+            patch("grading.tasks.record_heartbeat.delay"), patch("grading.tasks.sweep_submissions.delay"), \
+            patch("grading.tasks.ensure_runner"), patch("grading.tasks.pipeline.clean_stale_runs"):
+        tasks.prepare_worker(sender=SimpleNamespace(hostname="w1@host"))
+    assert [name for name, _, _ in sent.mock_calls] == ["grade", "build"]
+    assert sent.grade.call_args.args == ((submission.pk,),)
+
+
 def test_a_submission_that_kills_its_worker_every_time_is_given_up_with_the_reason(
         invitation, media_root, tmp_path, django_capture_on_commit_callbacks):
     submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
