@@ -100,6 +100,13 @@ def next_ports():
         yield port
 
 
+def run_folder(tmp_path_factory) -> Path:
+    """The test run's temporary folder that all its test processes share (pytest-xdist gives each process a
+    folder inside it); the run's own folder without xdist. The next run starts afresh in a new one."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 def free_port() -> int:
     """A port of this process's band that is free on 127.0.0.1; no other test process takes from the band."""
     import socket

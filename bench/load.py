@@ -33,6 +33,7 @@ task in hand, up to 60 s).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import importlib.util
 import json
@@ -114,17 +115,36 @@ def configure(folder: Path, args: argparse.Namespace, broker: str) -> dict:
 
 def create_postgres_database(url: str) -> None:
     """Create the PostgreSQL database the URL names, if it is missing (SQLite makes its own file)."""
+    from psycopg import sql
+
+    with _server_connection(url) as (conn, name):
+        if conn is not None and conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def drop_postgres_database(url: str) -> None:
+    """Drop the PostgreSQL database the URL names, whoever is still connected to it (nothing for SQLite)."""
+    from psycopg import sql
+
+    with _server_connection(url) as (conn, name):
+        if conn is not None:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@contextlib.contextmanager
+def _server_connection(url: str):
+    """A connection to the URL's PostgreSQL server (its maintenance database) and the database's name; None
+    and the name for any other database."""
     import environ
     import psycopg
-    from psycopg import sql
 
     config = environ.Env.db_url_config(url)
     if "postgresql" not in config["ENGINE"]:
+        yield None, config["NAME"]
         return
     with psycopg.connect(host=config["HOST"] or None, port=config["PORT"] or None, user=config["USER"] or None,
                          password=config["PASSWORD"] or None, dbname="postgres", autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [config["NAME"]]).fetchone() is None:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(config["NAME"])))
+        yield conn, config["NAME"]
 
 
 def prepare_database() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require
+from conftest import require, run_folder
 from grading.engine.runner import ensure_runner
 from grading.engine.sandbox import Sandbox, SandboxLimits, wait_for_warm
 from grading.engine.spec import sample_spec
@@ -35,11 +35,8 @@ def original_runs(tmp_path_factory) -> Path:
     """Where the gradings of a test run keep each packet's original run (GradeOptions.cache_dir), as a worker
     keeps them under its var/: the original tree's run is the same for every submission of a packet, and the
     tests that are about that cache make their own."""
-    import os
-
-    base = tmp_path_factory.getbasetemp()
     # why the run's folder under pytest-xdist: its processes share the runs, as a server's workers do
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "original-runs"
+    return run_folder(tmp_path_factory) / "original-runs"
 
 
 @pytest.fixture(scope="session")

@@ -223,8 +223,9 @@ def once_per_run(tmp_path_factory, name: str, make: Callable[[], dict]) -> dict:
     Kept under the run's temporary folder (the one every pytest-xdist worker's folder is in), so the
     next run makes it afresh with the code it tests.
     """
-    base = tmp_path_factory.getbasetemp()
-    folder = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    from conftest import run_folder
+
+    folder = run_folder(tmp_path_factory)
     stored = folder / f"{name}.json"
     with open(folder / f"{name}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -34,18 +34,7 @@ def bench_database() -> Iterator[list[str]]:
     server, _, name = url.partition("?")[0].rpartition("/")
     own = f"{server}/{name}_load_bench_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
     yield ["--database-url", own]
-    drop_postgres_database(own)
-
-
-def drop_postgres_database(url: str) -> None:
-    import environ
-    import psycopg
-    from psycopg import sql
-
-    config = environ.Env.db_url_config(url)
-    with psycopg.connect(host=config["HOST"] or None, port=config["PORT"] or None, user=config["USER"] or None,
-                         password=config["PASSWORD"] or None, dbname="postgres", autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(config["NAME"])))
+    load_module().drop_postgres_database(own)
 
 
 # Loaded by the bench's locust process only (the one that gets the plan): its CSV writer, which

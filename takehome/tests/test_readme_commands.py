@@ -47,7 +47,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port, require
+from conftest import free_port, require, run_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -503,10 +503,8 @@ def checkout(tmp_path_factory):
     require((runner / "bin" / "python").exists(), f"{runner} is missing: run `make runner`")
     venv = Path(sys.prefix)
     require((venv / ".installed-dev").exists(), f"{venv} was not installed by make (no .installed-dev): run `make dev`")
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    made = shared / "checkout-set-up"
-    with open(shared / "checkout-set-up.lock", "a") as lock:
+    made = run_folder(tmp_path_factory) / "checkout-set-up"
+    with open(made.with_suffix(".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (made / ".set-up").exists():
             shutil.rmtree(made, ignore_errors=True)
@@ -514,9 +512,12 @@ def checkout(tmp_path_factory):
             (made / ".set-up").touch()
     copy = tmp_path_factory.mktemp("checkout")
     shutil.copytree(made, copy, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".set-up"))
-    # make wrote the copy's own folder into its .env (TAKEHOME_VAR_DIR): what it writes at this one.
+    # make wrote the copy's own folder into its .env (TAKEHOME_VAR_DIR): what it writes at this one; and
+    # the sandbox's scratch folder is this test process's, as for everything else the process runs.
     env_file = copy / ".env"
-    env_file.write_text(env_file.read_text().replace(str(made), str(copy)))
+    text = env_file.read_text().replace(str(made), str(copy))
+    env_file.write_text(re.sub(r"(?m)^TAKEHOME_SCRATCH_DIR=.*$", f"TAKEHOME_SCRATCH_DIR={settings.GRADING_SCRATCH_DIR}",
+                               text))
     return copy
 
 
