@@ -216,7 +216,9 @@ def upstream(settings):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     settings.MODEL_URL, settings.MODEL_NAME, settings.MODEL_KEY = server.base_url, "packet-model", KEY
-    settings.MODEL_TIMEOUT_S = 1
+    # why generous: the fake answers from a thread of the test's own process, which a loaded machine can hold
+    # for over a second; a test of the timeout sets a short one beside a fake slower than it
+    settings.MODEL_TIMEOUT_S = 30
     yield server
     server.shutdown()
     server.server_close()

@@ -126,6 +126,10 @@ def write_lock_held():
         else:
             raw.execute("BEGIN")
             raw.execute(f"SELECT id FROM {Invitation._meta.db_table} FOR UPDATE")
+    except Exception:
+        other.close()  # why: no transaction began, so there is none to roll back
+        raise
+    try:
         yield
     finally:
         raw.execute("ROLLBACK")
@@ -139,8 +143,11 @@ def slow_writer(hold_s: float = 1.5, pause_s: float = 0.5):
 
     def write_slowly() -> None:
         while not stop.is_set():
-            with write_lock_held():
-                stop.wait(hold_s)
+            try:
+                with write_lock_held():
+                    stop.wait(hold_s)
+            except connection.Database.OperationalError:
+                pass  # why: the uploads held the lock past this writer's busy timeout; it takes it next round
             stop.wait(pause_s)
 
     thread = threading.Thread(target=write_slowly)

@@ -118,8 +118,9 @@ def test_a_chunked_stream_is_read_across_chunk_boundaries(client, upstream, red)
     ("malformed", 502, "not valid JSON"),
     ("slow", 502, "did not answer within 1 second."),
 ])
-def test_an_upstream_fault_is_a_clear_error_on_record(client, upstream, red, mode, status, words, caplog):
+def test_an_upstream_fault_is_a_clear_error_on_record(client, upstream, red, mode, status, words, caplog, settings):
     upstream.mode = mode
+    settings.MODEL_TIMEOUT_S = 1  # the slow fake answers after 2 s, so this times out whatever the load
     with caplog.at_level(logging.DEBUG):
         response = ask(client, red)
     assert response.status_code == status
