@@ -29,7 +29,12 @@
   term.loadAddon(fit);
   term.open(box);
   box.xterm = term;  // for the page's tests, which read what the terminal holds
-  fit.fit();
+  // The window's width the terminal last fitted itself to: the page's tests wait for it after a resize.
+  const fitToWindow = () => {
+    fit.fit();
+    box.dataset.fittedWidth = String(window.innerWidth);
+  };
+  fitToWindow();
 
   const FINAL = new Set([4401, 4403, 4410]);
   const STUCK = 4503;
@@ -163,7 +168,7 @@
   window.addEventListener("resize", () => {
     clearTimeout(pending);
     pending = setTimeout(() => {
-      fit.fit();
+      fitToWindow();
       if (!closedForGood) sendSize();
     }, 100);
   });
