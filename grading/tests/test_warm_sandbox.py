@@ -88,7 +88,6 @@ def described(pid: int) -> str:
 def ended():
     yield
     close_warm_sandboxes()
-    seen = left_over()
     # why a wait: a sandbox killed as the pool closed is gone once the kernel has torn it down, which on a
     # loaded machine can come after close returns; one that is still there after the sandbox's own bound
     # on that (KILL_WAIT_S) was never ended
@@ -96,8 +95,6 @@ def ended():
         _wait_for(lambda: not left_over(), KILL_WAIT_S, "the sandboxes to be gone", interval=0.05)
     except AssertionError:
         raise AssertionError("a sandbox outlived us: " + "; ".join(described(p) for p in left_over())) from None
-    if seen:
-        print("sandbox processes still being torn down as the pool closed:", seen)
 
 
 def test_only_python_m_pytest_in_the_runner_goes_warm():
