@@ -5,6 +5,7 @@ Real bubblewrap, the real runner virtualenv, real pytest: nothing mocked.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -39,6 +40,18 @@ def grade(grading_sandbox, spec, original_runs):
     return run
 
 
+@pytest.fixture(scope="module")
+def ideal(grading_sandbox, spec, original_runs, tmp_path_factory) -> dict:
+    """The evidence of the ideal submission, graded once for the tests that only read it (a copy each)."""
+    path = corpus.zip_with_times(tmp_path_factory.mktemp("ideal") / "s.zip", corpus.honest_files())
+    return grade_archive(path, spec, grading_sandbox, options=GradeOptions(cache_dir=original_runs))
+
+
+@pytest.fixture
+def ideal_evidence(ideal) -> dict:
+    return copy.deepcopy(ideal)
+
+
 def outcomes(evidence: dict) -> dict[str, tuple[str, bool]]:
     """The four reruns; the decoys (tests_vs_decoys) are checked on their own."""
     return {name: (run["outcome"], run["as_expected"]) for name, run in evidence["runs"].items()
@@ -60,8 +73,8 @@ ALL_RIGHT = {
 # --- honest work -------------------------------------------------------------------------
 
 
-def test_the_ideal_submission(grade, tmp_path):
-    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+def test_the_ideal_submission(ideal_evidence):
+    evidence = ideal_evidence
     assert evidence["archive"]["accepted"] is True
     assert all(evidence["artifacts"][name] for name in ("red.log", "prompt.txt", "model.md",
                                                         "model_allowed.at", "green.log", "refuse.md"))
@@ -93,8 +106,8 @@ def test_the_paper_patch_under_the_none_policy_asks_for_no_model_step(grade, tmp
     assert provided["artifacts"]["model_allowed.at"] is False
 
 
-def test_the_ideal_test_rejects_the_decoy_it_can_see(grade, tmp_path):
-    evidence = grade(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
+def test_the_ideal_test_rejects_the_decoy_it_can_see(ideal_evidence):
+    evidence = ideal_evidence
     decoys = evidence["runs"]["tests_vs_decoys"]
     # The ideal test asserts the sample's total: dropping the refund row gives 1500 and is caught; abs() of
     # the total and a patch for the sample's own numbers both give 1300 there, so that test cannot see them.
@@ -129,7 +142,7 @@ def test_a_test_that_only_checks_the_file_changed_rejects_no_decoy(grade, tmp_pa
     assert (decoys["outcome"], decoys["as_expected"], decoys["caught"]) == ("passed", False, 0)
 
 
-def test_grading_twice_gives_the_same_evidence(grade, tmp_path):
+def test_grading_twice_gives_the_same_evidence(grade, ideal_evidence, tmp_path):
     path = corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files())
 
     def stable(evidence):
@@ -143,7 +156,7 @@ def test_grading_twice_gives_the_same_evidence(grade, tmp_path):
         evidence["original_run"].pop("duration_s")
         return evidence
 
-    assert stable(grade(path)) == stable(grade(path))
+    assert stable(ideal_evidence) == stable(grade(path))
 
 
 def test_out_of_time_after_a_clean_red_run(grade, tmp_path):

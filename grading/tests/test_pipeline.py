@@ -40,7 +40,7 @@ def last_error(submission) -> str:
     return submission.runs.order_by("-attempt").first().error
 
 
-def test_a_submission_is_graded_and_its_evidence_saved(invitation, media_root, tmp_path):
+def test_a_submission_is_graded_once_and_its_evidence_saved(invitation, media_root, tmp_path):
     submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
     assert pipeline.grade_submission(submission.pk, task_id="t-1", worker="w1@host") == "graded"
     submission.refresh_from_db()
@@ -52,10 +52,7 @@ def test_a_submission_is_graded_and_its_evidence_saved(invitation, media_root, t
     assert evidence["archive"]["accepted"] is True
     assert all(run["as_expected"] for run in evidence["runs"].values())
 
-
-def test_grading_a_finished_submission_again_changes_nothing(invitation, media_root, tmp_path):
-    submission = submit(invitation, corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
-    pipeline.grade_submission(submission.pk)
+    # Graded again once finished (a message delivered twice): nothing changes, no second run.
     first = Evidence.objects.get().created_at
     assert pipeline.grade_submission(submission.pk) == "graded"
     assert Evidence.objects.get().created_at == first

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import io
 import json
 import multiprocessing
@@ -228,6 +229,13 @@ def _start_clean_after_fork(dumped) -> None:
     signal.signal(signal.SIGUSR1, dump)
 
 
+# Twisted, Autobahn and daphne's protocols, imported once in the test process: each forked daphne finds them loaded,
+# where it imported them anew (a third of a CPU-second a fork). Not daphne.server: it installs Twisted's reactor
+# as it is imported, which the fork does for itself (DaphneProcess installs a new one, then imports it again).
+DAPHNE_MODULES = ("twisted.internet.asyncioreactor", "twisted.internet.endpoints", "twisted.logger", "twisted.web.http",
+                  "autobahn.twisted.websocket", "daphne.http_protocol", "daphne.ws_protocol", "daphne.endpoints")
+
+
 @contextmanager
 def daphne_serving(settings, monkeypatch):
     """daphne serving takehome.asgi in a forked process (the workspace settings go with it); yields its URL."""
@@ -238,6 +246,8 @@ def daphne_serving(settings, monkeypatch):
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     monkeypatch.setattr(consumers, "RECHECK_S", 1.0)
+    for module in DAPHNE_MODULES:
+        importlib.import_module(module)
     dumped = multiprocessing.Event()
     server = DaphneProcess("127.0.0.1", asgi_application, port=free_port(),
                            setup=functools.partial(_start_clean_after_fork, dumped))

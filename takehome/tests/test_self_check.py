@@ -114,7 +114,7 @@ def test_a_version_still_checking_cannot_be_invited_to():
         do_invite_candidates(packet.latest_version(), [InviteRow(1, "Ada", "ada@example.com")], send=False)
 
 
-def test_the_packet_page_shows_each_check_and_its_log(client, recruiter):
+def test_the_packet_page_shows_each_check_and_its_log_and_the_list_marks_what_is_not_published(client, recruiter):
     version = checked("wrong-solution", solution={"calc.py": b"def add(a, b):\n    return a * b\n"})
     client.force_login(recruiter)
     page = client.get(version.packet.get_absolute_url()).content.decode()
@@ -123,6 +123,11 @@ def test_the_packet_page_shows_each_check_and_its_log(client, recruiter):
     assert "Failed: The hidden tests pass on the reference solution" in page
     assert "assert 6 == 5" in page  # the failing run's log
     assert "hx-trigger" not in page.split('id="packet-check"')[1].split("</section>")[0]
+
+    do_create_packet("pending", "Pending", content())
+    page = client.get(reverse("takehome:packet-list")).content.decode()
+    assert 'class="status status-draft">Draft<' in page
+    assert 'class="status status-checking">Checking<' in page
 
 
 def test_the_check_section_polls_while_checking_and_answers_htmx_alone(client, recruiter):
@@ -192,19 +197,13 @@ def test_check_packet_exits_zero_only_when_every_check_passes():
         call_command("check_packet", "nope", stdout=StringIO())
 
 
-def test_load_sample_packet_checks_the_sample_and_publishes_it():
-    out = StringIO()
-    call_command("load_sample_packet", stdout=out)
-    assert "Self-check: passed" in out.getvalue()
-    version = PacketVersion.objects.get(packet__slug="refund-sum")
-    assert version.state == PacketVersion.PUBLISHED
-
-
-def test_load_sample_packet_checks_here_without_a_message_to_the_broker(django_capture_on_commit_callbacks):
+def test_load_sample_packet_checks_the_sample_here_and_publishes_it(django_capture_on_commit_callbacks):
     """make's set-up runs it before any broker is up: a check it runs itself is sent nowhere."""
+    out = StringIO()
     with patch("shared.publish.send", return_value=False) as send, \
             django_capture_on_commit_callbacks(execute=True):
-        call_command("load_sample_packet", stdout=StringIO())
+        call_command("load_sample_packet", stdout=out)
+    assert "Self-check: passed" in out.getvalue()
     assert not send.called
     assert PacketVersion.objects.get(packet__slug="refund-sum").state == PacketVersion.PUBLISHED
 
@@ -246,15 +245,6 @@ def test_a_check_that_cannot_start_the_sandbox_says_so_and_leaves_a_draft(no_run
     assert check.status == PacketCheck.Status.ERROR
     assert "sandbox could not start" in check.error and "Run the self-check again" in check.error
     assert "could not run" in packet.latest_version().refusal_to_invite()
-
-
-def test_the_packet_list_marks_versions_that_are_not_published(client, recruiter):
-    checked("wrong-solution", solution={"calc.py": b"def add(a, b):\n    return a * b\n"})
-    do_create_packet("pending", "Pending", content())
-    client.force_login(recruiter)
-    page = client.get(reverse("takehome:packet-list")).content.decode()
-    assert 'class="status status-draft">Draft<' in page
-    assert 'class="status status-checking">Checking<' in page
 
 
 # --- a red run is a test that failed, not a run that said "failed" ----------------------------------
