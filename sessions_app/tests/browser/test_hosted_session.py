@@ -166,6 +166,8 @@ def test_a_candidate_works_a_hosted_session_and_the_reviewer_replays_it(
     term.run("gate status", r"model\s+accepted \(captured by the server\)")
     print(capture(page, "capture-green"))
     print(capture(page, "workspace-submit"))
+    browser = page.context.browser
+    page.close()  # why: the candidate is done; its terminal and the server's re-checks would run on through the grading
 
     submission = Submission.objects.get(invitation=candidate)
     submission = wait_graded(submission.pk, celery_worker_proc)
@@ -175,7 +177,7 @@ def test_a_candidate_works_a_hosted_session_and_the_reviewer_replays_it(
 
     # The reviewer sees the server's capture and replays the session.
     make_reviewer("rob")
-    reviewer = page.context.browser.new_page(viewport={"width": 1280, "height": 900})
+    reviewer = browser.new_page(viewport={"width": 1280, "height": 900})
     reviewer.goto(f"{asgi_server}/")
     reviewer.fill("#id_username", "rob")
     reviewer.fill("#id_password", "pw-rob")
