@@ -550,6 +550,38 @@ def celery_worker_proc(worker_env, tmp_path):
     worker.stop()
 
 
+# --- the per-minute limits ----------------------------------------------------------------
+
+
+class _HeldClock:
+    """The time module with time() held at one moment: what a limiter module sees as ``time``."""
+
+    def __init__(self, at: float):
+        self.at = at
+
+    def time(self) -> float:
+        return self.at
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+@pytest.fixture
+def held_minute(monkeypatch):
+    """The per-minute limits (link look-ups, API calls) count in the middle of one minute for the whole test.
+
+    why: their window is a wall-clock minute, so a test's requests that straddle a minute's turn were counted
+    in two windows and the last one was not refused; on a loaded machine that happened.
+    """
+    from api import ratelimit
+    from sessions_app import links
+
+    clock = _HeldClock(time.time() // 60 * 60 + 30)
+    for module in (links, ratelimit):
+        monkeypatch.setattr(module, "time", clock)
+    return clock
+
+
 # --- headless Chromium -------------------------------------------------------------------
 
 

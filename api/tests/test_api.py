@@ -202,7 +202,7 @@ def test_the_decision_schema_offers_the_decision_choices():
 
 
 def test_the_rate_limit_answers_429_with_retry_after_per_token(client, recruiter, sample_packet, make_token,
-                                                               settings):
+                                                               settings, held_minute):
     settings.API_REQUESTS_PER_MINUTE = 3
     first, second = make_token(recruiter), make_token(recruiter)
     assert [call(client, "get", "/packets", first).status_code for _ in range(3)] == [200] * 3

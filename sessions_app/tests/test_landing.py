@@ -58,7 +58,7 @@ def test_a_revoked_link_is_not_valid(client, invitation):
     assert Invitation.objects.get(pk=invitation.pk).opened_at is None
 
 
-def test_lookups_are_rate_limited_per_address(client, invitation, settings):
+def test_lookups_are_rate_limited_per_address(client, invitation, settings, held_minute):
     settings.TOKEN_LOOKUPS_PER_MINUTE = 3
     for _ in range(3):
         assert client.get("/t/guess/").status_code == 404
@@ -72,7 +72,7 @@ def test_lookups_are_rate_limited_per_address(client, invitation, settings):
     assert other.status_code == 200
 
 
-def test_requests_on_valid_links_never_count_against_the_address(client, sample_packet, settings):
+def test_requests_on_valid_links_never_count_against_the_address(client, sample_packet, settings, held_minute):
     """Forty candidates behind one office address: their own links are never refused."""
     settings.TOKEN_LOOKUPS_PER_MINUTE = 3
     invitations = [InvitationFactory(packet_version=sample_packet.latest_version()) for _ in range(4)]
@@ -82,7 +82,7 @@ def test_requests_on_valid_links_never_count_against_the_address(client, sample_
     assert client.get("/t/guess/").status_code == 404  # and guessing still counts from zero
 
 
-def test_revoked_links_count_as_misses(client, sample_packet, settings):
+def test_revoked_links_count_as_misses(client, sample_packet, settings, held_minute):
     settings.TOKEN_LOOKUPS_PER_MINUTE = 2
     revoked, live = (InvitationFactory(packet_version=sample_packet.latest_version()) for _ in range(2))
     do_revoke_invitation(revoked)

@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,19 @@ def raw_request(port: int, path: str, client_ip: str) -> int:
     return int(first.split()[1])
 
 
+def misses_in_one_minute(port: int, client_ip: str) -> list[int] | None:
+    """Four look-ups of unknown links from ``client_ip``: their statuses, or None when a minute turned between
+    the first and the last.
+
+    why: the server counts misses in wall-clock minutes (sessions_app/links.py), so look-ups that straddle a
+    minute's turn are counted in two windows; on a loaded machine four of them through the proxy can take
+    seconds. Asked again from another address, in the new minute, they fit in one.
+    """
+    began = time.time()
+    statuses = [raw_request(port, f"/t/no-such-token-{i}/", client_ip) for i in range(4)]
+    return statuses if began // 60 == time.time() // 60 else None
+
+
 @pytest.fixture
 def production(worker_env, media_root, tmp_path, sample_packet):
     """daphne with the compose file's command behind the relay, and a worker, in production mode.
@@ -241,7 +255,7 @@ def test_plain_http_goes_to_https_forwarded_https_is_served_securely_and_clients
     assert requests.get(base + css.group(1), headers={"X-Forwarded-Proto": "https"}, timeout=30).status_code == 200
 
     # Link look-ups are counted per client address, which Caddy passes in the PROXY protocol line.
-    first = [raw_request(web_port, f"/t/no-such-token-{i}/", "203.0.113.9") for i in range(4)]
+    first = misses_in_one_minute(web_port, "203.0.113.9") or misses_in_one_minute(web_port, "203.0.113.11")
     assert first == [404, 404, 404, 429]
     # Another candidate behind the same proxy is not held back by the first one's misses.
     assert raw_request(web_port, "/t/no-such-token-x/", "203.0.113.10") == 404
