@@ -32,11 +32,14 @@ def spec():
     return sample_spec()
 
 
+def graded(path: Path, spec, sandbox, original_runs: Path, model: ModelRecord | None = None) -> dict:
+    return grade_archive(path, spec, sandbox, model=model, options=GradeOptions(cache_dir=original_runs))
+
+
 @pytest.fixture
 def grade(grading_sandbox, spec, original_runs):
     def run(path: Path, sandbox=None, model: ModelRecord | None = None) -> dict:
-        return grade_archive(path, spec, sandbox or grading_sandbox, model=model,
-                             options=GradeOptions(cache_dir=original_runs))
+        return graded(path, spec, sandbox or grading_sandbox, original_runs, model)
     return run
 
 
@@ -44,7 +47,7 @@ def grade(grading_sandbox, spec, original_runs):
 def ideal(grading_sandbox, spec, original_runs, tmp_path_factory) -> dict:
     """The evidence of the ideal submission, graded once for the tests that only read it (a copy each)."""
     path = corpus.zip_with_times(tmp_path_factory.mktemp("ideal") / "s.zip", corpus.honest_files())
-    return grade_archive(path, spec, grading_sandbox, options=GradeOptions(cache_dir=original_runs))
+    return graded(path, spec, grading_sandbox, original_runs)
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import pytest
 from conftest import free_port, require
 from grading.engine.archive import Limits
 from grading.engine.sandbox.cgroups import _mounts, _read_keys, detect
-from grading.engine.sandbox.processes import _uid_processes
+from grading.engine.sandbox.processes import _parent_pid, _uid_processes
 from grading.engine.sandbox.shell import (
     Workspace,
     WorkspaceLimits,
@@ -539,13 +539,7 @@ def tmux_servers(uid: int) -> list[int]:
         except OSError:  # ended since it was listed
             return False
 
-    def parent(pid: int) -> int:
-        try:
-            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except OSError:
-            return 0
-
-    return [p for p in _uid_processes(uid) if tmux(p) and not tmux(parent(p))]
+    return [p for p in _uid_processes(uid) if tmux(p) and not tmux(_parent_pid(p) or 0)]
 
 
 @pytest.mark.parametrize("point", ["home", "tmux"])
