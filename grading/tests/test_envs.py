@@ -186,6 +186,26 @@ def test_builds_an_env_with_the_packet_s_package_and_pytest(env_root, system_pyt
     assert prune_envs(env_root, keep=[]) == [env] and seeds[0].is_dir()
 
 
+def missing_bytecode(env: Path, version: str, packages=("_pytest", "pluggy")) -> list[Path]:
+    """The modules of ``packages`` in ``env`` whose bytecode for that Python is not beside them."""
+    tag = "cpython-" + version.replace(".", "")
+    sources = [path for package in packages for path in env.glob(f"lib/python{version}/site-packages/{package}/**/*.py")]
+    assert sources, f"none of {packages} is in {env}"
+    return [path for path in sources if not (path.parent / "__pycache__" / f"{path.stem}.{tag}.pyc").is_file()]
+
+
+def test_an_env_keeps_its_bytecode_beside_its_modules_whatever_the_builder_s_environment_says(
+        env_root, system_python, local_index, monkeypatch, tmp_path):
+    """The sandbox reads an environment read-only and writes no bytecode: a module without its own is compiled
+    again at every run. A builder whose environment sends bytecode elsewhere (PYTHONPYCACHEPREFIX, as make test
+    sets it) or says not to write it still leaves it in place."""
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("PIP_NO_COMPILE", "1")
+    env = build(env_root, system_python, "tinylib==1.0\n", local_index)
+    assert missing_bytecode(env, "3.11", ("_pytest", "pluggy", "tinylib")) == []
+
+
 def test_the_sandbox_runs_tests_that_import_the_package(env_root, system_python, local_index, scratch_dir, tmp_path):
     from grading.engine.sandbox import Sandbox, SandboxLimits
 
