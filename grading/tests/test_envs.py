@@ -206,6 +206,13 @@ def test_an_env_keeps_its_bytecode_beside_its_modules_whatever_the_builder_s_env
     assert missing_bytecode(env, "3.11", ("_pytest", "pluggy", "tinylib")) == []
 
 
+def test_the_runner_keeps_its_bytecode_beside_its_modules(runner_dir):
+    """The runner make built (under make test's PYTHONPYCACHEPREFIX on a fresh checkout): every module of
+    pytest has its bytecode in place, or each sandboxed run would compile it again (runner._compile)."""
+    version = next(runner_dir.glob("lib/python3.*")).name.removeprefix("python")
+    assert missing_bytecode(runner_dir, version) == []
+
+
 def test_the_sandbox_runs_tests_that_import_the_package(env_root, system_python, local_index, scratch_dir, tmp_path):
     from grading.engine.sandbox import Sandbox, SandboxLimits
 
