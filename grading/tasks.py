@@ -88,7 +88,14 @@ def sweep_submissions() -> int:
     return sent
 
 
-@shared_task(ignore_result=True)
+# why the least urgent: a build may take minutes, and a grading queued behind it (the one a worker's death cut
+# off, sent again at the worker's start) would wait for all of it. With Redis, kombu takes a queue's
+# priority 0 first and 9 last (a task that names none is 0), so every grading, sweep and heartbeat in the
+# queue goes before this build, whatever order they were sent in; one already running is still waited for.
+LEAST_URGENT = 9
+
+
+@shared_task(ignore_result=True, priority=LEAST_URGENT)
 def build_packet_runners() -> int:
     """Build the runner virtualenv of every packet version in use that lacks one (sent at worker start)."""
     built = build_runners()
@@ -112,9 +119,9 @@ def prepare_worker(sender=None, **kwargs) -> None:
     pipeline.clean_stale_runs()
     resume_own_runs(getattr(sender, "hostname", "") or "")
     # why a task: building a packet's environment may take a minute; the pool does it, not this handler.
-    # why after the gradings sent again: a pool of one takes tasks in the order sent, and a grading cut
-    # off by the worker's death waited behind the whole build (70 s on a loaded machine) to be graded
-    # again; a grading that needs an environment still missing builds it itself (shared.environments).
+    # It goes after every grading in the queue (LEAST_URGENT), also one the sweep below sends because
+    # the broker did not take the send above in time; a grading that needs an environment still missing
+    # builds it itself (shared.environments).
     build_packet_runners.delay()
     # Pages show whether a worker is alive; say so now rather than at beat's first tick.
     record_heartbeat.delay()

@@ -9,6 +9,7 @@ evidence and keeps the reviews (and the reviewers the first grading assigned).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from django.utils import timezone
 from conftest import Worker, _wait_for, require
 from grading import lifecycle
 from grading.models import Assignment, Evidence, GradingRun, Review
-from grading.tasks import sweep_submissions
+from grading.tasks import build_packet_runners, sweep_submissions
 from grading.tests.reviewing import score
 from sessions_app.actions import do_start_session
 from sessions_app.models import Submission
@@ -120,6 +121,28 @@ def test_a_submission_whose_worker_dies_at_every_attempt_stops_with_the_reason(c
     finally:
         first.kill()
         again.stop()
+
+
+def taken(worker: Worker) -> list[str]:
+    """The names of the grading tasks the worker took, in the order it took them."""
+    return re.findall(r"Task grading\.tasks\.(\w+)\[\S+\] received", worker.output())
+
+
+def test_a_grading_sent_after_the_environments_build_is_taken_before_it(client, started, worker_env, tmp_path):
+    """A worker's start sends the build of the packets' environments, which may take minutes; a grading sent
+    after it (the one the worker's death cut off, sent again by the sweep when the broker did not take the
+    first send in time) must not wait for all of it."""
+    build_packet_runners.delay()  # no worker yet: both messages wait in Redis, the build first
+    submission_id = upload(client, started, honest_zip())
+    worker = Worker(worker_env, tmp_path / "worker.log")
+    worker.start()
+    try:
+        wait_for_status(submission_id, ["graded"], worker, "the submission to be graded")
+        _wait_for(lambda: "build_packet_runners" in taken(worker), WAIT_S, "the build to be taken")
+    finally:
+        worker.stop()
+    assert taken(worker).index("grade_submission") < taken(worker).index("build_packet_runners"), \
+        worker.output()[-6000:]
 
 
 def test_regrade_replaces_the_evidence_and_keeps_the_reviews(client, started, celery_worker_proc, reviewer):
