@@ -661,7 +661,7 @@ GRADING_WARM_SANDBOXES = env.int("TAKEHOME_WARM_SANDBOXES", 6,
                                  doc="Sandboxes kept ready per worker process, pytest imported, each for one "
                                      "run; 0: every run starts cold.")
 GRADING_WARM_IDLE_S = env.duration("TAKEHOME_WARM_IDLE_S", 300, least=1,
-                                   doc="A warm sandbox that waited this long is ended and its uid freed.")
+                                   doc="A warm sandbox that waited this long, once ready, is ended and its uid freed.")
 GRADING_RUN_WALL_S = env.duration("TAKEHOME_RUN_WALL_S", 60, doc="Wall-clock limit of one sandboxed test run.")
 # Each call of the packet's hidden tests into the candidate's code (docs/evidence.md): an honest call
 # takes milliseconds; one that sleeps to signal what it was given fails its test.

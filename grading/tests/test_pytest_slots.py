@@ -9,22 +9,36 @@ from pathlib import Path
 from shared import pytest_slots
 
 ROOT = Path(__file__).resolve().parents[2]
-CLAIM = "from shared import pytest_slots; print(pytest_slots.claim(), flush=True); input()"
+# why a lock folder of the test's own: the machine's slots are claimed and freed meanwhile by the other test
+# processes on the machine (a second suite beside this one), so which one is free first there is not known.
+CLAIM = ("import sys; from pathlib import Path; from shared import pytest_slots; "
+         "pytest_slots._lock_dir = lambda: Path(sys.argv[1]); print(pytest_slots.claim(), flush=True); input()")
 
 
-def test_processes_running_at_once_claim_different_slots_and_a_slot_is_freed_when_its_process_ends():
+def test_processes_running_at_once_claim_different_slots_and_a_slot_is_freed_when_its_process_ends(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TAKEHOME_TEST_SLOT"}
-    holders = [subprocess.Popen([sys.executable, "-c", CLAIM], cwd=ROOT, env=env, text=True,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(3)]
+    claim = [sys.executable, "-c", CLAIM, str(tmp_path)]
+    holders = [subprocess.Popen(claim, cwd=ROOT, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+               for _ in range(3)]
     try:
         slots = [int(h.stdout.readline()) for h in holders]
+        assert sorted(slots) == [0, 1, 2]
+        first = holders[slots.index(0)]
+        first.communicate("\n", timeout=120)
+        again = subprocess.run(claim, cwd=ROOT, env=env, input="\n", capture_output=True, text=True, timeout=30)
+        assert again.stdout == "0\n", again.stderr  # the first free one: the ended process let its slot go
     finally:
         for h in holders:
-            h.communicate("\n", timeout=120)
-    assert len(set(slots)) == 3 and int(os.environ["TAKEHOME_TEST_SLOT"]) not in slots
-    again = subprocess.run([sys.executable, "-c", CLAIM], cwd=ROOT, env=env, input="\n", capture_output=True,
-                           text=True, timeout=30)
-    assert int(again.stdout) in slots  # the first free one: the ended processes let theirs go
+            if h.returncode is None:
+                h.communicate("\n", timeout=120)
+
+
+def test_this_process_holds_the_slot_its_environment_names():
+    folder = pytest_slots._lock_dir()
+    ours = folder / f"slot-{os.environ['TAKEHOME_TEST_SLOT']}.lock"
+    busy = subprocess.run([sys.executable, "-c", "import fcntl, sys; f = open(sys.argv[1]); "
+                           "fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)", str(ours)], capture_output=True, text=True)
+    assert "BlockingIOError" in busy.stderr  # held: no other test process on the machine can claim it
 
 
 def test_two_slots_share_no_uid_port_folder_or_redis_database(monkeypatch):

@@ -53,7 +53,7 @@ def warm_sandbox(runner_dir, scratch_dir, warm=2, slots=SLOTS, idle_s=120.0, **l
 
 def ready(sb: Sandbox):
     """The pool of ``sb``, once all its sandboxes have started and imported pytest."""
-    assert wait_for_warm(sb) == sb.warm, "the pool never filled"
+    assert wait_for_warm(sb, HANG_GUARD_S) == sb.warm, "the pool never filled"
     return _warm_pool(sb)
 
 
@@ -230,10 +230,11 @@ def test_a_tree_too_big_for_the_warm_tmpfs_is_exit_125(runner_dir, scratch_dir, 
 
 
 def test_a_warm_sandbox_that_waited_too_long_is_ended_and_its_uid_freed(runner_dir, scratch_dir, tmp_path):
-    sb = warm_sandbox(runner_dir, scratch_dir, warm=1, idle_s=1.0)
+    sb = warm_sandbox(runner_dir, scratch_dir, warm=1)
     pool = ready(sb)
     first = pool.ready[0]
     assert first.alive() and _uid_processes(first.uid)
+    pool.sandbox = replace(sb, warm_idle_s=1.0)  # why only now: it cannot be ended before it was looked at
     _wait_for(lambda: first.released, HANG_GUARD_S, "the idle sandbox to be ended", interval=0.05)
     assert first.proc.returncode is not None
     assert not first.caps.cgroups or not any(c.exists() for c in first.caps.cgroups)
@@ -244,6 +245,22 @@ def test_a_warm_sandbox_that_waited_too_long_is_ended_and_its_uid_freed(runner_d
     assert held is not None
     for _, fh in held:
         fh.close()
+
+
+def test_a_warm_sandbox_slower_to_start_than_the_idle_time_is_not_taken_for_idle(runner_dir, scratch_dir,
+                                                                                  monkeypatch):
+    """On a loaded machine a start may take longer than the idle time: the wait counts from when it is ready."""
+    start = Sandbox._start_warm
+
+    def slow_start(self):
+        warm = start(self)
+        if warm is not None:
+            warm.started -= 10.0  # as if starting it had taken 10 s
+        return warm
+
+    monkeypatch.setattr(Sandbox, "_start_warm", slow_start)
+    sb = warm_sandbox(runner_dir, scratch_dir, warm=1, idle_s=5.0)
+    ready(sb)  # not ended as idle while it was starting, and refilled for ever
 
 
 def test_a_cold_run_takes_a_uid_back_from_idle_warm_sandboxes(runner_dir, scratch_dir, tmp_path):

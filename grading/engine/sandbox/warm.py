@@ -47,6 +47,11 @@ WARM_HOLD_S = 2.0  # no refill for this long after a cold run asked for a uid
 WARM_FORGET_S = 3600.0
 
 
+# why: the idle time counts from when pytest is imported; a sandbox still starting is not idle, and on a
+# loaded machine a start may take longer than the idle time. One not ready after this long is stuck.
+WARM_START_S = 60.0
+
+
 def warm_eligible(command: Sequence[str]) -> bool:
     """Whether a run of ``command`` (after pytest_command) may use a warm sandbox: ``python -m pytest`` in the runner."""
     return list(command[:4]) == ["python", "-P", "-c", PYTEST_BOOT]
@@ -101,6 +106,7 @@ class _Warm:
     ended: bool = False
     released: bool = False  # everything it held is given back
     imported: bool = False
+    imported_at: float = 0.0  # time.monotonic() when it was seen ready
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -113,8 +119,17 @@ class _Warm:
             except BlockingIOError:
                 pass
             if self.imported:
+                self.imported_at = time.monotonic()
                 self.caps.detach_mounts()  # bwrap bound them long before (see RunCaps.detach_mounts)
         return self.imported
+
+    def expired(self, idle_s: float, now: float) -> bool:
+        """Ended, ready and unused for ``idle_s``, or still not ready WARM_START_S (or ``idle_s``) after its start."""
+        if not self.alive():
+            return True
+        if self.warmed():
+            return now - self.imported_at >= idle_s
+        return now - self.started >= max(idle_s, WARM_START_S)
 
     def end(self) -> None:
         """Stop it (if still running) and give back everything it held; once."""
@@ -168,7 +183,7 @@ class _WarmPool:
         with self.lock:
             self.last_take = time.monotonic()
             for warm in list(self.ready):
-                if not warm.alive() or time.monotonic() - warm.started >= self.sandbox.warm_idle_s:
+                if warm.expired(self.sandbox.warm_idle_s, time.monotonic()):
                     self.ready.remove(warm)
                     stale.append(warm)
                 elif warm.warmed():
@@ -200,9 +215,8 @@ class _WarmPool:
         ending: list[_Warm] = []
         with self.lock:
             keep: list[_Warm] = []
-            for warm in self.ready:
-                (keep if warm.alive() and now - warm.started < self.sandbox.warm_idle_s else ending).append(warm)
-                warm.warmed()  # why: detaches its mounts once it is ready
+            for warm in self.ready:  # expired() also detaches the mounts of one just ready (warmed())
+                (ending if warm.expired(self.sandbox.warm_idle_s, now) else keep).append(warm)
             self.ready = keep
             mark = _wanted_mark(self.sandbox.uid_base)
             if mark != self.wanted_seen:
