@@ -79,6 +79,30 @@ def status_socket_path() -> Path:
     return Path(settings.WORKSPACES_DIR) / STATUS_SOCKET_NAME
 
 
+def listening_socket(path: Path, mode: int) -> socket.socket:
+    """A Unix socket listening at ``path`` with ``mode``; ``path`` appears only once both hold.
+
+    why: a client that connects between bind and listen is refused, and one of another uid between listen and
+    chmod is denied; the socket is made under a name no longer than its own and renamed into place, so at no
+    moment is it at ``path`` and not ready. A socket left there by an earlier run is replaced.
+    """
+    staging = path.with_suffix(".new")
+    with contextlib.suppress(FileNotFoundError):
+        staging.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(staging))
+        sock.listen(100)
+        os.chmod(staging, mode)
+        os.replace(staging, path)
+    except BaseException:
+        sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            staging.unlink()
+        raise
+    return sock
+
+
 @dataclass(frozen=True)
 class GateRequest:
     command: str
@@ -276,14 +300,13 @@ class GateHost:
         path = socket_path(invitation_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(path.parent, 0o755)  # why: the sandbox uid may enter it, never write in it
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # a socket left by an earlier run of this host
 
         async def handle(reader, writer):
             await self.handle(invitation_id, reader, writer)
 
-        self.servers[invitation_id] = await asyncio.start_unix_server(handle, path=str(path), limit=MAX_LINE)
-        os.chmod(path, 0o666)  # why: the sandbox's uid connects; the folder above keeps it from replacing it
+        # why 0o666: the sandbox's uid connects; the folder above keeps it from replacing it
+        sock = listening_socket(path, 0o666)
+        self.servers[invitation_id] = await asyncio.start_unix_server(handle, sock=sock, limit=MAX_LINE)
         return path
 
     async def forget(self, invitation_id: int) -> None:
@@ -361,8 +384,6 @@ class GateHost:
         None when the socket cannot be made: the gate is served all the same, and readiness says why it fails."""
         path = status_socket_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # a socket left by an earlier run of this host
 
         async def answer_status(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             status = {"ok": True, "host": settings.WORKSPACE_HOST, "workspaces": len(self.servers)}
@@ -377,14 +398,12 @@ class GateHost:
                     await writer.wait_closed()
 
         try:
-            server = await asyncio.start_unix_server(answer_status, path=str(path))
+            # why anyone may connect: it says only that this host serves, and a web server of another user
+            # sharing this folder (docker-compose.yml's) asks it for its own readiness
+            server = await asyncio.start_unix_server(answer_status, sock=listening_socket(path, 0o666))
         except OSError as exc:
             log.error("cannot answer readiness probes on %s: %s", path, exc)
             return None
-        # why anyone may connect: it says only that this host serves, and a web server of another user
-        # sharing this folder (docker-compose.yml's) asks it for its own readiness
-        with contextlib.suppress(OSError):
-            os.chmod(path, 0o666)
         return server
 
     async def run(self, stop: asyncio.Event | None = None) -> None:

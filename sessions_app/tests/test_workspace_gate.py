@@ -516,6 +516,51 @@ def test_gate_red_over_the_socket_is_a_server_capture_of_the_sockets_invitation(
     assert done.returncode == 1 and "gate model" in done.stderr
 
 
+def test_the_gate_and_status_sockets_are_at_their_paths_only_once_they_listen_open_to_the_sandbox(
+        settings, tmp_path, monkeypatch):
+    """A client that connects as a socket appears is never refused (bound, not yet listening) nor denied
+    (listening, not yet open to the sandbox's uid): at each step of making one, its path is not there yet."""
+    import asyncio
+
+    settings.WORKSPACES_DIR = tmp_path
+    gate, status = gate_host.socket_path(7), gate_host.status_socket_path()
+    making: list[Path] = []
+    early: list[str] = []
+
+    class Watched(socket.socket):
+        listening = False
+
+        def listen(self, *args):
+            if not self.listening:  # asyncio listens again on a socket it is given: already done
+                early.extend(f"{path.name} there at listen" for path in making if path.exists())
+            self.listening = True
+            return super().listen(*args)
+
+    chmod = os.chmod
+
+    def watched_chmod(target, mode, *args, **kwargs):
+        early.extend(f"{path.name} there at a chmod" for path in making if path.exists())
+        return chmod(target, mode, *args, **kwargs)
+
+    async def make_both() -> None:
+        host = gate_host.GateHost()
+        monkeypatch.setattr(socket, "socket", Watched)
+        monkeypatch.setattr(os, "chmod", watched_chmod)
+        making[:] = [gate]
+        await host.listen(7)
+        making[:] = [status]
+        server = await host.serve_status()
+        monkeypatch.undo()
+        assert server is not None
+        for each in (*host.servers.values(), server):
+            each.close()
+
+    asyncio.run(make_both())
+    assert early == []
+    for path in (gate, status):
+        assert oct(path.stat().st_mode & 0o777) == oct(0o666)
+
+
 @pytest.mark.slow
 def test_a_malformed_or_oversized_line_gets_an_error_and_the_host_goes_on(host, started):
     workspaces.workspace_row(started)  # the host listens for every open row
