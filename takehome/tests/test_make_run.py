@@ -89,15 +89,18 @@ class MakeRun:
         return info["pid"] if info["statename"] == "RUNNING" else None
 
     def wait_up(self, name: str, other_than: int | None = None) -> int:
-        """The pid of `name` once supervisord says it is up (and it is not `other_than`); web, once it answers.
+        """The pid of `name` once make run says it is up (and it is not `other_than`); web, once it answers.
 
-        why web answering too: supervisord calls a program up once it has lived
-        startsecs (10 s for web), and on a loaded machine daphne can still be
-        starting Django then, so a request sent at once met a refused connection.
+        why make run's word too: supervisord calls a program running once it has
+        lived startsecs (5 s for the worker), and on a loaded machine it can still
+        be starting then; killed before it said it was ready, make run rightly
+        calls that a failed start, not a death. why web answering as well: its
+        ready line comes as daphne listens, a moment before it answers.
         """
         try:
             pid = _wait_for(lambda: (pid := self.running_pid(name)) and pid != other_than and pid,
                             UP_WAIT_S, f"{name} to be up", interval=0.25)
+            self.wait_said(f"{name} is up (pid {pid})")
             if name == "web":
                 _wait_for(self.answers, UP_WAIT_S, "the web server to answer", interval=0.25)
             return pid
@@ -125,6 +128,11 @@ class MakeRun:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
+
+    def wait_said(self, message: str) -> None:
+        """Wait for make run's own line `system | message` (its listener can be a moment behind supervisord)."""
+        _wait_for(lambda: f"system | {message}\n" in self.output(), UP_WAIT_S, f"make run to say {message!r}",
+                  interval=0.25)
 
     def tail(self) -> str:
         """The end of the output for a failure message, without the probes' access-log lines."""
@@ -295,7 +303,7 @@ def check_a_killed_worker_is_restarted_while_the_web_server_keeps_answering(make
         web.wait_answers(3)
     assert not web.failures, "\n".join(web.failures) + "\n" + make_run.tail()
     assert new != old
-    assert f"worker died (pid {old}); restarting it" in make_run.output()
+    make_run.wait_said(f"worker died (pid {old}); restarting it")
 
 
 def check_killed_redis_and_beat_are_restarted_and_the_worker_finds_redis_again(make_run: MakeRun) -> None:
