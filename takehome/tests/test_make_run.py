@@ -168,6 +168,10 @@ def make_run(transactional_db, settings):
         "TAKEHOME_PORT": str(free_port()),
         "DATABASE_URL": database_url(),
         "TAKEHOME_RUNNER_DIR": str(settings.GRADING_RUNNER_DIR),  # built once, not per test
+        # why: each worker start builds the environment of every packet in use (business-days's, with pip); under
+        # the temporary var each start of each test built it again. The run's own is built once and shared,
+        # and no test here is about that build (test_worker_faults.py is).
+        "TAKEHOME_RUNNERS_DIR": str(settings.GRADING_RUNNERS_DIR),
         "TAKEHOME_WORKER_CONCURRENCY": "1",
         # why: the slow submission goes from red to green in seconds, which the grader would name.
         "TAKEHOME_MIN_RED_TO_GREEN_S": "0",

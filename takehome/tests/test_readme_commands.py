@@ -48,6 +48,7 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port, require, run_folder
+from grading.engine.runner import sandbox_home
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -512,12 +513,15 @@ def checkout(tmp_path_factory):
             (made / ".set-up").touch()
     copy = tmp_path_factory.mktemp("checkout")
     shutil.copytree(made, copy, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".set-up"))
-    # make wrote the copy's own folder into its .env (TAKEHOME_VAR_DIR): what it writes at this one; and
-    # the sandbox's scratch folder is this test process's, as for everything else the process runs.
+    # make wrote the copy's own folder into its .env (TAKEHOME_VAR_DIR): what it writes at this one; the
+    # sandbox's scratch folder is this test process's, as for everything else the process runs; and the
+    # packets' environments are those make db built (set_up_copy), wherever they are.
     env_file = copy / ".env"
-    text = env_file.read_text().replace(str(made), str(copy))
-    env_file.write_text(re.sub(r"(?m)^TAKEHOME_SCRATCH_DIR=.*$", f"TAKEHOME_SCRATCH_DIR={settings.GRADING_SCRATCH_DIR}",
-                               text))
+    made_env = env_file.read_text()
+    runners = re.search(r"(?m)^TAKEHOME_RUNNERS_DIR=.*$", made_env).group()
+    text = re.sub(r"(?m)^TAKEHOME_SCRATCH_DIR=.*$", f"TAKEHOME_SCRATCH_DIR={settings.GRADING_SCRATCH_DIR}",
+                  made_env.replace(str(made), str(copy)))
+    env_file.write_text(re.sub(r"(?m)^TAKEHOME_RUNNERS_DIR=.*$", lambda _: runners, text))
     return copy
 
 
@@ -543,8 +547,12 @@ def set_up_copy(copy: Path, runner: Path, venv: Path, scratch: str) -> None:
     assert make.returncode == 0, make.stderr
     assert "DEBUG=true" in (copy / ".env").read_text()
     # why: building another runner virtualenv takes a minute; the one the tests use is the same.
+    # The packets' environments stay where make db builds them (its default), named so that each copy of
+    # this folder finds them there: a copy has a var folder of its own, whose default is another place,
+    # and `manage.py build_runners` there would build business-days's again with pip.
+    runners = sandbox_home(copy / "var") / "runners"
     with (copy / ".env").open("a") as out:
-        out.write(f"TAKEHOME_RUNNER_DIR={runner}\nTAKEHOME_SCRATCH_DIR={scratch}\n")
+        out.write(f"TAKEHOME_RUNNER_DIR={runner}\nTAKEHOME_SCRATCH_DIR={scratch}\nTAKEHOME_RUNNERS_DIR={runners}\n")
     setup = subprocess.run(["make", "--no-print-directory", "db"], cwd=copy, env=env,
                            capture_output=True, text=True, timeout=300)
     assert setup.returncode == 0, setup.stdout + setup.stderr
