@@ -61,9 +61,14 @@ class SitePage:
     # axe-core's findings count; off only for Django's own admin, whose markup is Django's
     # (its date widgets lack labels, for one). The policy and the phone width still hold there.
     axe: bool = True
-    # What a script draws after the page has loaded, to wait for before checking (a CSS selector).
-    ready: str | None = None
+    # What the page's scripts draw after it has loaded, to wait for before checking (CSS selectors, each
+    # waited for): the page is checked as it stands once they have.
+    ready: tuple[str, ...] = ()
 
+
+# A live workspace once its terminal and its editor have each had the server's first answer and said it in
+# their status lines (the walk has no sandbox: the terminal says it reconnects, the editor that it was refused).
+WORKSPACE_ANSWERED = ("#terminal-status[data-state]", "#editor-status[data-state]")
 
 PAGES = [
     # Anyone
@@ -100,15 +105,17 @@ PAGES = [
     SitePage("debrief index", "reviewer", lambda s: "/review/debrief/"),
     SitePage("review page with the model window's exchanges", "reviewer", lambda s: f"/review/{s.chat_review_id}/"),
     SitePage("review page with a hosted session's recording", "reviewer", lambda s: f"/review/{s.replay_review_id}/",
-             ready="#replay-player .ap-player .ap-term"),
+             ready=("#replay-player .ap-player .ap-term",)),
     # Candidate
     SitePage("candidate landing", None, lambda s: f"/t/{s.fresh_token}/"),
     SitePage("candidate start confirmation", None, lambda s: f"/t/{s.fresh_token}/start"),
     SitePage("candidate session", None, lambda s: f"/t/{s.started_token}/"),
     SitePage("candidate session, with requirements", None, lambda s: f"/t/{s.packages_token}/"),
-    SitePage("candidate workspace (hosted terminal)", None, lambda s: f"/t/{s.started_token}/workspace"),
+    SitePage("candidate workspace (hosted terminal)", None, lambda s: f"/t/{s.started_token}/workspace",
+             ready=WORKSPACE_ANSWERED),
     SitePage("candidate session, the model window open", None, lambda s: f"/t/{s.chat_token}/"),
-    SitePage("candidate workspace, the chat with the model open", None, lambda s: f"/t/{s.chat_token}/workspace"),
+    SitePage("candidate workspace, the chat with the model open", None, lambda s: f"/t/{s.chat_token}/workspace",
+             ready=WORKSPACE_ANSWERED),
     SitePage("candidate grace period", None, lambda s: f"/t/{s.grace_token}/"),
     SitePage("candidate time over", None, lambda s: f"/t/{s.closed_token}/"),
     SitePage("candidate workspace after the deadline (files read-only)", None,

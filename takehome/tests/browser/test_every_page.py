@@ -184,33 +184,51 @@ def session_cookie(user, live_server) -> list[dict]:
 
 
 class Tab:
-    """One tab per person, sent from page to page as a person clicking through would be.
+    """One tab for the walk, sent from page to page as a person clicking through would be; before the next
+    person's page it logs in as them: their session cookie alone, and nothing the last person's pages kept.
 
-    why not a new tab per page: each one started a renderer process, which cost the browser more CPU than
-    drawing the page did; a same-site navigation keeps the tab's process.
+    why one tab, not one per person or per page: each tab started a renderer process and each person's
+    context an empty cache, which cost the browser more CPU than drawing the pages did; a same-site
+    navigation keeps the tab's process and its cache of the site's scripts and styles.
     """
 
-    def __init__(self, context):
+    def __init__(self, context, live_server, people: dict):
+        self.context = context
+        self.live_server = live_server
+        self.people = people
+        self.role: str | None = None  # a new context holds no cookie: anyone's pages
         self.page = context.new_page()
         self.page.set_default_timeout(15000)
         self.width = DESKTOP_WIDTH
         self.console: list[str] = []
         self.page.on("console", lambda m: self.console.append(m.text) if "Content Security Policy" in m.text else None)
 
-    def visit(self, live_server, site: Site, entry: SitePage):
+    def log_in_as(self, role: str | None) -> None:
+        if role == self.role:
+            return
+        self.context.clear_cookies()
+        if role is not None:
+            self.context.add_cookies(session_cookie(self.people[role], self.live_server))
+        # why: a fold or a shortcut turned off is kept in the browser's storage; the next person starts without
+        if self.page.url.startswith(self.live_server.url):
+            self.page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+        self.role = role
+
+    def visit(self, site: Site, entry: SitePage):
         """Open the page; returns it and its CSP console messages, or raises AssertionError with what went wrong."""
         page = self.page
+        self.log_in_as(entry.role)
         self.console.clear()
+        url = self.live_server.url + entry.path(site)
+        # goto returns once the page's load event has fired: its deferred scripts have run by then.
         if entry.raises:
             target, exception = entry.raises
             with patch(target, side_effect=exception()):
-                response = page.goto(live_server.url + entry.path(site))
+                response = page.goto(url)
         else:
-            response = page.goto(live_server.url + entry.path(site))
-        page.wait_for_load_state("load")
-        page.wait_for_timeout(150)  # deferred scripts and htmx's first requests
-        if entry.ready:
-            page.locator(entry.ready).first.wait_for()
+            response = page.goto(url)
+        for selector in entry.ready:
+            page.locator(selector).first.wait_for()
         status = response.status if response else None
         if status != entry.status:
             raise AssertionError(f"answered {status}, not {entry.status}")
@@ -260,8 +278,8 @@ def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recrui
     """Each page is opened once and checked at both widths, the window resized between them.
 
     why resized, not opened again at the other width: the second load drew the page twice over for the
-    same layout. A person's window or turned phone resizes a page too, and a tab keeps the width its last
-    page ended at, so a person's pages are opened at a desktop's width and a phone's in turn.
+    same layout. A person's window or turned phone resizes a page too, and the tab keeps the width its last
+    page ended at, so the pages are opened at a desktop's width and a phone's in turn.
     """
     # The model window is open only where an upstream is configured; nothing here calls it.
     settings.MODEL_URL = "http://127.0.0.1:9/v1"
@@ -269,24 +287,14 @@ def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recrui
     site, people = build_site(make_reviewer, recruiter)
     axe = Axe()
     problems: list[str] = []
-    contexts, tabs = [], {}
-
-    def tab_for(role) -> Tab:
-        if role not in tabs:
-            context = browser.new_context(viewport={"width": DESKTOP_WIDTH, "height": 900})
-            contexts.append(context)
-            context.add_init_script(RECORD_CSP)
-            if role is not None:
-                context.add_cookies(session_cookie(people[role], live_server))
-            tabs[role] = Tab(context)
-        return tabs[role]
-
+    context = browser.new_context(viewport={"width": DESKTOP_WIDTH, "height": 900})
     try:
+        context.add_init_script(RECORD_CSP)
+        tab = Tab(context, live_server, people)
         for entry in PAGES[part::PARTS]:
             label = f"{entry.name} ({entry.path(site)})"
-            tab = tab_for(entry.role)
             try:
-                page, console = tab.visit(live_server, site, entry)
+                page, console = tab.visit(site, entry)
             except AssertionError as exc:
                 problems.append(f"{label} at {tab.width} px: {exc}")
                 continue
@@ -296,8 +304,7 @@ def test_every_page_passes_csp_axe_and_fits_a_phone(live_server, browser, recrui
             violations = page.evaluate("window.__csp") + console
             problems += [f"{label}: CSP: {v}" for v in dict.fromkeys(violations)]
     finally:
-        for context in contexts:
-            context.close()
+        context.close()
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
 
 
@@ -308,8 +315,12 @@ AXE_OPTIONS = {"resultTypes": ["violations"]}
 
 def axe_problems(axe, page, label: str) -> list[str]:
     """axe-core's serious and critical findings on the page, one line each."""
+    # why only when missing: the script (570 kB, sent and compiled each time) is put into a page once, and
+    # the page's run at its second width finds it still there.
+    if not page.evaluate("() => typeof window.axe?.run === 'function'"):
+        page.evaluate(axe.axe_script)
     problems = []
-    for rule in axe.run(page, options=AXE_OPTIONS).response["violations"]:
+    for rule in page.evaluate("(options) => axe.run(document, options)", AXE_OPTIONS)["violations"]:
         if rule["impact"] in ("serious", "critical"):
             where = ", ".join(" ".join(node["target"]) for node in rule["nodes"][:3])
             problems.append(f"{label}: axe {rule['impact']} {rule['id']}: {rule['help']} at {where}")
