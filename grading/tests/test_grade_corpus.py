@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -470,6 +471,22 @@ def grade_zip_command(path: Path, packet: str = "refund-sum", *extra: str) -> su
     )
 
 
+def grade_zip_here(path: Path, packet: str = "refund-sum", *extra: str) -> dict:
+    """What ``grade_zip`` prints, the command run in this process (call_command parses the same arguments
+    manage.py would pass it; its CommandError is manage.py's exit 1).
+
+    why in this process: a process of its own costs a Django start more (about a CPU-second) and proves
+    nothing the output does not; test_grade_zip_prints_the_evidence_as_json and
+    test_grade_zip_exits_0_on_a_refused_archive run the real command. The caller's test needs the database
+    (the packet) and use_test_sandbox (the tests' sandbox folders, as the command builds its sandbox).
+    """
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("grade_zip", str(path), "--packet", packet, *extra, stdout=out)
+    return json.loads(out.getvalue())
+
+
 def check_contract(evidence: dict) -> None:
     for key, fields in CONTRACT.items():
         assert fields <= set(evidence[key]), key
@@ -477,8 +494,10 @@ def check_contract(evidence: dict) -> None:
         assert RUN_FIELDS <= set(run)
 
 
+# why runner_dir, not grading_sandbox (here and for the refused archive below): the command builds its own
+# sandbox in its own process, and a warm one started in this process would wait unused.
 @pytest.mark.django_db(transaction=True)
-def test_grade_zip_prints_the_evidence_as_json(sample_packet, tmp_path, grading_sandbox):
+def test_grade_zip_prints_the_evidence_as_json(sample_packet, tmp_path, runner_dir):
     result = grade_zip_command(corpus.zip_with_times(tmp_path / "s.zip", corpus.honest_files()))
     assert result.returncode == 0, result.stderr
     evidence = json.loads(result.stdout)
@@ -498,18 +517,17 @@ def shape(value):
     return type(value).__name__
 
 
-@pytest.mark.django_db(transaction=True)
-def test_grade_zip_gives_a_package_project_the_same_evidence_shape(sample_packet, tmp_path, grading_sandbox):
+@pytest.mark.django_db
+@pytest.mark.usefixtures("use_test_sandbox")
+def test_grade_zip_gives_a_package_project_the_same_evidence_shape(sample_packet, tmp_path):
     from takehome.actions import do_load_sample_packet
     from takehome.tests.factories import mark_checked
 
     packet, _ = do_load_sample_packet(send_check=False, folder=corpus.BUSINESS_DAYS.spec_dir())
     mark_checked(packet.latest_version())
-    ours = grade_zip_command(corpus.zip_with_times(tmp_path / "b.zip", corpus.honest_files(corpus.BUSINESS_DAYS),
-                                                   packet=corpus.BUSINESS_DAYS), "business-days")
-    assert ours.returncode == 0, ours.stderr
-    theirs = grade_zip_command(corpus.zip_with_times(tmp_path / "r.zip", corpus.honest_files()))
-    evidence, reference = json.loads(ours.stdout), json.loads(theirs.stdout)
+    evidence = grade_zip_here(corpus.zip_with_times(tmp_path / "b.zip", corpus.honest_files(corpus.BUSINESS_DAYS),
+                                                    packet=corpus.BUSINESS_DAYS), "business-days")
+    reference = grade_zip_here(corpus.zip_with_times(tmp_path / "r.zip", corpus.honest_files()))
     check_contract(evidence)
     assert outcomes(evidence) == outcomes(reference) == ALL_RIGHT
     assert shape(evidence) == shape(reference)
@@ -518,7 +536,7 @@ def test_grade_zip_gives_a_package_project_the_same_evidence_shape(sample_packet
 
 
 @pytest.mark.django_db(transaction=True)
-def test_grade_zip_exits_0_on_a_refused_archive(sample_packet, tmp_path, grading_sandbox):
+def test_grade_zip_exits_0_on_a_refused_archive(sample_packet, tmp_path, runner_dir):
     bad = tmp_path / "notes.zip"
     bad.write_text("this is not a zip")
     result = grade_zip_command(bad)
@@ -780,8 +798,9 @@ def test_a_server_capture_is_genuine_by_construction_only_when_its_run_held_up(g
 # --- the same through the command (step 12, as `grade_zip` prints it) ------------------------------------------
 
 
-@pytest.mark.django_db(transaction=True)
-def test_grade_zip_prints_what_the_step_12_checks_found(sample_packet, spec, tmp_path, grading_sandbox):
+@pytest.mark.django_db
+@pytest.mark.usefixtures("use_test_sandbox")
+def test_grade_zip_prints_what_the_step_12_checks_found(sample_packet, tmp_path):
     """The command prints the engine's evidence whole (json.dumps of grade_archive's): one grading shows the
     checks' findings reach its output. why one: items 9 and 10 (a layout that leaves files out, a log of code
     broken on purpose or cut short) are the same function on the same zips, proven above in this process."""
@@ -789,9 +808,7 @@ def test_grade_zip_prints_what_the_step_12_checks_found(sample_packet, spec, tmp
 
     # item 4: a test module that replaces pytest's runner passes over the bug without running
     patched = corpus.honest_files(**{"invoices.py": BUGGY, "test_invoices.py": RUNTEST + b"\n\n" + corpus.HONEST_TEST})
-    result = grade_zip_command(corpus.zip_with_times(tmp_path / "runtest.zip", patched))
-    assert result.returncode == 0, result.stderr
-    evidence = json.loads(result.stdout)
+    evidence = grade_zip_here(corpus.zip_with_times(tmp_path / "runtest.zip", patched))
     runs = evidence["runs"]
     assert runs["submitted"]["outcome"] == "tampered", runs["submitted"]["notes"]
     assert any("runtest" in t for t in runs["submitted"]["integrity"]["tampered"])

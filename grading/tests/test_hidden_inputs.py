@@ -91,13 +91,25 @@ def overfit(learned: dict[str, int]) -> bytes:
 ''')
 
 
-def test_an_overfit_fix_built_from_one_gradings_inputs_fails_the_next_and_an_honest_fix_passes_both(grade):
+@pytest.fixture(scope="module")
+def spied(grading_sandbox, original_runs, tmp_path_factory) -> dict:
+    """The spy's evidence at seed 1234, graded once for the two tests that read it: the overfit is built
+    from it, and the command is given its seed again."""
+    archive = corpus.zip_with_times(tmp_path_factory.mktemp("spied") / "s.zip", fix(SPY))
+    return grade_archive(archive, sample_spec(), grading_sandbox,
+                         options=GradeOptions(cache_dir=original_runs, hidden_seed=1234))
+
+
+def seen_inputs(run: dict) -> list[str]:
+    """The hidden inputs the spy printed in a reference run's server log, in order."""
+    return [eval(m) for m in re.findall(r"SEEN ('(?:[^'\\]|\\.)*')", run["server_log"])]  # noqa: S307
+
+
+def test_an_overfit_fix_built_from_one_gradings_inputs_fails_the_next_and_an_honest_fix_passes_both(grade, spied):
     # What a candidate could learn of the hidden inputs by a side channel, at its best: all of them.
-    spied = grade(fix(SPY), seed=1234)
     reference = spied["runs"]["reference_vs_submitted"]
     assert reference["outcome"] == "passed" and reference["hidden_seed"] == 1234
-    seen = [eval(m) for m in re.findall(r"SEEN ('(?:[^'\\]|\\.)*')", reference["server_log"])]  # noqa: S307
-    learned = {text: sum(int(x) for x in text.split()[1:]) for text in seen}
+    learned = {text: sum(int(x) for x in text.split()[1:]) for text in seen_inputs(reference)}
 
     same_inputs = grade(fix(overfit(learned)), seed=1234)["runs"]["reference_vs_submitted"]
     assert same_inputs["outcome"] == "passed"  # the same seed draws the same inputs: evidence reproduces
@@ -109,6 +121,24 @@ def test_an_overfit_fix_built_from_one_gradings_inputs_fails_the_next_and_an_hon
     for seed in (1234, None):  # the honest fix: right for every input, so the verdict never changes
         honest = grade(corpus.honest_files(), seed=seed)["runs"]["reference_vs_submitted"]
         assert honest["outcome"] == "passed" and honest["as_expected"], honest["log"]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("use_test_sandbox")
+def test_grade_zip_draws_the_inputs_of_a_seed_kept_in_earlier_evidence(sample_packet, tmp_path, spied):
+    """The command given the seed kept in earlier evidence (the spy's grading) draws the same inputs again;
+    without one it draws others. why in this process: what is proved is the seed's way through the
+    command's arguments into the grading (test_grade_corpus.py runs the command in a process of its own)."""
+    from .test_grade_corpus import grade_zip_here
+
+    earlier = spied["runs"]["reference_vs_submitted"]
+    seed = earlier["hidden_seed"]
+    archive = corpus.zip_with_times(tmp_path / "spy.zip", fix(SPY))
+    runs = [earlier, *(grade_zip_here(archive, "refund-sum", *extra)["runs"]["reference_vs_submitted"]
+                       for extra in (("--seed", str(seed)), ()))]
+    assert [r["hidden_seed"] for r in runs[:2]] == [seed, seed] and runs[2]["hidden_seed"] != seed
+    seen = [sorted(seen_inputs(r)) for r in runs]
+    assert seen[0] == seen[1] != seen[2]  # the same seed, the same inputs; another seed, others
 
 
 def test_a_fix_that_sleeps_to_signal_fails_the_hidden_tests_on_time(grade):
@@ -126,18 +156,3 @@ def total(path):
     # The candidate's side answers at 2 s, or, on a machine too busy for it, the hidden tests' side stops at 3.
     assert reference["passed"] == 0 and ("did not return within 2 s" in reference["log"]
                                          or "gave no answer within 3 s" in reference["log"])
-
-
-@pytest.mark.django_db(transaction=True)
-def test_grade_zip_draws_the_inputs_of_a_seed_kept_in_earlier_evidence(sample_packet, tmp_path, grading_sandbox):
-    import json
-
-    from .test_grade_corpus import grade_zip_command
-
-    spied = corpus.zip_with_times(tmp_path / "spy.zip", fix(SPY))
-    results = [grade_zip_command(spied, "refund-sum", *seed) for seed in (("--seed", "4242"), ("--seed", "4242"), ())]
-    assert [r.returncode for r in results] == [0, 0, 0], results[0].stderr
-    runs = [json.loads(r.stdout)["runs"]["reference_vs_submitted"] for r in results]
-    assert [r["hidden_seed"] for r in runs[:2]] == [4242, 4242] and runs[2]["hidden_seed"] != 4242
-    seen = [sorted(re.findall(r"SEEN ('(?:[^'\\]|\\.)*')", r["server_log"])) for r in runs]
-    assert seen[0] == seen[1] != seen[2]  # the same seed, the same inputs; another seed, others
