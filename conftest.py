@@ -763,13 +763,23 @@ class LocalIndex:
 
 def _runner_wheels() -> Path:
     """The runner's pinned wheels, downloaded once into var/ (for each version of the pins)."""
+    import fcntl
+
     from django.conf import settings
 
     from grading.engine.runner import RUNNER_REQUIREMENTS
 
     digest = hashlib.sha256(RUNNER_REQUIREMENTS.read_bytes()).hexdigest()[:12]
     folder = Path(settings.VAR_DIR) / "test-wheels" / digest
-    if not (folder / "complete").exists():
+    if (folder / "complete").exists():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # why a lock: on a fresh checkout each test process asks at once; one downloads, and none removes the
+    # folder while another copies from it
+    with open(folder.with_name(folder.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / "complete").exists():
+            return folder
         staging = folder.with_name(folder.name + f".{os.getpid()}")
         done = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--no-deps",

@@ -41,29 +41,34 @@ def verdicts(report) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def pythons() -> dict[str, Path]:
+def pythons(tmp_path_factory) -> dict[str, Path]:
     """pytest 7.4, 8.3 and 9.2 venvs (required), and pytest 8.3 on other Pythons found here (optional).
 
     Built once under <var>/test-pytest (a few seconds each, from PyPI);
-    later test runs reuse them.
+    later test runs reuse them. Which ones there are is found once per test run, by whichever test process
+    asks first (why: the other Pythons are tried afresh each time, and one whose venv cannot be built fails
+    again in every process that tries it).
     """
     from django.conf import settings
 
-    folder = Path(settings.VAR_DIR) / "test-pytest"
-    found: dict[str, Path] = {}
-    start = time.monotonic()
-    try:
-        for label, version in zip(MAIN, PYTEST_VERSIONS):
-            found[label] = build_venv(folder / f"py-{version}", sys.executable, version)
-    except VenvUnavailable as exc:
-        require(False, f"cannot build the pytest venvs from PyPI: {exc}")
-    for label, exe in realpytest.other_pythons().items():
+    def make() -> dict[str, str]:
+        folder = Path(settings.VAR_DIR) / "test-pytest"
+        found: dict[str, Path] = {}
+        start = time.monotonic()
         try:
-            found[label] = build_venv(folder / f"{label}-{OTHER_PYTHON_PYTEST}", exe, OTHER_PYTHON_PYTEST)
-        except VenvUnavailable:
-            continue  # another interpreter is a bonus; the three pytest versions are not
-    print(f"pytest venvs ready in {time.monotonic() - start:.1f} s: {', '.join(found)}")
-    return found
+            for label, version in zip(MAIN, PYTEST_VERSIONS):
+                found[label] = build_venv(folder / f"py-{version}", sys.executable, version)
+        except VenvUnavailable as exc:
+            require(False, f"cannot build the pytest venvs from PyPI: {exc}")
+        for label, exe in realpytest.other_pythons().items():
+            try:
+                found[label] = build_venv(folder / f"{label}-{OTHER_PYTHON_PYTEST}", exe, OTHER_PYTHON_PYTEST)
+            except VenvUnavailable:
+                continue  # another interpreter is a bonus; the three pytest versions are not
+        print(f"pytest venvs ready in {time.monotonic() - start:.1f} s: {', '.join(found)}")
+        return {label: str(exe) for label, exe in found.items()}
+
+    return {label: Path(exe) for label, exe in realpytest.once_per_run(tmp_path_factory, "pytest-venvs", make).items()}
 
 
 @pytest.fixture(scope="session")
