@@ -164,10 +164,22 @@ class PacketVersion(models.Model):
     @property
     def state(self) -> str:
         """published, draft, checking or unchecked (see PacketCheck)."""
-        finished = self.last_finished_check()
+        return self._state_after(self.last_finished_check(), self.checks.exists())
+
+    def last_check_and_state(self) -> tuple[PacketCheck | None, str]:
+        """The newest self-check and the state, both from one read of the checks.
+
+        why one read: read one after the other, a check that finished between them
+        put "Published" above "A worker is running the packet" on the packet's page.
+        """
+        checks = list(self.checks.order_by("-pk"))
+        finished = next((c for c in checks if c.status not in PacketCheck.OPEN), None)
+        return (checks[0] if checks else None), self._state_after(finished, bool(checks))
+
+    def _state_after(self, finished: PacketCheck | None, any_check: bool) -> str:
         if finished is not None:
             return self.PUBLISHED if finished.status == PacketCheck.Status.PASSED else self.DRAFT
-        return self.CHECKING if self.checks.exists() else self.UNCHECKED
+        return self.CHECKING if any_check else self.UNCHECKED
 
     def refusal_to_invite(self) -> str | None:
         """Why candidates cannot be invited to this version, or None when they can."""

@@ -102,10 +102,10 @@ def _version(packet: Packet, request: HttpRequest) -> PacketVersion:
 def packet_detail(request: HttpRequest, slug: str) -> HttpResponse:
     packet = get_object_or_404(Packet, slug=slug)
     version = _version(packet, request)
-    check = version.last_check()
+    check, state = version.last_check_and_state()
     if request.htmx and request.GET.get("part") == "check":
         return render(request, "takehome/packet_detail.html#packet-check",
-                      {"packet": packet, "version": version, "check": check})
+                      {"packet": packet, "version": version, "check": check, "state": state})
     files = list(version.files.all())
     shown = None
     path = request.GET.get("file")
@@ -128,6 +128,7 @@ def packet_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "groups": groups,
             "shown": shown,
             "check": check,
+            "state": state,
             "funnel": pages.funnel(packet),
             "requirement_count": len(requirement_names(version.requirements)),
             "model_policy_words": model_policy_words(version),

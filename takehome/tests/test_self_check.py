@@ -143,6 +143,39 @@ def test_the_check_section_polls_while_checking_and_answers_htmx_alone(client, r
     assert "hx-trigger" not in fragment and "Published" in fragment
 
 
+def test_a_check_that_finishes_while_the_page_is_read_is_shown_in_one_state(client, recruiter):
+    """The check finishes between the page's reads of it: the page shows it running or done, never both
+    ("Published" above "A worker is running the packet", as the page once did under load)."""
+    from django.db import connection
+    from django.utils import timezone
+
+    packet = do_create_packet("racing", "Racing", content())
+    running = packet.latest_version().checks.get()
+    PacketCheck.objects.filter(pk=running.pk).update(status=PacketCheck.Status.RUNNING, started_at=timezone.now())
+    done = [{"check_id": "fixture_red", "passed": True, "title": "The fixture's own tests fail", "summary": "1 failed",
+             "log": ""}]
+    finished = False
+
+    def finish_after_the_first_read(execute, sql, params, many, context):
+        nonlocal finished
+        result = execute(sql, params, many, context)
+        if not finished and sql.lstrip().upper().startswith("SELECT") and "takehome_packetcheck" in sql:
+            finished = True  # before the update, which comes through here too
+            PacketCheck.objects.filter(pk=running.pk).update(status=PacketCheck.Status.PASSED, results=done,
+                                                             finished_at=timezone.now())
+        return result
+
+    client.force_login(recruiter)
+    url = packet.get_absolute_url() + "?v=1&part=check"
+    with connection.execute_wrapper(finish_after_the_first_read):
+        fragment = client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert finished
+    assert ("Published" in fragment) == ('class="check ok"' in fragment), fragment
+    assert ("Checking…" in fragment) == ("A worker is running the packet" in fragment), fragment
+    fragment = client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert "Published" in fragment and 'class="check ok"' in fragment and "hx-trigger" not in fragment
+
+
 def test_a_version_from_before_self_checks_stays_invitable_and_can_be_checked(client, recruiter,
                                                                               django_capture_on_commit_callbacks):
     packet = do_create_packet("legacy", "Legacy", content())
