@@ -136,6 +136,9 @@
   const keyOf = (box) => "takehome:note:" + box.getAttribute("hx-post");
   const same = (a, b) => a.trim() === b.trim();
   const stampOf = (box) => (box.form ? box.form.elements.namedItem("note_stamp") : null);
+  // Set once the page starts to go (a reload, a link): see htmx:afterRequest. A page put back from the
+  // browser's history cache is staying again.
+  let leaving = false;
 
   function pending(box) {
     try { return JSON.parse(sessionStorage.getItem(keyOf(box))); } catch (e) { return null; }
@@ -206,7 +209,9 @@
     delete box.dataset.sendingStamp;
     const stamp = stampOf(box) ? Number(stampOf(box).value || 0) : 0;
     const unsaved = stamp > Number(box.dataset.savedStamp);
-    keep(box, unsaved ? { text: box.value, stamp: stamp } : null);
+    // why kept while the page is being left: the next page may have read the note before this save was
+    // stored (its request went out before this answer came); from the copy it puts the note back if so.
+    keep(box, unsaved || (leaving && pending(box)) ? { text: box.value, stamp: stamp } : null);
     // why: a pause in typing while this save was on its way was dropped (the box sends one save at a
     // time), and htmx's "changed" would not send that text again: send what the box holds now, once
     // htmx has let go of this request (it still holds it while this event runs).
@@ -225,8 +230,10 @@
       navigator.sendBeacon(box.getAttribute("hx-post"), new FormData(box.form));
     });
   }
-  window.addEventListener("beforeunload", sendUnsaved);
-  window.addEventListener("pagehide", sendUnsaved);
+  const leave = () => { leaving = true; sendUnsaved(); };
+  window.addEventListener("beforeunload", leave);
+  window.addEventListener("pagehide", leave);
+  window.addEventListener("pageshow", () => { leaving = false; });
   document.addEventListener("visibilitychange", () => { if (document.visibilityState === "hidden") sendUnsaved(); });
   document.addEventListener("htmx:load", (event) => reconcileAll(event.target));
 

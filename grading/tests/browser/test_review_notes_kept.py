@@ -161,6 +161,15 @@ FULL = "no closing line"
 UNSAVED = "'takehome:note:' + document.getElementById('note-red_log').getAttribute('hx-post')"
 
 
+def type_the_note_with_a_pause(page, heard) -> None:
+    """Type FULL into the red-log box in two parts; the pause after "no clo" sends a save, which the server
+    says it got by setting ``heard``."""
+    page.click("#note-red_log")
+    page.keyboard.type("no clo")
+    assert heard.wait(15), "the pause in typing sent no save"
+    page.keyboard.type("sing line")
+
+
 def nothing_unsaved(page) -> bool:
     return page.evaluate(f"sessionStorage.getItem({UNSAVED}) === null")
 
@@ -186,10 +195,7 @@ def test_a_partial_save_the_server_writes_after_the_beacon_does_not_cut_the_note
 
     with patch("grading.actions.do_save_note_draft", slow_first_pause):
         try:
-            page.click("#note-red_log")
-            page.keyboard.type("no clo")
-            assert held.wait(15), "the pause in typing sent no save"
-            page.keyboard.type("sing line")
+            type_the_note_with_a_pause(page, held)
             page.reload()  # the beacon carries the whole note; the partial save is still held
             expect(page.locator("#note-red_log")).to_have_value(FULL)
             eventually(lambda: drafts() == {"red_log": FULL} and nothing_unsaved(page), page=page)
@@ -240,10 +246,7 @@ def test_a_save_answered_after_the_reloaded_page_was_drawn_loses_nothing(review_
     with patch("grading.actions.do_save_note_draft", held_saves), \
          patch("grading.views.pages.review_page", drawn_then_partial_answered):
         try:
-            page.click("#note-red_log")
-            page.keyboard.type("no clo")
-            assert partial_held.wait(15), "the pause in typing sent no save"
-            page.keyboard.type("sing line")
+            type_the_note_with_a_pause(page, partial_held)
             page.reload()
             assert len(whole) >= 2, "the old page never sent the note again after its partial save was answered"
             go.set()
@@ -255,4 +258,63 @@ def test_a_save_answered_after_the_reloaded_page_was_drawn_loses_nothing(review_
     assert drafts() == {"red_log": FULL}
     page.reload()
     expect(page.locator("#note-red_log")).to_have_value(FULL)
+    assert page.blocked == []
+
+
+def test_a_save_the_old_page_hears_of_before_the_reloaded_page_arrives_loses_nothing(review_page):
+    """The reloaded page is drawn before any save of the note is written (an empty box; the beacon is slow).
+    The old page, alive until the new one replaces it, then hears that its partial save "no clo" was kept,
+    sends the rest again and hears that this one was kept too, all before the new page arrives. The new
+    page must still put the whole note back: what it shows is older than what the old page heard."""
+    from grading import actions
+
+    page = review_page
+    save = actions.do_save_note_draft
+    partial_held, partial_go, beacon_held, beacon_go = (threading.Event() for _ in range(4))
+    drawn, navigation = [], []
+
+    def held_saves(submission, reviewer, cell, note, *args, **kwargs):
+        if note == "no clo" and not partial_held.is_set():
+            partial_held.set()
+            partial_go.wait(30)
+        elif note == FULL and not beacon_held.is_set():  # the first whole note to arrive is the beacon's
+            beacon_held.set()
+            beacon_go.wait(30)
+        return save(submission, reviewer, cell, note, *args, **kwargs)
+
+    def drawn_now_sent_later(route):
+        if not route.request.is_navigation_request() or navigation:
+            route.continue_()
+            return
+        drawn.append(route.fetch())  # drawn while neither save is written
+        navigation.append(route)
+
+    page.route(page.url, drawn_now_sent_later)
+    # What the old page hears of its saves, told after the page's own handler (nothing can be asked of a
+    # page whose replacement is on its way).
+    heard = []
+    page.on("console", lambda message: heard.append(message.text))
+    page.evaluate("""() => document.addEventListener("htmx:afterRequest", () => {
+        const box = document.getElementById('note-red_log');
+        if (box.dataset.savedStamp === box.form.elements.namedItem('note_stamp').value) {
+            console.log("saved the note it holds");
+        }
+    })""")
+    with patch("grading.actions.do_save_note_draft", held_saves):
+        try:
+            type_the_note_with_a_pause(page, partial_held)
+            page.evaluate("setTimeout(() => location.reload(), 0)")
+            eventually(lambda: navigation and beacon_held.is_set(), page=page)
+            assert FULL not in drawn[0].text() and "no clo" not in drawn[0].text()
+            partial_go.set()
+            # The old page heard the partial save, sent the whole note again, and heard that it was kept.
+            eventually(lambda: "saved the note it holds" in heard, page=page)
+            navigation[0].fulfill(response=drawn[0])
+            expect(page.locator("#note-red_log")).to_have_value(FULL)  # put back once htmx has loaded the page
+            beacon_go.set()
+            eventually(lambda: drafts() == {"red_log": FULL} and nothing_unsaved(page), page=page)
+        finally:
+            partial_go.set()
+            beacon_go.set()
+    assert drafts() == {"red_log": FULL}
     assert page.blocked == []
