@@ -8,6 +8,7 @@ missing part is a failure with the reason, never a silent skip.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import shutil
 import signal
@@ -161,6 +162,25 @@ def _outside_the_browsers_loop(request):
         yield
     finally:
         asyncio._set_running_loop(loop)
+
+
+_MEDIA_ROOTS = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _media_root_of_its_own(settings, monkeypatch, tmp_path_factory):
+    """Every test stores its files (uploads, recordings) in an empty folder of its own, and what it starts
+    (a worker, a server) gets the same folder through TAKEHOME_MEDIA_ROOT.
+
+    why: stored files are named by database ids (recordings/inv-<id>.cast), which the test database hands
+    out again from test to test. In a folder shared by a test process's tests (and kept from run to run), a
+    recording left by one test was shown on another's review page, with a "1 passed" marker among its
+    buttons.
+    """
+    root = tmp_path_factory.getbasetemp() / "media" / str(next(_MEDIA_ROOTS))
+    root.mkdir(parents=True)
+    settings.MEDIA_ROOT = root
+    monkeypatch.setenv("TAKEHOME_MEDIA_ROOT", str(root))
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from shared import pytest_slots
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,3 +110,21 @@ def test_a_database_servers_test_database_is_named_for_the_slot():
         names[worker] = done.stdout.strip()
     assert names[""] == f"test_shop_slot{os.environ['TAKEHOME_TEST_SLOT']}"
     assert names["-other"].startswith("test_shop_slot") and names["-other"] != names[""]
+
+
+@pytest.mark.parametrize("turn", ["first", "second"])
+def test_each_test_stores_its_files_in_an_empty_folder_of_its_own_which_what_it_starts_gets_too(turn, settings):
+    """Stored files are named by database ids, which the test database hands out again from test to test:
+    a recording one test left (recordings/inv-1.cast) must not be found by the next one, in this run or a
+    later one."""
+    from shared import stored
+
+    root = Path(settings.MEDIA_ROOT)
+    assert not stored.exists(stored.recording_name(1)), f"a recording another test left is in {root}"
+    assert list(root.iterdir()) == []
+    assert os.environ["TAKEHOME_MEDIA_ROOT"] == str(root)
+    stored.save(stored.recording_name(1), b'{"version": 2, "width": 80, "height": 24}\n')
+    assert (root / stored.recording_name(1)).exists()
+    started = subprocess.run([sys.executable, "-c", "import os; print(os.environ['TAKEHOME_MEDIA_ROOT'])"],
+                             capture_output=True, text=True, check=True)
+    assert started.stdout.strip() == str(root)
