@@ -185,6 +185,8 @@ def _media_root_of_its_own(settings, monkeypatch, tmp_path_factory):
 
 @pytest.fixture
 def media_root(settings, tmp_path):
+    """A media folder not made yet (the autouse one above exists already), for the tests about the folder
+    itself: backups and restores that make it, fill it, refuse it or find something else in its place."""
     settings.MEDIA_ROOT = tmp_path / "media"
     return settings.MEDIA_ROOT
 
